@@ -1,0 +1,273 @@
+/*
+ * sluice_core.h - the lock-free rate-limiting core of sluice.
+ *
+ * Overview
+ * --------
+ * Five classic limiters behind one shape of API:
+ *
+ *   token bucket    GCRA on one atomic theoretical-arrival-time word: rate r
+ *                   units per period, burst b units.
+ *   leaky bucket    the same word with no burst: requests leave exactly one
+ *                   cost apart; "capacity" bounds how far ahead a request may
+ *                   be scheduled (how many may wait).
+ *   fixed window    at most N units per aligned window W; window index and
+ *                   count live in one "virtual counter" word (idx * N + used).
+ *   sliding window  at most N units in any window W, by the weighted
+ *                   two-window estimate packed into one word (error bound
+ *                   below).
+ *   concurrency     at most N units held at once; acquire and release.
+ *
+ * Every limiter is a plain struct with no pointers, so it works the same in
+ * private memory and in a MAP_SHARED mapping used by several processes. Time
+ * is always passed in by the caller as CLOCK_MONOTONIC nanoseconds (`now_ns`):
+ * there is no hidden clock, no allocation, no blocking and no sleeping. A wait
+ * is returned to the caller as a duration.
+ *
+ * API and thread-safety
+ * ---------------------
+ *   sl_limiter_init()       not thread-safe: call once before the limiter is
+ *                           published to other threads or processes.
+ *   sl_limiter_acquire()    thread- and process-safe, lock-free.
+ *   sl_limiter_refund()     thread- and process-safe, lock-free.
+ *   sl_limiter_release()    thread- and process-safe, lock-free (concurrency).
+ *   sl_limiter_available()  thread- and process-safe, read-only snapshot.
+ *   sl_limiter_validate()   read-only; checks a (possibly foreign) mapping.
+ *
+ * One call shape serves policing and shaping:
+ *
+ *   d = sl_limiter_acquire(l, n, now_ns, max_wait_ns);
+ *
+ *   max_wait_ns == 0           police: admit n units now, or refuse (nothing is
+ *                              taken) and say in d.wait_ns how long until they
+ *                              would be admitted.
+ *   max_wait_ns == UINT64_MAX  reserve (Guava's acquire): always take the next
+ *                              slot and return how long the caller must wait
+ *                              before acting (d.verdict == SL_ADMIT, d.wait_ns).
+ *   otherwise                  reserve, but refuse instead of reserving beyond
+ *                              max_wait_ns (Guava's tryAcquire(timeout)).
+ *
+ * Algorithms that cannot reserve future capacity (sliding window,
+ * concurrency) always behave as police and return a retry hint.
+ *
+ * Implementation notes
+ * --------------------
+ * Rates are kept in fixed point: the cost of n units is
+ * ceil(n * mult / 2^shift) "ticks", a tick being 2^-tick_shift ns. tick_shift
+ * is 0 for rates up to about one unit per microsecond and grows up to 8 for
+ * faster rates, so that even 10^10 units/s keeps sub-nanosecond precision.
+ * Costs are rounded up, so rounding never admits more than the limit. Times
+ * are stored relative to the limiter's epoch (its init time); a limiter stays
+ * exact for 2^64 ticks after its epoch: 584 years at tick_shift 0, 2.2 years
+ * at tick_shift 8 (rates above 10^6 units/s). All arithmetic saturates.
+ *
+ * A `now_ns` older than one already seen (a stale time read by another
+ * thread) only makes decisions stricter: it never admits more than the limit.
+ */
+#ifndef SLUICE_CORE_H
+#define SLUICE_CORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_CORE_VERSION_MAJOR 0
+#define SL_CORE_VERSION_MINOR 1
+#define SL_CORE_VERSION_PATCH 0
+
+/* Every 64-bit atomic must be lock-free, or it may fall back to a lock that
+ * is private to one process and so is useless in shared memory. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
+
+#define SL_CACHELINE 64
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Result codes of init/release/refund. Core never sets errno. */
+enum sl_status {
+	SL_OK = 0,
+	SL_EINVAL = 1,     /* a parameter is zero, negative or inconsistent */
+	SL_ERANGE = 2,     /* a parameter overflows the fixed-point range */
+	SL_EUNDERFLOW = 3, /* release/refund of more than is held */
+};
+
+/* Verdict of an acquire. */
+enum sl_verdict {
+	SL_ADMIT = 0,  /* taken; act after wait_ns (0 when policing) */
+	SL_REFUSE = 1, /* nothing taken; wait_ns is when a retry may succeed
+	                  (0 = unknown, e.g. concurrency: after a release) */
+	SL_NEVER = 2,  /* n exceeds what this limiter can ever admit at once
+	                  (n > burst when policing, n > N for windows, n > limit) */
+};
+
+struct sl_decision {
+	uint64_t wait_ns;
+	uint32_t verdict; /* enum sl_verdict */
+	uint32_t reserved;
+};
+
+/* Limiter kinds (values are part of the shared-memory format). */
+enum sl_kind {
+	SL_KIND_NONE = 0,
+	SL_KIND_TOKEN = 1,
+	SL_KIND_LEAKY = 2,
+	SL_KIND_FIXED = 3,
+	SL_KIND_SLIDING = 4,
+	SL_KIND_CONC = 5,
+};
+
+/*
+ * Parameters of any limiter. Units are whatever the caller counts (calls,
+ * messages or bytes).
+ *   token:   amount units per period_ns, burst units at once (>= 1).
+ *   leaky:   amount units per period_ns; burst = capacity, how many units may
+ *            be scheduled ahead (0 = unbounded, only max_wait_ns limits it).
+ *   fixed:   at most amount units per aligned window of period_ns.
+ *   sliding: at most amount units in any window of period_ns.
+ *   conc:    at most amount units held at once (period_ns and burst unused).
+ */
+struct sl_params {
+	uint32_t kind; /* enum sl_kind */
+	uint32_t reserved;
+	uint64_t amount;
+	uint64_t period_ns;
+	uint64_t burst;
+};
+
+/* GCRA state for token and leaky buckets. */
+struct sl_gcra {
+	/* Parameters: written by init, read-only afterwards. */
+	uint64_t mult;        /* cost(n) = ceil(n * mult / 2^shift) ticks */
+	uint64_t tau_ticks;   /* burst tolerance, cost(burst); 0 for leaky */
+	uint64_t limit_ticks; /* leaky: max schedule-ahead, cost(capacity); else UINT64_MAX */
+	uint64_t epoch_ns;    /* time origin of tat */
+	uint64_t burst;       /* units admissible at once (police); leaky: capacity */
+	uint32_t shift;
+	uint32_t tick_shift;  /* tick = 2^-tick_shift ns */
+	uint32_t leaky;       /* 1 for leaky bucket */
+	uint32_t reserved[3];
+	/* State on its own cache line: contended by every acquire. */
+	_Alignas(SL_CACHELINE) _Atomic uint64_t tat; /* ticks since epoch */
+	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
+};
+
+/* Fixed window: `used` is a virtual counter idx * limit + units used in
+ * window idx; a smaller value means the window it belonged to is over. */
+struct sl_fixed {
+	uint64_t limit;     /* N units per window */
+	uint64_t window_ns; /* W */
+	uint64_t epoch_ns;
+	uint64_t reserved[5];
+	_Alignas(SL_CACHELINE) _Atomic uint64_t used;
+	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
+};
+
+/* Sliding window, weighted two-window estimate:
+ *   estimate = prev * (1 - f) + cur,  f = position in the current window.
+ * Error bound: every aligned window holds at most N; any sliding window of
+ * length W holds at most N when arrivals in the previous window were
+ * uniform, and at most 2N - 1 quanta in the worst case (the previous
+ * window's N all at its very end). Counts are kept in quanta of
+ * `quantum` units (1 unless N > 2^20), rounded up, so rounding never admits
+ * more. State word: [window idx mod 2^24 | prev quanta (20) | cur quanta (20)]. */
+struct sl_sliding {
+	uint64_t limit;     /* N units per window */
+	uint64_t window_ns; /* W */
+	uint64_t epoch_ns;
+	uint64_t quantum;   /* units per counted quantum */
+	uint64_t limit_q;   /* N in quanta */
+	uint64_t reserved[3];
+	_Alignas(SL_CACHELINE) _Atomic uint64_t state;
+	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
+};
+
+/* Concurrency limit. */
+struct sl_conc {
+	uint64_t limit;
+	uint64_t reserved[7];
+	_Alignas(SL_CACHELINE) _Atomic uint64_t held;
+	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
+};
+
+#define SL_LIMITER_MAGIC 0x534c4d31u /* "SLM1" */
+
+/* Any limiter: a tagged union, 64-byte aligned, fixed layout. */
+struct sl_limiter {
+	uint32_t magic; /* SL_LIMITER_MAGIC once initialised */
+	uint32_t kind;  /* enum sl_kind */
+	struct sl_params params; /* as given to init, for reporting */
+	uint8_t pad[SL_CACHELINE - 8 - sizeof(struct sl_params)];
+	union {
+		struct sl_gcra gcra;
+		struct sl_fixed fixed;
+		struct sl_sliding sliding;
+		struct sl_conc conc;
+	} u;
+};
+
+/* Layout is part of the shared-memory format: pin it. */
+_Static_assert(sizeof(struct sl_params) == 32, "sl_params layout");
+_Static_assert(sizeof(struct sl_gcra) == 128, "sl_gcra layout");
+_Static_assert(sizeof(struct sl_fixed) == 128, "sl_fixed layout");
+_Static_assert(sizeof(struct sl_sliding) == 128, "sl_sliding layout");
+_Static_assert(sizeof(struct sl_conc) == 128, "sl_conc layout");
+_Static_assert(offsetof(struct sl_gcra, tat) == 64, "sl_gcra.tat on its own line");
+_Static_assert(offsetof(struct sl_limiter, u) == 64, "sl_limiter header is one line");
+_Static_assert(sizeof(struct sl_limiter) == 192, "sl_limiter layout");
+
+/* Generic API (dispatches on kind). */
+enum sl_status sl_limiter_init(struct sl_limiter *l, const struct sl_params *p, uint64_t now_ns);
+struct sl_decision sl_limiter_acquire(struct sl_limiter *l, uint64_t n, uint64_t now_ns,
+				      uint64_t max_wait_ns);
+/* Give back n units taken by acquire but not used (e.g. a send that moved
+ * fewer bytes than reserved). Never makes a limiter hold more than its burst
+ * or window allows. Concurrency: same as release. */
+enum sl_status sl_limiter_refund(struct sl_limiter *l, uint64_t n, uint64_t now_ns);
+/* Concurrency: release n held units; SL_EUNDERFLOW (and no change) if fewer
+ * are held. Other kinds: SL_EINVAL. */
+enum sl_status sl_limiter_release(struct sl_limiter *l, uint64_t n);
+/* Units that police (max_wait 0) would admit right now; a snapshot. */
+uint64_t sl_limiter_available(const struct sl_limiter *l, uint64_t now_ns);
+/* True if the parameters in a (possibly foreign or corrupt) limiter are
+ * self-consistent, so that using it cannot misbehave. */
+bool sl_limiter_validate(const struct sl_limiter *l);
+
+/* Per-algorithm API (the generic calls above forward to these). */
+enum sl_status sl_token_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns,
+			     uint64_t burst, uint64_t now_ns);
+enum sl_status sl_leaky_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns,
+			     uint64_t capacity, uint64_t now_ns);
+struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_ns,
+				   uint64_t max_wait_ns);
+enum sl_status sl_gcra_refund(struct sl_gcra *g, uint64_t n, uint64_t now_ns);
+uint64_t sl_gcra_available(const struct sl_gcra *g, uint64_t now_ns);
+
+enum sl_status sl_fixed_init(struct sl_fixed *w, uint64_t limit, uint64_t window_ns,
+			     uint64_t now_ns);
+struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now_ns,
+				    uint64_t max_wait_ns);
+enum sl_status sl_fixed_refund(struct sl_fixed *w, uint64_t n, uint64_t now_ns);
+uint64_t sl_fixed_available(const struct sl_fixed *w, uint64_t now_ns);
+
+enum sl_status sl_sliding_init(struct sl_sliding *s, uint64_t limit, uint64_t window_ns,
+			       uint64_t now_ns);
+struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t now_ns);
+enum sl_status sl_sliding_refund(struct sl_sliding *s, uint64_t n, uint64_t now_ns);
+uint64_t sl_sliding_available(const struct sl_sliding *s, uint64_t now_ns);
+
+enum sl_status sl_conc_init(struct sl_conc *c, uint64_t limit);
+struct sl_decision sl_conc_acquire(struct sl_conc *c, uint64_t n);
+enum sl_status sl_conc_release(struct sl_conc *c, uint64_t n);
+uint64_t sl_conc_held(const struct sl_conc *c);
+
+/* Human-readable name of a status/kind, for messages ("ok", "token", ...). */
+const char *sl_status_name(enum sl_status s);
+const char *sl_kind_name(enum sl_kind k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_CORE_H */

@@ -1,0 +1,228 @@
+/*
+ * policy.h - the SLUICE_* rule language: parsing, validation, canonical
+ * printing and error reporting.
+ *
+ * Overview
+ * --------
+ * policy/ turns the text of SLUICE_* variables into plain rule data (fixed
+ * size structs, no pointers, no allocation) that the shim matches calls
+ * against without any further parsing. It is a pure function of text: it
+ * never calls getenv, dlsym or sets errno, so it can be fuzzed and is shared
+ * by the preloaded library and the `sluice` launcher.
+ *
+ * Grammar (see README.md for the user documentation):
+ *
+ *   SLUICE_CONNECT / _ACCEPT / _SEND / _RECV / _CONNS = SPEC
+ *   SLUICE_RULES = OP:SPEC ( ';' OP:SPEC )*      OP: connect accept send recv conns
+ *   SPEC   := LIMIT ( ',' OPTION )*
+ *   LIMIT  := RATE (connect, accept, send, recv) | COUNT (conns)
+ *   RATE   := AMOUNT '/' [NUMBER] PERIOD
+ *   AMOUNT := NUMBER [UNIT]   UNIT: B KB MB GB (10^3) KiB MiB GiB (2^10): bytes;
+ *                             none: calls (messages for send/recv)
+ *   PERIOD := us | ms | s | min | h
+ *   OPTION := burst=AMOUNT | algo=token|leaky|fixed|sliding
+ *           | action=delay|reject|dry-run | max-delay=DURATION | errno=NAME
+ *           | per=process|thread|fd|peer | to=CIDR[:PORT] | port=N[-M]
+ *           | family=F(+F)* | type=T(+T)*
+ *
+ * API and thread-safety
+ * ---------------------
+ * All functions are pure functions of their arguments and reentrant. Errors
+ * are written as one line (no trailing newline) into a caller-provided buffer:
+ *   SLUICE_SEND="1Mib/s": at column 2: unknown unit 'Mib' (expected B, KB, KiB, MB, MiB, GB, GiB)
+ * Columns are 1-based byte offsets into the variable's value.
+ */
+#ifndef SLUICE_POLICY_H
+#define SLUICE_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_MAX_RULES 32    /* rules in one policy */
+#define SL_ERR_MAX 512     /* recommended size of an error buffer */
+#define SL_PATH_MAX 256    /* SLUICE_LOG_FILE, SLUICE_STATS */
+#define SL_NAMES_MAX 256   /* SLUICE_ONLY / SLUICE_SKIP, '+'-separated */
+#define SL_RULE_TEXT_MAX 256 /* canonical text of one rule */
+
+enum sl_op {
+	SL_OP_CONNECT = 0,
+	SL_OP_ACCEPT = 1,
+	SL_OP_SEND = 2,
+	SL_OP_RECV = 3,
+	SL_OP_CONNS = 4,
+	SL_OP_COUNT = 5,
+};
+
+enum sl_unit {
+	SL_UNIT_CALLS = 0, /* calls, or messages for send/recv */
+	SL_UNIT_BYTES = 1,
+};
+
+enum sl_algo {
+	SL_ALGO_TOKEN = 0,
+	SL_ALGO_LEAKY = 1,
+	SL_ALGO_FIXED = 2,
+	SL_ALGO_SLIDING = 3,
+};
+
+enum sl_action {
+	SL_ACTION_DELAY = 0,
+	SL_ACTION_REJECT = 1,
+	SL_ACTION_DRYRUN = 2,
+};
+
+enum sl_scope {
+	SL_SCOPE_PROCESS = 0,
+	SL_SCOPE_THREAD = 1,
+	SL_SCOPE_FD = 2,
+	SL_SCOPE_PEER = 3,
+};
+
+/* family= bits */
+#define SL_FAM_INET 0x1u
+#define SL_FAM_INET6 0x2u
+#define SL_FAM_UNIX 0x4u
+/* type= bits */
+#define SL_TYPE_STREAM 0x1u
+#define SL_TYPE_DGRAM 0x2u
+
+/* Bits of sl_rule.explicit_opts: which options the user wrote (defaults are
+ * filled in either way; canonical printing prints every option that differs
+ * from its default). */
+#define SL_OPT_BURST (1u << 0)
+#define SL_OPT_ALGO (1u << 1)
+#define SL_OPT_ACTION (1u << 2)
+#define SL_OPT_MAX_DELAY (1u << 3)
+#define SL_OPT_ERRNO (1u << 4)
+#define SL_OPT_PER (1u << 5)
+#define SL_OPT_TO (1u << 6)
+#define SL_OPT_PORT (1u << 7)
+#define SL_OPT_FAMILY (1u << 8)
+#define SL_OPT_TYPE (1u << 9)
+
+/* to=CIDR[:PORT] */
+struct sl_cidr {
+	uint8_t family; /* 0: no address filter, 4: IPv4, 6: IPv6 */
+	uint8_t prefix; /* prefix length in bits (0..32 or 0..128) */
+	uint8_t addr[16]; /* network byte order; bits past prefix are zero */
+};
+
+/* One rule, plain data. */
+struct sl_rule {
+	uint8_t op;     /* enum sl_op */
+	uint8_t unit;   /* enum sl_unit (conns: calls) */
+	uint8_t algo;   /* enum sl_algo (conns: unused) */
+	uint8_t action; /* enum sl_action */
+	uint8_t scope;  /* enum sl_scope */
+	uint8_t families; /* SL_FAM_* bits */
+	uint8_t types;    /* SL_TYPE_* bits */
+	uint8_t reserved0;
+	uint64_t amount;    /* units per period; conns: the count */
+	uint64_t period_ns; /* conns: 0 */
+	uint64_t burst;     /* token: units at once (default filled in);
+	                       leaky: queue capacity in units (0 = unbounded);
+	                       windows and conns: 0 */
+	uint64_t max_delay_ns; /* UINT64_MAX: no maximum */
+	int32_t err;        /* errno of a refusal; 0 = the operation's default */
+	uint32_t explicit_opts; /* SL_OPT_* given by the user */
+	uint16_t port_lo, port_hi; /* inclusive; 0..65535 = any port */
+	struct sl_cidr to;
+	uint8_t reserved1[2];
+};
+
+enum sl_log_level {
+	SL_LOG_ERROR = 0,
+	SL_LOG_WARN = 1,
+	SL_LOG_INFO = 2,
+	SL_LOG_DEBUG = 3,
+};
+
+enum sl_config_error {
+	SL_CONFIG_ERROR_EXIT = 0, /* default: print the error, exit status 2 */
+	SL_CONFIG_ERROR_WARN = 1, /* print a warning, run unthrottled */
+};
+
+/* Everything the SLUICE_* environment says. */
+struct sl_policy {
+	struct sl_rule rules[SL_MAX_RULES];
+	uint32_t n_rules;
+	uint32_t log_level;    /* enum sl_log_level, SLUICE_LOG */
+	uint32_t config_error; /* enum sl_config_error, SLUICE_CONFIG_ERROR */
+	uint32_t reserved;
+	char log_file[SL_PATH_MAX]; /* SLUICE_LOG_FILE, "" = stderr */
+	char stats_file[SL_PATH_MAX]; /* SLUICE_STATS, "" = none */
+	char only[SL_NAMES_MAX]; /* SLUICE_ONLY, '+'-separated program names */
+	char skip[SL_NAMES_MAX]; /* SLUICE_SKIP */
+};
+
+/* Fill *p with defaults (no rules, log level error, exit on config error). */
+void sl_policy_init(struct sl_policy *p);
+
+/*
+ * Parse one SLUICE_* variable (name without '=', value) into *p, appending
+ * rules. Returns 0 on success; -1 on error with one line in err (never
+ * truncated mid-character, always NUL-terminated when errlen > 0) and *p
+ * unchanged. An unknown SLUICE_ name is an error (usually a typo).
+ */
+int sl_policy_parse_var(struct sl_policy *p, const char *name, const char *value, char *err,
+			size_t errlen);
+
+/*
+ * Parse every SLUICE_* entry of an environment array ("NAME=value" strings,
+ * NULL-terminated, like environ). Entries not starting with "SLUICE_" are
+ * ignored. Same return convention; stops at the first error.
+ */
+int sl_policy_parse_env(struct sl_policy *p, const char *const *envp, char *err, size_t errlen);
+
+/*
+ * Parse one SPEC for a given operation (as the launcher's --send SPEC does);
+ * `var` names the variable for error messages ("SLUICE_SEND").
+ */
+int sl_rule_parse(struct sl_rule *r, enum sl_op op, const char *spec, const char *var,
+		  char *err, size_t errlen);
+
+/*
+ * Canonical form of one rule: "OP:SPEC" with every option that differs from
+ * its default, in a fixed order, numbers in the largest exact unit. Parsing
+ * the SPEC part back gives an equal rule. Returns the length that the full
+ * text needs (like snprintf); the output is always NUL-terminated.
+ */
+size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len);
+
+/* True if two rules mean the same (explicit_opts ignored). */
+bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b);
+
+/* Names for messages and stats: "connect", "token", "delay", "process". */
+const char *sl_op_name(enum sl_op op);
+const char *sl_algo_name(enum sl_algo a);
+const char *sl_action_name(enum sl_action a);
+const char *sl_scope_name(enum sl_scope s);
+
+/* The errno a refusal of this rule uses for the given call (resolves err == 0
+ * to the operation's default: connect ECONNREFUSED, accept ECONNABORTED,
+ * send/recv EAGAIN, conns: ECONNREFUSED on connect, ECONNABORTED on accept). */
+int sl_rule_errno(const struct sl_rule *r, enum sl_op call);
+
+/* errno name <-> value for the errno= option ("ECONNREFUSED" -> 111). */
+int sl_errno_from_name(const char *name, size_t len);
+const char *sl_errno_name(int err);
+
+/* One line of help per known variable, for --help and docs. */
+struct sl_var_info {
+	const char *name;
+	const char *example;
+	const char *help;
+};
+extern const struct sl_var_info sl_policy_vars[];
+extern const size_t sl_policy_nvars;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_POLICY_H */

@@ -1,0 +1,43 @@
+#!/bin/sh
+# run-tests.sh BUILD_DIR - run every unit test binary in BUILD_DIR/tests and
+# every integration test in tests/integration, then print one closing line
+# "N passed, N failed" and exit non-zero if anything failed.
+#   SLUICE_TEST_UNIT_ONLY=1   skip integration tests
+#   SLUICE_TEST_FILTER=WORD   only tests whose name contains WORD
+set -u
+build=${1:-build}
+filter=${SLUICE_TEST_FILTER:-}
+passed=0
+failed=0
+failures=""
+
+run_one() { # name command...
+	name=$1; shift
+	case "$name" in *"$filter"*) ;; *) return 0 ;; esac
+	echo "=== $name"
+	start=$(date +%s)
+	if "$@"; then
+		passed=$((passed + 1)); echo "--- PASS $name ($(( $(date +%s) - start ))s)"
+	else
+		failed=$((failed + 1)); failures="$failures $name"; echo "--- FAIL $name"
+	fi
+}
+
+for t in "$build"/tests/test_*; do
+	[ -x "$t" ] || continue
+	run_one "$(basename "$t")" "$t"
+done
+
+if [ -z "${SLUICE_TEST_UNIT_ONLY:-}" ]; then
+	for t in tests/integration/test_*; do
+		[ -f "$t" ] || continue
+		case "$t" in
+		*.py) run_one "$(basename "$t")" env SLUICE_BUILD="$build" python3 "$t" ;;
+		*.sh) run_one "$(basename "$t")" env SLUICE_BUILD="$build" sh "$t" ;;
+		esac
+	done
+fi
+
+[ -n "$failures" ] && echo "failed:$failures"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
