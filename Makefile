@@ -2,6 +2,7 @@
 # new file in core/, policy/, shim/, cli/, tests/ or bench/ needs no edit here.
 #
 #   make                 build everything into build/
+#   make demo            build, then show sluice throttling a curl download
 #   make test            install missing test dependencies, build, run every test
 #   make sanitize        the suite under ASan+UBSan, the core's thread tests under TSan
 #   make fuzz            libFuzzer (clang) over every parser, FUZZ_SECONDS each
@@ -46,7 +47,7 @@ CLI := $(BUILD)/sluice
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all test unit integration sanitize asan tsan fuzz bench check-layers install clean deps
+.PHONY: all demo test unit integration sanitize asan tsan fuzz bench check-layers install clean deps
 .DEFAULT_GOAL := all
 
 all: $(CORE_A) $(CORE_SO) $(POLICY_A) $(if $(SHIM_SRC),$(SHIM_SO)) $(if $(CLI_SRC),$(CLI)) \
@@ -93,6 +94,10 @@ $(BUILD)/sluice-core.pc: Makefile
 deps:
 	@scripts/deps.sh test
 
+# The README's first command: sluice throttling curl on loopback.
+demo: deps all
+	@scripts/demo.sh $(BUILD)
+
 test: deps
 	$(MAKE) all
 	scripts/run-tests.sh $(BUILD)
@@ -103,7 +108,7 @@ unit: all
 # ASan+UBSan over the whole suite, TSan over the core's thread tests.
 sanitize: deps
 	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all
-	SLUICE_SANITIZER=asan scripts/run-tests.sh build/asan
+	SLUICE_SANITIZER=asan SLUICE_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/asan
 	$(MAKE) BUILD=build/tsan SAN_FLAGS='-fsanitize=thread' CFLAGS='-O1 -g' \
 		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(TESTS)))
 	SLUICE_SANITIZER=tsan SLUICE_TEST_FILTER=thread SLUICE_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/tsan
