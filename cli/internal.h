@@ -1,0 +1,75 @@
+/*
+ * internal.h - helpers shared by the files of the `sluice` launcher.
+ *
+ * Overview
+ * --------
+ * The launcher is split by idea: sluice.c parses the command line and execs
+ * the program, env.c finds libsluice.so and edits LD_PRELOAD, and elf.c reads
+ * an executable's ELF headers to tell whether a preloaded library can
+ * throttle it at all. None of these files keeps global state; every function
+ * below is reentrant, and none is meant to be called from more than one
+ * thread (the launcher has only one).
+ */
+#ifndef SLUICE_CLI_INTERNAL_H
+#define SLUICE_CLI_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* What the ELF header and program headers of one file say. */
+struct sl__elf_info {
+	int elf_class;    /* ELFCLASS32 or ELFCLASS64 */
+	int elf_data;     /* ELFDATA2LSB or ELFDATA2MSB */
+	unsigned machine; /* e_machine (EM_X86_64, ...) */
+	bool has_interp;  /* a PT_INTERP segment: the dynamic loader runs */
+	bool is_go;       /* a Go toolchain note, section or build-info marker */
+};
+
+/*
+ * Read the ELF file at `path` into *info. Both ELF classes and both byte
+ * orders are understood. Returns 0 on success, 1 if the file is readable but
+ * is not an ELF file (a script, for instance), -1 if it cannot be read or its
+ * headers are truncated or inconsistent (errno is left as the failing call
+ * set it, or EINVAL).
+ */
+int sl__elf_inspect(const char *path, struct sl__elf_info *info);
+
+/*
+ * Resolve a program name like execvp(3) does: a name containing '/' is taken
+ * as is, any other name is looked up in each PATH directory (an empty entry
+ * meaning the current directory, an unset PATH meaning the C library's
+ * default). On success the path is written to out (NUL-terminated) and 0 is
+ * returned. Otherwise returns 127 (not found) or 126 (found but not an
+ * executable regular file), the exit codes a shell uses.
+ */
+int sl__cli_resolve_program(const char *name, char *out, size_t outlen);
+
+/*
+ * Print "sluice: warning: ..." lines to `out` for every reason the program at
+ * `path` (already resolved) cannot be throttled through LD_PRELOAD: a static
+ * binary, a set-user-ID/set-group-ID or file-capability binary that the loader
+ * runs in secure mode, a Go binary, or an ELF class or machine that differs
+ * from the library's (`lib` may be NULL to skip that check). A "#!" script is
+ * judged by its interpreter, following up to four levels like the kernel.
+ * Returns the number of warnings printed.
+ */
+int sl__cli_warn_unthrottlable(FILE *out, const char *path, const char *lib);
+
+/*
+ * Find libsluice.so: $SLUICE_LIBRARY if set, else beside the running
+ * executable (build tree), else ../lib/sluice/ relative to it (installed
+ * tree). Never looks in the current directory. The absolute, canonical path
+ * is written to out. Returns 0, or -1 with a one-line reason in err.
+ */
+int sl__cli_find_library(const char *override, char *out, size_t outlen, char *err,
+			 size_t errlen);
+
+/*
+ * Put `lib` in front of the LD_PRELOAD list `old` (may be NULL or empty;
+ * entries separated by spaces or colons), unless an entry already names the
+ * same file. The result goes to out. Returns 0, or -1 if out is too small.
+ */
+int sl__cli_preload_join(const char *old, const char *lib, char *out, size_t outlen);
+
+#endif /* SLUICE_CLI_INTERNAL_H */
