@@ -114,9 +114,11 @@ static bool script_interpreter(const char *path, char *interp, size_t len)
 	return (size_t)snprintf(interp, len, "%s", prog) < len;
 }
 
-/* Set-ID bits only matter when they would change the identity the program
- * runs as (that is what makes the loader enter secure mode). */
-static int warn_privileges(FILE *out, const char *path)
+/* Warnings about privileges of the ELF file at path, named `label` in the
+ * messages. Set-ID bits only matter when they would change the identity the
+ * program runs as (that is what makes the loader enter secure mode), so a
+ * set-user-ID file we own ourselves gives no warning. */
+static int warn_privileges(FILE *out, const char *path, const char *label)
 {
 	struct stat st;
 	char caps[64];
@@ -127,20 +129,20 @@ static int warn_privileges(FILE *out, const char *path)
 	if ((st.st_mode & S_ISUID) && st.st_uid != geteuid()) {
 		fprintf(out, "sluice: warning: %s cannot be throttled: it is set-user-ID "
 			     "(uid %u), so the loader ignores LD_PRELOAD\n",
-			path, (unsigned)st.st_uid);
+			label, (unsigned)st.st_uid);
 		n++;
 	}
 	if ((st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getegid()) {
 		fprintf(out, "sluice: warning: %s cannot be throttled: it is set-group-ID "
 			     "(gid %u), so the loader ignores LD_PRELOAD\n",
-			path, (unsigned)st.st_gid);
+			label, (unsigned)st.st_gid);
 		n++;
 	}
 	if (getxattr(path, "security.capability", caps, sizeof(caps)) > 0) {
 		fprintf(out, "sluice: warning: %s may not be throttled: it has file "
 			     "capabilities, so the loader may run it in secure mode and "
 			     "ignore LD_PRELOAD\n",
-			path);
+			label);
 		n++;
 	}
 	return n;
@@ -182,13 +184,21 @@ int sl__cli_warn_unthrottlable(FILE *out, const char *path, const char *lib)
 	char next[PATH_MAX];
 	int n = 0;
 
+	char label[2 * PATH_MAX + 32];
+
 	snprintf(cur, sizeof(cur), "%s", path);
 	for (int depth = 0; depth <= SCRIPT_DEPTH_MAX; depth++) {
 		struct sl__elf_info e;
 		int rc = sl__elf_inspect(cur, &e);
 		if (rc == 0) {
-			n += warn_privileges(out, cur);
-			return n + warn_elf(out, cur, &e, lib);
+			/* Name the script too, so the user sees why its
+			 * interpreter is being talked about. */
+			if (depth == 0)
+				snprintf(label, sizeof(label), "%s", cur);
+			else
+				snprintf(label, sizeof(label), "%s (interpreter of %s)", cur, path);
+			n += warn_privileges(out, cur, label);
+			return n + warn_elf(out, label, &e, lib);
 		}
 		/* The kernel ignores set-ID bits on scripts, so only the final
 		 * ELF interpreter's are checked. */
