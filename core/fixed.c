@@ -1,0 +1,123 @@
+/*
+ * fixed.c - fixed window: at most N units per aligned window of W ns.
+ *
+ * The state is one "virtual counter" v = j * N + u: u units are taken in
+ * window j (counted from the epoch). Windows are aligned on the epoch, so
+ * window idx = elapsed / W starts at the counter value idx * N, and any
+ * v < idx * N belongs to a window that is over: moving to a new window needs
+ * no reset, the counter simply jumps forward. A request of n units takes the
+ * next n counter values, skipping to the next window's start if they do not
+ * fit in the current one; that is also how a reserve call books a future
+ * window, so fixed windows support police, reserve and reserve-with-timeout.
+ *
+ * A stale (older) now_ns sees the counter in a later window than its own and
+ * so refuses or waits longer: it never admits more than N per window.
+ *
+ * The counter must not overflow within the horizon: init requires
+ * (2^64 / N) windows to last at least 2^56 ns (2.28 years; 58 years at
+ * 10^10 units/s), and past the horizon every request is SL_NEVER.
+ */
+#include "internal.h"
+
+/*
+ * sl_fixed_init - at most `limit` units per window of `window_ns`, windows
+ * aligned on `now_ns`. Returns SL_EINVAL for a zero limit or window,
+ * SL_ERANGE if the counter would overflow within 2^56 ns. Not thread-safe.
+ */
+enum sl_status sl_fixed_init(struct sl_fixed *w, uint64_t limit, uint64_t window_ns,
+			     uint64_t now_ns)
+{
+	if (limit == 0 || window_ns == 0)
+		return SL_EINVAL;
+	if (sl__sat_mul(UINT64_MAX / limit, window_ns) < SL__HORIZON_NS)
+		return SL_ERANGE;
+	*w = (struct sl_fixed){ .limit = limit, .window_ns = window_ns, .epoch_ns = now_ns };
+	/* Relaxed: init runs before the limiter is shared (see sl_token_init). */
+	atomic_store_explicit(&w->used, 0, memory_order_relaxed);
+	return SL_OK;
+}
+
+/*
+ * sl_fixed_acquire - take n units in the current window (police) or the
+ * first window, at most max_wait_ns away, that has room (reserve). Returns
+ * SL_ADMIT with the wait until that window starts, SL_REFUSE with the time
+ * until the same call would succeed, SL_NEVER if n > N (or past the
+ * horizon). n == 0 is admitted and changes nothing. Thread- and
+ * process-safe, lock-free.
+ */
+struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now_ns,
+				    uint64_t max_wait_ns)
+{
+	const uint64_t limit = w->limit, window = w->window_ns;
+	if (n == 0)
+		return sl__decide(SL_ADMIT, 0);
+	if (n > limit)
+		return sl__never();
+	const uint64_t elapsed = sl__elapsed(now_ns, w->epoch_ns);
+	const uint64_t idx = elapsed / window;
+	const uint64_t first = sl__sat_mul(idx, limit);
+	if (first == UINT64_MAX)
+		return sl__never(); /* beyond the horizon */
+
+	/* Relaxed: only the expected value of the CAS below. */
+	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
+	for (;;) {
+		const uint64_t cur = sl__max(v, first);
+		uint64_t j = cur / limit;
+		uint64_t u = cur - j * limit;
+		if (n > limit - u) { /* does not fit: take the next window */
+			j++;
+			u = 0;
+		}
+		const uint64_t next = sl__sat_add(sl__sat_mul(j, limit), u + n);
+		if (next == UINT64_MAX)
+			return sl__never();
+		const uint64_t wait = j == idx ? 0 : sl__sat_mul(j, window) - elapsed;
+		if (wait > max_wait_ns)
+			return sl__decide(SL_REFUSE, wait - max_wait_ns);
+		/* Relaxed: the counter publishes no other memory; the CAS alone
+		 * orders racing acquires. Relaxed failure: just a new guess. */
+		if (atomic_compare_exchange_weak_explicit(&w->used, &v, next, memory_order_relaxed,
+							  memory_order_relaxed))
+			return sl__decide(SL_ADMIT, wait);
+	}
+}
+
+/*
+ * sl_fixed_refund - give back n units: the counter moves back by n, but
+ * never before the current window's start, so a window never holds more
+ * than N. Always SL_OK. Thread- and process-safe, lock-free.
+ */
+enum sl_status sl_fixed_refund(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
+{
+	const uint64_t idx = sl__elapsed(now_ns, w->epoch_ns) / w->window_ns;
+	const uint64_t first = sl__sat_mul(idx, w->limit);
+	/* Relaxed: only the expected value of the CAS below. */
+	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
+	for (;;) {
+		if (v <= first || n == 0)
+			return SL_OK; /* that window is over: nothing to give back */
+		const uint64_t back = v - first < n ? first : v - n;
+		/* Relaxed: as in sl_fixed_acquire. */
+		if (atomic_compare_exchange_weak_explicit(&w->used, &v, back, memory_order_relaxed,
+							  memory_order_relaxed))
+			return SL_OK;
+	}
+}
+
+/*
+ * sl_fixed_available - units a police acquire would admit at now_ns: what is
+ * left of the current window (0 if later windows are already booked).
+ * Thread- and process-safe, read-only snapshot.
+ */
+uint64_t sl_fixed_available(const struct sl_fixed *w, uint64_t now_ns)
+{
+	const uint64_t idx = sl__elapsed(now_ns, w->epoch_ns) / w->window_ns;
+	const uint64_t first = sl__sat_mul(idx, w->limit);
+	/* Relaxed: a snapshot of one word; no other memory depends on it. */
+	const uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
+	const uint64_t cur = sl__max(v, first);
+	if (first == UINT64_MAX || cur / w->limit != idx)
+		return 0;
+	return w->limit - (cur - first);
+}

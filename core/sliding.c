@@ -1,0 +1,190 @@
+/*
+ * sliding.c - sliding window by the weighted two-window estimate.
+ *
+ * The state word packs [window idx mod 2^24 | prev (20 bits) | cur (20 bits)]:
+ * the units (in quanta) taken in the current aligned window and in the one
+ * before it. A request of nq quanta at position e of the current window is
+ * admitted if
+ *
+ *   ceil(prev * (W - e) / W) + cur + nq <= N (in quanta),
+ *
+ * i.e. the previous window's count is assumed to have been spread evenly and
+ * only its part still inside the sliding window [now - W, now] counts. The
+ * weighted term is rounded up, and requests are counted in whole quanta
+ * (rounded up) against floor(N / quantum), so rounding never admits more.
+ * Sliding windows cannot book future capacity: acquire always polices.
+ *
+ * The index is kept mod 2^24, so the state is interpreted relative to now:
+ *   same index        -> as stored;
+ *   one window older  -> cur becomes prev, cur = 0;
+ *   up to 2^16 newer  -> now_ns is stale (another thread already moved on):
+ *                        judge it by the state's window at its start (the
+ *                        strictest point, full weight on prev), never by an
+ *                        emptier past;
+ *   anything else     -> both windows are over: empty.
+ * Known limit of the 24-bit index: after an idle time within 2^16 windows
+ * below a multiple of 2^24 windows, old counts are mistaken for "newer" ones
+ * until the clock catches up (at most 2^16 windows): stricter, never looser.
+ */
+#include "internal.h"
+
+#define SL__SLIDE_BITS 20u
+#define SL__SLIDE_MAX ((UINT64_C(1) << SL__SLIDE_BITS) - 1)
+#define SL__SLIDE_IDX_MASK ((UINT64_C(1) << 24) - 1)
+/* How many windows a stale now_ns may lag behind the state. */
+#define SL__SLIDE_STALE ((UINT64_C(1) << 16))
+
+static uint64_t slide_pack(uint64_t idx, uint64_t prev, uint64_t cur)
+{
+	return ((idx & SL__SLIDE_IDX_MASK) << (2 * SL__SLIDE_BITS)) | (prev << SL__SLIDE_BITS) | cur;
+}
+
+/* The state's view at window idx, position e: prev and cur as of then. */
+struct slide_view {
+	uint64_t idx, e, prev, cur;
+};
+
+static struct slide_view slide_view(uint64_t state, uint64_t idx, uint64_t e)
+{
+	struct slide_view v = { idx, e, 0, 0 };
+	const uint64_t sidx = state >> (2 * SL__SLIDE_BITS);
+	const uint64_t prev = (state >> SL__SLIDE_BITS) & SL__SLIDE_MAX;
+	const uint64_t cur = state & SL__SLIDE_MAX;
+	const uint64_t d = (idx - sidx) & SL__SLIDE_IDX_MASK;
+	if (d == 0) {
+		v.prev = prev;
+		v.cur = cur;
+	} else if (d == 1) {
+		v.prev = cur;
+	} else if (d > SL__SLIDE_IDX_MASK - SL__SLIDE_STALE) {
+		/* Stale now: stay in the state's window, at its start. */
+		v.idx = idx + (SL__SLIDE_IDX_MASK + 1 - d);
+		v.e = 0;
+		v.prev = prev;
+		v.cur = cur;
+	}
+	return v;
+}
+
+/* ceil(prev * (W - e) / W): the previous window's share still inside. */
+static uint64_t slide_weighted(uint64_t prev, uint64_t window, uint64_t e)
+{
+	sl__u128 p = (sl__u128)prev * (window - e);
+	return (uint64_t)(p / window + (p % window != 0));
+}
+
+/* First position e' >= 0 of a window, whose previous window holds `prev`,
+ * where ceil(prev * (W - e') / W) <= room: e' = W - floor(room * W / prev). */
+static uint64_t slide_fits_at(uint64_t prev, uint64_t room, uint64_t window)
+{
+	if (prev <= room)
+		return 0;
+	return window - (uint64_t)(((sl__u128)room * window) / prev);
+}
+
+/* Time from position e until nq quanta fit (nq <= limit_q). */
+static uint64_t slide_wait(const struct slide_view *v, uint64_t nq, uint64_t limit_q,
+			   uint64_t window)
+{
+	if (v->cur + nq <= limit_q)
+		return slide_fits_at(v->prev, limit_q - v->cur - nq, window) - v->e;
+	/* Not in this window: in the next one, cur becomes prev. */
+	return (window - v->e) + slide_fits_at(v->cur, limit_q - nq, window);
+}
+
+/*
+ * sl_sliding_init - at most `limit` units in any window of `window_ns`
+ * (within the error bound in sluice_core.h). Returns SL_EINVAL for a zero
+ * limit or window. Not thread-safe: call before sharing s.
+ */
+enum sl_status sl_sliding_init(struct sl_sliding *s, uint64_t limit, uint64_t window_ns,
+			       uint64_t now_ns)
+{
+	if (limit == 0 || window_ns == 0)
+		return SL_EINVAL;
+	const uint64_t quantum = limit <= SL__SLIDE_MAX ? 1 : sl__div_ceil(limit, SL__SLIDE_MAX);
+	*s = (struct sl_sliding){
+		.limit = limit,
+		.window_ns = window_ns,
+		.epoch_ns = now_ns,
+		.quantum = quantum,
+		.limit_q = limit / quantum,
+	};
+	/* Relaxed: init runs before the limiter is shared (see sl_token_init). */
+	atomic_store_explicit(&s->state, 0, memory_order_relaxed);
+	return SL_OK;
+}
+
+/*
+ * sl_sliding_acquire - police n units at now_ns. Returns SL_ADMIT (wait 0),
+ * SL_REFUSE with the time until the estimate would admit them (if nothing
+ * else is taken), or SL_NEVER if n > N. n == 0 is admitted and changes
+ * nothing. Thread- and process-safe, lock-free.
+ */
+struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t now_ns)
+{
+	const uint64_t window = s->window_ns, limit_q = s->limit_q;
+	if (n == 0)
+		return sl__decide(SL_ADMIT, 0);
+	const uint64_t nq = sl__div_ceil(n, s->quantum);
+	if (n > s->limit || nq > limit_q)
+		return sl__never();
+	const uint64_t elapsed = sl__elapsed(now_ns, s->epoch_ns);
+	const uint64_t idx = elapsed / window;
+	const uint64_t e = elapsed - idx * window;
+
+	/* Relaxed: only the expected value of the CAS below. */
+	uint64_t state = atomic_load_explicit(&s->state, memory_order_relaxed);
+	for (;;) {
+		const struct slide_view v = slide_view(state, idx, e);
+		if (slide_weighted(v.prev, window, v.e) + v.cur + nq > limit_q)
+			return sl__decide(SL_REFUSE, slide_wait(&v, nq, limit_q, window));
+		const uint64_t next = slide_pack(v.idx, v.prev, v.cur + nq);
+		/* Relaxed: the word publishes no other memory; the CAS alone
+		 * orders racing acquires. Relaxed failure: just a new guess. */
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, memory_order_relaxed,
+							  memory_order_relaxed))
+			return sl__decide(SL_ADMIT, 0);
+	}
+}
+
+/*
+ * sl_sliding_refund - give back n units taken in the current window
+ * (floor(n / quantum) quanta, at most what the window holds); units of a
+ * window that is over are not given back. Always SL_OK. Thread- and
+ * process-safe, lock-free.
+ */
+enum sl_status sl_sliding_refund(struct sl_sliding *s, uint64_t n, uint64_t now_ns)
+{
+	const uint64_t nq = n / s->quantum;
+	const uint64_t idx = sl__elapsed(now_ns, s->epoch_ns) / s->window_ns;
+	/* Relaxed: only the expected value of the CAS below. */
+	uint64_t state = atomic_load_explicit(&s->state, memory_order_relaxed);
+	for (;;) {
+		const uint64_t cur = state & SL__SLIDE_MAX;
+		if (nq == 0 || cur == 0 || (state >> (2 * SL__SLIDE_BITS)) != (idx & SL__SLIDE_IDX_MASK))
+			return SL_OK;
+		const uint64_t next = state - sl__min(cur, nq);
+		/* Relaxed: as in sl_sliding_acquire. */
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, memory_order_relaxed,
+							  memory_order_relaxed))
+			return SL_OK;
+	}
+}
+
+/*
+ * sl_sliding_available - units a police acquire would admit at now_ns.
+ * Thread- and process-safe, read-only snapshot.
+ */
+uint64_t sl_sliding_available(const struct sl_sliding *s, uint64_t now_ns)
+{
+	const uint64_t elapsed = sl__elapsed(now_ns, s->epoch_ns);
+	const uint64_t idx = elapsed / s->window_ns;
+	/* Relaxed: a snapshot of one word; no other memory depends on it. */
+	const uint64_t state = atomic_load_explicit(&s->state, memory_order_relaxed);
+	const struct slide_view v = slide_view(state, idx, elapsed - idx * s->window_ns);
+	const uint64_t used = slide_weighted(v.prev, s->window_ns, v.e) + v.cur;
+	if (used >= s->limit_q)
+		return 0;
+	return sl__min((s->limit_q - used) * s->quantum, s->limit);
+}
