@@ -117,9 +117,10 @@ struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_n
 	uint64_t tat = atomic_load_explicit(&g->tat, memory_order_relaxed);
 	for (;;) {
 		const uint64_t start = sl__max(tat, now);
-		const uint64_t end = start + cost;
-		if (end < start)
-			return sl__never(); /* beyond the 2^64-tick horizon */
+		/* A slot reaching 2^64 ticks would stop the limiter for good. */
+		const uint64_t end = sl__sat_add(start, cost);
+		if (end == UINT64_MAX)
+			return sl__never();
 		const uint64_t ahead = end - now;
 		const uint64_t wait = ahead > tol ? ahead - tol : 0;
 		if (ahead > limit || wait > max_wait) {

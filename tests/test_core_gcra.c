@@ -1,0 +1,294 @@
+/*
+ * test_core_gcra.c - token and leaky buckets (core/gcra.c) with an injected
+ * clock: exact admission sequences, extreme and fractional rates, time going
+ * backwards, 64-bit overflow points, reserve, refund and available.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "sluice_core.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define HOUR (3600ull * SEC)
+#define POLICE 0ull
+#define RESERVE UINT64_MAX
+
+/* Compare a decision with the expected verdict and wait; a failure prints
+ * both values and the caller's line. */
+#define expect_decision(d, verdict, wait) check_decision((d), (verdict), (wait), __FILE__, __LINE__)
+static void check_decision(struct sl_decision d, uint32_t verdict, uint64_t wait, const char *file,
+			   int line)
+{
+	_assert_int_equal(d.verdict, verdict, file, line);
+	_assert_int_equal(d.wait_ns, wait, file, line);
+}
+
+/* 4 units per ms (one per 250000 ns), burst 2, epoch t0. */
+static void token_4_per_ms(struct sl_gcra *g, uint64_t t0)
+{
+	assert_int_equal(sl_token_init(g, 4, MS, 2, t0), SL_OK);
+}
+
+static void test_core_gcra_token_sequence(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	token_4_per_ms(&g, 1000);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000, POLICE), SL_REFUSE, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000 + 249999, POLICE), SL_REFUSE, 1);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000 + 250000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000 + 250000, POLICE), SL_REFUSE, 250000);
+	/* A long pause refills only up to the burst. */
+	expect_decision(sl_gcra_acquire(&g, 2, 1000 + 10 * MS, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000 + 10 * MS, POLICE), SL_REFUSE, 250000);
+	/* n == 0 is always admitted and takes nothing. */
+	expect_decision(sl_gcra_acquire(&g, 0, 1000 + 10 * MS, POLICE), SL_ADMIT, 0);
+	assert_int_equal(sl_gcra_available(&g, 1000 + 10 * MS + 250000), 1);
+}
+
+static void test_core_gcra_token_more_than_burst(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	token_4_per_ms(&g, 0);
+	/* Police cannot ever admit 3 > burst at once. */
+	expect_decision(sl_gcra_acquire(&g, 3, 0, POLICE), SL_NEVER, UINT64_MAX);
+	/* Reserve takes 5: 2 from the burst, 3 more after 750 us. */
+	expect_decision(sl_gcra_acquire(&g, 5, 0, RESERVE), SL_ADMIT, 750000);
+	/* The next unit is due 250 us after those. */
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 1000000);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000000, POLICE), SL_ADMIT, 0);
+	/* With a timeout, 4 > burst needs 500 us from a full bucket: a timeout
+	 * of 499999 can never be enough. */
+	expect_decision(sl_gcra_acquire(&g, 4, 10 * MS, 499999), SL_NEVER, UINT64_MAX);
+}
+
+static void test_core_gcra_reserve_timeout(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	token_4_per_ms(&g, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, 500000), SL_ADMIT, 500000);
+	/* 750 us is beyond 500 us: refused, and a retry with the same timeout
+	 * succeeds 250 us later. */
+	expect_decision(sl_gcra_acquire(&g, 1, 0, 500000), SL_REFUSE, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, 250000, 500000), SL_ADMIT, 500000);
+	expect_decision(sl_gcra_acquire(&g, 1, 250000, 750000), SL_ADMIT, 750000);
+	/* A timeout exactly equal to the wait is enough. */
+	expect_decision(sl_gcra_acquire(&g, 2, 250000, 1250000), SL_ADMIT, 1250000);
+}
+
+static void test_core_gcra_leaky_spacing(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	/* 4 per ms, at most 3 units queued (including the one that leaves). */
+	assert_int_equal(sl_leaky_init(&g, 4, MS, 3, 0), SL_OK);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_ADMIT, 0);
+	/* No burst: the next unit leaves exactly 250 us later. */
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, 500000);
+	/* Capacity: 3 units are now scheduled; a fourth must wait 250 us. */
+	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_REFUSE, 250000);
+	assert_int_equal(sl_gcra_available(&g, 0), 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 250000, RESERVE), SL_ADMIT, 500000);
+	/* A 2-unit request costs 500 us and leaves after the queue. */
+	expect_decision(sl_gcra_acquire(&g, 2, 1000000, RESERVE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 1000000, RESERVE), SL_ADMIT, 500000);
+	/* More than the capacity can never be queued. */
+	expect_decision(sl_gcra_acquire(&g, 4, 10 * MS, RESERVE), SL_NEVER, UINT64_MAX);
+	assert_int_equal(sl_gcra_available(&g, 10 * MS), 3);
+}
+
+static void test_core_gcra_leaky_unbounded(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	assert_int_equal(sl_leaky_init(&g, 1, MS, 0, 0), SL_OK);
+	assert_int_equal(sl_gcra_available(&g, 0), UINT64_MAX);
+	for (uint64_t i = 0; i < 1000; i++)
+		expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, i * MS);
+	/* Timeout still bounds the queue. */
+	expect_decision(sl_gcra_acquire(&g, 1, 0, 5 * MS), SL_REFUSE, 995 * MS);
+	expect_decision(sl_gcra_acquire(&g, 1000, 0, RESERVE), SL_ADMIT, 1000 * MS);
+}
+
+static void test_core_gcra_fractional_rate(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	/* 3 per 7 s: one unit per 2333333333.33 ns, rounded up to ...334. */
+	assert_int_equal(sl_token_init(&g, 3, 7 * SEC, 1, 0), SL_OK);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 2333333334);
+	expect_decision(sl_gcra_acquire(&g, 1, 2333333334, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 4666666667, POLICE), SL_REFUSE, 1);
+	expect_decision(sl_gcra_acquire(&g, 1, 4666666668, POLICE), SL_ADMIT, 0);
+	/* The 4th unit (3 per 7 s plus the burst of 1) is not due before 7 s. */
+	expect_decision(sl_gcra_acquire(&g, 1, 7 * SEC, POLICE), SL_REFUSE, 2);
+	expect_decision(sl_gcra_acquire(&g, 1, 7 * SEC + 2, POLICE), SL_ADMIT, 0);
+	/* Cost of 3 units is rounded up once: 7 s + 1 ns. */
+	expect_decision(sl_gcra_acquire(&g, 3, 7 * SEC + 2, RESERVE), SL_ADMIT, 7 * SEC + 1);
+}
+
+static void test_core_gcra_one_per_hour(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	assert_int_equal(sl_token_init(&g, 1, HOUR, 1, 5), SL_OK);
+	expect_decision(sl_gcra_acquire(&g, 1, 5, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 5, POLICE), SL_REFUSE, HOUR);
+	expect_decision(sl_gcra_acquire(&g, 1, 5 + HOUR - 1, POLICE), SL_REFUSE, 1);
+	expect_decision(sl_gcra_acquire(&g, 1, 5 + HOUR, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 24, 5 + HOUR, RESERVE), SL_ADMIT, 24 * HOUR);
+	assert_int_equal(sl_gcra_available(&g, 5 + 26 * HOUR - 1), 0);
+	assert_int_equal(sl_gcra_available(&g, 5 + 26 * HOUR), 1);
+}
+
+static void test_core_gcra_ten_giga_per_second(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	/* 10^10 units/s (0.1 ns each), burst of one second's worth. */
+	assert_int_equal(sl_token_init(&g, 10000000000ull, SEC, 10000000000ull, 0), SL_OK);
+	assert_int_equal(g.tick_shift, 8);
+	expect_decision(sl_gcra_acquire(&g, 10000000000ull, 0, POLICE), SL_ADMIT, 0);
+	/* 0.1 ns is reported as a whole ns, rounded up. */
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 1);
+	expect_decision(sl_gcra_acquire(&g, 1500, 0, POLICE), SL_REFUSE, 151);
+	/* After 1 ms, 10^7 units are back, minus one for rounding up costs. */
+	assert_int_equal(sl_gcra_available(&g, MS), 9999999);
+	expect_decision(sl_gcra_acquire(&g, 9999999, MS, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, MS, POLICE), SL_REFUSE, 1);
+	/* 10^10 + 9999999 units were taken: at 1 s the total stays within
+	 * rate * 1 s + burst = 2 * 10^10. */
+	assert_true(sl_gcra_available(&g, SEC) <= 10000000000ull - 9999999ull);
+}
+
+static void test_core_gcra_time_backwards(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	token_4_per_ms(&g, 10 * MS);
+	/* A clock read from before the epoch counts as the epoch. */
+	expect_decision(sl_gcra_acquire(&g, 2, 0, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 10 * MS, POLICE), SL_REFUSE, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, 11 * MS, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 11 * MS, POLICE), SL_ADMIT, 0);
+	/* A stale time sees an emptier bucket, never a fuller one. */
+	expect_decision(sl_gcra_acquire(&g, 1, 10 * MS + 500000, POLICE), SL_REFUSE, 750000);
+	assert_int_equal(sl_gcra_available(&g, 10 * MS), 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 11 * MS + 250000, POLICE), SL_ADMIT, 0);
+	/* Refund with a stale time cannot overfill either. */
+	assert_int_equal(sl_gcra_refund(&g, 100, 10 * MS), SL_OK);
+	assert_int_equal(sl_gcra_available(&g, 11 * MS + 250000), 2);
+}
+
+static void test_core_gcra_overflow(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	token_4_per_ms(&g, 0);
+	/* A cost beyond 2^64 ticks: never, neither police nor reserve. */
+	expect_decision(sl_gcra_acquire(&g, UINT64_MAX, 0, POLICE), SL_NEVER, UINT64_MAX);
+	expect_decision(sl_gcra_acquire(&g, UINT64_MAX, 0, RESERVE), SL_NEVER, UINT64_MAX);
+	/* Nothing was taken by those. */
+	assert_int_equal(sl_gcra_available(&g, 0), 2);
+	/* Reserve up to just below the horizon, then the horizon refuses. */
+	const uint64_t big = (UINT64_MAX - 2 * 250000) / 250000;
+	expect_decision(sl_gcra_acquire(&g, big, 0, RESERVE), SL_ADMIT, (big - 2) * 250000);
+	expect_decision(sl_gcra_acquire(&g, 3, 0, RESERVE), SL_NEVER, UINT64_MAX);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, (big - 1) * 250000);
+	/* max_wait near UINT64_MAX saturates rather than wrapping. */
+	struct sl_gcra f;
+	assert_int_equal(sl_token_init(&f, 10000000000ull, SEC, 1, 0), SL_OK);
+	expect_decision(sl_gcra_acquire(&f, 1000, 0, UINT64_MAX - 1), SL_ADMIT, 100);
+
+	/* Epoch at 0, now near UINT64_MAX: exact until the tick horizon, then
+	 * every request is refused as never rather than wrapping around. */
+	token_4_per_ms(&g, 0);
+	expect_decision(sl_gcra_acquire(&g, 2, UINT64_MAX - 600000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, UINT64_MAX - 600000, POLICE), SL_NEVER, UINT64_MAX);
+	assert_int_equal(sl_gcra_available(&g, UINT64_MAX), 0);
+
+	/* Epoch at 2^63: the full range after it works. */
+	token_4_per_ms(&g, 1ull << 63);
+	expect_decision(sl_gcra_acquire(&g, 2, UINT64_MAX - 10 * MS, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, UINT64_MAX - 10 * MS, POLICE), SL_REFUSE, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, UINT64_MAX - 10 * MS + 250000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, (1ull << 63) - 1 - 10 * MS + 500000);
+}
+
+static void test_core_gcra_refund_available(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	token_4_per_ms(&g, 0);
+	assert_int_equal(sl_gcra_available(&g, 0), 2);
+	expect_decision(sl_gcra_acquire(&g, 2, 0, POLICE), SL_ADMIT, 0);
+	assert_int_equal(sl_gcra_available(&g, 0), 0);
+	assert_int_equal(sl_gcra_available(&g, 249999), 0);
+	assert_int_equal(sl_gcra_available(&g, 250000), 1);
+	assert_int_equal(sl_gcra_refund(&g, 1, 0), SL_OK);
+	assert_int_equal(sl_gcra_available(&g, 0), 1);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 250000);
+	/* Refunding more than was taken fills the bucket, never beyond. */
+	assert_int_equal(sl_gcra_refund(&g, 1000, 0), SL_OK);
+	assert_int_equal(sl_gcra_available(&g, 0), 2);
+	assert_int_equal(sl_gcra_refund(&g, 1, 5 * MS), SL_OK);
+	assert_int_equal(sl_gcra_available(&g, 5 * MS), 2);
+	/* A refunded reservation frees its slot for the next caller. */
+	expect_decision(sl_gcra_acquire(&g, 6, 5 * MS, RESERVE), SL_ADMIT, MS);
+	assert_int_equal(sl_gcra_refund(&g, 4, 5 * MS), SL_OK);
+	expect_decision(sl_gcra_acquire(&g, 1, 5 * MS, RESERVE), SL_ADMIT, 250000);
+}
+
+static void test_core_gcra_init_errors(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	assert_int_equal(sl_token_init(&g, 0, SEC, 1, 0), SL_EINVAL);
+	assert_int_equal(sl_token_init(&g, 1, 0, 1, 0), SL_EINVAL);
+	assert_int_equal(sl_token_init(&g, 1, SEC, 0, 0), SL_EINVAL);
+	assert_int_equal(sl_leaky_init(&g, 1, SEC, 0, 0), SL_OK);
+	/* One unit per 2^63 ns and more is beyond the fixed-point range. */
+	assert_int_equal(sl_token_init(&g, 1, UINT64_MAX, 1, 0), SL_ERANGE);
+	assert_int_equal(sl_token_init(&g, 1, 1ull << 62, 1, 0), SL_OK);
+	/* A burst whose refill outlasts 2^64 ticks. */
+	assert_int_equal(sl_token_init(&g, 1, HOUR, UINT64_MAX / HOUR + 1, 0), SL_ERANGE);
+	assert_int_equal(sl_leaky_init(&g, 1, HOUR, UINT64_MAX / HOUR + 1, 0), SL_ERANGE);
+	/* Extreme but valid rates. */
+	assert_int_equal(sl_token_init(&g, UINT64_MAX, 1, UINT64_MAX, 0), SL_OK);
+	expect_decision(sl_gcra_acquire(&g, 1000, 0, POLICE), SL_ADMIT, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_core_gcra_token_sequence),
+		cmocka_unit_test(test_core_gcra_token_more_than_burst),
+		cmocka_unit_test(test_core_gcra_reserve_timeout),
+		cmocka_unit_test(test_core_gcra_leaky_spacing),
+		cmocka_unit_test(test_core_gcra_leaky_unbounded),
+		cmocka_unit_test(test_core_gcra_fractional_rate),
+		cmocka_unit_test(test_core_gcra_one_per_hour),
+		cmocka_unit_test(test_core_gcra_ten_giga_per_second),
+		cmocka_unit_test(test_core_gcra_time_backwards),
+		cmocka_unit_test(test_core_gcra_overflow),
+		cmocka_unit_test(test_core_gcra_refund_available),
+		cmocka_unit_test(test_core_gcra_init_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
