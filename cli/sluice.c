@@ -104,7 +104,7 @@ static void usage(FILE *out)
 			sl_policy_vars[i].example);
 	fputs("  SLUICE_LIBRARY       libsluice.so to preload instead of the one found beside\n"
 	      "                       sluice (read by the launcher only, not passed on)\n"
-	      "                         e.g. SLUICE_LIBRARY="/opt/sluice/lib/sluice/libsluice.so"\n"
+	      "                         e.g. SLUICE_LIBRARY=\"/opt/sluice/lib/sluice/libsluice.so\"\n"
 	      "\n"
 	      "Exit status: PROGRAM's; 2 on a usage or policy error; 127 if PROGRAM is not\n"
 	      "found; 126 if it cannot be executed.\n",
