@@ -1,0 +1,447 @@
+/*
+ * rule.c - one rule: SPEC := LIMIT ( ',' OPTION )*, its options, defaults and
+ * the checks that make a rule impossible to misread.
+ *
+ * A SPEC is split at commas (no option value contains one), each piece
+ * trimmed of blanks; the first piece is the LIMIT and the others are
+ * NAME=VALUE options, each given at most once, in any order. Options are
+ * parsed first and checked against each other and the operation afterwards,
+ * so that "max-delay=1s,action=reject" and "action=reject,max-delay=1s" get
+ * the same message. Decisions where the issue left room:
+ *   - burst applies to algo=token only; the leaky bucket's queue is bounded
+ *     by max-delay and the windows admit their whole amount per window.
+ *   - errno= with action=dry-run is refused: nothing is ever refused, so the
+ *     option could only mislead.
+ *   - max-delay=0 is refused in favour of action=reject, which says the same.
+ *   - per=fd is refused for connect and conns (one connection per fd, so
+ *     every bucket would see a single call); type=dgram is refused for accept
+ *     and conns (datagram sockets have no connections).
+ *   - to= and family= that can never match together are refused.
+ * Token bucket bursts (in the rule's units, calls or bytes):
+ *   minimum  max(1, ceil(100 us of the rate)): a process that sleeps cannot
+ *            be woken much more precisely than ~100 us, so a smaller burst
+ *            could not be honoured and the rate would silently fall short.
+ *   default  max(1, ceil(5 ms of the rate)): any 100 ms window then carries at
+ *            most 1.05x its share and a 5 s transfer's mean is within 0.1% of
+ *            the rate (10MiB/s -> burst=52429B).
+ * Finally every rule is checked against the core by initialising a scratch
+ * limiter, so that a rule the core cannot represent is refused here.
+ */
+#include <string.h>
+
+#include "internal.h"
+#include "sluice_core.h"
+
+#define SL__MIN_BURST_NS (100 * SL__NS_PER_US)
+#define SL__DEFAULT_BURST_NS (5 * SL__NS_PER_MS)
+/* A now_ns for the scratch limiter: any instant works, 0 means "unused". */
+#define SL__SCRATCH_NOW_NS 1
+
+enum opt { O_BURST, O_ALGO, O_ACTION, O_MAX_DELAY, O_ERRNO, O_PER, O_TO, O_PORT, O_FAMILY,
+	   O_TYPE, O_COUNT };
+
+/* In SL_OPT_* bit order. */
+static const char *const opt_names[O_COUNT] = {"burst", "algo", "action", "max-delay", "errno",
+					       "per",   "to",   "port",   "family",    "type"};
+
+/* Where each option was written, for messages. */
+struct spec {
+	size_t name_pos[O_COUNT];
+	size_t val_pos[O_COUNT];
+	size_t val_end[O_COUNT];
+	size_t limit_pos, limit_end;
+	enum sl_unit burst_unit;
+	uint16_t to_port; /* port given inside to=, 0 if none */
+};
+
+uint64_t sl__min_burst(uint64_t amount, uint64_t period_ns)
+{
+	uint64_t b = sl__worth(amount, period_ns, SL__MIN_BURST_NS);
+	return b > 0 ? b : 1;
+}
+
+uint64_t sl__default_burst(uint64_t amount, uint64_t period_ns)
+{
+	uint64_t b = sl__worth(amount, period_ns, SL__DEFAULT_BURST_NS);
+	return b > 0 ? b : 1;
+}
+
+static void rule_defaults(struct sl_rule *r, enum sl_op op)
+{
+	memset(r, 0, sizeof *r);
+	r->op = (uint8_t)op;
+	r->unit = SL_UNIT_CALLS;
+	r->algo = SL_ALGO_TOKEN;
+	r->action = SL_ACTION_DELAY;
+	r->scope = SL_SCOPE_PROCESS;
+	r->families = SL__DEFAULT_FAMILIES;
+	r->types = sl__default_types(op);
+	r->max_delay_ns = UINT64_MAX;
+	r->port_lo = 0;
+	r->port_hi = UINT16_MAX;
+}
+
+/* Start of the unit letters just before `next` (the amount's unit). */
+static size_t unit_start(const char *s, size_t pos, size_t next)
+{
+	while (next > pos && ((s[next - 1] >= 'a' && s[next - 1] <= 'z') ||
+			      (s[next - 1] >= 'A' && s[next - 1] <= 'Z')))
+		next--;
+	return next;
+}
+
+static int parse_count(struct sl_rule *r, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	enum sl_unit unit;
+	size_t next;
+
+	if (sl__amount_parse(c, pos, end, &r->amount, &unit, &next) < 0)
+		return -1;
+	if (unit == SL_UNIT_BYTES)
+		return sl__fail(c, unit_start(c->value, pos, next),
+				"conns takes a count of open connections, not bytes (e.g. conns:100)");
+	if (next < end && c->value[next] == '/')
+		return sl__fail(c, next,
+				"conns takes a count of open connections, not a rate (e.g. conns:100)");
+	if (next != end)
+		return sl__fail(c, next, "unexpected '%.*s' after the count (options follow a comma)",
+				SL__TOK(c, next, end));
+	if (r->amount == 0)
+		return sl__fail(c, pos, "zero count: no connection could ever be opened");
+	return 0;
+}
+
+/* RATE := AMOUNT '/' [NUMBER] PERIOD */
+static int parse_rate(struct sl_rule *r, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	const char *s = c->value;
+	enum sl_unit unit;
+	size_t next;
+
+	if (sl__amount_parse(c, pos, end, &r->amount, &unit, &next) < 0)
+		return -1;
+	r->unit = (uint8_t)unit;
+	if (next == end)
+		return sl__fail(c, next, "expected '/' and a period after '%.*s' (e.g. %.*s/s)",
+				SL__TOK(c, pos, end), SL__TOK(c, pos, end));
+	if (s[next] != '/')
+		return sl__fail(c, next, "unexpected '%.*s' after the amount (expected '/' and a period, e.g. 100/s)",
+				SL__TOK(c, next, end));
+	if (unit == SL_UNIT_BYTES && (r->op == SL_OP_CONNECT || r->op == SL_OP_ACCEPT))
+		return sl__fail(c, unit_start(s, pos, next),
+				"%s is limited in calls, not bytes (drop the unit, e.g. 10/s)",
+				sl_op_name((enum sl_op)r->op));
+	size_t p = next + 1;
+	struct sl__num count = {.mant = 1, .frac = 0, .pos = p, .end = p};
+	if (p < end && (s[p] == '-' || s[p] == '.' || (s[p] >= '0' && s[p] <= '9')) &&
+	    sl__num_parse(c, p, end, &count) < 0)
+		return -1;
+	uint64_t unit_ns;
+	if (count.end == end && count.end > p)
+		return sl__fail(c, count.end, "missing unit after '%.*s' (expected us, ms, s, min, h)",
+				SL__TOK(c, p, end));
+	if (sl__period_unit_parse(c, count.end, end, &unit_ns, &next) < 0)
+		return -1;
+	if (next != end && s[next] == ';')
+		return sl__fail(c, next, "unexpected ';': a variable holds one rule (use SLUICE_RULES=\"OP:SPEC;OP:SPEC\" for several)");
+	if (next != end)
+		return sl__fail(c, next, "unexpected '%.*s' after the rate (options follow a comma, e.g. 100/s,burst=10)",
+				SL__TOK(c, next, end));
+	if (sl__num_scale(c, &count, unit_ns, end, "nanoseconds", &r->period_ns) < 0)
+		return -1;
+	if (r->amount == 0)
+		return sl__fail(c, pos, "zero rate '%.*s': nothing could ever pass",
+				SL__TOK(c, pos, end));
+	if (r->period_ns == 0)
+		return sl__fail(c, p, "zero period '%.*s'", SL__TOK(c, p, end));
+	return 0;
+}
+
+/* name=value of one enum option. */
+static int parse_choice(const struct sl__ctx *c, size_t pos, size_t end, const char *what,
+			const char *const *names, size_t n, uint8_t *out)
+{
+	char expected[64];
+	int k = sl__lookup(names, n, c->value + pos, end - pos);
+
+	if (k < 0)
+		return sl__fail(c, pos, "unknown %s '%.*s' (expected %s)", what, SL__TOK(c, pos, end),
+				sl__join(expected, sizeof expected, names, n, ", "));
+	*out = (uint8_t)k;
+	return 0;
+}
+
+static int parse_errno(struct sl_rule *r, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	char hint[64];
+
+	r->err = sl_errno_from_name(c->value + pos, end - pos);
+	if (r->err != 0)
+		return 0;
+	const char *near = sl__suggest(sl__errno_names, sl__errno_count, c->value + pos, end - pos);
+	if (near != NULL)
+		return sl__fail(c, pos, "unknown errno name '%.*s'%s", SL__TOK(c, pos, end),
+				sl__did_you_mean(hint, sizeof hint, near));
+	return sl__fail(c, pos, "unknown errno name '%.*s' (expected a name such as ECONNREFUSED, "
+			"ETIMEDOUT, EAGAIN, ECONNRESET)", SL__TOK(c, pos, end));
+}
+
+static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const struct sl__ctx *c,
+		       uint64_t *burst)
+{
+	size_t pos = sp->val_pos[o], end = sp->val_end[o], next;
+
+	switch (o) {
+	case O_BURST:
+		if (sl__amount_parse(c, pos, end, burst, &sp->burst_unit, &next) < 0)
+			return -1;
+		if (next != end)
+			return sl__fail(c, next, "unexpected '%.*s' after the burst",
+					SL__TOK(c, next, end));
+		return 0;
+	case O_ALGO:
+		return parse_choice(c, pos, end, "algo", sl__algo_names, 4, &r->algo);
+	case O_ACTION:
+		return parse_choice(c, pos, end, "action", sl__action_names, 3, &r->action);
+	case O_MAX_DELAY:
+		if (sl__duration_parse(c, pos, end, &r->max_delay_ns) < 0)
+			return -1;
+		if (r->max_delay_ns == 0)
+			return sl__fail(c, pos, "max-delay=%.*s never waits: use action=reject instead",
+					SL__TOK(c, pos, end));
+		return 0;
+	case O_ERRNO:
+		return parse_errno(r, c, pos, end);
+	case O_PER:
+		return parse_choice(c, pos, end, "per", sl__scope_names, 4, &r->scope);
+	case O_TO:
+		return sl__cidr_parse(c, pos, end, &r->to, &sp->to_port);
+	case O_PORT:
+		return sl__port_parse(c, pos, end, &r->port_lo, &r->port_hi);
+	case O_FAMILY:
+		return sl__names_parse(c, pos, end, sl__family_names, 3, "family", &r->families);
+	case O_TYPE:
+		return sl__names_parse(c, pos, end, sl__type_names, 2, "type", &r->types);
+	case O_COUNT:
+		break;
+	}
+	return 0;
+}
+
+/* Split one "name=value" piece [pos, end) and record it in *sp. */
+static int parse_option(struct sl_rule *r, struct spec *sp, const struct sl__ctx *c, size_t pos,
+			size_t end, uint64_t *burst)
+{
+	char hint[64], expected[96];
+	size_t eq = sl__find(c->value, pos, end, '=');
+	size_t name_end = eq;
+
+	if (pos == end)
+		return sl__fail(c, pos, "empty option (expected name=value after ',')");
+	sl__trim(c->value, &pos, &name_end);
+	int k = sl__lookup(opt_names, O_COUNT, c->value + pos, name_end - pos);
+	if (k < 0) {
+		const char *near = sl__suggest(opt_names, O_COUNT, c->value + pos, name_end - pos);
+		if (near != NULL)
+			return sl__fail(c, pos, "unknown option '%.*s'%s", SL__TOK(c, pos, name_end),
+					sl__did_you_mean(hint, sizeof hint, near));
+		return sl__fail(c, pos, "unknown option '%.*s' (expected %s)", SL__TOK(c, pos, name_end),
+				sl__join(expected, sizeof expected, opt_names, O_COUNT, ", "));
+	}
+	enum opt o = (enum opt)k;
+	if (r->explicit_opts & (1u << o))
+		return sl__fail(c, pos, "duplicate option '%s' (first given at column %zu)", opt_names[o],
+				sp->name_pos[o] + 1);
+	if (eq == end)
+		return sl__fail(c, end, "expected '=' and a value after '%s'", opt_names[o]);
+	size_t vpos = eq + 1, vend = end;
+	sl__trim(c->value, &vpos, &vend);
+	if (vpos == vend)
+		return sl__fail(c, vpos, "missing value after '%s='", opt_names[o]);
+	r->explicit_opts |= 1u << o;
+	sp->name_pos[o] = pos;
+	sp->val_pos[o] = vpos;
+	sp->val_end[o] = vend;
+	return parse_value(r, sp, o, c, burst);
+}
+
+static bool given(const struct sl_rule *r, enum opt o)
+{
+	return (r->explicit_opts & (1u << o)) != 0;
+}
+
+/* Options that make no sense for the operation or for each other. */
+static int check_combinations(const struct sl_rule *r, const struct spec *sp,
+			      const struct sl__ctx *c)
+{
+	const char *op = sl_op_name((enum sl_op)r->op);
+
+	for (enum opt o = O_BURST; o <= O_ALGO; o++)
+		if (r->op == SL_OP_CONNS && given(r, o))
+			return sl__fail(c, sp->name_pos[o],
+					"option '%s' is not valid for conns (conns limits how many connections are open at once)",
+					opt_names[o]);
+	if (given(r, O_BURST) && r->algo != SL_ALGO_TOKEN)
+		return sl__fail(c, sp->name_pos[O_BURST], "option 'burst' is valid only with algo=token (%s)",
+				r->algo == SL_ALGO_LEAKY ? "the leaky bucket's queue is bounded by max-delay"
+							  : "a window admits its whole amount at once");
+	if (given(r, O_MAX_DELAY) && r->action != SL_ACTION_DELAY)
+		return sl__fail(c, sp->name_pos[O_MAX_DELAY],
+				"option 'max-delay' is valid only with action=delay");
+	if (given(r, O_ERRNO) && r->action == SL_ACTION_DRYRUN)
+		return sl__fail(c, sp->name_pos[O_ERRNO],
+				"option 'errno' is not valid with action=dry-run (nothing is refused)");
+	if (r->scope == SL_SCOPE_FD && (r->op == SL_OP_CONNECT || r->op == SL_OP_CONNS))
+		return sl__fail(c, sp->val_pos[O_PER],
+				"per=fd is not valid for %s (each connection has its own fd)", op);
+	if ((r->types & SL_TYPE_DGRAM) && (r->op == SL_OP_ACCEPT || r->op == SL_OP_CONNS))
+		return sl__fail(c, sp->val_pos[O_TYPE],
+				"type=dgram is not valid for %s (datagram sockets have no connections)", op);
+	if (sp->to_port != 0 && given(r, O_PORT))
+		return sl__fail(c, sp->name_pos[O_PORT] > sp->name_pos[O_TO] ? sp->name_pos[O_PORT]
+									       : sp->name_pos[O_TO],
+				"duplicate option 'port' (to= gives port %u too)", sp->to_port);
+	if (r->to.family != 0 &&
+	    !(r->families & (r->to.family == 4 ? SL_FAM_INET : SL_FAM_INET6)))
+		return sl__fail(c, sp->val_pos[O_TO],
+				"to= is an IPv%u address but family= leaves out %s: the rule could never match",
+				r->to.family, r->to.family == 4 ? "inet" : "inet6");
+	if (given(r, O_PORT) && r->families == SL_FAM_UNIX)
+		return sl__fail(c, sp->name_pos[O_PORT],
+				"option 'port' can never match with family=unix");
+	return 0;
+}
+
+static int check_burst(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c,
+		       uint64_t burst)
+{
+	char rate[64], least[32];
+	struct sl__out o;
+	uint64_t min = sl__min_burst(r->amount, r->period_ns);
+
+	if (r->op == SL_OP_CONNS || r->algo != SL_ALGO_TOKEN)
+		return 0;
+	if (!given(r, O_BURST)) {
+		r->burst = sl__default_burst(r->amount, r->period_ns);
+		return 0;
+	}
+	size_t pos = sp->val_pos[O_BURST];
+	if (sp->burst_unit != r->unit)
+		return sl__fail(c, pos, r->unit == SL_UNIT_BYTES
+					? "burst must be in bytes like the rate (e.g. burst=64KiB)"
+					: "burst must be a number of calls like the rate (no unit)");
+	sl__out_init(&o, rate, sizeof rate);
+	sl__out_rate(&o, r->amount, (enum sl_unit)r->unit, r->period_ns);
+	sl__out_init(&o, least, sizeof least);
+	sl__out_amount(&o, min, (enum sl_unit)r->unit);
+	if (burst == 0)
+		return sl__fail(c, pos, "burst=0 admits nothing: the smallest meaningful burst for %s is %s",
+				rate, least);
+	if (burst < min)
+		return sl__fail(c, pos, "burst '%.*s' is too small for %s: the smallest meaningful burst is %s (100 us of the rate)",
+				SL__TOK(c, pos, sp->val_end[O_BURST]), rate, least);
+	r->burst = burst;
+	return 0;
+}
+
+static enum sl_status core_init(const struct sl_rule *r, uint64_t burst)
+{
+	static const uint32_t kinds[4] = {SL_KIND_TOKEN, SL_KIND_LEAKY, SL_KIND_FIXED, SL_KIND_SLIDING};
+	struct sl_limiter scratch;
+	struct sl_params p;
+
+	memset(&p, 0, sizeof p);
+	p.kind = r->op == SL_OP_CONNS ? SL_KIND_CONC : kinds[r->algo];
+	p.amount = r->amount;
+	p.period_ns = r->period_ns;
+	p.burst = burst;
+	return sl_limiter_init(&scratch, &p, SL__SCRATCH_NOW_NS);
+}
+
+/* The core must be able to represent the rule: refuse it here otherwise. */
+static int check_core(const struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
+{
+	enum sl_status st = core_init(r, r->burst);
+
+	if (st == SL_OK)
+		return 0;
+	if (given(r, O_BURST) && core_init(r, sl__min_burst(r->amount, r->period_ns)) == SL_OK)
+		return sl__fail(c, sp->val_pos[O_BURST], "burst '%.*s' is too large for the limiter",
+				SL__TOK(c, sp->val_pos[O_BURST], sp->val_end[O_BURST]));
+	if (r->op == SL_OP_CONNS)
+		return sl__fail(c, sp->limit_pos, "count '%.*s' is too large for the limiter",
+				SL__TOK(c, sp->limit_pos, sp->limit_end));
+	return sl__fail(c, sp->limit_pos, "rate '%.*s' is %s the limiter can represent",
+			SL__TOK(c, sp->limit_pos, sp->limit_end),
+			st == SL_ERANGE ? "out of the range" : "not a rate");
+}
+
+int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx *c, size_t pos,
+			size_t end)
+{
+	struct sl_rule r;
+	struct spec sp;
+	uint64_t burst = 0;
+
+	rule_defaults(&r, op);
+	memset(&sp, 0, sizeof sp);
+	sl__trim(c->value, &pos, &end);
+	if (pos == end)
+		return sl__fail(c, pos, "empty rule (expected %s)",
+				op == SL_OP_CONNS ? "a count such as 100" : "a rate such as 100/s or 1MiB/s");
+	size_t comma = sl__find(c->value, pos, end, ',');
+	sp.limit_pos = pos;
+	sp.limit_end = comma;
+	sl__trim(c->value, &sp.limit_pos, &sp.limit_end);
+	if (sp.limit_pos == sp.limit_end)
+		return sl__fail(c, sp.limit_pos, "expected %s before the first ','",
+				op == SL_OP_CONNS ? "a count" : "a rate");
+	if ((op == SL_OP_CONNS ? parse_count : parse_rate)(&r, c, sp.limit_pos, sp.limit_end) < 0)
+		return -1;
+	while (comma < end) {
+		size_t opos = comma + 1;
+		comma = sl__find(c->value, opos, end, ',');
+		size_t oend = comma;
+		sl__trim(c->value, &opos, &oend);
+		if (parse_option(&r, &sp, c, opos, oend, &burst) < 0)
+			return -1;
+	}
+	if (check_combinations(&r, &sp, c) < 0 || check_burst(&r, &sp, c, burst) < 0 ||
+	    check_core(&r, &sp, c) < 0)
+		return -1;
+	if (sp.to_port != 0) {
+		r.port_lo = sp.to_port;
+		r.port_hi = sp.to_port;
+	}
+	*out = r;
+	return 0;
+}
+
+/*
+ * Parse SPEC for operation op into *r (the launcher's --send SPEC). `var`
+ * names the variable in messages; NULL means the operation's own variable.
+ * Returns 0, or -1 with one line in err and *r unchanged.
+ */
+int sl_rule_parse(struct sl_rule *r, enum sl_op op, const char *spec, const char *var,
+		  char *err, size_t errlen)
+{
+	bool known = (unsigned)op < SL_OP_COUNT;
+	struct sl__ctx c = {.var = var != NULL ? var : known ? sl__op_vars[op] : "SLUICE_RULES",
+			    .value = spec, .len = strlen(spec), .err = err, .errlen = errlen};
+
+	if (!known)
+		return sl__fail_value(&c, "unknown operation %d", (int)op);
+	return sl__rule_parse_span(r, op, &c, 0, c.len);
+}
+
+/* True if a and b mean the same; explicit_opts and reserved bytes ignored. */
+bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
+{
+	return a->op == b->op && a->unit == b->unit && a->algo == b->algo &&
+	       a->action == b->action && a->scope == b->scope && a->families == b->families &&
+	       a->types == b->types && a->amount == b->amount && a->period_ns == b->period_ns &&
+	       a->burst == b->burst && a->max_delay_ns == b->max_delay_ns && a->err == b->err &&
+	       a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
+	       a->to.family == b->to.family && a->to.prefix == b->to.prefix &&
+	       memcmp(a->to.addr, b->to.addr, sizeof a->to.addr) == 0;
+}
