@@ -1,5 +1,5 @@
 /*
- * errno_names.c - errno names for the errno= option.
+ * errno_names.c - names for the errno option (errno NAME).
  *
  * Only errors that a socket call can itself return are listed, so that a
  * refusal looks like something the program already knows how to handle.
@@ -68,7 +68,7 @@ const char *sl_errno_name(int err)
 
 /*
  * The errno a refusal of r uses when the intercepted call is `call`: the
- * rule's errno= if given, else the operation's default (connect
+ * rule's errno option if given, else the operation's default (connect
  * ECONNREFUSED, accept ECONNABORTED, send and recv EAGAIN; conns refuses
  * a connect with ECONNREFUSED and an accept with ECONNABORTED).
  */

@@ -7,8 +7,8 @@
  * policy/ turns the text of SLUICE_* variables into plain rule data (fixed
  * size structs, no pointers, no allocation) that the shim matches calls
  * against without any further parsing. It is a pure function of text: it
- * never calls getenv, dlsym or sets errno, so it can be fuzzed and is shared
- * by the preloaded library and the `sluice` launcher.
+ * never reads the environment, resolves symbols or sets errno, so it can be
+ * fuzzed and is shared by the preloaded library and the `sluice` launcher.
  *
  * Grammar (see README.md for the user documentation):
  *
@@ -21,7 +21,7 @@
  *                             none: calls (messages for send/recv)
  *   PERIOD := us | ms | s | min | h
  *   OPTION := burst=AMOUNT | algo=token|leaky|fixed|sliding
- *           | action=delay|reject|dry-run | max-delay=DURATION | errno=NAME
+ *           | action=delay|reject|dry-run | max-delay=DURATION | errno '=' NAME
  *           | per=process|thread|fd|peer | to=CIDR[:PORT] | port=N[-M]
  *           | family=F(+F)* | type=T(+T)*
  *
@@ -174,8 +174,10 @@ int sl_policy_parse_var(struct sl_policy *p, const char *name, const char *value
 
 /*
  * Parse every SLUICE_* entry of an environment array ("NAME=value" strings,
- * NULL-terminated, like environ). Entries not starting with "SLUICE_" are
- * ignored. Same return convention; stops at the first error.
+ * NULL-terminated, like the process environment). Entries not starting
+ * with "SLUICE_" are ignored. Same return convention; stops at the first
+ * error. SLUICE_CONFIG_ERROR is read first: on error *p is unchanged except
+ * p->config_error, which then already reflects a valid SLUICE_CONFIG_ERROR.
  */
 int sl_policy_parse_env(struct sl_policy *p, const char *const *envp, char *err, size_t errlen);
 
@@ -208,7 +210,8 @@ const char *sl_scope_name(enum sl_scope s);
  * send/recv EAGAIN, conns: ECONNREFUSED on connect, ECONNABORTED on accept). */
 int sl_rule_errno(const struct sl_rule *r, enum sl_op call);
 
-/* errno name <-> value for the errno= option ("ECONNREFUSED" -> 111). */
+/* errno name <-> value for the errno option ("ECONNREFUSED" -> 111).
+ * Unknown names give 0, unknown values NULL. */
 int sl_errno_from_name(const char *name, size_t len);
 const char *sl_errno_name(int err);
 

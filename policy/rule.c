@@ -10,8 +10,8 @@
  * the same message. Decisions where the issue left room:
  *   - burst applies to algo=token only; the leaky bucket's queue is bounded
  *     by max-delay and the windows admit their whole amount per window.
- *   - errno= with action=dry-run is refused: nothing is ever refused, so the
- *     option could only mislead.
+ *   - the errno option with action=dry-run is refused: nothing is ever
+ *     refused, so the option could only mislead.
  *   - max-delay=0 is refused in favour of action=reject, which says the same.
  *   - per=fd is refused for connect and conns (one connection per fd, so
  *     every bucket would see a single call); type=dgram is refused for accept
