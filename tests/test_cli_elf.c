@@ -144,56 +144,51 @@ static const char *write_image(const struct dir *d, const char *name, const void
 	return path;
 }
 
+/* Write the image as `name`, inspect it (which must succeed) and compare. */
+static void expect_info(void **state, const char *name, const struct image *im, int elf_class,
+			unsigned machine, bool has_interp, bool is_go)
+{
+	struct sl__elf_info info;
+	const char *p = write_image(*state, name, im->b, sizeof(im->b));
+	assert_int_equal(sl__elf_inspect(p, &info), 0);
+	assert_int_equal(info.elf_class, elf_class);
+	assert_int_equal(info.elf_data, im->big_endian ? ELFDATA2MSB : ELFDATA2LSB);
+	assert_int_equal(info.machine, machine);
+	assert_int_equal(info.has_interp, has_interp);
+	assert_int_equal(info.is_go, is_go);
+}
+
 static void test_cli_elf_dynamic_64le(void **state)
 {
 	struct image im;
-	struct sl__elf_info info;
 	elf_header(&im, true, false, 2, 0);
 	elf_phdr(&im, 0, PT_LOAD, 0, 0x100);
 	elf_phdr(&im, 1, PT_INTERP, 0x200, 28);
-	const char *p = write_image(*state, "dyn64", im.b, sizeof(im.b));
-	assert_int_equal(sl__elf_inspect(p, &info), 0);
-	assert_int_equal(info.elf_class, ELFCLASS64);
-	assert_int_equal(info.elf_data, ELFDATA2LSB);
-	assert_int_equal(info.machine, EM_X86_64);
-	assert_true(info.has_interp);
-	assert_false(info.is_go);
+	expect_info(state, "dyn64", &im, ELFCLASS64, EM_X86_64, true, false);
 }
 
 static void test_cli_elf_static_32be(void **state)
 {
 	struct image im;
-	struct sl__elf_info info;
 	elf_header(&im, false, true, 1, 2);
 	elf_phdr(&im, 0, PT_LOAD, 0, 0x100);
 	elf_named_section(&im, ".text");
-	const char *p = write_image(*state, "static32", im.b, sizeof(im.b));
-	assert_int_equal(sl__elf_inspect(p, &info), 0);
-	assert_int_equal(info.elf_class, ELFCLASS32);
-	assert_int_equal(info.elf_data, ELFDATA2MSB);
-	assert_int_equal(info.machine, EM_PPC);
-	assert_false(info.has_interp);
-	assert_false(info.is_go);
+	expect_info(state, "static32", &im, ELFCLASS32, EM_PPC, false, false);
 }
 
 static void test_cli_elf_go_section_32be(void **state)
 {
 	struct image im;
-	struct sl__elf_info info;
 	elf_header(&im, false, true, 1, 3);
 	elf_phdr(&im, 0, PT_INTERP, 0x200, 20);
 	elf_named_section(&im, ".go.buildinfo");
-	const char *p = write_image(*state, "go32", im.b, sizeof(im.b));
-	assert_int_equal(sl__elf_inspect(p, &info), 0);
-	assert_true(info.has_interp);
-	assert_true(info.is_go);
+	expect_info(state, "go32", &im, ELFCLASS32, EM_PPC, true, true);
 }
 
 /* A Go build-ID note in a PT_NOTE segment, after a GNU note. */
 static void test_cli_elf_go_note_64be(void **state)
 {
 	struct image im;
-	struct sl__elf_info info;
 	elf_header(&im, true, true, 1, 0);
 	size_t o = NOTE_OFF;
 	put(&im, o, 4, 4), put(&im, o + 4, 4, 4), put(&im, o + 8, 3, 4);
@@ -202,10 +197,7 @@ static void test_cli_elf_go_note_64be(void **state)
 	put(&im, o, 3, 4), put(&im, o + 4, 8, 4), put(&im, o + 8, 4, 4);
 	memcpy(im.b + o + 12, "Go\0", 4);
 	elf_phdr(&im, 0, PT_NOTE, NOTE_OFF, 20 + 24);
-	const char *p = write_image(*state, "gonote", im.b, sizeof(im.b));
-	assert_int_equal(sl__elf_inspect(p, &info), 0);
-	assert_false(info.has_interp);
-	assert_true(info.is_go);
+	expect_info(state, "gonote", &im, ELFCLASS64, EM_X86_64, false, true);
 }
 
 /* No section headers at all: the build-info magic is found by scanning,
