@@ -17,7 +17,8 @@
  *                 both limits apply. The same SPEC twice is kept once.
  *                 --connect, --accept, --recv and --conns work alike.
  *   --rules RULES sets SLUICE_RULES, or appends ";RULES" to it.
- *   --stats PATH  sets SLUICE_STATS (a flag wins over the environment).
+ *   --stats PATH  sets SLUICE_STATS (a flag wins over the environment), made
+ *                 absolute against the current directory.
  * To drop an inherited limit, unset it: `env -u SLUICE_SEND sluice ...`.
  *
  * Exit status: the program's own once exec succeeds; 2 for a usage, policy
@@ -170,6 +171,23 @@ static int apply_rules_flag(const char *rules)
 	return env_append("SLUICE_RULES", ";", rules);
 }
 
+/* --stats PATH: a relative PATH is made absolute here, because the library
+ * writes the file at exit, after the program may have changed directory. */
+static int apply_stats_flag(const char *path)
+{
+	char cwd[PATH_MAX];
+	char abs[2 * PATH_MAX];
+
+	if (path[0] == '/' || path[0] == '\0')
+		return setenv("SLUICE_STATS", path, 1);
+	if (getcwd(cwd, sizeof(cwd)) == NULL) {
+		perror("sluice: --stats: getcwd");
+		return -1;
+	}
+	snprintf(abs, sizeof(abs), "%s/%s", cwd, path);
+	return setenv("SLUICE_STATS", abs, 1);
+}
+
 /* The rules and settings the program will run with, one per line. */
 static void print_policy(FILE *out, const char *prefix, const struct sl_policy *p,
 			 const char *lib)
@@ -220,7 +238,7 @@ int main(int argc, char **argv)
 			rc = apply_rules_flag(optarg);
 			break;
 		case OPT_STATS:
-			rc = setenv("SLUICE_STATS", optarg, 1);
+			rc = apply_stats_flag(optarg);
 			break;
 		case 'v':
 			verbose = true;

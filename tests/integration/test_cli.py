@@ -154,6 +154,9 @@ class Cli(unittest.TestCase):
         e = self.child_env(["--send", "1MiB/s", "--stats", "/tmp/s"])
         self.assertEqual(e, {"SLUICE_SEND": "1MiB/s", "SLUICE_STATS": "/tmp/s",
                              "LD_PRELOAD": LIBRARY})
+        r = run(["--check", "--stats", "rel/stats.json"], cwd=self.tmp)
+        self.check(r, 0)
+        self.assertIn(f"stats: {os.path.realpath(self.tmp)}/rel/stats.json\n", r.stdout)
 
     def test_repeated_flag_appends_rule(self):
         e = self.child_env(["--send", "1MiB/s", "--send=2MiB/s", "--send", "1MiB/s"])
