@@ -72,7 +72,13 @@ struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now
 		const uint64_t next = sl__sat_add(sl__sat_mul(j, limit), u + n);
 		if (next == UINT64_MAX)
 			return sl__never();
-		const uint64_t wait = j == idx ? 0 : sl__sat_mul(j, window) - elapsed;
+		uint64_t wait = 0;
+		if (j != idx) {
+			const uint64_t start_ns = sl__sat_mul(j, window);
+			if (start_ns == UINT64_MAX)
+				return sl__never(); /* window j starts beyond 2^64 ns */
+			wait = start_ns - elapsed;
+		}
 		if (wait > max_wait_ns)
 			return sl__decide(SL_REFUSE, wait - max_wait_ns);
 		/* Relaxed: the counter publishes no other memory; the CAS alone

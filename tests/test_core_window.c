@@ -1,0 +1,284 @@
+/*
+ * test_core_window.c - fixed window (core/fixed.c) and sliding window
+ * (core/sliding.c) with an injected clock: window boundaries, reserve on the
+ * virtual counter, the weighted estimate and its retry hints, quanta for
+ * large limits, time going backwards, overflow points, refund, available.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "sluice_core.h"
+
+#define SEC 1000000000ull
+#define HOUR (3600ull * SEC)
+#define POLICE 0ull
+#define RESERVE UINT64_MAX
+
+#define expect_decision(d, verdict, wait) check_decision((d), (verdict), (wait), __FILE__, __LINE__)
+static void check_decision(struct sl_decision d, uint32_t verdict, uint64_t wait, const char *file,
+			   int line)
+{
+	_assert_int_equal(d.verdict, verdict, file, line);
+	_assert_int_equal(d.wait_ns, wait, file, line);
+}
+
+/* Fixed window: 3 units per 1000 ns, windows aligned on the epoch 5000. */
+static void test_core_window_fixed_boundaries(void **state)
+{
+	(void)state;
+	struct sl_fixed w;
+	assert_int_equal(sl_fixed_init(&w, 3, 1000, 5000), SL_OK);
+	for (int i = 0; i < 3; i++)
+		expect_decision(sl_fixed_acquire(&w, 1, 5000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 5000, POLICE), SL_REFUSE, 1000);
+	expect_decision(sl_fixed_acquire(&w, 1, 5999, POLICE), SL_REFUSE, 1);
+	expect_decision(sl_fixed_acquire(&w, 1, 6000, POLICE), SL_ADMIT, 0);
+	/* 3 do not fit in what is left (2): wait for the next window. */
+	expect_decision(sl_fixed_acquire(&w, 3, 6000, POLICE), SL_REFUSE, 1000);
+	expect_decision(sl_fixed_acquire(&w, 2, 6999, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 4, 6999, RESERVE), SL_NEVER, UINT64_MAX);
+	expect_decision(sl_fixed_acquire(&w, 0, 6999, POLICE), SL_ADMIT, 0);
+	assert_int_equal(sl_fixed_available(&w, 6999), 0);
+	assert_int_equal(sl_fixed_available(&w, 7000), 3);
+}
+
+static void test_core_window_fixed_reserve(void **state)
+{
+	(void)state;
+	struct sl_fixed w;
+	assert_int_equal(sl_fixed_init(&w, 3, 1000, 5000), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 3, 6000, POLICE), SL_ADMIT, 0);
+	/* Reserve books the next windows on the same counter. */
+	expect_decision(sl_fixed_acquire(&w, 2, 6000, RESERVE), SL_ADMIT, 1000);
+	expect_decision(sl_fixed_acquire(&w, 2, 6000, RESERVE), SL_ADMIT, 2000);
+	/* The counter has moved on to window 3: the unit left over in window 2
+	 * is not handed out (a virtual counter never fills holes), so police
+	 * in window 2 waits for window 3's last unit. */
+	expect_decision(sl_fixed_acquire(&w, 1, 7000, POLICE), SL_REFUSE, 1000);
+	expect_decision(sl_fixed_acquire(&w, 1, 7000, 500), SL_REFUSE, 500);
+	expect_decision(sl_fixed_acquire(&w, 1, 7000, 1000), SL_ADMIT, 1000);
+	assert_int_equal(sl_fixed_available(&w, 7000), 0);
+	assert_int_equal(sl_fixed_available(&w, 8000), 0);
+	assert_int_equal(sl_fixed_available(&w, 9000), 3);
+}
+
+static void test_core_window_fixed_refund_backwards(void **state)
+{
+	(void)state;
+	struct sl_fixed w;
+	assert_int_equal(sl_fixed_init(&w, 3, 1000, 5000), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 3, 9000, POLICE), SL_ADMIT, 0);
+	assert_int_equal(sl_fixed_refund(&w, 2, 9000), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 9000), 2);
+	/* Refunding more than was taken empties the window, no more. */
+	assert_int_equal(sl_fixed_refund(&w, 10, 9000), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 9000), 3);
+	expect_decision(sl_fixed_acquire(&w, 3, 9500, POLICE), SL_ADMIT, 0);
+	/* A refund in a later window cannot give back an old window's units. */
+	assert_int_equal(sl_fixed_refund(&w, 3, 10000), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 9999), 0);
+	/* Time going backwards sees the later window's counter: stricter. */
+	expect_decision(sl_fixed_acquire(&w, 3, 10000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 9999, POLICE), SL_REFUSE, 1001);
+	assert_int_equal(sl_fixed_available(&w, 9999), 0);
+	/* Before the epoch counts as the epoch. */
+	expect_decision(sl_fixed_acquire(&w, 1, 0, POLICE), SL_REFUSE, 6000);
+}
+
+static void test_core_window_fixed_rates(void **state)
+{
+	(void)state;
+	struct sl_fixed w;
+	/* One per hour. */
+	assert_int_equal(sl_fixed_init(&w, 1, HOUR, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 1, 0, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 0, POLICE), SL_REFUSE, HOUR);
+	expect_decision(sl_fixed_acquire(&w, 1, HOUR - 1, POLICE), SL_REFUSE, 1);
+	expect_decision(sl_fixed_acquire(&w, 1, HOUR, POLICE), SL_ADMIT, 0);
+	/* 10^10 per second. */
+	assert_int_equal(sl_fixed_init(&w, 10000000000ull, SEC, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 10000000000ull, 0, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 0, POLICE), SL_REFUSE, SEC);
+	expect_decision(sl_fixed_acquire(&w, 5000000000ull, SEC, POLICE), SL_ADMIT, 0);
+	assert_int_equal(sl_fixed_available(&w, SEC), 5000000000ull);
+	/* 3 per 7 s. */
+	assert_int_equal(sl_fixed_init(&w, 3, 7 * SEC, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 3, 1, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 1, POLICE), SL_REFUSE, 7 * SEC - 1);
+	expect_decision(sl_fixed_acquire(&w, 3, 7 * SEC, POLICE), SL_ADMIT, 0);
+}
+
+static void test_core_window_fixed_overflow(void **state)
+{
+	(void)state;
+	struct sl_fixed w;
+	assert_int_equal(sl_fixed_init(&w, 0, SEC, 0), SL_EINVAL);
+	assert_int_equal(sl_fixed_init(&w, 1, 0, 0), SL_EINVAL);
+	/* 2^40 per ns would overflow the counter within 2^24 ns. */
+	assert_int_equal(sl_fixed_init(&w, 1ull << 40, 1, 0), SL_ERANGE);
+	assert_int_equal(sl_fixed_init(&w, 3, 1000, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, UINT64_MAX, 0, RESERVE), SL_NEVER, UINT64_MAX);
+
+	/* The counter's horizon: 2 windows of 2^57 ns for N = 2^63 - 1. */
+	const uint64_t n = UINT64_MAX / 2, win = 1ull << 57;
+	assert_int_equal(sl_fixed_init(&w, n, win, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, n, 0, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 0, POLICE), SL_REFUSE, win);
+	expect_decision(sl_fixed_acquire(&w, 1, win, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 2 * win, POLICE), SL_NEVER, UINT64_MAX);
+	assert_int_equal(sl_fixed_available(&w, UINT64_MAX), 0);
+
+	/* Epoch 0, now at UINT64_MAX: small limits keep working. */
+	assert_int_equal(sl_fixed_init(&w, 3, 1000, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 3, UINT64_MAX - 1000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, UINT64_MAX - 1000, POLICE), SL_REFUSE,
+			1000 - (UINT64_MAX - 1000) % 1000);
+	/* The last window that starts below 2^64 ns works; the next is never. */
+	expect_decision(sl_fixed_acquire(&w, 3, UINT64_MAX, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, UINT64_MAX, POLICE), SL_NEVER, UINT64_MAX);
+	/* ...large ones are past their 58-year horizon: never, not wrapped. */
+	assert_int_equal(sl_fixed_init(&w, 10000000000ull, SEC, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 1, UINT64_MAX, POLICE), SL_NEVER, UINT64_MAX);
+
+	/* Epoch at 2^63. */
+	assert_int_equal(sl_fixed_init(&w, 3, 1000, 1ull << 63), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 3, UINT64_MAX, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 1, UINT64_MAX, POLICE), SL_REFUSE, 193);
+	expect_decision(sl_fixed_acquire(&w, 1, 5, POLICE), SL_REFUSE, (UINT64_MAX >> 1) + 193);
+}
+
+/* Sliding window: 10 per 1000 ns from epoch 0. */
+static void test_core_window_sliding_estimate(void **state)
+{
+	(void)state;
+	struct sl_sliding s;
+	assert_int_equal(sl_sliding_init(&s, 10, 1000, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 10, 0), SL_ADMIT, 0);
+	/* Full: the previous window must weigh 9 or less, at 100 ns into the
+	 * next window. */
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, 1100);
+	expect_decision(sl_sliding_acquire(&s, 1, 1099), SL_REFUSE, 1);
+	expect_decision(sl_sliding_acquire(&s, 1, 1100), SL_ADMIT, 0);
+	/* Half-way: 10 * 0.5 + 1 used, 4 left. */
+	expect_decision(sl_sliding_acquire(&s, 4, 1500), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 1500), SL_REFUSE, 100);
+	assert_int_equal(sl_sliding_available(&s, 1500), 0);
+	assert_int_equal(sl_sliding_available(&s, 1600), 1);
+	/* Next window: the 5 of window 1 weigh fully at its start. */
+	assert_int_equal(sl_sliding_available(&s, 2000), 5);
+	assert_int_equal(sl_sliding_available(&s, 2500), 7);
+	/* Two windows later both are over. */
+	assert_int_equal(sl_sliding_available(&s, 3999), 10);
+	expect_decision(sl_sliding_acquire(&s, 11, 3999), SL_NEVER, UINT64_MAX);
+	expect_decision(sl_sliding_acquire(&s, 0, 3999), SL_ADMIT, 0);
+}
+
+static void test_core_window_sliding_backwards(void **state)
+{
+	(void)state;
+	struct sl_sliding s;
+	assert_int_equal(sl_sliding_init(&s, 10, 1000, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 10, 5000), SL_ADMIT, 0);
+	/* A stale now in window 4 is judged at window 5's start: refused, not
+	 * given a fresh window 4. */
+	expect_decision(sl_sliding_acquire(&s, 1, 4999), SL_REFUSE, 1100);
+	assert_int_equal(sl_sliding_available(&s, 4999), 0);
+	assert_int_equal(sl_sliding_available(&s, 4000), 0);
+	/* Before the epoch counts as the epoch (window 0, far older). */
+	assert_int_equal(sl_sliding_available(&s, 0), 0);
+	/* Window 6 at its start still sees window 5 at full weight. */
+	expect_decision(sl_sliding_acquire(&s, 1, 6000), SL_REFUSE, 100);
+}
+
+static void test_core_window_sliding_rates(void **state)
+{
+	(void)state;
+	struct sl_sliding s;
+	/* One per hour: the estimate keeps the previous unit at weight > 0
+	 * until the end of the next window (rounded up: never more). */
+	assert_int_equal(sl_sliding_init(&s, 1, HOUR, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, 2 * HOUR);
+	expect_decision(sl_sliding_acquire(&s, 1, 2 * HOUR), SL_ADMIT, 0);
+	/* 3 per 7 s. */
+	assert_int_equal(sl_sliding_init(&s, 3, 7 * SEC, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 3, 0), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, 9333333334ull);
+	expect_decision(sl_sliding_acquire(&s, 1, 9333333333ull), SL_REFUSE, 1);
+	expect_decision(sl_sliding_acquire(&s, 1, 9333333334ull), SL_ADMIT, 0);
+	/* 10^10 per second: counted in quanta of 9537 units. */
+	assert_int_equal(sl_sliding_init(&s, 10000000000ull, SEC, 0), SL_OK);
+	assert_int_equal(s.quantum, 9537);
+	assert_int_equal(sl_sliding_available(&s, 0), 9999992739ull);
+	expect_decision(sl_sliding_acquire(&s, 9999992739ull, 0), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, SEC + 954);
+}
+
+static void test_core_window_sliding_quanta(void **state)
+{
+	(void)state;
+	struct sl_sliding s;
+	assert_int_equal(sl_sliding_init(&s, 3000000, 1000, 0), SL_OK);
+	assert_int_equal(s.quantum, 3);
+	assert_int_equal(s.limit_q, 1000000);
+	/* 2999999 units round up to 10^6 quanta: the window is full. */
+	expect_decision(sl_sliding_acquire(&s, 2999999, 0), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, 1001);
+	assert_int_equal(sl_sliding_available(&s, 0), 0);
+	assert_int_equal(sl_sliding_available(&s, 2000), 3000000);
+	/* 2^21 + 1 units: quantum 3, 699051 quanta cover the limit exactly. */
+	assert_int_equal(sl_sliding_init(&s, (1u << 21) + 1, 1000, 0), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 0), (1u << 21) + 1);
+	assert_int_equal(sl_sliding_init(&s, 0, 1000, 0), SL_EINVAL);
+	assert_int_equal(sl_sliding_init(&s, 1, 0, 0), SL_EINVAL);
+}
+
+static void test_core_window_sliding_refund_overflow(void **state)
+{
+	(void)state;
+	struct sl_sliding s;
+	assert_int_equal(sl_sliding_init(&s, 10, 1000, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 7, 10000), SL_ADMIT, 0);
+	assert_int_equal(sl_sliding_refund(&s, 3, 10000), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 10000), 6);
+	assert_int_equal(sl_sliding_refund(&s, 100, 10000), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 10000), 10);
+	expect_decision(sl_sliding_acquire(&s, 10, 10999), SL_ADMIT, 0);
+	/* The window is over: a refund gives nothing back. */
+	assert_int_equal(sl_sliding_refund(&s, 5, 11000), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 11000), 0);
+	expect_decision(sl_sliding_acquire(&s, UINT64_MAX, 11000), SL_NEVER, UINT64_MAX);
+
+	/* Epoch at 2^63, now at UINT64_MAX; and epoch 0, now at UINT64_MAX. */
+	assert_int_equal(sl_sliding_init(&s, 10, 1000, 1ull << 63), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 10, UINT64_MAX), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 10, UINT64_MAX), SL_REFUSE, 193 + 1000);
+	assert_int_equal(sl_sliding_init(&s, 10, 1000, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 10, UINT64_MAX), SL_ADMIT, 0);
+	assert_int_equal(sl_sliding_available(&s, UINT64_MAX), 0);
+	/* A huge window: the weighted product needs 128 bits. */
+	assert_int_equal(sl_sliding_init(&s, 1000000, 1ull << 63, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 1000000, 0), SL_ADMIT, 0);
+	assert_int_equal(sl_sliding_available(&s, (1ull << 63) + (1ull << 62)), 500000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_core_window_fixed_boundaries),
+		cmocka_unit_test(test_core_window_fixed_reserve),
+		cmocka_unit_test(test_core_window_fixed_refund_backwards),
+		cmocka_unit_test(test_core_window_fixed_rates),
+		cmocka_unit_test(test_core_window_fixed_overflow),
+		cmocka_unit_test(test_core_window_sliding_estimate),
+		cmocka_unit_test(test_core_window_sliding_backwards),
+		cmocka_unit_test(test_core_window_sliding_rates),
+		cmocka_unit_test(test_core_window_sliding_quanta),
+		cmocka_unit_test(test_core_window_sliding_refund_overflow),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
