@@ -31,6 +31,7 @@
  *   connects ADDR PORT N LOG       N connect()+close(), logging each connect
  *   overhead devnull ITERS         ns per 1-byte write() to /dev/null
  *   overhead send1 ITERS ADDR PORT ns per 1-byte send() on one TCP socket
+ *                                  (both: median of 21 batches)
  * Every mode ends itself after 120 s (alarm) so no run can hang a benchmark.
  * Exit status 0 on success, 1 on a system error (message on stderr), 2 on
  * bad usage.
@@ -377,7 +378,18 @@ static int flow_connects(const char *host, const char *port, uint64_t n, const c
 	return 0;
 }
 
-/* Time ITERS 1-byte calls; prints "ns_per_call X". */
+static int flow_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Time ITERS 1-byte calls in FLOW_BATCHES equal batches and print
+ * "ns_per_call X" with X the median batch's mean: a batch that a noisy
+ * neighbour interrupted is an outlier and does not move the median.
+ */
+#define FLOW_BATCHES 21
 static int flow_overhead(const char *what, uint64_t iters, const char *host, const char *port)
 {
 	int fd;
@@ -393,16 +405,21 @@ static int flow_overhead(const char *what, uint64_t iters, const char *host, con
 	} else {
 		return 2;
 	}
+	uint64_t per_batch = iters / FLOW_BATCHES ? iters / FLOW_BATCHES : 1;
+	double ns[FLOW_BATCHES];
 	char byte = 'x';
-	uint64_t start = flow_now_ns();
-	for (uint64_t i = 0; i < iters; i++) {
-		ssize_t w = is_send ? send(fd, &byte, 1, 0) : write(fd, &byte, 1);
-		if (w != 1)
-			flow_die(is_send ? "send" : "write");
+	for (int b = 0; b < FLOW_BATCHES; b++) {
+		uint64_t start = flow_now_ns();
+		for (uint64_t i = 0; i < per_batch; i++) {
+			ssize_t w = is_send ? send(fd, &byte, 1, 0) : write(fd, &byte, 1);
+			if (w != 1)
+				flow_die(is_send ? "send" : "write");
+		}
+		ns[b] = (double)(flow_now_ns() - start) / (double)per_batch;
 	}
-	uint64_t elapsed = flow_now_ns() - start;
 	close(fd);
-	printf("ns_per_call %.2f\n", iters ? (double)elapsed / (double)iters : 0.0);
+	qsort(ns, FLOW_BATCHES, sizeof ns[0], flow_cmp_double);
+	printf("ns_per_call %.2f\n", ns[FLOW_BATCHES / 2]);
 	return 0;
 }
 

@@ -48,9 +48,9 @@ def overhead_once(env, kind, tool, iters):
 def overhead(env, tools):
     """Rows: per tool and kind, each A B pair's ns per call and their ratio."""
     rows = []
-    pairs = env.runs
-    iters = {"devnull": 100_000 if env.quick else 300_000,
-             "send1": 50_000 if env.quick else 150_000}
+    pairs = 15 if env.quick else 21
+    iters = {"devnull": 105_000 if env.quick else 210_000,
+             "send1": 42_000 if env.quick else 84_000}
     for tool in tools:
         why = tool_unavailable(env, tool)
         if tool in ("tc", "pv"):

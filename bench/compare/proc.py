@@ -98,7 +98,8 @@ def run_measured(cmd, env_extra=None, timeout=60.0, stdin=None):
     out = p.stdout.read().decode(errors="replace")
     err = p.stderr.read().decode(errors="replace").strip()
     if p.returncode != 0:
-        raise RunError("%s failed (%d): %s" % (" ".join(cmd[:3]), p.returncode, err[-300:]))
+        raise RunError("%s failed (%d): %s" % (" ".join(cmd[:3]), p.returncode,
+                                              (err or out.strip())[-300:]))
     return elapsed, ru.ru_utime + ru.ru_stime, out
 
 

@@ -174,21 +174,24 @@ def iperf3_run(env, tool, rate):
     try:
         secs = max(1, int(round(env.seconds)))
         cmd = ["iperf3", "-c", dial, "-p", str(port), "-t", str(secs), "-J"]
-        last = None
-        for _ in range(50):  # the server needs a moment to listen
+        mcmd, extra = wrap(env, tool, "send", rate, cmd)
+        for _ in range(100):  # the server needs a moment before it listens
             try:
-                mcmd, extra = wrap(env, tool, "send", rate, cmd)
                 _, _, out = proc.run_measured(mcmd, extra, secs + 30)
-                break
             except proc.RunError as e:
-                last = e
-                if "refused" not in str(e) and "Connection" not in str(e):
-                    raise
-                time.sleep(0.05)
-        else:
-            raise last
-        res = json.loads(out)
-        return res["end"]["sum_received"]["bits_per_second"] / 8
+                out = str(e)
+            try:
+                res = json.loads(out)
+            except ValueError:
+                res = {"error": out}
+            err = res.get("error", "")
+            if "unable to connect" in err or "refused" in err:
+                time.sleep(0.02)
+                continue
+            if err:
+                raise proc.RunError("iperf3: %s" % err)
+            return res["end"]["sum_received"]["bits_per_second"] / 8
+        raise proc.RunError("iperf3: the server never listened")
     finally:
         try:
             server.wait(timeout=10)
