@@ -1,0 +1,307 @@
+/*
+ * act.c - the decision loop: ask the limiters, then wait, refuse or proceed.
+ *
+ * Waiting: every sleep is clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to
+ * the instant the limiter named, so oversleeping one slot shortens the wait
+ * for the next instead of accumulating into rate error. Limiters that can
+ * reserve (token, leaky, fixed) hand out a slot and its time at once; those
+ * that cannot (sliding window, concurrency) are retried at their hint, or
+ * with a backoff of 1 ms doubling to 50 ms when they give none (a conns slot
+ * frees only on a close).
+ *
+ * Limits on waiting, whichever comes first:
+ *   max-delay     the call fails with the rule's errno;
+ *   SO_SNDTIMEO / SO_RCVTIMEO (read once per call, only if a wait is due)
+ *                 the call fails with EAGAIN, as the kernel's would;
+ *   a signal      the reservation is given back and the call fails with
+ *                 EINTR having transferred nothing (callers return a partial
+ *                 count instead when an earlier piece went out). SA_RESTART
+ *                 is not emulated: the wait is not resumed.
+ *
+ * Actions: delay waits as above; reject refuses at once (max_wait 0); dry-run
+ * never waits or refuses: it takes what is available, counts the calls that
+ * would have been delayed or refused, and logs them at info level.
+ *
+ * Several rules may match one call: each is charged in turn, the call waits
+ * for the latest of their slots, and a refusal by any gives back what the
+ * others took.
+ */
+#include <errno.h>
+#include <sys/time.h>
+
+#include "internal.h"
+
+static uint64_t sl_clock_default(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int sl_sleep_default(uint64_t deadline_ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+			      .tv_nsec = (long)(deadline_ns % 1000000000u)};
+	/* Returns 0 at the deadline, EINTR after a signal handler ran; EINVAL
+	 * cannot happen with a normalised timespec. */
+	return clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR ? EINTR : 0;
+}
+
+uint64_t (*sl__clock_ns)(void) = sl_clock_default;
+int (*sl__sleep_until)(uint64_t deadline_ns) = sl_sleep_default;
+
+static uint64_t sl_sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
+		    int timeout_opt)
+{
+	c->fd = fd;
+	c->op = op;
+	c->peer = peer;
+	c->start_ns = sl__clock_ns();
+	c->timeout_ns = UINT64_MAX;
+	c->timeout_opt = timeout_opt;
+	c->timeout_known = timeout_opt == 0;
+	c->delayed_rules = 0;
+	c->waited_ns = 0;
+}
+
+/* The absolute instant the socket's own timeout expires (UINT64_MAX: none),
+ * read on first need. errno is preserved. */
+static uint64_t sl_call_timeout(struct sl_call *c)
+{
+	if (!c->timeout_known) {
+		c->timeout_known = true;
+		struct timeval tv;
+		socklen_t l = sizeof(tv);
+		int saved = errno;
+		if (getsockopt(c->fd, SOL_SOCKET, c->timeout_opt, &tv, &l) == 0 &&
+		    (tv.tv_sec > 0 || tv.tv_usec > 0))
+			c->timeout_ns = sl_sat_add(c->start_ns, (uint64_t)tv.tv_sec * 1000000000u +
+								(uint64_t)tv.tv_usec * 1000u);
+		errno = saved;
+	}
+	return c->timeout_ns;
+}
+
+/* The instant past which rule r may not make call c wait. */
+static uint64_t sl_call_limit(struct sl_call *c, const struct sl_rule *r)
+{
+	uint64_t a = sl_sat_add(c->start_ns, r->max_delay_ns), b = sl_call_timeout(c);
+	return a < b ? a : b;
+}
+
+/* The errno of a refusal by rule r: EAGAIN when the socket timeout, not
+ * max-delay, was the limit that bit. */
+static int sl_call_errno(struct sl_call *c, const struct sl_rule *r, bool never)
+{
+	if (!never && r->action == SL_ACTION_DELAY &&
+	    sl_call_timeout(c) < sl_sat_add(c->start_ns, r->max_delay_ns))
+		return EAGAIN;
+	return sl_rule_errno(r, c->op);
+}
+
+/* Sleep until t, counting the time slept. Returns 0 or EINTR. */
+static int sl_call_sleep(struct sl_call *c, uint64_t t)
+{
+	uint64_t before = sl__clock_ns();
+	if (t <= before)
+		return 0;
+	int e = sl__sleep_until(t);
+	uint64_t after = sl__clock_ns();
+	c->waited_ns += after > before ? after - before : 0;
+	return e;
+}
+
+static void sl_stats_max(_Atomic uint64_t *m, uint64_t v)
+{
+	/* Relaxed: a statistic, read at exit only. */
+	uint64_t cur = atomic_load_explicit(m, memory_order_relaxed);
+	while (cur < v && !atomic_compare_exchange_weak_explicit(m, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+static void sl_stats_add(_Atomic uint64_t *m, uint64_t v)
+{
+	/* Relaxed: a statistic, read at exit only. */
+	atomic_fetch_add_explicit(m, v, memory_order_relaxed);
+}
+
+static void sl_dry_run_note(struct sl_call *c, unsigned i, bool refuse, uint64_t wait_ns)
+{
+	/* A would-be delay is counted once per call, by sl__call_end. */
+	if (refuse)
+		sl_stats_add(&sl__st.stats[i].refused, 1);
+	else
+		c->delayed_rules |= (uint32_t)1 << i;
+	sl_log(SL_LOG_INFO, "dry-run: rule %u would %s %s on fd %d (wait %llu us)", i + 1,
+	       refuse ? "refuse" : "delay", sl_op_name(c->op), c->fd,
+	       (unsigned long long)(wait_ns / 1000));
+}
+
+void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_t unused)
+{
+	(void)c;
+	if (unused == 0)
+		return;
+	uint64_t now = sl__clock_ns();
+	for (uint32_t rest = g->rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		sl_limiter_refund(g->lim[i], unused, now);
+	}
+}
+
+/* Charge rule i for the call; see sl__admit. Returns 0, or an errno.
+ * *due is raised to the instant the rule's slot starts. */
+static int sl_admit_one(struct sl_call *c, unsigned i, uint64_t n, struct sl_grant *g,
+			uint64_t *due)
+{
+	const struct sl_rule *r = &sl__st.policy.rules[i];
+	struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
+	uint64_t now = sl__clock_ns(), backoff = 1000000u;
+	if (r->action == SL_ACTION_DRYRUN) {
+		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
+		if (d.verdict == SL_ADMIT) {
+			g->rules |= (uint32_t)1 << i;
+			g->lim[i] = l;
+		} else {
+			sl_dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
+					d.wait_ns);
+		}
+		return 0;
+	}
+	for (;;) {
+		uint64_t limit = r->action == SL_ACTION_REJECT ? now : sl_call_limit(c, r);
+		struct sl_decision d = sl_limiter_acquire(l, n, now, limit > now ? limit - now : 0);
+		if (d.verdict == SL_ADMIT) {
+			g->rules |= (uint32_t)1 << i;
+			g->lim[i] = l;
+			if (d.wait_ns > 0)
+				c->delayed_rules |= (uint32_t)1 << i;
+			if (sl_sat_add(now, d.wait_ns) > *due)
+				*due = sl_sat_add(now, d.wait_ns);
+			return 0;
+		}
+		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY) {
+			uint64_t at = sl_sat_add(now, d.wait_ns != 0 ? d.wait_ns : backoff);
+			if (d.wait_ns == 0 && backoff < 50000000u)
+				backoff *= 2;
+			if (at <= limit) {
+				c->delayed_rules |= (uint32_t)1 << i;
+				if (sl_call_sleep(c, at) == EINTR)
+					return EINTR;
+				now = sl__clock_ns();
+				continue;
+			}
+		}
+		sl_stats_add(&sl__st.stats[i].refused, 1);
+		sl_log(SL_LOG_DEBUG, "rule %u refuses %s on fd %d", i + 1, sl_op_name(c->op), c->fd);
+		return sl_call_errno(c, r, d.verdict == SL_NEVER);
+	}
+}
+
+int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
+{
+	g->rules = 0;
+	g->n = n;
+	uint64_t due = 0;
+	int err = 0;
+	for (uint32_t rest = rules; rest != 0 && err == 0; rest &= rest - 1)
+		err = sl_admit_one(c, (unsigned)__builtin_ctz(rest), n, g, &due);
+	if (err == 0 && due > sl__clock_ns())
+		err = sl_call_sleep(c, due);
+	if (err != 0) {
+		sl__grant_refund(c, g, n);
+		g->rules = 0;
+	}
+	return err;
+}
+
+uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
+{
+	*err = 0;
+	for (;;) {
+		uint64_t now = sl__clock_ns(), avail = UINT64_MAX, at = 0;
+		unsigned worst = 0;
+		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+			unsigned i = (unsigned)__builtin_ctz(rest);
+			const struct sl_rule *r = &sl__st.policy.rules[i];
+			struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
+			uint64_t a = sl_limiter_available(l, now);
+			if (a > 0) {
+				avail = a < avail ? a : avail;
+				continue;
+			}
+			/* Police one unit only to learn when it would come;
+			 * if it was admitted after all, give it back. */
+			struct sl_decision d = sl_limiter_acquire(l, 1, now, 0);
+			if (d.verdict == SL_ADMIT) {
+				sl_limiter_refund(l, 1, now);
+				avail = 1;
+				continue;
+			}
+			if (r->action == SL_ACTION_DRYRUN) {
+				sl_dry_run_note(c, i, d.verdict == SL_NEVER, d.wait_ns);
+				continue;
+			}
+			avail = 0;
+			uint64_t t = sl_sat_add(now, d.wait_ns ? d.wait_ns : 1000000u);
+			if (t > at) {
+				at = t;
+				worst = i;
+			}
+		}
+		if (avail > 0)
+			return avail;
+		const struct sl_rule *r = &sl__st.policy.rules[worst];
+		if (!wait || r->action == SL_ACTION_REJECT || at > sl_call_limit(c, r)) {
+			sl_stats_add(&sl__st.stats[worst].refused, 1);
+			*err = sl_call_errno(c, r, false);
+			return 0;
+		}
+		c->delayed_rules |= (uint32_t)1 << worst;
+		if (sl_call_sleep(c, at) == EINTR) {
+			*err = EINTR;
+			return 0;
+		}
+	}
+}
+
+void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
+{
+	if (n == 0)
+		return;
+	uint64_t now = sl__clock_ns();
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		/* Reserve: the units were already received, so they go on the
+		 * bucket's account as debt that later calls wait for. */
+		sl_limiter_acquire(sl__limiter(i, c->fd, c->peer), n, now, UINT64_MAX);
+	}
+}
+
+void sl__stats_bytes(uint32_t rules, uint64_t n)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+		sl_stats_add(&sl__st.stats[__builtin_ctz(rest)].bytes, n);
+}
+
+void sl__call_end(struct sl_call *c, uint32_t rules, bool ok)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_rstats *s = &sl__st.stats[i];
+		sl_stats_add(&s->calls, 1);
+		if (ok)
+			sl_stats_add(&s->admitted, 1);
+		if (c->delayed_rules & ((uint32_t)1 << i)) {
+			sl_stats_add(&s->delayed, 1);
+			sl_stats_add(&s->delay_ns, c->waited_ns);
+			sl_stats_max(&s->max_delay_ns, c->waited_ns);
+		}
+	}
+}

@@ -1,0 +1,192 @@
+/*
+ * init.c - the constructor: read SLUICE_* once, build the limiters.
+ *
+ * The configuration is read once, at load, from environ with
+ * sl_policy_parse_env (the variables propagate to child processes, which
+ * read them again at their own load: `sluice ... -- sh -c 'curl ...'`
+ * throttles curl, with its own buckets). A configuration error prints the
+ * policy's message and exits with status 2, before the program runs
+ * unthrottled; SLUICE_CONFIG_ERROR=warn prints a warning instead and runs
+ * with no rules. SLUICE_CONFIG_ERROR is looked up first, on its own, so that
+ * it applies whatever order the environment lists the variables in.
+ *
+ * SLUICE_ONLY and SLUICE_SKIP ('+'-separated) name programs by the basename
+ * of /proc/self/exe or by program_invocation_short_name; either matching is
+ * a match (a script run by python3.11 is both "python3.11" and "python3").
+ *
+ * After fork the child keeps every classification (its fds are the same)
+ * and its own copy of the buckets; its SLUICE_STATS counters start at zero
+ * so that no call is reported twice.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+extern char **environ;
+
+struct sl_state sl__st;
+
+static size_t sl_fd_lims_bytes, sl_thread_lims_bytes;
+
+/* Map n limiters, replacing an old mapping of *bytes. NULL if n == 0. */
+static struct sl_limiter *sl_remap(struct sl_limiter *old, size_t *bytes, size_t n)
+{
+	if (old != NULL)
+		munmap(old, *bytes);
+	*bytes = n * sizeof(struct sl_limiter);
+	return n == 0 ? NULL : sl__map(*bytes);
+}
+
+int sl__state_init_unsync(const struct sl_policy *p)
+{
+	struct sl_state *st = &sl__st;
+	st->ready = false;
+	st->active = false;
+	st->policy = *p;
+	sl__log_level = (int)p->log_level;
+	sl__log_set_file(p->log_file);
+	memset(st->kind_rules, 0, sizeof(st->kind_rules));
+	st->byte_rules = st->conns_rules = 0;
+	st->n_fd_rules = st->n_thread_rules = 0;
+	static const uint32_t kinds[SL_OP_COUNT] = {
+		[SL_OP_CONNECT] = 1u << SL_K_CONNECT, [SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,
+		[SL_OP_SEND] = 1u << SL_K_SEND,       [SL_OP_RECV] = 1u << SL_K_RECV,
+		[SL_OP_CONNS] = (1u << SL_K_CONNECT) | (1u << SL_K_ACCEPT),
+	};
+	uint64_t now = sl__clock_ns();
+	for (uint32_t i = 0; i < p->n_rules && i < SL_MAX_RULES; i++) {
+		const struct sl_rule *r = &p->rules[i];
+		uint32_t bit = (uint32_t)1 << i;
+		for (int k = 0; k < SL_K_COUNT; k++)
+			if (r->op < SL_OP_COUNT && (kinds[r->op] & (1u << k)))
+				st->kind_rules[k] |= bit;
+		if (r->op == SL_OP_CONNS)
+			st->conns_rules |= bit;
+		else if (r->unit == SL_UNIT_BYTES)
+			st->byte_rules |= bit;
+		if (r->scope == SL_SCOPE_FD)
+			st->scope_slot[i] = (uint8_t)st->n_fd_rules++;
+		else if (r->scope == SL_SCOPE_THREAD)
+			st->scope_slot[i] = (uint8_t)st->n_thread_rules++;
+		else
+			st->scope_slot[i] = 0;
+		struct sl_params prm;
+		sl__rule_params(r, &prm);
+		enum sl_status s = sl_limiter_init(&st->proc[i], &prm, now);
+		if (s != SL_OK) {
+			char txt[SL_RULE_TEXT_MAX];
+			sl_rule_format(r, txt, sizeof(txt));
+			sl_log(SL_LOG_ERROR, "rule %u (%s): the limiter refuses its parameters: %s", i + 1,
+			       txt, sl_status_name(s));
+			return -1;
+		}
+	}
+	st->fd_lims = sl_remap(st->fd_lims, &sl_fd_lims_bytes, (size_t)SL_FD_MAX * st->n_fd_rules);
+	st->thread_lims = sl_remap(st->thread_lims, &sl_thread_lims_bytes,
+				   (size_t)SL_THREAD_SLOTS * st->n_thread_rules);
+	if ((st->n_fd_rules && !st->fd_lims) || (st->n_thread_rules && !st->thread_lims) ||
+	    sl__fdtab_init_unsync() != 0 || sl__scope_init_unsync() != 0) {
+		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
+		return -1;
+	}
+	sl__stats_reset();
+	st->active = p->n_rules > 0;
+	st->ready = true;
+	return 0;
+}
+
+/* True if `name` is one of the '+'-separated names in list. */
+static bool sl_name_in(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *s = list; *s != '\0';) {
+		const char *e = strchr(s, '+');
+		size_t l = e != NULL ? (size_t)(e - s) : strlen(s);
+		if (l == n && n > 0 && memcmp(s, name, n) == 0)
+			return true;
+		s += l + (e != NULL);
+	}
+	return false;
+}
+
+/* Whether SLUICE_ONLY / SLUICE_SKIP let the rules apply to this program. */
+static bool sl_program_selected(const struct sl_policy *p)
+{
+	if (p->only[0] == '\0' && p->skip[0] == '\0')
+		return true;
+	char exe[4096];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	const char *base = strrchr(exe, '/');
+	base = base != NULL ? base + 1 : exe;
+	const char *inv = program_invocation_short_name;
+	if (p->only[0] != '\0' && !sl_name_in(p->only, base) && !sl_name_in(p->only, inv))
+		return false;
+	return !(sl_name_in(p->skip, base) || sl_name_in(p->skip, inv));
+}
+
+static void sl_atfork_child(void)
+{
+	sl__stats_reset();
+}
+
+/* Parse environ; on error decide between exit 2 and running unthrottled. */
+static void sl_init_policy(struct sl_policy *p)
+{
+	char err[SL_ERR_MAX];
+	static const char key[] = "SLUICE_CONFIG_ERROR=";
+	struct sl_policy scratch;
+	sl_policy_init(&scratch);
+	for (char **e = environ; e != NULL && *e != NULL; e++)
+		if (strncmp(*e, key, sizeof(key) - 1) == 0)
+			sl_policy_parse_var(&scratch, "SLUICE_CONFIG_ERROR", *e + sizeof(key) - 1, err,
+					    sizeof(err));
+	sl_policy_init(p);
+	if (sl_policy_parse_env(p, (const char *const *)environ, err, sizeof(err)) == 0)
+		return;
+	if (scratch.config_error != SL_CONFIG_ERROR_WARN) {
+		sl__log_write(SL_LOG_ERROR, "%s", err);
+		sl__log_write(SL_LOG_ERROR, "configuration error: exiting with status 2 "
+					    "(SLUICE_CONFIG_ERROR=warn runs unthrottled instead)");
+		_exit(2);
+	}
+	sl__log_write(SL_LOG_WARN, "%s", err);
+	sl__log_write(SL_LOG_WARN, "configuration error: running unthrottled "
+				   "(SLUICE_CONFIG_ERROR=warn)");
+	sl_policy_init(p);
+}
+
+__attribute__((constructor)) static void sl_init(void)
+{
+	int saved = errno;
+	sl__busy = 1;
+	sl_real_resolve_all();
+	struct sl_policy p;
+	sl_init_policy(&p);
+	if (sl__state_init_unsync(&p) != 0) {
+		if (p.config_error != SL_CONFIG_ERROR_WARN)
+			_exit(2);
+		sl_policy_init(&p);
+		sl__state_init_unsync(&p);
+	}
+	sl__st.active = sl__st.active && sl_program_selected(&p);
+	if (sl__st.policy.n_rules > 0)
+		pthread_atfork(NULL, NULL, sl_atfork_child);
+	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
+	       sl__st.active ? "active" : "inactive for this program");
+	sl__busy = 0;
+	errno = saved;
+}
+
+__attribute__((destructor)) static void sl_fini(void)
+{
+	int saved = errno;
+	sl__busy = 1;
+	sl__stats_write();
+	sl__busy = 0;
+	errno = saved;
+}

@@ -1,0 +1,332 @@
+/*
+ * internal.h - what the files of the preloaded shim share.
+ *
+ * Overview
+ * --------
+ * libsluice.so interposes the socket calls of an unmodified program. The
+ * files split by idea:
+ *   real.c    the table of real libc functions (struct sl_real), resolved
+ *             with dlsym(RTLD_NEXT) once, thread-safely, lazily if needed;
+ *   log.c     sl_log: level test first, stack buffer, the real write;
+ *   init.c    the constructor: reads SLUICE_* once, builds the limiters;
+ *   fdtab.c   the fd classification table and connection records;
+ *   match.c   matching a call to rules and finding the limiter of a scope
+ *             (process, thread, fd, peer);
+ *   act.c     the decision loop: acquire, sleep to absolute deadlines,
+ *             refuse, refund, socket timeouts, EINTR;
+ *   socket.c  connect, accept, close, dup, fcntl and friends;
+ *   io.c      the send and receive families;
+ *   stats.c   SLUICE_STATS, written at exit.
+ *
+ * Thread-safety: every function below may be called from any thread unless
+ * its name ends in _unsync. No lock is ever held while sleeping; the only
+ * lock (the peer table's spinlock) is made fork-safe with pthread_atfork.
+ *
+ * Implementation notes
+ * --------------------
+ * Hot path: a wrapper first tests one byte of sl__fdbits[fd]. For a socket
+ * no rule can match, or an fd that is not a socket, the byte has the
+ * "pass" bit of the call's kind set and the wrapper calls the real function
+ * right away: one bounds check, one load, one branch.
+ */
+#ifndef SLUICE_SHIM_INTERNAL_H
+#define SLUICE_SHIM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "policy.h"
+#include "sluice_core.h"
+
+#define SL_EXPORT __attribute__((visibility("default")))
+
+/* ---- real.c ------------------------------------------------------------ */
+
+/*
+ * Every intercepted symbol: X(return type, name, parameter list). The list
+ * only declares; real.c and the tests expand it.
+ */
+#define SL_REAL_LIST(X)                                                                        \
+	X(int, connect, (int, const struct sockaddr *, socklen_t))                                \
+	X(int, accept, (int, struct sockaddr *, socklen_t *))                                     \
+	X(int, accept4, (int, struct sockaddr *, socklen_t *, int))                               \
+	X(int, socket, (int, int, int))                                                           \
+	X(int, socketpair, (int, int, int, int *))                                                \
+	X(ssize_t, send, (int, const void *, size_t, int))                                        \
+	X(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *, socklen_t))  \
+	X(ssize_t, sendmsg, (int, const struct msghdr *, int))                                    \
+	X(int, sendmmsg, (int, struct mmsghdr *, unsigned int, int))                              \
+	X(ssize_t, write, (int, const void *, size_t))                                            \
+	X(ssize_t, writev, (int, const struct iovec *, int))                                      \
+	X(ssize_t, sendfile, (int, int, off_t *, size_t))                                         \
+	X(ssize_t, sendfile64, (int, int, off_t *, size_t))                                       \
+	X(ssize_t, recv, (int, void *, size_t, int))                                              \
+	X(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *, socklen_t *))          \
+	X(ssize_t, recvmsg, (int, struct msghdr *, int))                                          \
+	X(int, recvmmsg, (int, struct mmsghdr *, unsigned int, int, struct timespec *))           \
+	X(ssize_t, read, (int, void *, size_t))                                                   \
+	X(ssize_t, readv, (int, const struct iovec *, int))                                       \
+	X(ssize_t, __read_chk, (int, void *, size_t, size_t))                                     \
+	X(ssize_t, __recv_chk, (int, void *, size_t, size_t, int))                                \
+	X(ssize_t, __recvfrom_chk,                                                                \
+	  (int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *))                     \
+	X(int, close, (int))                                                                      \
+	X(int, close_range, (unsigned int, unsigned int, int))                                    \
+	X(int, dup, (int))                                                                        \
+	X(int, dup2, (int, int))                                                                  \
+	X(int, dup3, (int, int, int))                                                             \
+	X(int, fcntl, (int, int, ...))                                                            \
+	X(int, fcntl64, (int, int, ...))
+
+enum sl_real_slot {
+#define SL_REAL_ENUM(ret, name, args) SL_REAL_##name,
+	SL_REAL_LIST(SL_REAL_ENUM)
+#undef SL_REAL_ENUM
+	SL_REAL_COUNT
+};
+
+/* One atomic pointer per symbol; NULL until resolved. Tests overwrite the
+ * pointers with fakes (after sl_real_resolve_all, so nothing overwrites
+ * them back). */
+struct sl_real {
+#define SL_REAL_FIELD(ret, name, args) ret(*_Atomic name) args;
+	SL_REAL_LIST(SL_REAL_FIELD)
+#undef SL_REAL_FIELD
+};
+extern struct sl_real sl__real;
+
+/* Resolve every slot that is still empty (the constructor calls it). */
+void sl_real_resolve_all(void);
+/* Resolve one slot now and publish it; a symbol that does not exist gets a
+ * stub that fails with ENOSYS (and logs once). */
+void sl__real_resolve(enum sl_real_slot slot);
+
+/* The real function `name`, resolving it on first use: one load and one
+ * (predicted) branch. Acquire pairs with the release store in
+ * sl__real_resolve, so whatever dlsym set up before publishing is seen. */
+#define SL_REAL(name)                                                                          \
+	__extension__({                                                                            \
+		__typeof__(atomic_load_explicit(&sl__real.name, memory_order_relaxed)) sl_fn_ =      \
+			atomic_load_explicit(&sl__real.name, memory_order_acquire);                        \
+		if (__builtin_expect(sl_fn_ == NULL, 0)) {                                             \
+			sl__real_resolve(SL_REAL_##name);                                                  \
+			sl_fn_ = atomic_load_explicit(&sl__real.name, memory_order_acquire);               \
+		}                                                                                      \
+		sl_fn_;                                                                                \
+	})
+
+/* ---- clock and sleep hooks (act.c) -------------------------------------- */
+
+/* CLOCK_MONOTONIC now, in ns. Tests point it at a fake clock. */
+extern uint64_t (*sl__clock_ns)(void);
+/* Sleep until the absolute CLOCK_MONOTONIC instant deadline_ns: returns 0,
+ * or EINTR if a signal handler ran. Tests point it at a fake. */
+extern int (*sl__sleep_until)(uint64_t deadline_ns);
+
+/* ---- log.c -------------------------------------------------------------- */
+
+extern int sl__log_level; /* enum sl_log_level */
+void sl__log_set_file(const char *path);
+void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Tests the level before anything is formatted. */
+#define sl_log(level, ...)                                                                     \
+	do {                                                                                       \
+		if ((int)(level) <= sl__log_level)                                                     \
+			sl__log_write((level), __VA_ARGS__);                                               \
+	} while (0)
+
+/* ---- re-entry guard ------------------------------------------------------ */
+
+/* Set while the shim works on behalf of a wrapper: a wrapped function called
+ * from inside the shim (by a resolver, the logger or libc) passes straight
+ * through. initial-exec: one %fs-relative load, no __tls_get_addr. */
+extern __thread int sl__busy __attribute__((tls_model("initial-exec")));
+
+/* ---- state (init.c) ------------------------------------------------------- */
+
+/* Call kinds: what the fast path tests. conns rules belong to both CONNECT
+ * and ACCEPT. */
+enum sl_kind_call {
+	SL_K_CONNECT = 0,
+	SL_K_ACCEPT = 1,
+	SL_K_SEND = 2,
+	SL_K_RECV = 3,
+	SL_K_COUNT = 4,
+};
+
+/* Counters of one rule (SLUICE_STATS). Relaxed atomics: they are only read
+ * at exit, and no other data hangs on them. */
+struct sl_rstats {
+	_Atomic uint64_t calls;    /* calls this rule matched */
+	_Atomic uint64_t admitted; /* of which went through (at once or delayed) */
+	_Atomic uint64_t delayed;  /* of which waited (dry-run: would have) */
+	_Atomic uint64_t refused;  /* of which failed (dry-run: would have) */
+	_Atomic uint64_t delay_ns; /* total time waited */
+	_Atomic uint64_t max_delay_ns;
+	_Atomic uint64_t bytes; /* bytes transferred by admitted calls */
+};
+
+#define SL_FD_MAX 65536      /* fds tracked in the table; larger ones pass through */
+#define SL_THREAD_SLOTS 256  /* threads with per=thread limiters at once */
+#define SL_PEER_SLOTS 1024   /* (rule, address) entries of per=peer limiters */
+#define SL_CONN_RULES 8      /* conns rules one connection may hold a slot of */
+
+struct sl_state {
+	struct sl_policy policy;
+	bool active;     /* rules apply to this process */
+	bool ready;      /* sl__state_init has run */
+	uint32_t kind_rules[SL_K_COUNT]; /* rules that may apply to each kind */
+	uint32_t byte_rules;             /* rules counting bytes */
+	uint32_t conns_rules;            /* op == conns */
+	uint32_t n_fd_rules, n_thread_rules;
+	uint8_t scope_slot[SL_MAX_RULES]; /* index among rules of its scope */
+	struct sl_limiter proc[SL_MAX_RULES]; /* per=process; fallback of others */
+	struct sl_limiter *fd_lims;     /* [SL_FD_MAX][n_fd_rules], mmap'd */
+	struct sl_limiter *thread_lims; /* [SL_THREAD_SLOTS][n_thread_rules] */
+	struct sl_rstats stats[SL_MAX_RULES];
+};
+extern struct sl_state sl__st;
+
+/* Build the state from a parsed policy (the constructor; tests call it
+ * directly). Not thread-safe: call before any wrapper runs, or in tests
+ * between cases. Returns 0, or -1 if memory could not be mapped. */
+int sl__state_init_unsync(const struct sl_policy *p);
+/* Reset the per-process counters (the child after fork). */
+void sl__stats_reset(void);
+/* Write SLUICE_STATS (the destructor; tests call it). */
+void sl__stats_write(void);
+
+/* ---- fdtab.c -------------------------------------------------------------- */
+
+#define SL_FDB_PASS(k) (1u << (k)) /* classified: no rule of kind k can match */
+#define SL_FDB_PASS_ALL 0x0fu
+#define SL_FDB_READY 0x10u /* the fd's record is published */
+#define SL_FDB_BUSY 0x20u  /* a thread is classifying it */
+#define SL_FDB_CONN 0x40u  /* the record holds a connection */
+
+/* An address as rules see it. family: 0 unknown, 4, 6, or 1 (AF_UNIX). */
+struct sl_addr {
+	uint8_t family;
+	uint8_t pad;
+	uint16_t port; /* host order */
+	uint8_t addr[16];
+};
+
+struct sl_fdrec {
+	uint32_t cand[SL_K_COUNT];  /* rules whose family and type fit */
+	uint32_t match[SL_K_COUNT]; /* cand narrowed by the address: peer for
+	                               send/recv, local for accept */
+	uint8_t family; /* SL_FAM_* bit */
+	uint8_t type;   /* SL_TYPE_* bit, 0 for other types */
+	uint8_t stream; /* SOCK_STREAM: byte transfers may be split */
+	uint8_t pad;
+	struct sl_addr peer;  /* family 0 if not connected */
+	struct sl_addr local;
+	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
+};
+
+extern _Atomic uint8_t sl__fdbits[SL_FD_MAX];
+
+/* True if a call of kind k on fd passes straight through. The relaxed load
+ * is enough for the pass bit: it carries no data; the slow path re-reads
+ * with acquire. */
+static inline bool sl__fd_pass(int fd, enum sl_kind_call k)
+{
+	return (unsigned)fd < SL_FD_MAX &&
+	       (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_PASS(k));
+}
+
+/* Classify fd (if not yet) and copy its record into *out. Returns false if
+ * the call should pass through (not a socket, no rules, fd too large). */
+bool sl__fd_get(int fd, struct sl_fdrec *out);
+/* Forget what is known of fd: it was closed or replaced. Releases the
+ * connection slot it held when it was the last fd of the connection. */
+void sl__fd_forget(int fd);
+/* newfd now refers to the same socket as oldfd (dup): share the connection. */
+void sl__fd_dup(int oldfd, int newfd);
+/* Record that fd holds one slot of each limiter in lims (a new connection). */
+void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n);
+/* Mark fd unknown but keep its connection (connect changed its peer). */
+void sl__fd_invalidate(int fd);
+/* Allocate (once) and clear the table. Init only. Returns 0 or -1. */
+int sl__fdtab_init_unsync(void);
+void sl__fdtab_reset_unsync(void);
+/* Zeroed private anonymous memory, reserved lazily (MAP_NORESERVE). */
+void *sl__map(size_t bytes);
+/* Convert a sockaddr to an sl_addr; false if the family is not known. */
+bool sl__addr_from(struct sl_addr *a, const struct sockaddr *sa, socklen_t len);
+
+/* ---- match.c -------------------------------------------------------------- */
+
+/* Rules in mask `cand` that match a socket of this family and type (SL_*
+ * bits) talking to/listening on address a (NULL: unknown; rules with an
+ * address filter do not match). */
+uint32_t sl__match(uint32_t cand, unsigned family, unsigned type, const struct sl_addr *a);
+/* Rules (any op) whose family and type filters fit. */
+uint32_t sl__match_socket(unsigned family, unsigned type);
+/* The limiter of rule i for a call on fd with peer address `peer`. */
+struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer);
+/* Units one piece of a split transfer may take under byte rule i. */
+uint64_t sl__piece_max(unsigned i);
+/* Limiter parameters of a rule; (re)initialise limiter l for rule i. */
+void sl__rule_params(const struct sl_rule *r, struct sl_params *p);
+void sl__limiter_reset(struct sl_limiter *l, unsigned i, uint64_t now_ns);
+/* Fresh per-fd limiters for fd (a newly classified socket). */
+void sl__scope_fd_reset(int fd);
+/* Allocate (once) and clear the peer table and thread pool. Init only. */
+int sl__scope_init_unsync(void);
+void sl__scope_reset_unsync(void);
+
+/* ---- act.c ---------------------------------------------------------------- */
+
+/* What one call is being charged to. */
+struct sl_grant {
+	uint32_t rules;                         /* rules charged */
+	struct sl_limiter *lim[SL_MAX_RULES];   /* their limiters */
+	uint64_t n;                             /* units charged to each */
+};
+
+/* One call in progress. */
+struct sl_call {
+	int fd;
+	enum sl_op op;           /* for errnos and messages */
+	const struct sl_addr *peer; /* per=peer key, may be NULL */
+	uint64_t start_ns;
+	uint64_t timeout_ns;     /* absolute: SO_SNDTIMEO/SO_RCVTIMEO, UINT64_MAX: none */
+	int timeout_opt;         /* SO_SNDTIMEO or SO_RCVTIMEO; 0: none applies */
+	bool timeout_known;
+	uint32_t delayed_rules;  /* rules that made this call wait */
+	uint64_t waited_ns;      /* time slept so far */
+};
+
+void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
+		    int timeout_opt);
+/*
+ * Charge n units to every rule in `rules`, acting as each rule says:
+ * delay sleeps to the slot's deadline, reject refuses at once, dry-run
+ * never waits. On success returns 0 and fills *g (release what was not used
+ * with sl__grant_refund). On refusal returns the errno to fail with (the
+ * rule's, EAGAIN past the socket's timeout, EINTR if a signal arrived while
+ * waiting) and nothing stays charged.
+ */
+int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g);
+/* Give back `unused` units of each limiter of g. */
+void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_t unused);
+/* Units the rules in `rules` admit right now (the smallest). Waits until it
+ * is at least 1 if `wait` (then returns 0 with *err set on refusal). */
+uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err);
+/* Charge n units after the fact (a receive): reserve, never refuse. */
+void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n);
+/* Count n bytes against the stats of rules. */
+void sl__stats_bytes(uint32_t rules, uint64_t n);
+/* Finish the call's stats: one call seen by each rule in `rules`, admitted
+ * if ok, and the call's delay for the rules that made it wait. */
+void sl__call_end(struct sl_call *c, uint32_t rules, bool ok);
+
+#endif /* SLUICE_SHIM_INTERNAL_H */

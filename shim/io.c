@@ -1,0 +1,487 @@
+/*
+ * io.c - the send and receive families: send, sendto, sendmsg, sendmmsg,
+ * write, writev, sendfile; recv, recvfrom, recvmsg, recvmmsg, read, readv
+ * and the fortified __read_chk, __recv_chk, __recvfrom_chk.
+ *
+ * Every wrapper tests the fd's pass bit and calls libc at once when no rule
+ * can match (files, pipes, ttys, unmatched sockets). Otherwise it describes
+ * the call in a struct sl_io, and sl_send or sl_recv run it, calling back
+ * sl_io_xfer for the real transfer of a sub-range [off, off + len) of the
+ * caller's buffer.
+ *
+ * Send, byte rules: the amount is the bytes the call asks to send. On a
+ * stream socket a send larger than a piece (a token bucket's burst, see
+ * sl__piece_max) goes out in pieces: charge the piece (waiting for it as the
+ * rule says), send it, refund what the kernel did not take, repeat; the call
+ * returns the full count like a slow link, or the bytes sent so far when a
+ * later piece fails or is interrupted (the error is dropped, as the kernel
+ * does). A short piece (non-blocking socket, buffer full) ends the call.
+ * With a reject rule the call sends at most what is available now (a partial
+ * count) and fails only when nothing is. Datagrams are never split: one
+ * datagram larger than a piece is refused with the rule's errno. Message
+ * rules count 1 per call (per message for sendmmsg).
+ *
+ * Receive, byte rules: wait until at least one unit is available, then ask
+ * the kernel for no more than is available, so TCP back-pressure slows the
+ * sender; the bytes actually received are charged afterwards (as debt that
+ * later receives wait for). A datagram's size cannot be chosen, so datagram
+ * receives are not shortened, only charged. MSG_WAITALL loops over pieces
+ * until the request is complete. MSG_PEEK is neither charged nor delayed.
+ *
+ * sendmmsg sends one message per real call so that each can be charged and
+ * waited for; recvmmsg receives at most as many messages as message rules
+ * allow now, and charges the bytes after the fact.
+ *
+ * Non-blocking sockets are delayed in place, like blocking ones: an event
+ * loop stalls for the wait (an event-loop-aware mode is a later issue).
+ */
+#undef _FORTIFY_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* The fortified entry points are declared only under _FORTIFY_SOURCE. */
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+		       struct sockaddr *from, socklen_t *fromlen);
+
+enum sl_io_how {
+	SL_IO_SEND, SL_IO_SENDTO, SL_IO_SENDMSG, SL_IO_WRITE, SL_IO_WRITEV, SL_IO_SENDFILE,
+	SL_IO_SENDFILE64, SL_IO_RECV, SL_IO_RECVFROM, SL_IO_RECVMSG, SL_IO_READ, SL_IO_READV,
+	SL_IO_READ_CHK, SL_IO_RECV_CHK, SL_IO_RECVFROM_CHK,
+};
+
+/* One call, described for the split loops. */
+struct sl_io {
+	enum sl_io_how how;
+	int fd;
+	int flags;
+	char *buf;                 /* send: really const */
+	size_t total;              /* bytes asked for */
+	size_t buflen;             /* the _chk variants' object size */
+	struct sockaddr *addr;     /* sendto: destination; recvfrom: source */
+	socklen_t addrlen;
+	socklen_t *addrlenp;
+	struct msghdr *msg;        /* sendmsg/recvmsg; send: really const */
+	const struct iovec *iov;   /* writev/readv */
+	int iovcnt;
+	int in_fd;                 /* sendfile */
+	off_t *offset;
+};
+
+/* The iovecs covering [off, off + len) of iov[0..cnt) into out (room for
+ * IOV_MAX). Returns how many. */
+static int sl_iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len,
+			struct iovec *out)
+{
+	int n = 0;
+	for (int i = 0; i < cnt && len > 0 && n < IOV_MAX; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		size_t take = l - off < len ? l - off : len;
+		out[n].iov_base = (char *)iov[i].iov_base + off;
+		out[n].iov_len = take;
+		n++;
+		len -= take;
+		off = 0;
+	}
+	return n;
+}
+
+static size_t sl_iov_total(const struct iovec *iov, size_t cnt)
+{
+	size_t t = 0;
+	for (size_t i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* The real transfer of [off, off + len). The whole call when off == 0 and
+ * len == total passes every argument through unchanged. */
+static ssize_t sl_io_xfer(const struct sl_io *io, size_t off, size_t len)
+{
+	struct iovec v[IOV_MAX];
+	struct msghdr m;
+	bool whole = off == 0 && len == io->total;
+	const struct iovec *iov = io->msg != NULL ? io->msg->msg_iov : io->iov;
+	int cnt = io->msg != NULL ? (int)io->msg->msg_iovlen : io->iovcnt;
+	if (!whole && iov != NULL) {
+		cnt = sl_iov_slice(iov, cnt, off, len, v);
+		iov = v;
+	}
+	if (io->msg != NULL) {
+		m = *io->msg;
+		m.msg_iov = (struct iovec *)iov;
+		m.msg_iovlen = (size_t)cnt;
+		if (off != 0) { /* ancillary data and the name go with the first piece */
+			m.msg_control = NULL;
+			m.msg_controllen = 0;
+		}
+	}
+	char *b = io->buf + off;
+	switch (io->how) {
+	case SL_IO_SEND: return SL_REAL(send)(io->fd, b, len, io->flags);
+	case SL_IO_SENDTO:
+		return SL_REAL(sendto)(io->fd, b, len, io->flags, io->addr, io->addrlen);
+	case SL_IO_SENDMSG: return SL_REAL(sendmsg)(io->fd, &m, io->flags);
+	case SL_IO_WRITE: return SL_REAL(write)(io->fd, b, len);
+	case SL_IO_WRITEV: return SL_REAL(writev)(io->fd, iov, cnt);
+	case SL_IO_SENDFILE: return SL_REAL(sendfile)(io->fd, io->in_fd, io->offset, len);
+	case SL_IO_SENDFILE64: return SL_REAL(sendfile64)(io->fd, io->in_fd, io->offset, len);
+	case SL_IO_RECV: return SL_REAL(recv)(io->fd, b, len, io->flags);
+	case SL_IO_RECVFROM:
+		return SL_REAL(recvfrom)(io->fd, b, len, io->flags, off ? NULL : io->addr,
+					 off ? NULL : io->addrlenp);
+	case SL_IO_RECVMSG: {
+		ssize_t r = SL_REAL(recvmsg)(io->fd, &m, io->flags);
+		if (off == 0) { /* what the kernel reports back */
+			io->msg->msg_namelen = m.msg_namelen;
+			io->msg->msg_controllen = m.msg_controllen;
+			io->msg->msg_flags = m.msg_flags;
+		}
+		return r;
+	}
+	case SL_IO_READ: return SL_REAL(read)(io->fd, b, len);
+	case SL_IO_READV: return SL_REAL(readv)(io->fd, iov, cnt);
+	case SL_IO_READ_CHK: return SL_REAL(__read_chk)(io->fd, b, len, io->buflen - off);
+	case SL_IO_RECV_CHK:
+		return SL_REAL(__recv_chk)(io->fd, b, len, io->buflen - off, io->flags);
+	case SL_IO_RECVFROM_CHK:
+		return SL_REAL(__recvfrom_chk)(io->fd, b, len, io->buflen - off, io->flags,
+					       off ? NULL : io->addr, off ? NULL : io->addrlenp);
+	}
+	errno = ENOSYS;
+	return -1;
+}
+
+/* The smallest piece any of the byte rules allows. */
+static uint64_t sl_piece(uint32_t bytes)
+{
+	uint64_t p = UINT64_MAX;
+	for (uint32_t rest = bytes; rest != 0; rest &= rest - 1) {
+		uint64_t m = sl__piece_max((unsigned)__builtin_ctz(rest));
+		p = m < p ? m : p;
+	}
+	return p;
+}
+
+/* Rules of `rules` with action reject. */
+static uint32_t sl_rejecting(uint32_t rules)
+{
+	uint32_t m = 0;
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+		if (sl__st.policy.rules[__builtin_ctz(rest)].action == SL_ACTION_REJECT)
+			m |= rest & -rest;
+	return m;
+}
+
+/* End a transfer: stats, errno, the return value. done > 0 wins over an
+ * error (a partial count); otherwise err (shim) or e (kernel) is the errno. */
+static ssize_t sl_io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err,
+			 int e)
+{
+	sl__stats_bytes(rules, done);
+	sl__call_end(c, rules, err == 0 && r >= 0);
+	sl__busy = 0;
+	if (done > 0 || (err == 0 && r >= 0)) {
+		errno = e;
+		return (ssize_t)done;
+	}
+	errno = err != 0 ? err : e;
+	return -1;
+}
+
+/* The send side of every wrapper, past its pass test. */
+static ssize_t sl_send(struct sl_io *io)
+{
+	struct sl_fdrec rec;
+	if (sl__busy || !sl__fd_get(io->fd, &rec) || rec.cand[SL_K_SEND] == 0)
+		return sl_io_xfer(io, 0, io->total);
+	int saved = errno;
+	sl__busy = 1;
+	uint32_t rules = rec.match[SL_K_SEND];
+	struct sl_addr dst;
+	const struct sl_addr *peer = rec.peer.family != 0 ? &rec.peer : NULL;
+	const struct sockaddr *to = io->msg != NULL ? io->msg->msg_name : io->addr;
+	socklen_t tolen = io->msg != NULL ? io->msg->msg_namelen : io->addrlen;
+	if (peer == NULL && to != NULL && sl__addr_from(&dst, to, tolen)) {
+		peer = &dst;
+		rules = sl__match(rec.cand[SL_K_SEND], rec.family, rec.type, peer);
+	}
+	if (rules == 0) {
+		sl__busy = 0;
+		errno = saved;
+		return sl_io_xfer(io, 0, io->total);
+	}
+	uint32_t bytes = rules & sl__st.byte_rules, reject = sl_rejecting(bytes);
+	struct sl_call c;
+	struct sl_grant gm, g = {.rules = 0};
+	sl__call_begin(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO);
+	int err = sl__admit(&c, rules & ~bytes, 1, &gm), e = saved;
+	size_t done = 0;
+	ssize_t r = 0;
+	uint64_t piece = rec.stream ? sl_piece(bytes) : UINT64_MAX;
+	while (err == 0) {
+		size_t want = io->total - done;
+		want = want < piece ? want : (size_t)piece;
+		if (reject != 0 && rec.stream && want > 0) {
+			uint64_t avail = sl__available(&c, reject, false, &err);
+			if (err != 0)
+				break;
+			want = want < avail ? want : (size_t)avail;
+		}
+		if (want > 0 && (err = sl__admit(&c, bytes, want, &g)) != 0)
+			break;
+		errno = saved;
+		r = sl_io_xfer(io, done, want);
+		e = errno;
+		sl__grant_refund(&c, &g, r < 0 ? want : want - (size_t)r);
+		if (r < 0)
+			break;
+		done += (size_t)r;
+		if ((size_t)r < want || done >= io->total || reject != 0)
+			break;
+	}
+	if (done == 0 && (err != 0 || r < 0))
+		sl__grant_refund(&c, &gm, 1);
+	return sl_io_end(&c, rules, done, r, err, e);
+}
+
+/* The receive side of every wrapper, past its pass test. */
+static ssize_t sl_recv(struct sl_io *io)
+{
+	struct sl_fdrec rec;
+	if (sl__busy || (io->flags & MSG_PEEK) || !sl__fd_get(io->fd, &rec) ||
+	    rec.match[SL_K_RECV] == 0)
+		return sl_io_xfer(io, 0, io->total);
+	int saved = errno;
+	sl__busy = 1;
+	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
+	const struct sl_addr *peer = rec.peer.family != 0 ? &rec.peer : NULL;
+	struct sl_call c;
+	struct sl_grant gm;
+	sl__call_begin(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO);
+	int err = sl__admit(&c, rules & ~bytes, 1, &gm), e = saved;
+	bool all = rec.stream && (io->flags & MSG_WAITALL);
+	size_t done = 0;
+	ssize_t r = 0;
+	while (err == 0 && (done < io->total || io->total == 0)) {
+		size_t want = io->total - done;
+		if (bytes != 0 && want > 0) {
+			uint64_t avail = sl__available(&c, bytes, sl_rejecting(bytes) == 0, &err);
+			if (err != 0)
+				break;
+			if (rec.stream && avail < want)
+				want = (size_t)avail;
+		}
+		errno = saved;
+		r = sl_io_xfer(io, done, want);
+		e = errno;
+		if (r <= 0)
+			break;
+		sl__charge(&c, bytes, (uint64_t)r);
+		done += (size_t)r;
+		if (!all || io->total == 0)
+			break;
+	}
+	if (done == 0 && (err != 0 || r <= 0))
+		sl__grant_refund(&c, &gm, 1);
+	return sl_io_end(&c, rules, done, r, err, e);
+}
+
+SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_SEND))
+		return SL_REAL(send)(fd, buf, n, flags);
+	struct sl_io io = {.how = SL_IO_SEND, .fd = fd, .buf = (char *)buf, .total = n,
+			   .flags = flags};
+	return sl_send(&io);
+}
+
+SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
+			 const struct sockaddr *to, socklen_t tolen)
+{
+	if (sl__fd_pass(fd, SL_K_SEND))
+		return SL_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	struct sl_io io = {.how = SL_IO_SENDTO, .fd = fd, .buf = (char *)buf, .total = n,
+			   .flags = flags, .addr = (struct sockaddr *)to, .addrlen = tolen};
+	return sl_send(&io);
+}
+
+SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_SEND))
+		return SL_REAL(sendmsg)(fd, msg, flags);
+	struct sl_io io = {.how = SL_IO_SENDMSG, .fd = fd, .msg = (struct msghdr *)msg,
+			   .total = sl_iov_total(msg->msg_iov, msg->msg_iovlen), .flags = flags};
+	return sl_send(&io);
+}
+
+SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	if (sl__fd_pass(fd, SL_K_SEND))
+		return SL_REAL(write)(fd, buf, n);
+	struct sl_io io = {.how = SL_IO_WRITE, .fd = fd, .buf = (char *)buf, .total = n};
+	return sl_send(&io);
+}
+
+SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX)
+		return SL_REAL(writev)(fd, iov, cnt);
+	struct sl_io io = {.how = SL_IO_WRITEV, .fd = fd, .iov = iov, .iovcnt = cnt,
+			   .total = sl_iov_total(iov, (size_t)cnt)};
+	return sl_send(&io);
+}
+
+SL_EXPORT ssize_t sendfile(int out, int in, off_t *offset, size_t n)
+{
+	if (sl__fd_pass(out, SL_K_SEND))
+		return SL_REAL(sendfile)(out, in, offset, n);
+	struct sl_io io = {.how = SL_IO_SENDFILE, .fd = out, .in_fd = in, .offset = offset,
+			   .total = n};
+	return sl_send(&io);
+}
+
+SL_EXPORT ssize_t sendfile64(int out, int in, off_t *offset, size_t n)
+{
+	if (sl__fd_pass(out, SL_K_SEND))
+		return SL_REAL(sendfile64)(out, in, offset, n);
+	struct sl_io io = {.how = SL_IO_SENDFILE64, .fd = out, .in_fd = in, .offset = offset,
+			   .total = n};
+	return sl_send(&io);
+}
+
+SL_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recv)(fd, buf, n, flags);
+	struct sl_io io = {.how = SL_IO_RECV, .fd = fd, .buf = buf, .total = n, .flags = flags};
+	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	struct sl_io io = {.how = SL_IO_RECVFROM, .fd = fd, .buf = buf, .total = n,
+			   .flags = flags, .addr = from, .addrlenp = fromlen};
+	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recvmsg)(fd, msg, flags);
+	struct sl_io io = {.how = SL_IO_RECVMSG, .fd = fd, .msg = msg, .flags = flags,
+			   .total = sl_iov_total(msg->msg_iov, msg->msg_iovlen)};
+	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(read)(fd, buf, n);
+	struct sl_io io = {.how = SL_IO_READ, .fd = fd, .buf = buf, .total = n};
+	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX)
+		return SL_REAL(readv)(fd, iov, cnt);
+	struct sl_io io = {.how = SL_IO_READV, .fd = fd, .iov = iov, .iovcnt = cnt,
+			   .total = sl_iov_total(iov, (size_t)cnt)};
+	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__read_chk)(fd, buf, n, buflen);
+	struct sl_io io = {.how = SL_IO_READ_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen};
+	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
+	struct sl_io io = {.how = SL_IO_RECV_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen, .flags = flags};
+	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+				 struct sockaddr *from, socklen_t *fromlen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
+	struct sl_io io = {.how = SL_IO_RECVFROM_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen, .flags = flags, .addr = from, .addrlenp = fromlen};
+	return sl_recv(&io);
+}
+
+/* One message at a time, each charged and waited for; see the file
+ * comment. Returns the messages sent, or -1 if none was. */
+SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_SEND) || sl__busy)
+		return SL_REAL(sendmmsg)(fd, vec, vlen, flags);
+	unsigned int i;
+	for (i = 0; i < vlen; i++) {
+		ssize_t r = sendmsg(fd, &vec[i].msg_hdr, flags);
+		if (r < 0)
+			break;
+		vec[i].msg_len = (unsigned int)r;
+	}
+	return i > 0 || vlen == 0 ? (int)i : -1;
+}
+
+/* At most as many messages as message rules allow now (waiting for one);
+ * bytes are charged after the fact. */
+SL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+		       struct timespec *timeout)
+{
+	struct sl_fdrec rec;
+	if (sl__fd_pass(fd, SL_K_RECV) || sl__busy || (flags & MSG_PEEK) ||
+	    !sl__fd_get(fd, &rec) || rec.match[SL_K_RECV] == 0)
+		return SL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	int saved = errno, err = 0;
+	sl__busy = 1;
+	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
+	struct sl_call c;
+	sl__call_begin(&c, fd, SL_OP_RECV, rec.peer.family != 0 ? &rec.peer : NULL, SO_RCVTIMEO);
+	uint64_t m = rules & ~bytes ? sl__available(&c, rules & ~bytes,
+						    sl_rejecting(rules & ~bytes) == 0, &err)
+				    : UINT64_MAX;
+	if (err == 0 && bytes != 0)
+		sl__available(&c, bytes, sl_rejecting(bytes) == 0, &err);
+	if (err != 0)
+		return (int)sl_io_end(&c, rules, 0, -1, err, saved);
+	errno = saved;
+	int r = SL_REAL(recvmmsg)(fd, vec, vlen < m ? vlen : (unsigned)m, flags, timeout);
+	int e = errno;
+	size_t got = 0;
+	for (int i = 0; i < r; i++)
+		got += vec[i].msg_len;
+	if (r > 0) {
+		sl__charge(&c, rules & ~bytes, (uint64_t)r);
+		sl__charge(&c, bytes, got);
+	}
+	sl__stats_bytes(rules, got);
+	sl__call_end(&c, rules, r >= 0);
+	sl__busy = 0;
+	errno = e;
+	return r;
+}

@@ -1,0 +1,69 @@
+/*
+ * log.c - "sluice: ..." lines on stderr or in SLUICE_LOG_FILE.
+ *
+ * sl_log() (a macro in internal.h) tests the level before anything is
+ * formatted. A line is formatted into a stack buffer with vsnprintf (integer
+ * and string conversions only, which need no malloc) and written with one
+ * call of the real write(), so the shim never throttles or re-enters its own
+ * logging and no stdio buffer or lock is involved. SLUICE_LOG_FILE is opened
+ * with O_APPEND for every line and closed again: the program may close or
+ * reuse any descriptor we would keep open, and log lines are rare.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int sl__log_level = SL_LOG_ERROR;
+static char sl_log_path[SL_PATH_MAX];
+
+/* Log to `path` ("" = stderr) from now on. Not thread-safe: init only. */
+void sl__log_set_file(const char *path)
+{
+	size_t n = strlen(path);
+	if (n >= sizeof(sl_log_path))
+		n = sizeof(sl_log_path) - 1;
+	memcpy(sl_log_path, path, n);
+	sl_log_path[n] = '\0';
+}
+
+static const char *const sl_level_names[] = {"error", "warning", "info", "debug"};
+
+/*
+ * Format and write one line "sluice: LEVEL: message\n" (long messages are
+ * truncated). errno is preserved. Thread-safe; async-signal-safe as far as
+ * vsnprintf with integer conversions is.
+ */
+void sl__log_write(int level, const char *fmt, ...)
+{
+	int saved = errno;
+	char buf[1024];
+	int busy = sl__busy;
+	sl__busy = 1;
+	int n = snprintf(buf, sizeof(buf), "sluice: %s: ",
+			 sl_level_names[level < 0 ? 0 : level > 3 ? 3 : level]);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof(buf) - 2)
+		len = sizeof(buf) - 2;
+	buf[len++] = '\n';
+	int fd = 2;
+	if (sl_log_path[0] != '\0') {
+		fd = open(sl_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			fd = 2;
+	}
+	ssize_t w = SL_REAL(write)(fd, buf, len);
+	(void)w;
+	if (fd != 2)
+		SL_REAL(close)(fd);
+	sl__busy = busy;
+	errno = saved;
+}

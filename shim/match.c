@@ -1,0 +1,318 @@
+/*
+ * match.c - which rules a call matches, and which limiter each one uses.
+ *
+ * Matching: a rule fits a socket when its family= and type= bits include the
+ * socket's (0 means any); it fits an address when to=CIDR and port=/:PORT
+ * include it. The address is the destination for connect, the listening
+ * socket's local address for accept (to=/port= name what is listened on),
+ * and the peer for send/recv. An unknown address (an unconnected datagram
+ * socket that receives) fits only rules without an address filter.
+ *
+ * Scopes (per=):
+ *   process  one limiter per rule, in sl__st.proc;
+ *   thread   a slot of a pool of SL_THREAD_SLOTS, taken on a thread's first
+ *            throttled call and given back by a pthread key destructor when
+ *            the thread exits; with the pool exhausted, threads share the
+ *            process limiter (logged once);
+ *   fd       one limiter per fd and rule, reset when the fd is classified
+ *            anew; conns rules have no per-fd meaning and use the process
+ *            limiter;
+ *   peer     a bounded hash table of SL_PEER_SLOTS (rule, remote address)
+ *            entries, the port left out. Lookups probe 8 entries; a miss
+ *            evicts, clock-style, an entry not used since the hand last
+ *            passed, never one that holds conns slots. With every candidate
+ *            pinned, the process limiter serves the call. An evicted
+ *            peer starts again with a full bucket, so eviction can only
+ *            loosen the limit for peers beyond the table's size.
+ *
+ * The peer table has the shim's only lock, a spinlock held for a few probes
+ * and never across a sleep or a call into libc; pthread_atfork takes it
+ * around fork so the child never inherits it locked.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct sl_peer_ent {
+	struct sl_limiter lim;
+	uint32_t rule_plus1; /* 0: empty */
+	uint32_t ref;        /* clock bit */
+	struct sl_addr key;  /* port zero */
+};
+
+static struct sl_peer_ent *sl_peers; /* [SL_PEER_SLOTS] */
+static atomic_flag sl_peer_lock = ATOMIC_FLAG_INIT;
+static pthread_key_t sl_tslot_key;
+static bool sl_scope_once;
+static _Atomic uint64_t sl_tslot_used[SL_THREAD_SLOTS / 64];
+static __thread int sl_tslot __attribute__((tls_model("initial-exec"))); /* slot + 1 */
+static _Atomic int sl_tslot_full_logged;
+
+static void sl_peer_lock_take(void)
+{
+	/* Acquire pairs with the release in sl_peer_lock_drop: the table's
+	 * contents written by the previous holder are visible. */
+	while (atomic_flag_test_and_set_explicit(&sl_peer_lock, memory_order_acquire))
+		;
+}
+
+static void sl_peer_lock_drop(void)
+{
+	atomic_flag_clear_explicit(&sl_peer_lock, memory_order_release);
+}
+
+static void sl_tslot_free(void *v)
+{
+	unsigned s = (unsigned)(uintptr_t)v - 1;
+	/* Release: this thread's last uses of the slot happen before the next
+	 * owner's (acquire in sl_tslot_get). */
+	atomic_fetch_and_explicit(&sl_tslot_used[s / 64], ~((uint64_t)1 << (s % 64)),
+				  memory_order_release);
+}
+
+/* Allocate the tables and register the fork and thread-exit handlers (once);
+ * clear the tables. Not thread-safe: init only. Returns 0 or -1. */
+int sl__scope_init_unsync(void)
+{
+	if (!sl_scope_once) {
+		sl_peers = sl__map(sizeof(struct sl_peer_ent) * SL_PEER_SLOTS);
+		if (sl_peers == NULL || pthread_key_create(&sl_tslot_key, sl_tslot_free) != 0)
+			return -1;
+		pthread_atfork(sl_peer_lock_take, sl_peer_lock_drop, sl_peer_lock_drop);
+		sl_scope_once = true;
+	}
+	sl__scope_reset_unsync();
+	return 0;
+}
+
+void sl__scope_reset_unsync(void)
+{
+	if (sl_peers != NULL)
+		memset(sl_peers, 0, sizeof(struct sl_peer_ent) * SL_PEER_SLOTS);
+	for (size_t i = 0; i < SL_THREAD_SLOTS / 64; i++)
+		atomic_store_explicit(&sl_tslot_used[i], 0, memory_order_relaxed);
+	sl_tslot = 0;
+}
+
+/* Limiter parameters of rule r. */
+void sl__rule_params(const struct sl_rule *r, struct sl_params *p)
+{
+	static const uint32_t kinds[] = {
+		[SL_ALGO_TOKEN] = SL_KIND_TOKEN,
+		[SL_ALGO_LEAKY] = SL_KIND_LEAKY,
+		[SL_ALGO_FIXED] = SL_KIND_FIXED,
+		[SL_ALGO_SLIDING] = SL_KIND_SLIDING,
+	};
+	memset(p, 0, sizeof(*p));
+	p->kind = r->op == SL_OP_CONNS ? SL_KIND_CONC
+		  : r->algo <= SL_ALGO_SLIDING ? kinds[r->algo] : SL_KIND_TOKEN;
+	p->amount = r->amount;
+	p->period_ns = r->period_ns;
+	p->burst = r->burst;
+}
+
+/* (Re)initialise limiter l for rule i at now_ns. */
+void sl__limiter_reset(struct sl_limiter *l, unsigned i, uint64_t now_ns)
+{
+	struct sl_params p;
+	sl__rule_params(&sl__st.policy.rules[i], &p);
+	sl_limiter_init(l, &p, now_ns);
+}
+
+static bool sl_rule_fits(const struct sl_rule *r, unsigned family, unsigned type)
+{
+	return (r->families == 0 || (r->families & family)) && (r->types == 0 || (r->types & type));
+}
+
+static bool sl_rule_addr(const struct sl_rule *r, const struct sl_addr *a)
+{
+	bool any_port = r->port_lo == 0 && r->port_hi == 65535;
+	if (r->to.family == 0 && any_port)
+		return true;
+	if (a == NULL || (a->family != 4 && a->family != 6))
+		return false;
+	if (!any_port && (a->port < r->port_lo || a->port > r->port_hi))
+		return false;
+	if (r->to.family == 0)
+		return true;
+	if (r->to.family != a->family)
+		return false;
+	unsigned bits = r->to.prefix, full = bits / 8, rest = bits % 8;
+	if (memcmp(r->to.addr, a->addr, full) != 0)
+		return false;
+	if (rest == 0)
+		return true;
+	uint8_t mask = (uint8_t)(0xffu << (8 - rest));
+	return (r->to.addr[full] & mask) == (a->addr[full] & mask);
+}
+
+uint32_t sl__match_socket(unsigned family, unsigned type)
+{
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < sl__st.policy.n_rules; i++)
+		if (sl_rule_fits(&sl__st.policy.rules[i], family, type))
+			m |= (uint32_t)1 << i;
+	return m;
+}
+
+uint32_t sl__match(uint32_t cand, unsigned family, unsigned type, const struct sl_addr *a)
+{
+	uint32_t m = 0;
+	for (uint32_t rest = cand; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &sl__st.policy.rules[i];
+		if (sl_rule_fits(r, family, type) && sl_rule_addr(r, a))
+			m |= (uint32_t)1 << i;
+	}
+	return m;
+}
+
+/* This thread's slot of the per-thread pool, or -1 if the pool is full. */
+static int sl_tslot_get(void)
+{
+	if (sl_tslot != 0)
+		return sl_tslot - 1;
+	for (unsigned w = 0; w < SL_THREAD_SLOTS / 64; w++) {
+		uint64_t used = atomic_load_explicit(&sl_tslot_used[w], memory_order_relaxed);
+		while (~used != 0) {
+			unsigned b = (unsigned)__builtin_ctzll(~used);
+			/* Acquire pairs with the release in sl_tslot_free. */
+			if (!atomic_compare_exchange_weak_explicit(&sl_tslot_used[w], &used,
+								   used | ((uint64_t)1 << b),
+								   memory_order_acquire,
+								   memory_order_relaxed))
+				continue;
+			int s = (int)(w * 64 + b);
+			uint64_t now = sl__clock_ns();
+			for (unsigned i = 0; i < sl__st.policy.n_rules; i++)
+				if (sl__st.policy.rules[i].scope == SL_SCOPE_THREAD)
+					sl__limiter_reset(&sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules +
+									       sl__st.scope_slot[i]],
+							  i, now);
+			sl_tslot = s + 1;
+			pthread_setspecific(sl_tslot_key, (void *)(uintptr_t)(s + 1));
+			return s;
+		}
+	}
+	if (!atomic_exchange_explicit(&sl_tslot_full_logged, 1, memory_order_relaxed))
+		sl_log(SL_LOG_WARN, "more than %d threads with per=thread rules: the rest share "
+				    "per-process limiters", SL_THREAD_SLOTS);
+	return -1;
+}
+
+static uint32_t sl_peer_hash(unsigned rule, const struct sl_addr *k)
+{
+	uint32_t h = 2166136261u ^ rule;
+	const uint8_t *p = (const uint8_t *)k;
+	for (size_t i = 0; i < sizeof(*k); i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+static bool sl_peer_pinned(const struct sl_peer_ent *e)
+{
+	return e->lim.kind == SL_KIND_CONC && sl_conc_held(&e->lim.u.conc) != 0;
+}
+
+/* The per-peer limiter of rule i for address a; NULL if the table is full
+ * of pinned entries around a's home. */
+static struct sl_limiter *sl_peer_get(unsigned i, const struct sl_addr *a)
+{
+	struct sl_addr key = *a;
+	key.port = 0;
+	uint32_t h = sl_peer_hash(i, &key);
+	struct sl_peer_ent *found = NULL, *victim = NULL;
+	sl_peer_lock_take();
+	for (unsigned pass = 0; pass < 2 && found == NULL && victim == NULL; pass++) {
+		for (unsigned p = 0; p < 8; p++) {
+			struct sl_peer_ent *e = &sl_peers[(h + p) % SL_PEER_SLOTS];
+			if (e->rule_plus1 == i + 1 && memcmp(&e->key, &key, sizeof(key)) == 0) {
+				found = e;
+				break;
+			}
+			if (pass == 0 && e->rule_plus1 == 0 && victim == NULL)
+				victim = e;
+			else if (pass == 1 && victim == NULL && e->ref == 0 && !sl_peer_pinned(e))
+				victim = e;
+			else if (pass == 1)
+				e->ref = 0; /* the clock hand passes: not used since */
+		}
+	}
+	if (found == NULL && victim != NULL) {
+		victim->rule_plus1 = i + 1;
+		victim->key = key;
+		sl__limiter_reset(&victim->lim, i, sl__clock_ns());
+		found = victim;
+	}
+	if (found != NULL)
+		found->ref = 1;
+	sl_peer_lock_drop();
+	return found != NULL ? &found->lim : NULL;
+}
+
+struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
+{
+	const struct sl_rule *r = &sl__st.policy.rules[i];
+	struct sl_limiter *l = NULL;
+	switch (r->scope) {
+	case SL_SCOPE_THREAD: {
+		int s = sl_tslot_get();
+		if (s >= 0)
+			l = &sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules + sl__st.scope_slot[i]];
+		break;
+	}
+	case SL_SCOPE_FD:
+		if (r->op != SL_OP_CONNS && (unsigned)fd < SL_FD_MAX && sl__st.fd_lims != NULL)
+			l = &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + sl__st.scope_slot[i]];
+		break;
+	case SL_SCOPE_PEER:
+		if (peer != NULL && peer->family != 0)
+			l = sl_peer_get(i, peer);
+		break;
+	default:
+		break;
+	}
+	return l != NULL ? l : &sl__st.proc[i];
+}
+
+/* Reset the per-fd limiters of fd (it is a new socket). */
+void sl__scope_fd_reset(int fd)
+{
+	if ((unsigned)fd >= SL_FD_MAX || sl__st.fd_lims == NULL)
+		return;
+	uint64_t now = sl__clock_ns();
+	for (unsigned i = 0; i < sl__st.policy.n_rules; i++)
+		if (sl__st.policy.rules[i].scope == SL_SCOPE_FD)
+			sl__limiter_reset(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules +
+							  sl__st.scope_slot[i]],
+					  i, now);
+}
+
+/*
+ * The largest piece a split transfer may charge at once to byte rule i: the
+ * burst for a token bucket; for a leaky bucket its capacity, or 10 ms worth
+ * of bytes when the capacity is unbounded; the window's size for windows.
+ */
+uint64_t sl__piece_max(unsigned i)
+{
+	const struct sl_rule *r = &sl__st.policy.rules[i];
+	uint64_t m;
+	switch (r->algo) {
+	case SL_ALGO_TOKEN:
+		m = r->burst;
+		break;
+	case SL_ALGO_LEAKY:
+		if (r->burst != 0) {
+			m = r->burst;
+		} else {
+			unsigned __int128 b = (unsigned __int128)r->amount * 10000000u;
+			m = r->period_ns ? (uint64_t)(b / r->period_ns) : r->amount;
+		}
+		break;
+	default:
+		m = r->amount;
+		break;
+	}
+	return m == 0 ? 1 : m;
+}

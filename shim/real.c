@@ -1,0 +1,90 @@
+/*
+ * real.c - the table of real libc functions behind every wrapper.
+ *
+ * One struct sl_real holds one atomic pointer per intercepted symbol,
+ * generated from SL_REAL_LIST. The constructor in init.c fills it with
+ * sl_real_resolve_all(); a wrapper that runs earlier (another library's
+ * constructor may call connect before ours runs) finds its slot empty and
+ * resolves that one symbol itself. dlsym(RTLD_NEXT, ...) gives every racer
+ * the same answer, so publishing with an atomic release store is enough: no
+ * lock, no pthread_once (musl publishes its vDSO clock_gettime this way).
+ *
+ * A symbol the C library lacks (close_range before glibc 2.34, say) gets a
+ * stub that fails with ENOSYS, logged once. The host is never exited.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+
+#include "internal.h"
+
+struct sl_real sl__real;
+
+__thread int sl__busy __attribute__((tls_model("initial-exec")));
+
+static const char *const sl_real_names[SL_REAL_COUNT] = {
+#define SL_REAL_NAME(ret, name, args) #name,
+	SL_REAL_LIST(SL_REAL_NAME)
+#undef SL_REAL_NAME
+};
+
+/* Slots whose symbol was missing and already logged. Relaxed: a second log
+ * line in a race is harmless, nothing else depends on the bit. */
+static _Atomic uint64_t sl_real_missing_logged;
+
+_Static_assert(SL_REAL_COUNT <= 64, "sl_real_missing_logged has 64 bits");
+
+/* The stand-in for a missing symbol: every intercepted function returns an
+ * int or ssize_t, and -1 in a long register reads as -1 for both. */
+static long sl_real_enosys(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+/* The address of slot i inside sl__real, as a generic atomic pointer. All
+ * members are pointers of the same size and representation. */
+static _Atomic(void *) *sl_real_slot_ptr(enum sl_real_slot slot)
+{
+	return (_Atomic(void *) *)((char *)&sl__real + (size_t)slot * sizeof(void *));
+}
+
+_Static_assert(sizeof(struct sl_real) == SL_REAL_COUNT * sizeof(void *),
+	       "struct sl_real is a plain array of pointers");
+
+/*
+ * Resolve one slot with dlsym(RTLD_NEXT) and publish it. Thread-safe and
+ * idempotent; errno is preserved. A missing symbol gets the ENOSYS stub and
+ * one warning.
+ */
+void sl__real_resolve(enum sl_real_slot slot)
+{
+	int saved = errno;
+	_Atomic(void *) *p = sl_real_slot_ptr(slot);
+	/* Relaxed: a non-NULL value was published by a release store that this
+	 * thread need not synchronise with to skip the work. */
+	if (atomic_load_explicit(p, memory_order_relaxed) != NULL) {
+		errno = saved;
+		return;
+	}
+	void *fn = dlsym(RTLD_NEXT, sl_real_names[slot]);
+	bool missing = fn == NULL;
+	if (missing)
+		fn = (void *)sl_real_enosys;
+	/* Release pairs with the acquire load in SL_REAL(): whoever sees the
+	 * pointer sees a resolved symbol. A racer stores the same value. */
+	atomic_store_explicit(p, fn, memory_order_release);
+	/* Logged after publishing, so that a missing write() cannot recurse. */
+	uint64_t bit = (uint64_t)1 << slot;
+	if (missing &&
+	    !(atomic_fetch_or_explicit(&sl_real_missing_logged, bit, memory_order_relaxed) & bit))
+		sl_log(SL_LOG_WARN, "%s not found in the C library: calls fail with ENOSYS",
+		       sl_real_names[slot]);
+	errno = saved;
+}
+
+/* Resolve every empty slot (the constructor). Thread-safe. */
+void sl_real_resolve_all(void)
+{
+	for (int i = 0; i < SL_REAL_COUNT; i++)
+		sl__real_resolve((enum sl_real_slot)i);
+}
