@@ -5,7 +5,8 @@
  *   to=10.0.0.0/8          IPv4 network; to=127.0.0.1 is one host (/32)
  *   to=10.0.0.0/8:443      and a port
  *   to=::1, to=fe80::/10   IPv6 without a port
- *   to=[::1]:8080          IPv6 with a port needs brackets; the prefix may sit
+ *   to=[::1]:8080          IPv6 with a port needs brackets, or a prefix
+ *   to=::1/128:8080        before the port; in brackets the prefix may sit
  *   to=[fe80::/10]:443     inside or after them: [fe80::]/10:443
  *
  * Addresses are parsed here rather than by inet_pton so that every mistake
@@ -286,7 +287,11 @@ int sl__cidr_parse(const struct sl__ctx *c, size_t pos, size_t end, struct sl_ci
 			return sl__fail(c, pos,
 					"bad IPv6 address '%.*s' (with a port, write it in brackets: [::1]:8080)",
 					SL__TOK(c, pos, slash));
-		if (slash < end && parse_prefix(c, slash, end, 128, to) < 0)
+		/* After a prefix a ':' can only start a port: ::1/128:8080. */
+		size_t pcolon = sl__find(s, slash, end, ':');
+		if (slash < end && parse_prefix(c, slash, pcolon, 128, to) < 0)
+			return -1;
+		if (pcolon < end && parse_port(c, pcolon + 1, end, port) < 0)
 			return -1;
 	}
 	return check_host_bits(c, pos, end, to);

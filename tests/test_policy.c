@@ -244,6 +244,14 @@ static const struct policy_case valid_cases[] = {
 	 "accept:1/s;accept:2/s"},
 	{"SLUICE_RULES", "recv:1GiB/s,algo=sliding,action=reject,errno=EAGAIN",
 	 "recv:1GiB/s,algo=sliding,action=reject,errno=EAGAIN"},
+	{"SLUICE_SEND", "1MiB/s,to=::1/128:8080",
+	 "send:1MiB/s,to=::1,port=8080"},
+	{"SLUICE_SEND", "1MiB/s,to=fe80::/10:443",
+	 "send:1MiB/s,to=fe80::/10,port=443"},
+	{"SLUICE_SEND", "1/s,to=[::ffff:127.0.0.1]:80",
+	 "send:1/s,to=::ffff:7f00:1,port=80"},
+	{"SLUICE_CONNECT", "1/2s,max-delay=100ms,algo=leaky",
+	 "connect:1/2s,algo=leaky,max-delay=100ms"},
 };
 
 static const struct policy_case error_cases[] = {
@@ -519,6 +527,14 @@ static const struct policy_case error_cases[] = {
 	 "SLUICE_SEND=\"1Mib/s\\x0a\": at column 2: unknown unit 'Mib' (expected B, KB, KiB, MB, MiB, GB, GiB)"},
 	{"SLUICE_SEND", "1MiB/s,to=10.0.0.0/8,to=::1",
 	 "SLUICE_SEND=\"1MiB/s,to=10.0.0.0/8,to=::1\": at column 22: duplicate option 'to' (first given at column 8)"},
+	{"SLUICE_SEND", "100/s,to=fe80::/10:x",
+	 "SLUICE_SEND=\"100/s,to=fe80::/10:x\": at column 20: bad port 'x' (expected 1-65535)"},
+	{"SLUICE_SEND", "100/s,to=[::1]:80:90",
+	 "SLUICE_SEND=\"100/s,to=[::1]:80:90\": at column 16: bad port '80:90' (expected 1-65535)"},
+	{"SLUICE_SEND", "100/s,to=,port=80",
+	 "SLUICE_SEND=\"100/s,to=,port=80\": at column 10: missing value after 'to='"},
+	{"SLUICE_CONNECT", "10/s,to=[]:80",
+	 "SLUICE_CONNECT=\"10/s,to=[]:80\": at column 10: bad IPv6 address ''"},
 };
 
 #define N_VALID (sizeof valid_cases / sizeof valid_cases[0])
