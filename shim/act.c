@@ -186,7 +186,11 @@ static int sl_admit_one(struct sl_call *c, unsigned i, uint64_t n, struct sl_gra
 				*due = sl_sat_add(now, d.wait_ns);
 			return 0;
 		}
-		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY) {
+		/* Token, leaky and fixed limiters reserved up to the limit already:
+		 * their refusal is final. Sliding windows and concurrency cannot
+		 * reserve, so their hint (or the backoff) is worth a retry. */
+		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
+		    (l->kind == SL_KIND_SLIDING || l->kind == SL_KIND_CONC)) {
 			uint64_t at = sl_sat_add(now, d.wait_ns != 0 ? d.wait_ns : backoff);
 			if (d.wait_ns == 0 && backoff < 50000000u)
 				backoff *= 2;

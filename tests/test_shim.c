@@ -1,0 +1,446 @@
+/*
+ * test_shim.c - the preload shim's wrappers with fake libc functions and an
+ * injected clock: exact piece sequences of a throttled send, refusals and
+ * their errnos, errno preservation, pass-through of unmatched fds, receive
+ * caps, partial transfers, EINTR, max-delay, conns slots across dup/close,
+ * refused accepts, dry-run and the SLUICE_STATS line.
+ *
+ * The wrappers are linked into this binary from the shim archive, so calling
+ * send() here calls the shim. struct sl_real's send/recv/connect/... slots
+ * are pointed at fakes that record (fake time, length) and move no data;
+ * sl__clock_ns and sl__sleep_until are pointed at a fake clock that a sleep
+ * advances to its deadline at once. The fds are real loopback TCP sockets
+ * (made with the real functions before the fakes are installed), because
+ * classification asks the kernel what an fd is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../shim/internal.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define T0 (5 * SEC)
+#define MAX_EVENTS 64
+
+/* ---- fakes -------------------------------------------------------------- */
+
+struct event {
+	uint64_t t;
+	size_t len;
+};
+
+static uint64_t fake_now;
+static struct event events[MAX_EVENTS];
+static int n_events;
+static int n_sleeps;
+static int sleep_eintr_at = -1; /* the sleep (0-based) that returns EINTR */
+static ssize_t short_at_len = -1; /* a piece this long returns half */
+static int n_connects, n_accepts;
+static int accept_fd = -1;
+
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
+static int fake_sleep(uint64_t deadline)
+{
+	if (n_sleeps++ == sleep_eintr_at) {
+		fake_now += MS; /* a signal arrives 1 ms into the wait */
+		return EINTR;
+	}
+	if (deadline > fake_now)
+		fake_now = deadline;
+	return 0;
+}
+
+static ssize_t record(size_t len)
+{
+	assert_true(n_events < MAX_EVENTS);
+	events[n_events].t = fake_now;
+	events[n_events].len = len;
+	n_events++;
+	if (short_at_len >= 0 && (size_t)short_at_len == len)
+		return (ssize_t)len / 2;
+	return (ssize_t)len;
+}
+
+static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
+{
+	(void)fd, (void)b, (void)flags;
+	return record(len);
+}
+
+static ssize_t fake_write(int fd, const void *b, size_t len)
+{
+	(void)fd, (void)b;
+	return record(len);
+}
+
+static ssize_t fake_recv(int fd, void *b, size_t len, int flags)
+{
+	(void)fd, (void)flags;
+	memset(b, 'r', len);
+	return record(len);
+}
+
+static int fake_connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	(void)fd, (void)sa, (void)len;
+	n_connects++;
+	return 0;
+}
+
+static int fake_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	(void)fd, (void)flags;
+	n_accepts++;
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(4000),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (sa != NULL && len != NULL) {
+		memcpy(sa, &in, *len < sizeof(in) ? *len : sizeof(in));
+		*len = sizeof(in);
+	}
+	return accept_fd;
+}
+
+/* ---- fixture -------------------------------------------------------------- */
+
+struct fix {
+	int lst, cli, srv; /* a connected loopback TCP pair and its listener */
+	int pipefd[2];
+	struct sl_real saved;
+};
+
+static void use_policy(const char *var, const char *value)
+{
+	struct sl_policy p;
+	char err[SL_ERR_MAX];
+	sl_policy_init(&p);
+	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
+		fail_msg("%s=%s: %s", var, value, err);
+	assert_int_equal(sl__state_init_unsync(&p), 0);
+}
+
+static void add_policy(const char *var1, const char *v1, const char *var2, const char *v2)
+{
+	struct sl_policy p;
+	char err[SL_ERR_MAX];
+	sl_policy_init(&p);
+	if (sl_policy_parse_var(&p, var1, v1, err, sizeof(err)) != 0 ||
+	    sl_policy_parse_var(&p, var2, v2, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(sl__state_init_unsync(&p), 0);
+}
+
+static int setup(void **state)
+{
+	static struct fix f;
+	fake_now = T0;
+	sl__clock_ns = fake_clock;
+	sl__sleep_until = fake_sleep;
+	n_events = n_sleeps = n_connects = n_accepts = 0;
+	sleep_eintr_at = -1;
+	short_at_len = -1;
+	use_policy(NULL, NULL);
+	sl_real_resolve_all();
+	f.saved = sl__real;
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(in);
+	f.lst = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(f.lst, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_int_equal(listen(f.lst, 8), 0);
+	assert_int_equal(getsockname(f.lst, (struct sockaddr *)&in, &l), 0);
+	f.cli = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(f.cli, (struct sockaddr *)&in, sizeof(in)), 0);
+	f.srv = accept(f.lst, NULL, NULL);
+	assert_true(f.srv >= 0);
+	assert_int_equal(pipe(f.pipefd), 0);
+	sl__real.send = fake_send;
+	sl__real.write = fake_write;
+	sl__real.recv = fake_recv;
+	sl__real.connect = fake_connect;
+	sl__real.accept4 = fake_accept4;
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	sl__real = f->saved;
+	use_policy(NULL, NULL);
+	close(f->lst);
+	close(f->cli);
+	close(f->srv);
+	close(f->pipefd[0]);
+	close(f->pipefd[1]);
+	return 0;
+}
+
+static void expect_event(int i, uint64_t t, size_t len)
+{
+	assert_true(i < n_events);
+	assert_int_equal(events[i].t, t);
+	assert_int_equal(events[i].len, len);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* 10000 bytes at 1000 B/s, burst 1000: ten pieces of 1000, one a second,
+ * and the full count returned. */
+static void test_shim_send_pieces(void **state)
+{
+	struct fix *f = *state;
+	static char buf[10000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_int_equal(n_events, 10);
+	for (int i = 0; i < 10; i++)
+		expect_event(i, T0 + (uint64_t)i * SEC, 1000);
+	/* write() on the same socket shares the bucket: 500 more bytes are due
+	 * half a second after the last piece. */
+	assert_int_equal(write(f->cli, buf, 500), 500);
+	expect_event(10, T0 + 9500 * MS, 500);
+}
+
+/* A short piece ends the call with the true count; the unsent part of the
+ * piece is refunded, so the next call goes out without waiting. */
+static void test_shim_send_partial(void **state)
+{
+	struct fix *f = *state;
+	static char buf[3000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	short_at_len = 1000;
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 500);
+	assert_int_equal(n_events, 1);
+	short_at_len = -1;
+	assert_int_equal(send(f->cli, buf, 500, 0), 500);
+	expect_event(1, T0, 500);
+}
+
+/* A signal during the wait for the second piece: the first piece's count is
+ * returned. A signal while nothing was sent: -1/EINTR, nothing sent, and the
+ * reservation given back. */
+static void test_shim_send_eintr(void **state)
+{
+	struct fix *f = *state;
+	static char buf[3000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	sleep_eintr_at = 0;
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 1000);
+	assert_int_equal(n_events, 1);
+	errno = 0;
+	sleep_eintr_at = 1;
+	assert_int_equal(send(f->cli, buf, 100, 0), -1);
+	assert_int_equal(errno, EINTR);
+	assert_int_equal(n_events, 1);
+	/* Both interrupted reservations were given back: the bucket holds only
+	 * the first piece, so 100 more bytes are due 100 ms after T0. */
+	assert_int_equal(send(f->cli, buf, 100, 0), 100);
+	expect_event(1, T0 + 100 * MS, 100);
+}
+
+/* max-delay: a wait longer than it becomes the rule's refusal (EAGAIN for
+ * send by default, or errno=), at once and with nothing sent. */
+static void test_shim_send_max_delay(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,max-delay=500ms,errno=ENOBUFS");
+	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	errno = 0;
+	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_int_equal(errno, ENOBUFS);
+	assert_int_equal(n_events, 1);
+	assert_int_equal(n_sleeps, 0);
+	fake_now += 600 * MS; /* 600 ms later 400 ms remain: < max-delay */
+	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	expect_event(1, T0 + SEC, 1000);
+}
+
+/* errno is preserved by a throttled call that succeeds. */
+static void test_shim_errno_preserved(void **state)
+{
+	struct fix *f = *state;
+	static char buf[2000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	errno = 4242;
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 2000);
+	assert_int_equal(errno, 4242);
+	errno = 4343;
+	assert_int_equal(recv(f->cli, buf, 10, 0), 10);
+	assert_int_equal(errno, 4343);
+}
+
+/* A pipe and a socket no rule matches go straight to libc, whole. */
+static void test_shim_unmatched_passthrough(void **state)
+{
+	struct fix *f = *state;
+	static char buf[10000];
+	use_policy("SLUICE_RECV", "10B/s");
+	assert_int_equal(write(f->pipefd[1], buf, sizeof(buf)), 10000);
+	assert_int_equal(write(f->pipefd[1], buf, sizeof(buf)), 10000);
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_int_equal(n_events, 3);
+	assert_int_equal(n_sleeps, 0);
+	expect_event(2, T0, 10000);
+	/* Classified once: the fast path's pass bits are set. */
+	assert_true(sl__fd_pass(f->pipefd[1], SL_K_SEND));
+	assert_true(sl__fd_pass(f->pipefd[1], SL_K_RECV));
+	assert_true(sl__fd_pass(f->cli, SL_K_SEND));
+	assert_false(sl__fd_pass(f->cli, SL_K_RECV));
+	/* close forgets the classification. */
+	int d = dup(f->pipefd[1]);
+	assert_true(write(d, buf, 1) == 1);
+	assert_true(sl__fd_pass(d, SL_K_SEND));
+	close(d);
+	assert_false(sl__fd_pass(d, SL_K_SEND));
+}
+
+/* A receive asks the kernel for no more than the bucket holds, and the next
+ * one waits until at least one byte is available. MSG_PEEK is free. */
+static void test_shim_recv_cap(void **state)
+{
+	struct fix *f = *state;
+	static char buf[5000];
+	use_policy("SLUICE_RECV", "1000B/s,burst=1000B");
+	assert_int_equal(recv(f->cli, buf, 5000, MSG_PEEK), 5000);
+	assert_int_equal(recv(f->cli, buf, 5000, 0), 1000);
+	expect_event(1, T0, 1000);
+	assert_int_equal(n_sleeps, 0);
+	ssize_t r = recv(f->cli, buf, 5000, 0);
+	assert_true(r >= 1 && r < 1000);
+	assert_int_equal(n_sleeps, 1);
+	assert_true(events[2].t > T0);
+	assert_true(events[2].t <= T0 + 2 * MS);
+}
+
+/* A connect refused by a rate rule fails with the configured errno and
+ * never reaches the real connect. */
+static void test_shim_connect_reject(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_CONNECT", "1/s,action=reject,errno=ENETUNREACH");
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(9),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
+	errno = 0;
+	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_int_equal(errno, ENETUNREACH);
+	assert_int_equal(n_connects, 1);
+	fake_now += SEC;
+	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_int_equal(n_connects, 2);
+	close(s1);
+	close(s2);
+	(void)f;
+}
+
+/* conns=1 with reject: the slot is held until the last fd of the
+ * connection (a dup too) is closed. */
+static void test_shim_conns_dup_close(void **state)
+{
+	(void)state;
+	use_policy("SLUICE_CONNS", "1,action=reject");
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(9),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
+	int d = fcntl(s1, F_DUPFD_CLOEXEC, 0);
+	assert_true(d >= 0);
+	errno = 0;
+	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	close(s1);
+	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	int d2 = dup2(d, 200);
+	assert_int_equal(d2, 200);
+	close(d);
+	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	close(200);
+	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_int_equal(n_connects, 2);
+	close(s2);
+}
+
+/* A refused accept takes the connection and resets it: the program sees
+ * ECONNABORTED and the accepted fd is closed. */
+static void test_shim_accept_reject(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_ACCEPT", "1/s,action=reject");
+	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
+	int r = accept4(f->lst, NULL, NULL, 0);
+	assert_int_equal(r, accept_fd);
+	close(accept_fd);
+	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
+	errno = 0;
+	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
+	assert_int_equal(errno, ECONNABORTED);
+	assert_int_equal(n_accepts, 2);
+	assert_int_equal(fcntl(accept_fd, F_GETFD), -1); /* closed by the shim */
+	assert_int_equal(errno, EBADF);
+}
+
+/* dry-run never waits nor refuses; the stats line counts what would have
+ * been delayed. */
+static void test_shim_dry_run_stats(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	char path[] = "/tmp/test_shim_stats_XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	char val[64];
+	snprintf(val, sizeof(val), "%s", path);
+	add_policy("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_STATS", val);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_int_equal(n_sleeps, 0);
+	assert_int_equal(n_events, 3);
+	sl__real.write = f->saved.write; /* the stats line goes through it */
+	sl__stats_write();
+	char line[4096] = {0};
+	fd = open(path, O_RDONLY);
+	assert_true(read(fd, line, sizeof(line) - 1) > 0);
+	close(fd);
+	unlink(path);
+	assert_non_null(strstr(line, "\"op\":\"send\",\"action\":\"dry-run\""));
+	assert_non_null(strstr(line, "\"calls\":3,\"admitted\":3,\"delayed\":2,\"refused\":0"));
+	assert_non_null(strstr(line, "\"bytes\":3000}"));
+	assert_int_equal(line[strlen(line) - 1], '\n');
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_shim_send_pieces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_send_partial, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_send_eintr, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_send_max_delay, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_errno_preserved, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_unmatched_passthrough, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_recv_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_connect_reject, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_conns_dup_close, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_accept_reject, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_dry_run_stats, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
