@@ -31,6 +31,7 @@ def client(i):
 threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
 for t in threads: t.start()
 for t in threads: t.join()
+print(f"  all {n} clients answered within {time.monotonic() - start:.2f} s")
 PY
 
 echo "server under sluice --accept 4/s, 6 clients at once:"

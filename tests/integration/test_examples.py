@@ -17,13 +17,28 @@ from test_cli import ROOT, SLUICE, clean_env  # noqa: E402
 
 EXAMPLES = os.path.join(ROOT, "examples")
 
-# What each example must print (a regular expression per line of interest).
+# What each example must print: a regular expression per line of interest,
+# and, for a line that reports a duration (group "s"), the least number of
+# seconds the limit allows (amount beyond the default burst / rate).
 EXPECT = {
-    "throttle-download.sh": [r"sluice --recv 256KiB/s curl: +1048576 bytes in", r"intact"],
-    "connect-rate.sh": [r"sluice --connect 10/s load generator: +20 connections in"],
-    "slow-accept.sh": [r"client 5: answered after", r"client 3: answered after .* attempts: \d+"],
-    "per-peer.sh": [r"sluice: rule: recv:1MiB/s,to=127.0.0.1", r"\[::1\]:\d+/file: 524288 bytes"],
-    "combined.sh": [r"rule: conns:2", r"4 x 256 KiB under the policy in"],
+    "throttle-download.sh": [
+        (r"sluice --recv 256KiB/s curl: +1048576 bytes in (?P<s>[\d.]+) s", (1024 - 2) / 256),
+        (r"intact", None)],
+    "connect-rate.sh": [
+        (r"sluice --connect 10/s load generator: +20 connections in (?P<s>[\d.]+) s", 19 / 10)],
+    "slow-accept.sh": [
+        # The server blocks in accept() before any client exists, and that
+        # first call already takes the bucket's one token: so only 6 - 2
+        # intervals of 1/4 s are sure to fall after the clients start.
+        (r"all 6 clients answered within (?P<s>[\d.]+) s", (6 - 2) / 4),
+        (r"client 3: answered after .* attempts: \d+", None)],
+    "per-peer.sh": [
+        (r"sluice: rule: recv:1MiB/s,to=127.0.0.1", None),
+        (r"127.0.0.1:\d+/file: 524288 bytes in (?P<s>[\d.]+) s", (512 - 6) / 1024),
+        (r"\[::1\]:\d+/file: 524288 bytes in (?P<s>[\d.]+) s", (512 - 2) / 256)],
+    "combined.sh": [
+        (r"rule: conns:2", None),
+        (r"4 x 256 KiB under the policy in (?P<s>[\d.]+) s", (1024 - 64) / 1024)],
 }
 
 
@@ -48,8 +63,12 @@ class Examples(unittest.TestCase):
         print(f"--- {name}\n{out}{err}", file=sys.stderr, end="")
         self.assertEqual(p.returncode, 0, err)
         self.assertFalse(leaked, f"{name} left processes behind")
-        for pattern in EXPECT[name]:
-            self.assertRegex(out + err, re.compile(pattern))
+        for pattern, least in EXPECT[name]:
+            m = re.search(pattern, out + err)
+            self.assertIsNotNone(m, f"{name} did not print /{pattern}/")
+            if least is not None:
+                self.assertGreaterEqual(float(m.group("s")), least,
+                                        f"{name}: {m.group(0)!r} is faster than the limit")
 
 
 def make_test(name):
