@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Helpers for the shim's integration tests, and its own test: fds that are
+not sockets (a file, a pipe) pass through untouched under rules that would
+take half an hour to move their bytes.
+
+The other test_shim_*.py scripts import this file. Each runs a scenario in a
+child python (sys.executable, the real interpreter) under
+LD_PRELOAD=$SLUICE_BUILD/libsluice.so with SLUICE_* variables, while the
+parent, not preloaded, plays the unthrottled peer on 127.0.0.1 with ports
+chosen by the kernel. The child prints one JSON line of measurements; the
+parent checks it: lower bounds strictly (what was admitted can never exceed
+rate * elapsed + burst, elapsed measured by the child's own clock), upper
+bounds generously (3x, the VM is shared and noisy).
+"""
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("SLUICE_BUILD", "build")
+LIB = os.path.join(ROOT, BUILD, "libsluice.so") if not os.path.isabs(BUILD) \
+    else os.path.join(BUILD, "libsluice.so")
+
+failures = []
+
+
+def check(cond, what):
+    """Record and print one checked fact."""
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def finish():
+    """Exit 0 if every check passed."""
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        sys.exit(1)
+    print("all checks passed")
+    sys.exit(0)
+
+
+def child_env(sluice):
+    """The environment of a preloaded child: ours without SLUICE_*, plus
+    LD_PRELOAD and the given SLUICE_* variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+    env["LD_PRELOAD"] = LIB
+    env.update(sluice)
+    return env
+
+
+def run_child(code, sluice, timeout=60, argv=None):
+    """Run `code` in a preloaded python; return (rc, result, stderr) where
+    result is the JSON of the last stdout line (None if there is none)."""
+    cmd = argv if argv is not None else [sys.executable, "-c", code]
+    p = subprocess.run(cmd, env=child_env(sluice), capture_output=True, text=True,
+                       timeout=timeout)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    result = json.loads(lines[-1]) if lines else None
+    if p.returncode != 0 or result is None:
+        print("child rc=%d stdout=%r stderr=%r" % (p.returncode, p.stdout[-2000:],
+                                                   p.stderr[-2000:]))
+    return p.returncode, result, p.stderr
+
+
+class Server:
+    """A loopback TCP server in a thread of the parent. mode "sink" reads
+    every connection to EOF and keeps its sha256 and length; mode "source"
+    sends `payload` on each connection and closes it; mode "hold" accepts
+    and keeps connections open until stop()."""
+
+    def __init__(self, mode, payload=b"", host="127.0.0.1", backlog=512):
+        self.mode, self.payload = mode, payload
+        self.sock = socket.socket()
+        self.sock.bind((host, 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        self.results, self.held = [], []
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        self.sock.settimeout(0.2)
+        while not self.stopping:
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            c.settimeout(None)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        if self.mode == "hold":
+            with self.lock:
+                self.held.append(c)
+            return
+        if self.mode == "source":
+            try:
+                c.sendall(self.payload)
+            finally:
+                c.close()
+            return
+        h, n = hashlib.sha256(), 0
+        while True:
+            try:
+                b = c.recv(65536)
+            except OSError:
+                break
+            if not b:
+                break
+            h.update(b)
+            n += len(b)
+        c.close()
+        with self.lock:
+            self.results.append((n, h.hexdigest()))
+
+    def wait_results(self, count, timeout=30):
+        """Wait until `count` connections were read to EOF."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self.lock:
+                if len(self.results) >= count:
+                    return list(self.results)
+            time.sleep(0.01)
+        return list(self.results)
+
+    def stop(self):
+        self.stopping = True
+        self.thread.join()
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+# A child snippet that defines payload(n): deterministic bytes, the same in
+# parent and child.
+PAYLOAD_SRC = '''
+import hashlib
+def payload(n):
+    out, i = bytearray(), 0
+    while len(out) < n:
+        out += hashlib.sha256(i.to_bytes(8, "little")).digest()
+        i += 1
+    return bytes(out[:n])
+'''
+exec(PAYLOAD_SRC)
+
+
+def main():
+    if not os.path.exists(LIB):
+        check(False, "library %s exists" % LIB)
+        finish()
+    code = r'''
+import json, os, tempfile, time, hashlib
+data = os.urandom(2 * 1024 * 1024)
+t0 = time.monotonic()
+d = tempfile.mkdtemp()
+path = os.path.join(d, "f")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+n = os.write(fd, data)
+os.close(fd)
+fd = os.open(path, os.O_RDONLY)
+back = b""
+while True:
+    b = os.read(fd, 1 << 20)
+    if not b: break
+    back += b
+os.close(fd)
+os.unlink(path); os.rmdir(d)
+r, w = os.pipe()
+piped = 0
+for i in range(64):
+    os.write(w, data[:4096])
+    piped += len(os.read(r, 4096))
+el = time.monotonic() - t0
+print(json.dumps({"written": n, "same": back == data, "piped": piped, "elapsed": el}))
+'''
+    rc, res, _ = run_child(code, {"SLUICE_SEND": "1KB/s", "SLUICE_RECV": "1KB/s"})
+    check(rc == 0 and res is not None, "child under SLUICE_SEND/RECV=1KB/s ran (rc=%d)" % rc)
+    if res:
+        print("measured: 2 MiB file write+read and 64 pipe round trips in %.3f s"
+              % res["elapsed"])
+        check(res["written"] == 2 * 1024 * 1024 and res["same"], "file bytes intact")
+        check(res["piped"] == 64 * 4096, "pipe bytes intact")
+        check(res["elapsed"] < 10, "files and pipes not throttled (%.3f s; throttled: ~4000 s)"
+              % res["elapsed"])
+    finish()
+
+
+if __name__ == "__main__":
+    main()
