@@ -100,11 +100,10 @@ static int parse_rules(struct sl_policy *p, const struct sl__ctx *c)
 static int parse_log(struct sl_policy *p, const struct sl__ctx *c)
 {
 	static const char *const levels[] = {"error", "warn", "info", "debug"};
-	int k = sl__lookup(levels, 4, c->value, c->len);
+	int k = sl__choice_parse(c, 0, c->len, "log level", levels, 4);
 
 	if (k < 0)
-		return sl__fail(c, 0, "unknown log level '%.*s' (expected error, warn, info, debug)",
-				SL__TOK(c, 0, c->len));
+		return -1;
 	p->log_level = (uint32_t)k;
 	return 0;
 }
@@ -112,11 +111,10 @@ static int parse_log(struct sl_policy *p, const struct sl__ctx *c)
 static int parse_config_error(struct sl_policy *p, const struct sl__ctx *c)
 {
 	static const char *const modes[] = {"exit", "warn"};
-	int k = sl__lookup(modes, 2, c->value, c->len);
+	int k = sl__choice_parse(c, 0, c->len, "mode", modes, 2);
 
 	if (k < 0)
-		return sl__fail(c, 0, "unknown mode '%.*s' (expected exit or warn)",
-				SL__TOK(c, 0, c->len));
+		return -1;
 	p->config_error = (uint32_t)k;
 	return 0;
 }

@@ -71,6 +71,10 @@ int sl__lookup(const char *const *names, size_t n, const char *s, size_t len);
 const char *sl__suggest(const char *const *names, size_t n, const char *s, size_t len);
 /* " (did you mean X?)" or "" into buf. */
 const char *sl__did_you_mean(char *buf, size_t size, const char *suggestion);
+/* One of names[] filling s[pos, end): its index, or -1 with the error
+ * "unknown WHAT 'x' (expected a, b, c)". */
+int sl__choice_parse(const struct sl__ctx *c, size_t pos, size_t end, const char *what,
+		     const char *const *names, size_t n);
 /* "a, b, c" into buf. */
 const char *sl__join(char *buf, size_t size, const char *const *names, size_t n, const char *sep);
 

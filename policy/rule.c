@@ -161,12 +161,10 @@ static int parse_rate(struct sl_rule *r, const struct sl__ctx *c, size_t pos, si
 static int parse_choice(const struct sl__ctx *c, size_t pos, size_t end, const char *what,
 			const char *const *names, size_t n, uint8_t *out)
 {
-	char expected[64];
-	int k = sl__lookup(names, n, c->value + pos, end - pos);
+	int k = sl__choice_parse(c, pos, end, what, names, n);
 
 	if (k < 0)
-		return sl__fail(c, pos, "unknown %s '%.*s' (expected %s)", what, SL__TOK(c, pos, end),
-				sl__join(expected, sizeof expected, names, n, ", "));
+		return -1;
 	*out = (uint8_t)k;
 	return 0;
 }

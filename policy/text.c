@@ -117,3 +117,15 @@ const char *sl__join(char *buf, size_t size, const char *const *names, size_t n,
 	}
 	return buf;
 }
+
+int sl__choice_parse(const struct sl__ctx *c, size_t pos, size_t end, const char *what,
+		     const char *const *names, size_t n)
+{
+	char expected[64];
+	int k = sl__lookup(names, n, c->value + pos, end - pos);
+
+	if (k < 0)
+		return sl__fail(c, pos, "unknown %s '%.*s' (expected %s)", what, SL__TOK(c, pos, end),
+				sl__join(expected, sizeof expected, names, n, ", "));
+	return k;
+}

@@ -514,7 +514,7 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_LOG", "",
 	 "SLUICE_LOG=\"\": at column 1: unknown log level '' (expected error, warn, info, debug)"},
 	{"SLUICE_CONFIG_ERROR", "ignore",
-	 "SLUICE_CONFIG_ERROR=\"ignore\": at column 1: unknown mode 'ignore' (expected exit or warn)"},
+	 "SLUICE_CONFIG_ERROR=\"ignore\": at column 1: unknown mode 'ignore' (expected exit, warn)"},
 	{"SLUICE_LOG_FILE", "",
 	 "SLUICE_LOG_FILE=\"\": at column 1: empty path (unset the variable instead)"},
 	{"SLUICE_ONLY", "curl++wget",

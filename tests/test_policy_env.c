@@ -76,7 +76,7 @@ static void test_policy_env_bad_config_error_stays_exit(void **state)
 	sl_policy_init(&p);
 	assert_int_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
 	assert_string_equal(err, "SLUICE_CONFIG_ERROR=\"ignore\": at column 1: unknown mode "
-				 "'ignore' (expected exit or warn)");
+				 "'ignore' (expected exit, warn)");
 	assert_int_equal(p.config_error, SL_CONFIG_ERROR_EXIT);
 	assert_int_equal(p.n_rules, 0);
 }
