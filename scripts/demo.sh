@@ -13,8 +13,10 @@ head -c 4194304 /dev/urandom > "$dir/file"
 # Port 0 lets the kernel choose; the server prints the port it got.
 python3 - "$dir" > "$dir/port" <<'PY' &
 import functools, http.server, sys
-handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
-handler.log_message = lambda *a: None
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Quiet, directory=sys.argv[1])
 srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
 srv.timeout = 30
 print(srv.server_address[1], flush=True)
