@@ -21,6 +21,30 @@
 
 #include <sys/stat.h>
 
+/*
+ * The Makefile links every unit test with the shim's archive, and the shim
+ * defines open, read and close, so its objects (and its constructor, which
+ * validates SLUICE_* and exits on an unknown name) end up in this binary.
+ * The test runner itself sets SLUICE_TEST_FILTER, SLUICE_SANITIZER and the
+ * like. This constructor runs first (a numbered priority runs before the
+ * default) and removes them: this test is about the launcher's files only.
+ */
+__attribute__((constructor(101))) static void drop_sluice_env(void)
+{
+	extern char **environ;
+	char name[128];
+	for (size_t i = 0; environ[i] != NULL;) {
+		size_t len = strcspn(environ[i], "=");
+		if (strncmp(environ[i], "SLUICE_", 7) != 0 || len >= sizeof(name)) {
+			i++;
+			continue;
+		}
+		memcpy(name, environ[i], len);
+		name[len] = '\0';
+		unsetenv(name); /* shifts the later entries down */
+	}
+}
+
 /* Fixture: a private temporary directory, removed afterwards. */
 struct dir {
 	char path[64];
