@@ -72,11 +72,15 @@ class Server:
     """A loopback TCP server in a thread of the parent. mode "sink" reads
     every connection to EOF and keeps its sha256 and length; mode "source"
     sends `payload` on each connection and closes it; mode "hold" accepts
-    and keeps connections open until stop()."""
+    and keeps connections open until stop(). slow=(size, seconds) makes a
+    sink read `size` bytes at a time and pause between reads, with a small
+    receive buffer, so that the sender's buffer fills up."""
 
-    def __init__(self, mode, payload=b"", host="127.0.0.1", backlog=512):
-        self.mode, self.payload = mode, payload
+    def __init__(self, mode, payload=b"", host="127.0.0.1", backlog=512, slow=None):
+        self.mode, self.payload, self.slow = mode, payload, slow
         self.sock = socket.socket()
+        if slow:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.bind((host, 0))
         self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
@@ -112,9 +116,11 @@ class Server:
         h, n = hashlib.sha256(), 0
         while True:
             try:
-                b = c.recv(65536)
+                b = c.recv(self.slow[0] if self.slow else 65536)
             except OSError:
                 break
+            if self.slow:
+                time.sleep(self.slow[1])
             if not b:
                 break
             h.update(b)
