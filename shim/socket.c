@@ -90,8 +90,13 @@ SL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct sl_fdrec rec;
 	if (sl__fd_pass(fd, SL_K_CONNECT) || sl__busy || !sl__fd_get(fd, &rec) ||
-	    rec.cand[SL_K_CONNECT] == 0)
-		return SL_REAL(connect)(fd, sa, len);
+	    rec.cand[SL_K_CONNECT] == 0) {
+		int r = SL_REAL(connect)(fd, sa, len);
+		/* The fd may have been classified before it had a peer: look
+		 * again on its next call (sl__fd_invalidate leaves errno). */
+		sl__fd_invalidate(fd);
+		return r;
+	}
 	return sl_connect_slow(fd, sa, len, &rec);
 }
 
