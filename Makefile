@@ -103,15 +103,15 @@ test: deps
 	scripts/run-tests.sh $(BUILD)
 
 unit: all
-	SLUICE_TEST_UNIT_ONLY=1 scripts/run-tests.sh $(BUILD)
+	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh $(BUILD)
 
 # ASan+UBSan over the whole suite, TSan over the core's thread tests.
 sanitize: deps
 	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all
-	SLUICE_SANITIZER=asan SLUICE_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/asan
+	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/asan
 	$(MAKE) BUILD=build/tsan SAN_FLAGS='-fsanitize=thread' CFLAGS='-O1 -g' \
 		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(TESTS)))
-	SLUICE_SANITIZER=tsan SLUICE_TEST_FILTER=thread SLUICE_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/tsan
+	SL_TEST_FILTER=thread SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/tsan
 asan: sanitize
 tsan: sanitize
 
