@@ -29,6 +29,9 @@
  *   threads ADDR PORT NTHREADS BYTES_EACH CHUNK
  *                                  NTHREADS threads, one connection each
  *   connects ADDR PORT N LOG       N connect()+close(), logging each connect
+ *   burst OP SPEC                  print "burst N": the burst sluice gives
+ *                                  the rule SPEC of OP (send, recv,
+ *                                  connect), defaults filled in by policy/
  *   overhead devnull ITERS         ns per 1-byte write() to /dev/null
  *   overhead send1 ITERS ADDR PORT ns per 1-byte send() on one TCP socket
  *                                  (both: median of 21 batches)
@@ -49,6 +52,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "policy.h"
 
 #define FLOW_TIME_LIMIT_S 120
 #define FLOW_MAX_CONN 64
@@ -423,10 +428,29 @@ static int flow_overhead(const char *what, uint64_t iters, const char *host, con
 	return 0;
 }
 
+/* Print the burst that policy/ fills in for one rule (the targets need it). */
+static int flow_burst(const char *op, const char *spec)
+{
+	static const char *const ops[] = {"connect", "accept", "send", "recv"};
+	char err[SL_ERR_MAX];
+	struct sl_rule r;
+	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+		if (strcmp(op, ops[i]) != 0)
+			continue;
+		if (sl_rule_parse(&r, (enum sl_op)i, spec, "SLUICE_RULE", err, sizeof err) < 0) {
+			fprintf(stderr, "flow: %s\n", err);
+			return 2;
+		}
+		printf("burst %llu\n", (unsigned long long)r.burst);
+		return 0;
+	}
+	return 2;
+}
+
 static int flow_usage(void)
 {
 	fprintf(stderr, "usage: flow sink|source|drain|accepter|send|recv|threads|connects|"
-			"overhead ARGS (see bench/flow.c)\n");
+			"burst|overhead ARGS (see bench/flow.c)\n");
 	return 2;
 }
 
@@ -460,6 +484,8 @@ int main(int argc, char **argv)
 				    flow_num(argv[6]));
 	if (!strcmp(m, "connects") && argc == 6)
 		return flow_connects(argv[2], argv[3], flow_num(argv[4]), argv[5]);
+	if (!strcmp(m, "burst") && argc == 4)
+		return flow_burst(argv[2], argv[3]);
 	if (!strcmp(m, "overhead") && (argc == 4 || argc == 6))
 		return flow_overhead(argv[2], flow_num(argv[3]), argc == 6 ? argv[4] : NULL,
 				     argc == 6 ? argv[5] : NULL);

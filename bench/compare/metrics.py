@@ -90,6 +90,10 @@ def flow_figures(t0, recs, rate):
     if rate:
         fig["mean_ratio"] = fig["steady_rate"] / rate if fig["steady_rate"] else None
         fig["burst_ratio"] = fig["max_100ms"] / (rate * WINDOW_NS / 1e9)
+        if fig["steady_rate"]:
+            # The same against the rate the tool really held: a tool that
+            # undershoots looks smoother than it is in burst_ratio.
+            fig["burst_own_ratio"] = fig["max_100ms"] / (fig["steady_rate"] * WINDOW_NS / 1e9)
     return fig
 
 

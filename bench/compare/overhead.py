@@ -14,7 +14,7 @@ import subprocess
 
 import metrics
 import proc
-from workloads import CHUNK, LOOP, MIB, endpoints, tool_unavailable, wrap
+from workloads import CHUNK, LOOP, MIB, MIN_CHUNKS, endpoints, tool_unavailable, wrap
 
 NEVER_LIMITED = 1 << 30  # 1 GiB/s: far above what 1-byte sends reach
 KINDS = ("devnull", "send1")
@@ -123,7 +123,7 @@ def instructions(env, tools):
 
 def threads_run(env, tool, rate, nthreads, run):
     """One run of nthreads senders through one per-process limit."""
-    total = max(int(rate * env.seconds), 8 * CHUNK * nthreads) if rate else 256 * MIB
+    total = max(int(rate * env.seconds), MIN_CHUNKS * CHUNK * nthreads) if rate else 256 * MIB
     each = total // nthreads
     log = env.log("threads-%s-%d-%d-%d.log" % (tool, rate, nthreads, run))
     _, bind, dial = endpoints(tool)

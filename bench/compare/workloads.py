@@ -20,6 +20,7 @@ import metrics
 import proc
 
 CHUNK = 16 * 1024
+MIN_CHUNKS = 6  # a run is never shorter than this many chunks (1.5 s at 64 KiB/s)
 KIB = 1024
 MIB = 1024 * 1024
 LOOP = "127.0.0.1"
@@ -33,7 +34,7 @@ class Env:
         self.shim = os.path.abspath(os.path.join(build, "libsluice.so"))
         self.quick = quick
         self.runs = 3 if quick else 5
-        self.seconds = float(os.environ.get("BENCH_SECONDS", "1" if quick else "2"))
+        self.seconds = float(os.environ.get("BENCH_SECONDS", "0.75" if quick else "2"))
         self.tmp = tempfile.mkdtemp(prefix="sluice-bench-")
         self.netns = proc.Netns()
         self.sluice_why = "" if os.path.exists(self.shim) else "not built (%s missing)" % self.shim
@@ -83,7 +84,7 @@ def endpoints(tool):
 
 
 def _flow_bytes(env, rate):
-    return max(int(rate * env.seconds), 8 * CHUNK) if rate else 64 * MIB
+    return max(int(rate * env.seconds), MIN_CHUNKS * CHUNK) if rate else 64 * MIB
 
 
 def _pv_stdin(rate, nbytes):
@@ -164,7 +165,9 @@ def _free_port():
 
 
 def iperf3_run(env, tool, rate):
-    """iperf3 upload for whole seconds; returns its receiver bitrate in bytes/s."""
+    """iperf3 upload of the same bytes as flow_run in 16 KiB writes; returns its
+    receiver bitrate in bytes/s. (-n, not -t: under sluice at 64 KiB/s,
+    `iperf3 -t 1` with its default 128 KiB writes went on for 20 s.)"""
     ns, bind, dial = endpoints(tool)
     port = 5201 if tool == "tc" else _free_port()
     if tool == "tc":
@@ -172,8 +175,9 @@ def iperf3_run(env, tool, rate):
     server = subprocess.Popen(proc.in_ns(ns, ["iperf3", "-s", "-1", "-B", bind, "-p", str(port)]),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        secs = max(1, int(round(env.seconds)))
-        cmd = ["iperf3", "-c", dial, "-p", str(port), "-t", str(secs), "-J"]
+        nbytes = _flow_bytes(env, rate)
+        secs = nbytes / rate
+        cmd = ["iperf3", "-c", dial, "-p", str(port), "-l", str(CHUNK), "-n", str(nbytes), "-J"]
         mcmd, extra = wrap(env, tool, "send", rate, cmd)
         for _ in range(100):  # the server needs a moment before it listens
             try:
@@ -207,8 +211,7 @@ def iperf3(env, rates, tools):
         why = tool_unavailable(env, tool)
         if why:
             rows.extend({"tool": tool, "rate": r, "run": 0, "note": why} for r in rates)
-    runs = 3
-    for run in range(1, runs + 1):
+    for run in range(1, (2 if env.quick else 3) + 1):
         for rate in rates:
             for tool in tools:
                 if tool_unavailable(env, tool):
