@@ -33,7 +33,9 @@ static enum sl_status gcra_init(struct sl_gcra *g, uint64_t amount, uint64_t per
 	enum sl_status st = sl__fixed_point(amount, period_ns, &mult, &shift, &tick_shift);
 	if (st != SL_OK)
 		return st;
-	uint64_t tau = 0, limit = UINT64_MAX;
+	/* A leaky bucket is GCRA with a burst of one unit: tau = cost(1). Its
+	 * multi-unit requests use tol = cost(n) instead (see below). */
+	uint64_t tau = sl__cost(1, mult, shift), limit = UINT64_MAX;
 	if (!leaky) {
 		if (burst == 0)
 			return SL_EINVAL;
@@ -55,6 +57,7 @@ static enum sl_status gcra_init(struct sl_gcra *g, uint64_t amount, uint64_t per
 		.shift = shift,
 		.tick_shift = tick_shift,
 		.leaky = leaky,
+		.cost1_ticks = sl__cost(1, mult, shift),
 	};
 	/* tat = 0 (the epoch): a token bucket starts full, a leaky one empty.
 	 * Relaxed: init runs before the limiter is shared; whoever shares it
@@ -88,38 +91,37 @@ enum sl_status sl_leaky_init(struct sl_gcra *g, uint64_t amount, uint64_t period
 }
 
 /*
- * sl_gcra_acquire - take n units at now_ns, waiting at most max_wait_ns
- * (0 = police, UINT64_MAX = reserve). Returns SL_ADMIT with the wait before
- * acting, SL_REFUSE with the time until the same call would succeed (if
- * nothing else is taken meanwhile), or SL_NEVER (wait_ns UINT64_MAX) if no
- * wait up to max_wait_ns can ever admit n units: n > burst when policing,
- * n > capacity for a leaky bucket, or a cost beyond the 64-bit horizon.
- * n == 0 is admitted at once and changes nothing. Thread- and process-safe,
- * lock-free.
+ * The general case of sl_gcra_acquire: every refusal, n == 0 (cost 0; any
+ * n >= 1 costs at least one tick), n beyond the burst or capacity, and
+ * times or slots near the 2^64-tick horizon, with saturating arithmetic
+ * throughout. `cost` is sl__cost(n) (saturated), `elapsed` is now_ns -
+ * epoch_ns modulo 2^64 (not clamped). Passing these rather than n and
+ * now_ns keeps fewer values alive in the short path, which is kept
+ * out of line from here.
  */
-struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_ns,
-				   uint64_t max_wait_ns)
+__attribute__((noinline)) static struct sl_decision
+gcra_acquire_slow(struct sl_gcra *g, uint64_t cost, uint64_t elapsed, uint64_t max_wait_ns)
 {
-	if (n == 0)
+	if (cost == 0)
 		return sl__decide(SL_ADMIT, 0);
 	const uint32_t ts = g->tick_shift;
+	/* elapsed is now_ns - epoch_ns modulo 2^64: undo that to clamp. */
+	const uint64_t now_ns = elapsed + g->epoch_ns;
 	const uint64_t now = sl__ns_to_ticks(sl__elapsed(now_ns, g->epoch_ns), ts);
-	const uint64_t cost = sl__cost(n, g->mult, g->shift);
 	const uint64_t limit = g->limit_ticks;
 	/* How far the end of the slot may be ahead of now for acting now. */
 	const uint64_t tol = g->leaky ? cost : g->tau_ticks;
 	const uint64_t max_wait = sl__ns_to_ticks(max_wait_ns, ts);
 	if (cost > limit || (cost > tol && cost - tol > max_wait))
 		return sl__never();
-
-	/* Relaxed: the value is only an expected value for the CAS below, which
-	 * fails and reloads if it is stale; nothing else is read through it. */
+	/* Relaxed: only the expected value of the CAS below. */
 	uint64_t tat = atomic_load_explicit(&g->tat, memory_order_relaxed);
 	for (;;) {
 		const uint64_t start = sl__max(tat, now);
-		/* A slot reaching 2^64 ticks would stop the limiter for good. */
-		const uint64_t end = sl__sat_add(start, cost);
-		if (end == UINT64_MAX)
+		uint64_t end;
+		/* A slot reaching 2^64 - 1 ticks is never: no wait reaches it,
+		 * and taking it would stop the limiter for good. */
+		if (__builtin_add_overflow(start, cost, &end) || end == UINT64_MAX)
 			return sl__never();
 		const uint64_t ahead = end - now;
 		const uint64_t wait = ahead > tol ? ahead - tol : 0;
@@ -135,6 +137,86 @@ struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_n
 		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, end, memory_order_relaxed,
 							  memory_order_relaxed))
 			return sl__decide(SL_ADMIT, sl__ticks_to_ns(wait, ts));
+	}
+}
+
+/*
+ * sl_gcra_acquire - take n units at now_ns, waiting at most max_wait_ns
+ * (0 = police, UINT64_MAX = reserve). Returns SL_ADMIT with the wait before
+ * acting, SL_REFUSE with the time until the same call would succeed (if
+ * nothing else is taken meanwhile), or SL_NEVER (wait_ns UINT64_MAX) if no
+ * wait up to max_wait_ns can ever admit n units: n > burst when policing,
+ * n > capacity for a leaky bucket, or a slot beyond the 2^64-tick horizon.
+ * n == 0 is admitted at once and changes nothing. Thread- and process-safe,
+ * lock-free.
+ *
+ * This is the common case, kept short (about 40 instructions for n == 1):
+ * the slot is taken now or after an acceptable wait, or refused because the
+ * wait is too long. It decides with
+ * "slack", how far the slot's start may be ahead of now without a wait
+ * (tau - cost for a token bucket, 0 for a leaky one). Keeping times and
+ * slots below 2^63 ticks makes every step exact without saturation: the
+ * clock between the epoch and 2^55 ns after it (1.1 years, so that even
+ * tick_shift 8 stays below 2^63), costs below 2^63, and slots that end
+ * below 2^63 ticks. Everything else (n == 0, n beyond the burst or the
+ * capacity, the horizon) is left to gcra_acquire_slow, which gives the same
+ * answer for every input
+ * (test_core_gcra checks both against an exact 128-bit model).
+ */
+struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_ns,
+				   uint64_t max_wait_ns)
+{
+	/* Wraps if now_ns is before the epoch: caught by the test below. */
+	const uint64_t elapsed = now_ns - g->epoch_ns;
+	uint64_t cost, slack;
+	if (n == 1) {
+		/* Init makes cost(1) fit the tolerance (burst >= 1) and the
+		 * capacity (>= 1 unit, or unbounded). */
+		cost = g->cost1_ticks;
+		/* A leaky bucket's tau is cost(1): slack 0, no wait allowed. */
+		slack = g->tau_ticks - cost;
+	} else {
+		cost = sl__cost(n, g->mult, g->shift);
+		const uint64_t tol = g->leaky ? cost : g->tau_ticks;
+		if (n == 0 || cost > tol || cost > g->limit_ticks || cost >> 63)
+			return gcra_acquire_slow(g, cost, elapsed, max_wait_ns);
+		slack = tol - cost;
+	}
+	/* Before the epoch, or 2^55 ns (1.1 years) after it. */
+	if (elapsed >> 55)
+		return gcra_acquire_slow(g, cost, elapsed, max_wait_ns);
+	/* tick_shift <= 8 (init; validate checks it). */
+	const uint32_t ts = g->tick_shift;
+	const uint64_t now = elapsed << ts;
+	/* Relaxed: the value is only an expected value for the CAS below, which
+	 * fails and reloads if it is stale; nothing else is read through it. */
+	uint64_t tat = atomic_load_explicit(&g->tat, memory_order_relaxed);
+	for (;;) {
+		const uint64_t start = sl__max(tat, now);
+		/* cost < 2^63, so with start < 2^63 the sum cannot wrap. */
+		const uint64_t end = start + cost;
+		if ((start | end) >> 63)
+			return gcra_acquire_slow(g, cost, now >> g->tick_shift, max_wait_ns);
+		const uint64_t early = start - now;
+		uint64_t wait_ns = 0;
+		if (early > slack) {
+			/* Leaky capacity: the slot must end within limit of now
+			 * (limit_ticks - cost is UINT64_MAX - cost for a token
+			 * bucket, which early cannot exceed below 2^63). */
+			if (early > g->limit_ticks - cost)
+				return gcra_acquire_slow(g, cost, now >> g->tick_shift, max_wait_ns);
+			wait_ns = ((early - slack - 1) >> g->tick_shift) + 1; /* ceil, > 0 */
+			/* Too long: a retry with the same max_wait succeeds once
+			 * the wait has shrunk to it. */
+			if (wait_ns > max_wait_ns)
+				return sl__decide(SL_REFUSE, wait_ns - max_wait_ns);
+		}
+		/* Relaxed on success: tat publishes no other memory, and the CAS
+		 * alone orders racing acquires (one modification order of tat).
+		 * Relaxed on failure: the reloaded tat is just a new guess. */
+		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, end, memory_order_relaxed,
+							  memory_order_relaxed))
+			return sl__decide(SL_ADMIT, wait_ns);
 	}
 }
 

@@ -67,10 +67,11 @@ static inline uint64_t sl__div_ceil(uint64_t a, uint64_t b)
  */
 static inline uint64_t sl__cost(uint64_t n, uint64_t mult, uint32_t shift)
 {
-	sl__u128 p = (sl__u128)n * mult;
-	sl__u128 q = p >> shift;
-	/* Round up: any bit shifted out makes the exact cost larger than q. */
-	q += (p & (((sl__u128)1 << shift) - 1)) != 0;
+	/* Round up by adding 2^shift - 1 before shifting: the sum stays below
+	 * 2^127 + 2^63, so it cannot overflow. `& 63` tells the compiler the
+	 * shift is a single-word one (validate guarantees shift <= 63). */
+	shift &= 63;
+	sl__u128 q = ((sl__u128)n * mult + ((UINT64_C(1) << shift) - 1)) >> shift;
 	return (q >> 64) ? UINT64_MAX : (uint64_t)q;
 }
 
@@ -85,6 +86,7 @@ static inline uint64_t sl__units_in(uint64_t ticks, uint64_t mult, uint32_t shif
 /* ns -> ticks: ns * 2^tick_shift, saturated. */
 static inline uint64_t sl__ns_to_ticks(uint64_t ns, uint32_t tick_shift)
 {
+	tick_shift &= 63;
 	return ns > (UINT64_MAX >> tick_shift) ? UINT64_MAX : ns << tick_shift;
 }
 

@@ -119,7 +119,8 @@ static bool gcra_same(const struct sl_gcra *a, const struct sl_gcra *b)
 {
 	return a->mult == b->mult && a->tau_ticks == b->tau_ticks &&
 	       a->limit_ticks == b->limit_ticks && a->burst == b->burst && a->shift == b->shift &&
-	       a->tick_shift == b->tick_shift && a->leaky == b->leaky;
+	       a->tick_shift == b->tick_shift && a->leaky == b->leaky &&
+	       a->cost1_ticks == b->cost1_ticks;
 }
 
 static bool sliding_same(const struct sl_sliding *a, const struct sl_sliding *b)

@@ -99,7 +99,8 @@ enum sl_verdict {
 	SL_REFUSE = 1, /* nothing taken; wait_ns is when a retry may succeed
 	                  (0 = unknown, e.g. concurrency: after a release) */
 	SL_NEVER = 2,  /* n exceeds what this limiter can ever admit at once
-	                  (n > burst when policing, n > N for windows, n > limit) */
+	                  (n > burst when policing, n > N for windows, n > limit,
+	                  or beyond the 2^64 horizon); wait_ns is UINT64_MAX */
 };
 
 struct sl_decision {
@@ -140,14 +141,15 @@ struct sl_params {
 struct sl_gcra {
 	/* Parameters: written by init, read-only afterwards. */
 	uint64_t mult;        /* cost(n) = ceil(n * mult / 2^shift) ticks */
-	uint64_t tau_ticks;   /* burst tolerance, cost(burst); 0 for leaky */
+	uint64_t tau_ticks;   /* burst tolerance, cost(burst); leaky: cost(1) */
 	uint64_t limit_ticks; /* leaky: max schedule-ahead, cost(capacity); else UINT64_MAX */
 	uint64_t epoch_ns;    /* time origin of tat */
 	uint64_t burst;       /* units admissible at once (police); leaky: capacity */
 	uint32_t shift;
 	uint32_t tick_shift;  /* tick = 2^-tick_shift ns */
 	uint32_t leaky;       /* 1 for leaky bucket */
-	uint32_t reserved[3];
+	uint32_t reserved;
+	uint64_t cost1_ticks; /* cost(1), so that n == 1 needs no multiply */
 	/* State on its own cache line: contended by every acquire. */
 	_Alignas(SL_CACHELINE) _Atomic uint64_t tat; /* ticks since epoch */
 	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
@@ -214,6 +216,7 @@ _Static_assert(sizeof(struct sl_fixed) == 128, "sl_fixed layout");
 _Static_assert(sizeof(struct sl_sliding) == 128, "sl_sliding layout");
 _Static_assert(sizeof(struct sl_conc) == 128, "sl_conc layout");
 _Static_assert(offsetof(struct sl_gcra, tat) == 64, "sl_gcra.tat on its own line");
+_Static_assert(offsetof(struct sl_gcra, cost1_ticks) == 56, "sl_gcra.cost1_ticks layout");
 _Static_assert(offsetof(struct sl_limiter, u) == 64, "sl_limiter header is one line");
 _Static_assert(sizeof(struct sl_limiter) == 192, "sl_limiter layout");
 

@@ -12,6 +12,11 @@
 
 #include "sluice_core.h"
 
+static uint64_t sl__min_test(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 #define MS 1000000ull
 #define SEC 1000000000ull
 #define HOUR (3600ull * SEC)
@@ -274,6 +279,103 @@ static void test_core_gcra_init_errors(void **state)
 	expect_decision(sl_gcra_acquire(&g, 1000, 0, POLICE), SL_ADMIT, 0);
 }
 
+/*
+ * An independent model of the GCRA decision in exact 128-bit arithmetic
+ * (no fast path, no saturation), to check sl_gcra_acquire's short path
+ * against on random parameters and call sequences.
+ */
+__extension__ typedef unsigned __int128 u128;
+
+static struct sl_decision model_acquire(const struct sl_gcra *g, uint64_t *tat, uint64_t n,
+					uint64_t now_ns, uint64_t max_wait_ns)
+{
+	const u128 max64 = UINT64_MAX;
+	if (n == 0)
+		return (struct sl_decision){ .verdict = SL_ADMIT };
+	const u128 now = (u128)(now_ns > g->epoch_ns ? now_ns - g->epoch_ns : 0) << g->tick_shift;
+	const u128 prod = (u128)n * g->mult;
+	const u128 cost = (prod >> g->shift) + ((prod & (((u128)1 << g->shift) - 1)) != 0);
+	const u128 limit = g->limit_ticks == UINT64_MAX ? ~(u128)0 : g->limit_ticks;
+	const u128 tol = g->leaky ? cost : g->tau_ticks;
+	const u128 max_wait = (u128)max_wait_ns << g->tick_shift;
+	const struct sl_decision never = { .wait_ns = UINT64_MAX, .verdict = SL_NEVER };
+	if (cost > limit || (cost > tol && cost - tol > max_wait))
+		return never;
+	const u128 start = *tat > now ? *tat : now;
+	const u128 end = start + cost;
+	if (end >= max64 || now >= max64)
+		return never;
+	const u128 ahead = end - now, wait = ahead > tol ? ahead - tol : 0;
+	const u128 unit = (u128)1 << g->tick_shift;
+	if (ahead > limit || wait > max_wait) {
+		u128 t = ahead > limit ? ahead - limit : 0;
+		if (wait > max_wait && wait - max_wait > t)
+			t = wait - max_wait;
+		return (struct sl_decision){ .wait_ns = (uint64_t)((t + unit - 1) / unit),
+					     .verdict = SL_REFUSE };
+	}
+	*tat = (uint64_t)end;
+	return (struct sl_decision){ .wait_ns = (uint64_t)((wait + unit - 1) / unit),
+				     .verdict = SL_ADMIT };
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dull;
+}
+
+static void test_core_gcra_matches_model(void **state)
+{
+	(void)state;
+	uint64_t seed = 0x1234567887654321ull;
+	for (int round = 0; round < 300; round++) {
+		struct sl_gcra g;
+		const uint64_t amount = 1 + rnd(&seed) % 10000000000ull;
+		const uint64_t period = 1 + rnd(&seed) % 10000000000000ull;
+		const uint64_t burst = rnd(&seed) % 1000;
+		const bool leaky = round & 1;
+		const uint64_t epoch = (round % 3 == 0) ? (1ull << 63) : rnd(&seed) % 1000000;
+		enum sl_status st = leaky ? sl_leaky_init(&g, amount, period, burst, epoch)
+					  : sl_token_init(&g, amount, period, burst, epoch);
+		if (st != SL_OK) {
+			assert_true(!leaky && burst == 0);
+			continue;
+		}
+		uint64_t tat = 0, now = epoch;
+		const uint64_t unit_ns = period / amount + 1;
+		for (int i = 0; i < 200; i++) {
+			/* Mostly forward in steps around one unit's time,
+			 * sometimes backwards, sometimes far ahead. */
+			const uint64_t r = rnd(&seed);
+			if (r % 16 == 0)
+				now -= sl__min_test(now, rnd(&seed) % (4 * unit_ns));
+			else if (r % 64 == 1)
+				now = UINT64_MAX - rnd(&seed) % (4 * unit_ns);
+			else
+				now += rnd(&seed) % (2 * unit_ns);
+			const uint64_t n = rnd(&seed) % (2 * burst + 3);
+			const uint64_t mw = (r >> 8) % 3 == 0 ? 0
+					  : (r >> 8) % 3 == 1 ? UINT64_MAX : rnd(&seed) % (8 * unit_ns);
+			struct sl_decision want = model_acquire(&g, &tat, n, now, mw);
+			struct sl_decision got = sl_gcra_acquire(&g, n, now, mw);
+			if (got.verdict != want.verdict || got.wait_ns != want.wait_ns ||
+			    atomic_load(&g.tat) != tat)
+				fail_msg("round %d step %d (%s %llu/%llu burst %llu, n %llu, now %llu, "
+					 "max_wait %llu): got %u/%llu tat %llu, want %u/%llu tat %llu",
+					 round, i, leaky ? "leaky" : "token", (unsigned long long)amount,
+					 (unsigned long long)period, (unsigned long long)burst,
+					 (unsigned long long)n, (unsigned long long)now,
+					 (unsigned long long)mw, got.verdict,
+					 (unsigned long long)got.wait_ns,
+					 (unsigned long long)atomic_load(&g.tat), want.verdict,
+					 (unsigned long long)want.wait_ns, (unsigned long long)tat);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -289,6 +391,7 @@ int main(void)
 		cmocka_unit_test(test_core_gcra_overflow),
 		cmocka_unit_test(test_core_gcra_refund_available),
 		cmocka_unit_test(test_core_gcra_init_errors),
+		cmocka_unit_test(test_core_gcra_matches_model),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -160,7 +160,7 @@ static void test_core_limiter_validate_corrupt(void **state)
 				continue; /* sl_fixed/sl_sliding.epoch_ns */
 			if (off >= 8 + 32 && off < 64)
 				continue; /* header padding */
-			if (off >= 64 + 52 && k < 2)
+			if (off >= 64 + 52 && off < 64 + 56 && k < 2)
 				continue; /* sl_gcra.reserved */
 			if (off >= 64 + 40 && k == 3)
 				continue; /* sl_sliding.reserved */
