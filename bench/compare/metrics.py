@@ -108,13 +108,16 @@ def cumulative_series(t0, recs):
 
 
 def binned_rate_series(t0, recs, bin_ns=WINDOW_NS):
-    """[(bin start in seconds since t0, units/s in that bin)] up to the last record."""
+    """[(bin start in seconds since t0, units/s in that bin)] for every bin
+    that ends before the last record (a last, partial bin would look slow)."""
     if not recs:
         return []
-    nbins = (recs[-1][0] - t0) // bin_ns + 1
+    nbins = max(1, (recs[-1][0] - t0) // bin_ns)
     bins = [0] * nbins
     for t, n in recs:
-        bins[(t - t0) // bin_ns] += n
+        i = (t - t0) // bin_ns
+        if i < nbins:
+            bins[i] += n
     return [(i * bin_ns / 1e9, b * 1e9 / bin_ns) for i, b in enumerate(bins)]
 
 

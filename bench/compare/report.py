@@ -160,7 +160,7 @@ def plot_flows(plots, rates, tools, title, png, tmp, outdir, kind):
     """2x2 panels, one per rate: cumulative bytes ('cum') or the 100 ms rate ('rate')."""
     lines = ['set terminal pngcairo size 1400,1000 font "sans,11"',
              'set output "%s"' % png, 'set multiplot layout 2,2 title "%s" font ",14"' % title,
-             "set grid", "set key top left"]
+             "set grid", "set key below horizontal"]
     for rate in rates:
         series = []
         for tool in tools:
@@ -171,6 +171,8 @@ def plot_flows(plots, rates, tools, title, png, tmp, outdir, kind):
                 pts = [(t, b / 1048576.0) for t, b in metrics.cumulative_series(t0, recs)]
             else:
                 pts = [(t, r / rate) for t, r in metrics.binned_rate_series(t0, recs)]
+                if pts:  # close the last step at the end of its bin
+                    pts.append((pts[-1][0] + metrics.WINDOW_NS / 1e9, pts[-1][1]))
             path = _dat(tmp, "%s-%s-%d.dat" % (kind, tool, rate), pts)
             series.append('"%s" using 1:2 with %s lw 2 lc rgb "%s" title "%s"' % (
                 path, "steps", TOOL_COLOR[tool], tool))
@@ -178,12 +180,14 @@ def plot_flows(plots, rates, tools, title, png, tmp, outdir, kind):
         lines.append('set xlabel "time since the connection was set up (s)"')
         if kind == "cum":
             lines.append('set ylabel "bytes delivered (MiB)"')
-            series.append('x * %.9g title "ideal (rate × t)" with lines dt 2 lw 2 lc rgb "black"'
-                          % (rate / 1048576.0))
+            ideal = 'x * %.9g title "ideal (rate × t)" with lines dt 2 lw 3 lc rgb "black"' % (
+                rate / 1048576.0)
         else:
             lines.append('set ylabel "rate in each 100 ms / configured"')
             lines.append("set yrange [0:*]")
-            series.append('1 title "configured" with lines dt 2 lw 2 lc rgb "black"')
+            ideal = '1 title "configured" with lines dt 2 lw 3 lc rgb "black"'
+        # The ideal first, so that a tool that follows it exactly is drawn on top.
+        series.insert(0, ideal)
         lines.append("set xrange [0:*]")
         lines.append("plot " + ", \\\n  ".join(series) if series else
                      'set label 1 "no data" at graph 0.5,0.5; plot NaN notitle')
@@ -217,5 +221,6 @@ def plot_overhead(rows, tools, kinds, kind_text, png, tmp, outdir):
         'set ylabel "ns per call"', "set style data histograms",
         "set style histogram clustered gap 1", "set style fill solid 0.8 border -1",
         "set boxwidth 0.9", "set grid ytics", "set yrange [0:*]", "set key top left",
+        "set xrange [-0.5:%g]" % (len(kinds) - 0.5),
         "plot " + cols]) + "\n"
     return gnuplot(script, outdir)
