@@ -14,7 +14,8 @@ import subprocess
 
 import metrics
 import proc
-from workloads import CHUNK, LOOP, MIB, MIN_CHUNKS, endpoints, tool_unavailable, wrap
+from workloads import (CHUNK, LOOP, MIB, MIN_CHUNKS, attempt, endpoints, tool_unavailable,
+                       wrap)
 
 NEVER_LIMITED = 1 << 30  # 1 GiB/s: far above what 1-byte sends reach
 KINDS = ("devnull", "send1")
@@ -33,15 +34,8 @@ def _overhead_cmd(env, kind, iters):
 def overhead_once(env, kind, tool, iters):
     """ns per call of one run of `kind` under `tool`."""
     cmd, peer = _overhead_cmd(env, kind, iters)
-    try:
-        mcmd, extra = wrap(env, tool, "send", NEVER_LIMITED, cmd)
-        _, _, out = proc.run_measured(mcmd, extra, 60)
-        if peer:
-            proc.wait_peer(peer, 15)
-    finally:
-        if peer and peer.poll() is None:
-            peer.kill()
-            peer.wait()
+    mcmd, extra = wrap(env, tool, "send", NEVER_LIMITED, cmd)
+    _, _, out = proc.run_with_peer(peer, mcmd, extra, 60)
     return float(out.split()[1])
 
 
@@ -75,16 +69,9 @@ def overhead(env, tools):
 def _callgrind_total(env, kind, tool, iters):
     out = env.log("callgrind-%s-%s-%d.out" % (tool, kind, iters))
     cmd, peer = _overhead_cmd(env, kind, iters)
-    try:
-        vg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + cmd
-        mcmd, extra = wrap(env, tool, "send", NEVER_LIMITED, vg)
-        proc.run_measured(mcmd, extra, 120)
-        if peer:
-            proc.wait_peer(peer, 15)
-    finally:
-        if peer and peer.poll() is None:
-            peer.kill()
-            peer.wait()
+    vg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + cmd
+    mcmd, extra = wrap(env, tool, "send", NEVER_LIMITED, vg)
+    proc.run_with_peer(peer, mcmd, extra, 120)
     with open(out) as f:
         for line in f:
             if line.startswith(("summary:", "totals:")):
@@ -128,15 +115,9 @@ def threads_run(env, tool, rate, nthreads, run):
     log = env.log("threads-%s-%d-%d-%d.log" % (tool, rate, nthreads, run))
     _, bind, dial = endpoints(tool)
     peer, port = proc.start_peer([env.flow, "sink", bind, str(nthreads), log])
-    try:
-        cmd = [env.flow, "threads", dial, str(port), str(nthreads), str(each), str(CHUNK)]
-        mcmd, extra = wrap(env, tool, "send", rate, cmd)
-        _, cpu, _ = proc.run_measured(mcmd, extra, 30 + 4 * total / (rate or 100 * MIB))
-        proc.wait_peer(peer, 15)
-    finally:
-        if peer.poll() is None:
-            peer.kill()
-            peer.wait()
+    cmd = [env.flow, "threads", dial, str(port), str(nthreads), str(each), str(CHUNK)]
+    mcmd, extra = wrap(env, tool, "send", rate, cmd)
+    _, cpu, _ = proc.run_with_peer(peer, mcmd, extra, 30 + 4 * total / (rate or 100 * MIB))
     t0, recs = metrics.read_log(log)
     fig = metrics.flow_figures(t0, recs, rate)
     fig["cpu_ms_per_mib"] = cpu * 1000 / (each * nthreads / MIB)
@@ -158,10 +139,6 @@ def threads(env, rates, tools, counts=(1, 8)):
         for rate in [0] + rates:
             for tool in (["none"] if rate == 0 else live):
                 for n in counts:
-                    row = {"tool": tool, "rate": rate, "threads": n, "run": run}
-                    try:
-                        row.update(threads_run(env, tool, rate, n, run))
-                    except proc.RunError as e:
-                        row["note"] = "failed: %s" % e
-                    rows.append(row)
+                    rows.append(attempt({"tool": tool, "rate": rate, "threads": n, "run": run},
+                                        threads_run, env, tool, rate, n, run))
     return rows

@@ -97,10 +97,26 @@ def run_measured(cmd, env_extra=None, timeout=60.0, stdin=None):
     p.returncode = os.waitstatus_to_exitcode(status)
     out = p.stdout.read().decode(errors="replace")
     err = p.stderr.read().decode(errors="replace").strip()
+    if p.returncode < 0:
+        raise RunError("%s killed by signal %d (%s)" % (" ".join(cmd[:3]), -p.returncode,
+                                                       signal.Signals(-p.returncode).name))
     if p.returncode != 0:
         raise RunError("%s failed (%d): %s" % (" ".join(cmd[:3]), p.returncode,
                                               (err or out.strip())[-300:]))
     return elapsed, ru.ru_utime + ru.ru_stime, out
+
+
+def run_with_peer(peer, cmd, env_extra, timeout, stdin=None):
+    """run_measured(cmd) against a started peer (or None), which must then exit
+    by itself; the peer is killed whatever happens. Returns run_measured's."""
+    try:
+        res = run_measured(cmd, env_extra, timeout, stdin)
+        if peer:
+            wait_peer(peer, 15)
+        return res
+    finally:
+        if peer:
+            _kill(peer)
 
 
 def in_ns(ns, cmd):

@@ -107,23 +107,16 @@ def flow_run(env, direction, tool, rate, run):
                                                      str(CHUNK)]))
         cmd = [env.flow, "recv", dial, str(port), str(CHUNK), log]
     timeout = 30 + 4 * nbytes / (rate or MIB * 100)
-    pv = None
-    try:
-        if tool == "pv":
-            pv = _pv_stdin(rate, nbytes)
-            cmd.append("-")
-            proc.run_measured(cmd, None, timeout, stdin=pv.stdout)
-        else:
-            mcmd, extra = wrap(env, tool, direction, rate, cmd)
-            proc.run_measured(mcmd, extra, timeout)
-        proc.wait_peer(peer, 15)
-    finally:
-        if pv:
+    if tool == "pv":
+        pv = _pv_stdin(rate, nbytes)
+        try:
+            proc.run_with_peer(peer, cmd + ["-"], None, timeout, stdin=pv.stdout)
+        finally:
             pv.stdout.close()
             pv.wait(timeout=15)
-        if peer.poll() is None:
-            peer.kill()
-            peer.wait()
+    else:
+        mcmd, extra = wrap(env, tool, direction, rate, cmd)
+        proc.run_with_peer(peer, mcmd, extra, timeout)
     t0, recs = metrics.read_log(log)
     return metrics.flow_figures(t0, recs, rate), (t0, recs)
 
@@ -156,6 +149,15 @@ def accuracy(env, direction, rates, tools):
         i = metrics.median_index([m if m is not None else 0 for m, _ in runs])
         plots[key] = runs[i][1]
     return rows, plots
+
+
+def attempt(row, fn, *args):
+    """row with fn(*args)'s figures added, or with a note saying why the run failed."""
+    try:
+        row.update(fn(*args))
+    except proc.RunError as e:
+        row["note"] = "failed: %s" % e
+    return row
 
 
 def _free_port():
@@ -229,15 +231,9 @@ def iperf3(env, rates, tools):
 def connect_run(env, tool, rate, n, run):
     log = env.log("connect-%s-%d-%d.log" % (tool, rate, run))
     peer, port = proc.start_peer([env.flow, "accepter", LOOP, str(n)])
-    try:
-        cmd = [env.flow, "connects", LOOP, str(port), str(n), log]
-        mcmd, extra = wrap(env, tool, "connect", rate, cmd)
-        proc.run_measured(mcmd, extra, 30 + 4 * n / (rate or 1000))
-        proc.wait_peer(peer, 15)
-    finally:
-        if peer.poll() is None:
-            peer.kill()
-            peer.wait()
+    cmd = [env.flow, "connects", LOOP, str(port), str(n), log]
+    mcmd, extra = wrap(env, tool, "connect", rate, cmd)
+    proc.run_with_peer(peer, mcmd, extra, 30 + 4 * n / (rate or 1000))
     t0, recs = metrics.read_log(log)
     return metrics.flow_figures(t0, recs, rate)
 
@@ -261,10 +257,6 @@ def connects(env, rates, tools, n=1000):
             for tool in (["none"] if rate == 0 else [t for t in tools if t == "sluice"]):
                 if tool_unavailable(env, tool):
                     continue
-                row = {"tool": tool, "rate": rate, "run": run}
-                try:
-                    row.update(connect_run(env, tool, rate, n, run))
-                except proc.RunError as e:
-                    row["note"] = "failed: %s" % e
-                rows.append(row)
+                rows.append(attempt({"tool": tool, "rate": rate, "run": run},
+                                    connect_run, env, tool, rate, n, run))
     return rows
