@@ -12,13 +12,14 @@
 
 #include "sluice_core.h"
 
-#define expect_decision(d, verdict, wait) check_decision((d), (verdict), (wait), __FILE__, __LINE__)
-static void check_decision(struct sl_decision d, uint32_t verdict, uint64_t wait, const char *file,
-			   int line)
-{
-	_assert_int_equal(d.verdict, verdict, file, line);
-	_assert_int_equal(d.wait_ns, wait, file, line);
-}
+/* Expect a decision: verdict and wait; a failure prints both values and
+ * the line of the call. */
+#define expect_decision(d, want_verdict, want_wait_ns) \
+	do { \
+		const struct sl_decision d_ = (d); \
+		assert_int_equal(d_.verdict, (want_verdict)); \
+		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
+	} while (0)
 
 static void test_core_conc_sequence(void **state)
 {

@@ -16,13 +16,14 @@
 #define MS 1000000ull
 #define SEC 1000000000ull
 
-#define expect_decision(d, verdict, wait) check_decision((d), (verdict), (wait), __FILE__, __LINE__)
-static void check_decision(struct sl_decision d, uint32_t verdict, uint64_t wait, const char *file,
-			   int line)
-{
-	_assert_int_equal(d.verdict, verdict, file, line);
-	_assert_int_equal(d.wait_ns, wait, file, line);
-}
+/* Expect a decision: verdict and wait; a failure prints both values and
+ * the line of the call. */
+#define expect_decision(d, want_verdict, want_wait_ns) \
+	do { \
+		const struct sl_decision d_ = (d); \
+		assert_int_equal(d_.verdict, (want_verdict)); \
+		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
+	} while (0)
 
 static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
 {
@@ -199,13 +200,11 @@ static void test_core_limiter_validate_corrupt(void **state)
 	assert_true(sl_limiter_validate(&l));
 }
 
-/* xorshift64*: a reproducible stream of garbage. */
+/* A reproducible stream of garbage (64-bit LCG, high bits folded in). */
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 0x2545f4914f6cdd1dull;
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s ^ (*s >> 29);
 }
 
 /* Random memory, with the magic and kind forced half of the time, never

@@ -68,12 +68,11 @@ struct worker {
 	void (*run)(struct arena *a, uint64_t *seed);
 };
 
+/* A reproducible stream of garbage (64-bit LCG, high bits folded in). */
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s >> 12;
-	*s ^= *s << 25;
-	*s ^= *s >> 27;
-	return *s * 0x2545f4914f6cdd1dull;
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s ^ (*s >> 29);
 }
 
 static void atomic_max(_Atomic uint64_t *p, uint64_t v)
