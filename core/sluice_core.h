@@ -62,6 +62,33 @@
  *
  * A `now_ns` older than one already seen (a stale time read by another
  * thread) only makes decisions stricter: it never admits more than the limit.
+ * A `now_ns` before the limiter's epoch counts as the epoch.
+ *
+ * Details that callers may notice:
+ *   - SL_NEVER always carries wait_ns UINT64_MAX. Besides n > burst (police)
+ *     it is returned when a slot would reach the end of the 64-bit tick
+ *     range (e.g. reserving billions of years ahead), and, with a timeout,
+ *     when even a full bucket could not admit n within max_wait_ns.
+ *   - n == 0 is admitted at once and changes nothing.
+ *   - A leaky bucket is GCRA with a burst of one unit (tau = cost(1)); a
+ *     request of n units leaves at once when the bucket has drained, and the
+ *     next one cost(n) later.
+ *   - The token/leaky fast path (n == 1 uses the precomputed cost1_ticks)
+ *     covers the first 2^55 ns (1.1 years) after the epoch; later times take
+ *     a longer path with the same answers.
+ *   - Fixed window reserve books future windows on the virtual counter; a
+ *     request that does not fit in what is left of a window takes the next
+ *     one, and the units left over are not handed out later (no holes are
+ *     filled). The counter must not overflow within 2^56 ns of the epoch,
+ *     so init refuses N / W above 256 units per ns, i.e. 2.56 * 10^11
+ *     units/s (SL_ERANGE).
+ *   - Sliding window: the 24-bit window index tolerates a stale now_ns up to
+ *     2^16 windows old (judged by the newer window at its start). After an
+ *     idle time within 2^16 windows below a multiple of 2^24 windows, old
+ *     counts may be taken for newer ones for at most 2^16 windows: stricter,
+ *     never looser. Refunds only reach the current window.
+ *   - Refund never takes a limiter beyond its burst / window; a concurrency
+ *     release of more than is held returns SL_EUNDERFLOW and changes nothing.
  */
 #ifndef SLUICE_CORE_H
 #define SLUICE_CORE_H
