@@ -19,9 +19,11 @@
  * (t - s) + tau ticks: at most rate * (t - s) + burst units. A stale (older)
  * now_ns only shrinks end - now's allowance, so it can only refuse more.
  *
- * The whole decision is one CAS loop on tat; parameters are read-only after
- * init. tat only changes through that CAS, and no other memory is published
- * through it, so every access is relaxed (see the comments at each one).
+ * Every decision is one CAS loop on tat: a short one for the common case
+ * (sl_gcra_acquire) and a general one for the rest (gcra_acquire_slow).
+ * Parameters are read-only after init. tat only changes through a CAS, and
+ * no other memory is published through it, so every access is relaxed (see
+ * the comments at each one).
  */
 #include "internal.h"
 
@@ -96,8 +98,8 @@ enum sl_status sl_leaky_init(struct sl_gcra *g, uint64_t amount, uint64_t period
  * times or slots near the 2^64-tick horizon, with saturating arithmetic
  * throughout. `cost` is sl__cost(n) (saturated), `elapsed` is now_ns -
  * epoch_ns modulo 2^64 (not clamped). Passing these rather than n and
- * now_ns keeps fewer values alive in the short path, which is kept
- * out of line from here.
+ * now_ns, and keeping this function out of line, leaves fewer values alive
+ * in sl_gcra_acquire's short path.
  */
 __attribute__((noinline)) static struct sl_decision
 gcra_acquire_slow(struct sl_gcra *g, uint64_t cost, uint64_t elapsed, uint64_t max_wait_ns)
