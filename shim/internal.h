@@ -141,6 +141,9 @@ void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf
 			sl__log_write((level), __VA_ARGS__);                                               \
 	} while (0)
 
+/* Anchors that make a unit test link io.o and socket.o from the archive. */
+extern const int sl__io_anchor, sl__socket_anchor;
+
 /* ---- re-entry guard ------------------------------------------------------ */
 
 /* Set while the shim works on behalf of a wrapper: a wrapped function called

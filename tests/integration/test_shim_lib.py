@@ -45,11 +45,24 @@ def finish():
     sys.exit(0)
 
 
+def sanitizer_runtime():
+    """An ASan-built library needs the ASan runtime first in the initial
+    library list of an uninstrumented program: find it with ldd."""
+    try:
+        out = subprocess.run(["ldd", LIB], capture_output=True, text=True).stdout
+    except OSError:
+        return []
+    return [l.split("=>")[1].split()[0] for l in out.splitlines()
+            if "libasan.so" in l and "=>" in l]
+
+
 def child_env(sluice):
     """The environment of a preloaded child: ours without SLUICE_*, plus
     LD_PRELOAD and the given SLUICE_* variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-    env["LD_PRELOAD"] = LIB
+    env["LD_PRELOAD"] = " ".join(sanitizer_runtime() + [LIB])
+    if env["LD_PRELOAD"] != LIB:  # python's own allocations are not ours to check
+        env["ASAN_OPTIONS"] = "detect_leaks=0:verify_asan_link_order=0"
     env.update(sluice)
     return env
 
