@@ -112,14 +112,18 @@ void sl__real_resolve(enum sl_real_slot slot);
  * sl__real_resolve, so whatever dlsym set up before publishing is seen. */
 #define SL_REAL(name)                                                                          \
 	__extension__({                                                                            \
-		__typeof__(atomic_load_explicit(&sl__real.name, memory_order_relaxed)) sl_fn_ =      \
-			atomic_load_explicit(&sl__real.name, memory_order_acquire);                        \
+		SL_REAL_TYPE(name) sl_fn_ = SL_REAL_LOAD(name);                                    \
 		if (__builtin_expect(sl_fn_ == NULL, 0)) {                                             \
 			sl__real_resolve(SL_REAL_##name);                                                  \
-			sl_fn_ = atomic_load_explicit(&sl__real.name, memory_order_acquire);               \
+			sl_fn_ = SL_REAL_LOAD(name);                                                       \
 		}                                                                                      \
 		sl_fn_;                                                                                \
 	})
+/* The pointer type of slot `name`, and its current value (NULL if not yet
+ * resolved). Wrappers whose fast path is a bare tail call use these and
+ * leave resolution to their slow path. */
+#define SL_REAL_TYPE(name) __typeof__(atomic_load_explicit(&sl__real.name, memory_order_relaxed))
+#define SL_REAL_LOAD(name) atomic_load_explicit(&sl__real.name, memory_order_acquire)
 
 /* ---- clock and sleep hooks (act.c) -------------------------------------- */
 

@@ -301,7 +301,7 @@ static ssize_t sl_recv(struct sl_io *io)
 	return sl_io_end(&c, rules, done, r, err, e);
 }
 
-SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+static __attribute__((noinline)) ssize_t sl_send_slow(int fd, const void *buf, size_t n, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(send)(fd, buf, n, flags);
@@ -310,7 +310,16 @@ SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return sl_send(&io);
 }
 
-SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
+SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(send) fn = SL_REAL_LOAD(send);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL, 1))
+		return fn(fd, buf, n, flags);
+	return sl_send_slow(fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t sl_sendto_slow(int fd, const void *buf, size_t n, int flags,
 			 const struct sockaddr *to, socklen_t tolen)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
@@ -320,7 +329,17 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 	return sl_send(&io);
 }
 
-SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
+			 const struct sockaddr *to, socklen_t tolen)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(sendto) fn = SL_REAL_LOAD(sendto);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL, 1))
+		return fn(fd, buf, n, flags, to, tolen);
+	return sl_sendto_slow(fd, buf, n, flags, to, tolen);
+}
+
+static __attribute__((noinline)) ssize_t sl_sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(sendmsg)(fd, msg, flags);
@@ -329,7 +348,16 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	return sl_send(&io);
 }
 
-SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(sendmsg) fn = SL_REAL_LOAD(sendmsg);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL, 1))
+		return fn(fd, msg, flags);
+	return sl_sendmsg_slow(fd, msg, flags);
+}
+
+static __attribute__((noinline)) ssize_t sl_write_slow(int fd, const void *buf, size_t n)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(write)(fd, buf, n);
@@ -337,7 +365,16 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return sl_send(&io);
 }
 
-SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(write) fn = SL_REAL_LOAD(write);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL, 1))
+		return fn(fd, buf, n);
+	return sl_write_slow(fd, buf, n);
+}
+
+static __attribute__((noinline)) ssize_t sl_writev_slow(int fd, const struct iovec *iov, int cnt)
 {
 	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX)
 		return SL_REAL(writev)(fd, iov, cnt);
@@ -346,7 +383,16 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	return sl_send(&io);
 }
 
-SL_EXPORT ssize_t sendfile(int out, int in, off_t *offset, size_t n)
+SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(writev) fn = SL_REAL_LOAD(writev);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL, 1))
+		return fn(fd, iov, cnt);
+	return sl_writev_slow(fd, iov, cnt);
+}
+
+static __attribute__((noinline)) ssize_t sl_sendfile_slow(int out, int in, off_t *offset, size_t n)
 {
 	if (sl__fd_pass(out, SL_K_SEND))
 		return SL_REAL(sendfile)(out, in, offset, n);
@@ -355,7 +401,16 @@ SL_EXPORT ssize_t sendfile(int out, int in, off_t *offset, size_t n)
 	return sl_send(&io);
 }
 
-SL_EXPORT ssize_t sendfile64(int out, int in, off_t *offset, size_t n)
+SL_EXPORT ssize_t sendfile(int out, int in, off_t *offset, size_t n)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(sendfile) fn = SL_REAL_LOAD(sendfile);
+	if (__builtin_expect(sl__fd_pass(out, SL_K_SEND) && fn != NULL, 1))
+		return fn(out, in, offset, n);
+	return sl_sendfile_slow(out, in, offset, n);
+}
+
+static __attribute__((noinline)) ssize_t sl_sendfile64_slow(int out, int in, off_t *offset, size_t n)
 {
 	if (sl__fd_pass(out, SL_K_SEND))
 		return SL_REAL(sendfile64)(out, in, offset, n);
@@ -364,7 +419,16 @@ SL_EXPORT ssize_t sendfile64(int out, int in, off_t *offset, size_t n)
 	return sl_send(&io);
 }
 
-SL_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+SL_EXPORT ssize_t sendfile64(int out, int in, off_t *offset, size_t n)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(sendfile64) fn = SL_REAL_LOAD(sendfile64);
+	if (__builtin_expect(sl__fd_pass(out, SL_K_SEND) && fn != NULL, 1))
+		return fn(out, in, offset, n);
+	return sl_sendfile64_slow(out, in, offset, n);
+}
+
+static __attribute__((noinline)) ssize_t sl_recv_slow(int fd, void *buf, size_t n, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_RECV))
 		return SL_REAL(recv)(fd, buf, n, flags);
@@ -372,7 +436,16 @@ SL_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	return sl_recv(&io);
 }
 
-SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+SL_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(recv) fn = SL_REAL_LOAD(recv);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, flags);
+	return sl_recv_slow(fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t sl_recvfrom_slow(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
 	if (sl__fd_pass(fd, SL_K_RECV))
@@ -382,7 +455,17 @@ SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	return sl_recv(&io);
 }
 
-SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(recvfrom) fn = SL_REAL_LOAD(recvfrom);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, flags, from, fromlen);
+	return sl_recvfrom_slow(fd, buf, n, flags, from, fromlen);
+}
+
+static __attribute__((noinline)) ssize_t sl_recvmsg_slow(int fd, struct msghdr *msg, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_RECV))
 		return SL_REAL(recvmsg)(fd, msg, flags);
@@ -391,7 +474,16 @@ SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return sl_recv(&io);
 }
 
-SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
+SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(recvmsg) fn = SL_REAL_LOAD(recvmsg);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, msg, flags);
+	return sl_recvmsg_slow(fd, msg, flags);
+}
+
+static __attribute__((noinline)) ssize_t sl_read_slow(int fd, void *buf, size_t n)
 {
 	if (sl__fd_pass(fd, SL_K_RECV))
 		return SL_REAL(read)(fd, buf, n);
@@ -399,7 +491,16 @@ SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
 	return sl_recv(&io);
 }
 
-SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(read) fn = SL_REAL_LOAD(read);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n);
+	return sl_read_slow(fd, buf, n);
+}
+
+static __attribute__((noinline)) ssize_t sl_readv_slow(int fd, const struct iovec *iov, int cnt)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX)
 		return SL_REAL(readv)(fd, iov, cnt);
@@ -408,7 +509,16 @@ SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	return sl_recv(&io);
 }
 
-SL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(readv) fn = SL_REAL_LOAD(readv);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, iov, cnt);
+	return sl_readv_slow(fd, iov, cnt);
+}
+
+static __attribute__((noinline)) ssize_t sl_read_chk_slow(int fd, void *buf, size_t n, size_t buflen)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__read_chk)(fd, buf, n, buflen);
@@ -417,7 +527,16 @@ SL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 	return sl_recv(&io);
 }
 
-SL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+SL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(__read_chk) fn = SL_REAL_LOAD(__read_chk);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, buflen);
+	return sl_read_chk_slow(fd, buf, n, buflen);
+}
+
+static __attribute__((noinline)) ssize_t sl_recv_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
@@ -426,7 +545,16 @@ SL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int fla
 	return sl_recv(&io);
 }
 
-SL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+SL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(__recv_chk) fn = SL_REAL_LOAD(__recv_chk);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, buflen, flags);
+	return sl_recv_chk_slow(fd, buf, n, buflen, flags);
+}
+
+static __attribute__((noinline)) ssize_t sl_recvfrom_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags,
 				 struct sockaddr *from, socklen_t *fromlen)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
@@ -434,6 +562,16 @@ SL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 	struct sl_io io = {.how = SL_IO_RECVFROM_CHK, .fd = fd, .buf = buf, .total = n,
 			   .buflen = buflen, .flags = flags, .addr = from, .addrlenp = fromlen};
 	return sl_recv(&io);
+}
+
+SL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+				 struct sockaddr *from, socklen_t *fromlen)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(__recvfrom_chk) fn = SL_REAL_LOAD(__recvfrom_chk);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, buflen, flags, from, fromlen);
+	return sl_recvfrom_chk_slow(fd, buf, n, buflen, flags, from, fromlen);
 }
 
 /* One message at a time, each charged and waited for; see the file
