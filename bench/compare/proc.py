@@ -78,7 +78,9 @@ def run_measured(cmd, env_extra=None, timeout=60.0, stdin=None):
     Returns (elapsed seconds, cpu seconds user+sys, stdout text). The CPU time
     comes from wait4 on the child itself, so it is the measured program's own
     (a launcher that execs, as trickle does, is the same process)."""
-    env = dict(os.environ)
+    # Only the tool's own SLUICE_* reach the program: sluice refuses unknown
+    # SLUICE_ names, and run-bench.sh exports SLUICE_BUILD.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
     if env_extra:
         env.update(env_extra)
     start = time.monotonic()
@@ -102,7 +104,7 @@ def run_measured(cmd, env_extra=None, timeout=60.0, stdin=None):
                                                        signal.Signals(-p.returncode).name))
     if p.returncode != 0:
         raise RunError("%s failed (%d): %s" % (" ".join(cmd[:3]), p.returncode,
-                                              (err or out.strip())[-300:]))
+                                              " ".join((err or out).split())[-300:]))
     return elapsed, ru.ru_utime + ru.ru_stime, out
 
 

@@ -48,9 +48,10 @@ def stat(rows, field, **match):
 
 
 def note_of(rows, **match):
+    """The first note of the matching rows, made safe for one table cell."""
     for r in group(rows, **match):
         if r.get("note"):
-            return r["note"]
+            return " ".join(str(r["note"]).split()).replace("|", "/")
     return ""
 
 
@@ -128,7 +129,8 @@ def threads_table(rows, rates):
                 if all(r.get("note") for r in g):
                     if n == 8:
                         out.append("| %s | %s | %d | %s | | | |" % (
-                            _rate_text(rate), tool, n, g[0]["note"]))
+                            _rate_text(rate), tool, n,
+                            note_of(rows, tool=tool, rate=rate, threads=n)))
                     continue
                 cpu = stat(rows, "cpu_ms_per_mib", tool=tool, rate=rate, threads=n)
                 cpu1 = stat(rows, "cpu_ms_per_mib", tool=tool, rate=rate, threads=1)
