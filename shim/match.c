@@ -168,6 +168,16 @@ uint32_t sl__match(uint32_t cand, unsigned family, unsigned type, const struct s
 	return m;
 }
 
+/* Reset the limiters of every rule of `scope` in one row of a scope table
+ * (a thread's or an fd's), indexed by scope_slot. */
+static void sl_scope_reset(struct sl_limiter *row, enum sl_scope scope)
+{
+	uint64_t now = sl__clock_ns();
+	for (unsigned i = 0; i < sl__st.policy.n_rules; i++)
+		if (sl__st.policy.rules[i].scope == scope)
+			sl__limiter_reset(&row[sl__st.scope_slot[i]], i, now);
+}
+
 /* This thread's slot of the per-thread pool, or -1 if the pool is full. */
 static int sl_tslot_get(void)
 {
@@ -184,12 +194,8 @@ static int sl_tslot_get(void)
 								   memory_order_relaxed))
 				continue;
 			int s = (int)(w * 64 + b);
-			uint64_t now = sl__clock_ns();
-			for (unsigned i = 0; i < sl__st.policy.n_rules; i++)
-				if (sl__st.policy.rules[i].scope == SL_SCOPE_THREAD)
-					sl__limiter_reset(&sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules +
-									       sl__st.scope_slot[i]],
-							  i, now);
+			sl_scope_reset(&sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules],
+				       SL_SCOPE_THREAD);
 			sl_tslot = s + 1;
 			pthread_setspecific(sl_tslot_key, (void *)(uintptr_t)(s + 1));
 			return s;
@@ -279,14 +285,8 @@ struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
 /* Reset the per-fd limiters of fd (it is a new socket). */
 void sl__scope_fd_reset(int fd)
 {
-	if ((unsigned)fd >= SL_FD_MAX || sl__st.fd_lims == NULL)
-		return;
-	uint64_t now = sl__clock_ns();
-	for (unsigned i = 0; i < sl__st.policy.n_rules; i++)
-		if (sl__st.policy.rules[i].scope == SL_SCOPE_FD)
-			sl__limiter_reset(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules +
-							  sl__st.scope_slot[i]],
-					  i, now);
+	if ((unsigned)fd < SL_FD_MAX && sl__st.fd_lims != NULL)
+		sl_scope_reset(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules], SL_SCOPE_FD);
 }
 
 /*

@@ -268,6 +268,14 @@ SL_EXPORT int dup3(int oldfd, int newfd, int flags)
 	return r;
 }
 
+/* After a successful fcntl: F_DUPFD made a new fd for the same socket. */
+static int sl_fcntl_done(int fd, int cmd, int r)
+{
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		sl__fd_dup(fd, r);
+	return r;
+}
+
 /* fcntl's third argument is an int or a pointer; like musl, pass it on as
  * an unsigned long, which holds either on every Linux ABI. */
 SL_EXPORT int fcntl(int fd, int cmd, ...)
@@ -276,20 +284,15 @@ SL_EXPORT int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	unsigned long arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	int r = SL_REAL(fcntl)(fd, cmd, arg);
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
-		sl__fd_dup(fd, r);
-	return r;
+	return sl_fcntl_done(fd, cmd, SL_REAL(fcntl)(fd, cmd, arg));
 }
 
+/* glibc's name for fcntl under _FILE_OFFSET_BITS=64 on 32-bit ABIs. */
 SL_EXPORT int fcntl64(int fd, int cmd, ...)
 {
 	va_list ap;
 	va_start(ap, cmd);
 	unsigned long arg = va_arg(ap, unsigned long);
 	va_end(ap);
-	int r = SL_REAL(fcntl64)(fd, cmd, arg);
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
-		sl__fd_dup(fd, r);
-	return r;
+	return sl_fcntl_done(fd, cmd, SL_REAL(fcntl64)(fd, cmd, arg));
 }
