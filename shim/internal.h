@@ -15,7 +15,8 @@
  *   act.c     the decision loop: acquire, sleep to absolute deadlines,
  *             refuse, refund, socket timeouts, EINTR;
  *   socket.c  connect, accept, close, dup, fcntl and friends;
- *   io.c      the send and receive families;
+ *   io.c      the send family, and the split-transfer engine of both sides;
+ *   recv.c    the receive family's wrappers;
  *   stats.c   SLUICE_STATS, written at exit.
  *
  * Thread-safety: every function below may be called from any thread unless
@@ -146,7 +147,7 @@ void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf
 	} while (0)
 
 /* Anchors that make a unit test link io.o and socket.o from the archive. */
-extern const int sl__io_anchor, sl__socket_anchor;
+extern const int sl__io_anchor, sl__recv_anchor, sl__socket_anchor;
 
 /* ---- re-entry guard ------------------------------------------------------ */
 
@@ -335,5 +336,41 @@ void sl__stats_bytes(uint32_t rules, uint64_t n);
 /* Finish the call's stats: one call seen by each rule in `rules`, admitted
  * if ok, and the call's delay for the rules that made it wait. */
 void sl__call_end(struct sl_call *c, uint32_t rules, bool ok);
+
+/* ---- io.c ------------------------------------------------------------------ */
+
+enum sl_io_how {
+	SL_IO_SEND, SL_IO_SENDTO, SL_IO_SENDMSG, SL_IO_WRITE, SL_IO_WRITEV, SL_IO_SENDFILE,
+	SL_IO_SENDFILE64, SL_IO_RECV, SL_IO_RECVFROM, SL_IO_RECVMSG, SL_IO_READ, SL_IO_READV,
+	SL_IO_READ_CHK, SL_IO_RECV_CHK, SL_IO_RECVFROM_CHK,
+};
+
+/* One call, described for the split loops. */
+struct sl_io {
+	enum sl_io_how how;
+	int fd;
+	int flags;
+	char *buf;                 /* send: really const */
+	size_t total;              /* bytes asked for */
+	size_t buflen;             /* the _chk variants' object size */
+	struct sockaddr *addr;     /* sendto: destination; recvfrom: source */
+	socklen_t addrlen;
+	socklen_t *addrlenp;
+	struct msghdr *msg;        /* sendmsg/recvmsg; send: really const */
+	const struct iovec *iov;   /* writev/readv */
+	int iovcnt;
+	int in_fd;                 /* sendfile */
+	off_t *offset;
+};
+
+/* The send and receive sides of the io wrappers, past their pass test. */
+ssize_t sl__io_send(struct sl_io *io);
+ssize_t sl__io_recv(struct sl_io *io);
+/* End a transfer: stats, errno, the return value (done > 0 wins over an
+ * error; otherwise err, from the shim, or e, from the kernel, is errno). */
+ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err, int e);
+/* Rules of `rules` with action reject. */
+uint32_t sl__rejecting(uint32_t rules);
+size_t sl__iov_total(const struct iovec *iov, size_t cnt);
 
 #endif /* SLUICE_SHIM_INTERNAL_H */

@@ -1,13 +1,14 @@
 /*
- * io.c - the send and receive families: send, sendto, sendmsg, sendmmsg,
- * write, writev, sendfile; recv, recvfrom, recvmsg, recvmmsg, read, readv
- * and the fortified __read_chk, __recv_chk, __recvfrom_chk.
+ * io.c - the send family (send, sendto, sendmsg, sendmmsg, write, writev,
+ * sendfile) and the engine both families share; the receive wrappers (recv,
+ * recvfrom, recvmsg, recvmmsg, read, readv and the fortified __read_chk,
+ * __recv_chk, __recvfrom_chk) are in recv.c.
  *
  * Every wrapper tests the fd's pass bit and calls libc at once when no rule
  * can match (files, pipes, ttys, unmatched sockets). Otherwise it describes
- * the call in a struct sl_io, and sl_send or sl_recv run it, calling back
- * sl_io_xfer for the real transfer of a sub-range [off, off + len) of the
- * caller's buffer.
+ * the call in a struct sl_io, and sl__io_send or sl__io_recv run it,
+ * calling back sl_io_xfer for the real transfer of a sub-range
+ * [off, off + len) of the caller's buffer.
  *
  * Send, byte rules: the amount is the bytes the call asks to send. On a
  * stream socket a send larger than a piece (a token bucket's burst, see
@@ -48,36 +49,6 @@
  * them even when a sanitizer runtime already defines the libc names. */
 const int sl__io_anchor = 1;
 
-/* The fortified entry points are declared only under _FORTIFY_SOURCE. */
-ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
-ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
-ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
-		       struct sockaddr *from, socklen_t *fromlen);
-
-enum sl_io_how {
-	SL_IO_SEND, SL_IO_SENDTO, SL_IO_SENDMSG, SL_IO_WRITE, SL_IO_WRITEV, SL_IO_SENDFILE,
-	SL_IO_SENDFILE64, SL_IO_RECV, SL_IO_RECVFROM, SL_IO_RECVMSG, SL_IO_READ, SL_IO_READV,
-	SL_IO_READ_CHK, SL_IO_RECV_CHK, SL_IO_RECVFROM_CHK,
-};
-
-/* One call, described for the split loops. */
-struct sl_io {
-	enum sl_io_how how;
-	int fd;
-	int flags;
-	char *buf;                 /* send: really const */
-	size_t total;              /* bytes asked for */
-	size_t buflen;             /* the _chk variants' object size */
-	struct sockaddr *addr;     /* sendto: destination; recvfrom: source */
-	socklen_t addrlen;
-	socklen_t *addrlenp;
-	struct msghdr *msg;        /* sendmsg/recvmsg; send: really const */
-	const struct iovec *iov;   /* writev/readv */
-	int iovcnt;
-	int in_fd;                 /* sendfile */
-	off_t *offset;
-};
-
 /* The iovecs covering [off, off + len) of iov[0..cnt) into out (room for
  * IOV_MAX). Returns how many. */
 static int sl_iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len,
@@ -100,7 +71,7 @@ static int sl_iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len
 	return n;
 }
 
-static size_t sl_iov_total(const struct iovec *iov, size_t cnt)
+size_t sl__iov_total(const struct iovec *iov, size_t cnt)
 {
 	size_t t = 0;
 	for (size_t i = 0; i < cnt; i++)
@@ -178,7 +149,7 @@ static uint64_t sl_piece(uint32_t bytes)
 }
 
 /* Rules of `rules` with action reject. */
-static uint32_t sl_rejecting(uint32_t rules)
+uint32_t sl__rejecting(uint32_t rules)
 {
 	uint32_t m = 0;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
@@ -189,7 +160,7 @@ static uint32_t sl_rejecting(uint32_t rules)
 
 /* End a transfer: stats, errno, the return value. done > 0 wins over an
  * error (a partial count); otherwise err (shim) or e (kernel) is the errno. */
-static ssize_t sl_io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err,
+ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err,
 			 int e)
 {
 	sl__stats_bytes(rules, done);
@@ -204,7 +175,7 @@ static ssize_t sl_io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t
 }
 
 /* The send side of every wrapper, past its pass test. */
-static ssize_t sl_send(struct sl_io *io)
+ssize_t sl__io_send(struct sl_io *io)
 {
 	struct sl_fdrec rec;
 	if (sl__busy || !sl__fd_get(io->fd, &rec) || rec.cand[SL_K_SEND] == 0)
@@ -225,7 +196,7 @@ static ssize_t sl_send(struct sl_io *io)
 		errno = saved;
 		return sl_io_xfer(io, 0, io->total);
 	}
-	uint32_t bytes = rules & sl__st.byte_rules, reject = sl_rejecting(bytes);
+	uint32_t bytes = rules & sl__st.byte_rules, reject = sl__rejecting(bytes);
 	struct sl_call c;
 	struct sl_grant gm, g = {.rules = 0};
 	sl__call_begin(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO);
@@ -256,11 +227,11 @@ static ssize_t sl_send(struct sl_io *io)
 	}
 	if (done == 0 && (err != 0 || r < 0))
 		sl__grant_refund(&c, &gm, 1);
-	return sl_io_end(&c, rules, done, r, err, e);
+	return sl__io_end(&c, rules, done, r, err, e);
 }
 
 /* The receive side of every wrapper, past its pass test. */
-static ssize_t sl_recv(struct sl_io *io)
+ssize_t sl__io_recv(struct sl_io *io)
 {
 	struct sl_fdrec rec;
 	if (sl__busy || (io->flags & MSG_PEEK) || !sl__fd_get(io->fd, &rec) ||
@@ -280,7 +251,7 @@ static ssize_t sl_recv(struct sl_io *io)
 	while (err == 0 && (done < io->total || io->total == 0)) {
 		size_t want = io->total - done;
 		if (bytes != 0 && want > 0) {
-			uint64_t avail = sl__available(&c, bytes, sl_rejecting(bytes) == 0, &err);
+			uint64_t avail = sl__available(&c, bytes, sl__rejecting(bytes) == 0, &err);
 			if (err != 0)
 				break;
 			if (rec.stream && avail < want)
@@ -298,16 +269,17 @@ static ssize_t sl_recv(struct sl_io *io)
 	}
 	if (done == 0 && (err != 0 || r <= 0))
 		sl__grant_refund(&c, &gm, 1);
-	return sl_io_end(&c, rules, done, r, err, e);
+	return sl__io_end(&c, rules, done, r, err, e);
 }
 
-static __attribute__((noinline)) ssize_t sl_send_slow(int fd, const void *buf, size_t n, int flags)
+static __attribute__((noinline)) ssize_t
+sl_send_slow(int fd, const void *buf, size_t n, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(send)(fd, buf, n, flags);
 	struct sl_io io = {.how = SL_IO_SEND, .fd = fd, .buf = (char *)buf, .total = n,
 			   .flags = flags};
-	return sl_send(&io);
+	return sl__io_send(&io);
 }
 
 SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -319,14 +291,15 @@ SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return sl_send_slow(fd, buf, n, flags);
 }
 
-static __attribute__((noinline)) ssize_t sl_sendto_slow(int fd, const void *buf, size_t n, int flags,
+static __attribute__((noinline)) ssize_t
+sl_sendto_slow(int fd, const void *buf, size_t n, int flags,
 			 const struct sockaddr *to, socklen_t tolen)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(sendto)(fd, buf, n, flags, to, tolen);
 	struct sl_io io = {.how = SL_IO_SENDTO, .fd = fd, .buf = (char *)buf, .total = n,
 			   .flags = flags, .addr = (struct sockaddr *)to, .addrlen = tolen};
-	return sl_send(&io);
+	return sl__io_send(&io);
 }
 
 SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
@@ -339,13 +312,14 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 	return sl_sendto_slow(fd, buf, n, flags, to, tolen);
 }
 
-static __attribute__((noinline)) ssize_t sl_sendmsg_slow(int fd, const struct msghdr *msg, int flags)
+static __attribute__((noinline)) ssize_t
+sl_sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(sendmsg)(fd, msg, flags);
 	struct sl_io io = {.how = SL_IO_SENDMSG, .fd = fd, .msg = (struct msghdr *)msg,
-			   .total = sl_iov_total(msg->msg_iov, msg->msg_iovlen), .flags = flags};
-	return sl_send(&io);
+			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen), .flags = flags};
+	return sl__io_send(&io);
 }
 
 SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -357,12 +331,13 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	return sl_sendmsg_slow(fd, msg, flags);
 }
 
-static __attribute__((noinline)) ssize_t sl_write_slow(int fd, const void *buf, size_t n)
+static __attribute__((noinline)) ssize_t
+sl_write_slow(int fd, const void *buf, size_t n)
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(write)(fd, buf, n);
 	struct sl_io io = {.how = SL_IO_WRITE, .fd = fd, .buf = (char *)buf, .total = n};
-	return sl_send(&io);
+	return sl__io_send(&io);
 }
 
 SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -374,13 +349,14 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return sl_write_slow(fd, buf, n);
 }
 
-static __attribute__((noinline)) ssize_t sl_writev_slow(int fd, const struct iovec *iov, int cnt)
+static __attribute__((noinline)) ssize_t
+sl_writev_slow(int fd, const struct iovec *iov, int cnt)
 {
 	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX)
 		return SL_REAL(writev)(fd, iov, cnt);
 	struct sl_io io = {.how = SL_IO_WRITEV, .fd = fd, .iov = iov, .iovcnt = cnt,
-			   .total = sl_iov_total(iov, (size_t)cnt)};
-	return sl_send(&io);
+			   .total = sl__iov_total(iov, (size_t)cnt)};
+	return sl__io_send(&io);
 }
 
 SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
@@ -392,13 +368,14 @@ SL_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	return sl_writev_slow(fd, iov, cnt);
 }
 
-static __attribute__((noinline)) ssize_t sl_sendfile_slow(int out, int in, off_t *offset, size_t n)
+static __attribute__((noinline)) ssize_t
+sl_sendfile_slow(int out, int in, off_t *offset, size_t n)
 {
 	if (sl__fd_pass(out, SL_K_SEND))
 		return SL_REAL(sendfile)(out, in, offset, n);
 	struct sl_io io = {.how = SL_IO_SENDFILE, .fd = out, .in_fd = in, .offset = offset,
 			   .total = n};
-	return sl_send(&io);
+	return sl__io_send(&io);
 }
 
 SL_EXPORT ssize_t sendfile(int out, int in, off_t *offset, size_t n)
@@ -410,13 +387,14 @@ SL_EXPORT ssize_t sendfile(int out, int in, off_t *offset, size_t n)
 	return sl_sendfile_slow(out, in, offset, n);
 }
 
-static __attribute__((noinline)) ssize_t sl_sendfile64_slow(int out, int in, off_t *offset, size_t n)
+static __attribute__((noinline)) ssize_t
+sl_sendfile64_slow(int out, int in, off_t *offset, size_t n)
 {
 	if (sl__fd_pass(out, SL_K_SEND))
 		return SL_REAL(sendfile64)(out, in, offset, n);
 	struct sl_io io = {.how = SL_IO_SENDFILE64, .fd = out, .in_fd = in, .offset = offset,
 			   .total = n};
-	return sl_send(&io);
+	return sl__io_send(&io);
 }
 
 SL_EXPORT ssize_t sendfile64(int out, int in, off_t *offset, size_t n)
@@ -426,152 +404,6 @@ SL_EXPORT ssize_t sendfile64(int out, int in, off_t *offset, size_t n)
 	if (__builtin_expect(sl__fd_pass(out, SL_K_SEND) && fn != NULL, 1))
 		return fn(out, in, offset, n);
 	return sl_sendfile64_slow(out, in, offset, n);
-}
-
-static __attribute__((noinline)) ssize_t sl_recv_slow(int fd, void *buf, size_t n, int flags)
-{
-	if (sl__fd_pass(fd, SL_K_RECV))
-		return SL_REAL(recv)(fd, buf, n, flags);
-	struct sl_io io = {.how = SL_IO_RECV, .fd = fd, .buf = buf, .total = n, .flags = flags};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(recv) fn = SL_REAL_LOAD(recv);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, buf, n, flags);
-	return sl_recv_slow(fd, buf, n, flags);
-}
-
-static __attribute__((noinline)) ssize_t sl_recvfrom_slow(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
-			   socklen_t *fromlen)
-{
-	if (sl__fd_pass(fd, SL_K_RECV))
-		return SL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	struct sl_io io = {.how = SL_IO_RECVFROM, .fd = fd, .buf = buf, .total = n,
-			   .flags = flags, .addr = from, .addrlenp = fromlen};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
-			   socklen_t *fromlen)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(recvfrom) fn = SL_REAL_LOAD(recvfrom);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, buf, n, flags, from, fromlen);
-	return sl_recvfrom_slow(fd, buf, n, flags, from, fromlen);
-}
-
-static __attribute__((noinline)) ssize_t sl_recvmsg_slow(int fd, struct msghdr *msg, int flags)
-{
-	if (sl__fd_pass(fd, SL_K_RECV))
-		return SL_REAL(recvmsg)(fd, msg, flags);
-	struct sl_io io = {.how = SL_IO_RECVMSG, .fd = fd, .msg = msg, .flags = flags,
-			   .total = sl_iov_total(msg->msg_iov, msg->msg_iovlen)};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(recvmsg) fn = SL_REAL_LOAD(recvmsg);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, msg, flags);
-	return sl_recvmsg_slow(fd, msg, flags);
-}
-
-static __attribute__((noinline)) ssize_t sl_read_slow(int fd, void *buf, size_t n)
-{
-	if (sl__fd_pass(fd, SL_K_RECV))
-		return SL_REAL(read)(fd, buf, n);
-	struct sl_io io = {.how = SL_IO_READ, .fd = fd, .buf = buf, .total = n};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(read) fn = SL_REAL_LOAD(read);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, buf, n);
-	return sl_read_slow(fd, buf, n);
-}
-
-static __attribute__((noinline)) ssize_t sl_readv_slow(int fd, const struct iovec *iov, int cnt)
-{
-	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX)
-		return SL_REAL(readv)(fd, iov, cnt);
-	struct sl_io io = {.how = SL_IO_READV, .fd = fd, .iov = iov, .iovcnt = cnt,
-			   .total = sl_iov_total(iov, (size_t)cnt)};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(readv) fn = SL_REAL_LOAD(readv);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, iov, cnt);
-	return sl_readv_slow(fd, iov, cnt);
-}
-
-static __attribute__((noinline)) ssize_t sl_read_chk_slow(int fd, void *buf, size_t n, size_t buflen)
-{
-	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
-		return SL_REAL(__read_chk)(fd, buf, n, buflen);
-	struct sl_io io = {.how = SL_IO_READ_CHK, .fd = fd, .buf = buf, .total = n,
-			   .buflen = buflen};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(__read_chk) fn = SL_REAL_LOAD(__read_chk);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, buf, n, buflen);
-	return sl_read_chk_slow(fd, buf, n, buflen);
-}
-
-static __attribute__((noinline)) ssize_t sl_recv_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags)
-{
-	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
-		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
-	struct sl_io io = {.how = SL_IO_RECV_CHK, .fd = fd, .buf = buf, .total = n,
-			   .buflen = buflen, .flags = flags};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(__recv_chk) fn = SL_REAL_LOAD(__recv_chk);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, buf, n, buflen, flags);
-	return sl_recv_chk_slow(fd, buf, n, buflen, flags);
-}
-
-static __attribute__((noinline)) ssize_t sl_recvfrom_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags,
-				 struct sockaddr *from, socklen_t *fromlen)
-{
-	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
-		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
-	struct sl_io io = {.how = SL_IO_RECVFROM_CHK, .fd = fd, .buf = buf, .total = n,
-			   .buflen = buflen, .flags = flags, .addr = from, .addrlenp = fromlen};
-	return sl_recv(&io);
-}
-
-SL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
-				 struct sockaddr *from, socklen_t *fromlen)
-{
-	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
-	SL_REAL_TYPE(__recvfrom_chk) fn = SL_REAL_LOAD(__recvfrom_chk);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
-		return fn(fd, buf, n, buflen, flags, from, fromlen);
-	return sl_recvfrom_chk_slow(fd, buf, n, buflen, flags, from, fromlen);
 }
 
 /* One message at a time, each charged and waited for; see the file
@@ -588,42 +420,4 @@ SL_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 		vec[i].msg_len = (unsigned int)r;
 	}
 	return i > 0 || vlen == 0 ? (int)i : -1;
-}
-
-/* At most as many messages as message rules allow now (waiting for one);
- * bytes are charged after the fact. */
-SL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
-		       struct timespec *timeout)
-{
-	struct sl_fdrec rec;
-	if (sl__fd_pass(fd, SL_K_RECV) || sl__busy || (flags & MSG_PEEK) ||
-	    !sl__fd_get(fd, &rec) || rec.match[SL_K_RECV] == 0)
-		return SL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
-	int saved = errno, err = 0;
-	sl__busy = 1;
-	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
-	struct sl_call c;
-	sl__call_begin(&c, fd, SL_OP_RECV, rec.peer.family != 0 ? &rec.peer : NULL, SO_RCVTIMEO);
-	uint64_t m = rules & ~bytes ? sl__available(&c, rules & ~bytes,
-						    sl_rejecting(rules & ~bytes) == 0, &err)
-				    : UINT64_MAX;
-	if (err == 0 && bytes != 0)
-		sl__available(&c, bytes, sl_rejecting(bytes) == 0, &err);
-	if (err != 0)
-		return (int)sl_io_end(&c, rules, 0, -1, err, saved);
-	errno = saved;
-	int r = SL_REAL(recvmmsg)(fd, vec, vlen < m ? vlen : (unsigned)m, flags, timeout);
-	int e = errno;
-	size_t got = 0;
-	for (int i = 0; i < r; i++)
-		got += vec[i].msg_len;
-	if (r > 0) {
-		sl__charge(&c, rules & ~bytes, (uint64_t)r);
-		sl__charge(&c, bytes, got);
-	}
-	sl__stats_bytes(rules, got);
-	sl__call_end(&c, rules, r >= 0);
-	sl__busy = 0;
-	errno = e;
-	return r;
 }

@@ -1,0 +1,217 @@
+/*
+ * recv.c - the receive family's wrappers: recv, recvfrom, recvmsg, read,
+ * readv, the fortified __read_chk, __recv_chk, __recvfrom_chk, and recvmmsg.
+ *
+ * Each wrapper's fast path is the fd's pass bit and a tail call to libc;
+ * otherwise it describes the call in a struct sl_io for sl__io_recv (io.c),
+ * whose comment gives the receive semantics. recvmmsg receives at most as
+ * many messages as message rules allow now (waiting for one) and charges
+ * the bytes after the fact.
+ */
+#undef _FORTIFY_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* See sl__io_anchor. */
+const int sl__recv_anchor = 1;
+
+/* The fortified entry points are declared only under _FORTIFY_SOURCE. */
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+		       struct sockaddr *from, socklen_t *fromlen);
+
+static __attribute__((noinline)) ssize_t
+sl_recv_slow(int fd, void *buf, size_t n, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recv)(fd, buf, n, flags);
+	struct sl_io io = {.how = SL_IO_RECV, .fd = fd, .buf = buf, .total = n, .flags = flags};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(recv) fn = SL_REAL_LOAD(recv);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, flags);
+	return sl_recv_slow(fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t
+sl_recvfrom_slow(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	struct sl_io io = {.how = SL_IO_RECVFROM, .fd = fd, .buf = buf, .total = n,
+			   .flags = flags, .addr = from, .addrlenp = fromlen};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(recvfrom) fn = SL_REAL_LOAD(recvfrom);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, flags, from, fromlen);
+	return sl_recvfrom_slow(fd, buf, n, flags, from, fromlen);
+}
+
+static __attribute__((noinline)) ssize_t
+sl_recvmsg_slow(int fd, struct msghdr *msg, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recvmsg)(fd, msg, flags);
+	struct sl_io io = {.how = SL_IO_RECVMSG, .fd = fd, .msg = msg, .flags = flags,
+			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen)};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(recvmsg) fn = SL_REAL_LOAD(recvmsg);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, msg, flags);
+	return sl_recvmsg_slow(fd, msg, flags);
+}
+
+static __attribute__((noinline)) ssize_t
+sl_read_slow(int fd, void *buf, size_t n)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(read)(fd, buf, n);
+	struct sl_io io = {.how = SL_IO_READ, .fd = fd, .buf = buf, .total = n};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(read) fn = SL_REAL_LOAD(read);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n);
+	return sl_read_slow(fd, buf, n);
+}
+
+static __attribute__((noinline)) ssize_t
+sl_readv_slow(int fd, const struct iovec *iov, int cnt)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX)
+		return SL_REAL(readv)(fd, iov, cnt);
+	struct sl_io io = {.how = SL_IO_READV, .fd = fd, .iov = iov, .iovcnt = cnt,
+			   .total = sl__iov_total(iov, (size_t)cnt)};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(readv) fn = SL_REAL_LOAD(readv);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, iov, cnt);
+	return sl_readv_slow(fd, iov, cnt);
+}
+
+static __attribute__((noinline)) ssize_t
+sl_read_chk_slow(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__read_chk)(fd, buf, n, buflen);
+	struct sl_io io = {.how = SL_IO_READ_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(__read_chk) fn = SL_REAL_LOAD(__read_chk);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, buflen);
+	return sl_read_chk_slow(fd, buf, n, buflen);
+}
+
+static __attribute__((noinline)) ssize_t
+sl_recv_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
+	struct sl_io io = {.how = SL_IO_RECV_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen, .flags = flags};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(__recv_chk) fn = SL_REAL_LOAD(__recv_chk);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, buflen, flags);
+	return sl_recv_chk_slow(fd, buf, n, buflen, flags);
+}
+
+static __attribute__((noinline)) ssize_t
+sl_recvfrom_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags,
+				 struct sockaddr *from, socklen_t *fromlen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
+	struct sl_io io = {.how = SL_IO_RECVFROM_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen, .flags = flags, .addr = from, .addrlenp = fromlen};
+	return sl__io_recv(&io);
+}
+
+SL_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+				 struct sockaddr *from, socklen_t *fromlen)
+{
+	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
+	SL_REAL_TYPE(__recvfrom_chk) fn = SL_REAL_LOAD(__recvfrom_chk);
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_RECV) && fn != NULL, 1))
+		return fn(fd, buf, n, buflen, flags, from, fromlen);
+	return sl_recvfrom_chk_slow(fd, buf, n, buflen, flags, from, fromlen);
+}
+
+/* At most as many messages as message rules allow now (waiting for one);
+ * bytes are charged after the fact. */
+SL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+		       struct timespec *timeout)
+{
+	struct sl_fdrec rec;
+	if (sl__fd_pass(fd, SL_K_RECV) || sl__busy || (flags & MSG_PEEK) ||
+	    !sl__fd_get(fd, &rec) || rec.match[SL_K_RECV] == 0)
+		return SL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	int saved = errno, err = 0;
+	sl__busy = 1;
+	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
+	struct sl_call c;
+	sl__call_begin(&c, fd, SL_OP_RECV, rec.peer.family != 0 ? &rec.peer : NULL, SO_RCVTIMEO);
+	uint64_t m = rules & ~bytes ? sl__available(&c, rules & ~bytes,
+						    sl__rejecting(rules & ~bytes) == 0, &err)
+				    : UINT64_MAX;
+	if (err == 0 && bytes != 0)
+		sl__available(&c, bytes, sl__rejecting(bytes) == 0, &err);
+	if (err != 0)
+		return (int)sl__io_end(&c, rules, 0, -1, err, saved);
+	errno = saved;
+	int r = SL_REAL(recvmmsg)(fd, vec, vlen < m ? vlen : (unsigned)m, flags, timeout);
+	int e = errno;
+	size_t got = 0;
+	for (int i = 0; i < r; i++)
+		got += vec[i].msg_len;
+	if (r > 0) {
+		sl__charge(&c, rules & ~bytes, (uint64_t)r);
+		sl__charge(&c, bytes, got);
+	}
+	sl__stats_bytes(rules, got);
+	sl__call_end(&c, rules, r >= 0);
+	sl__busy = 0;
+	errno = e;
+	return r;
+}
