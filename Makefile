@@ -57,8 +57,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-# The shim and the core library export only their documented API.
-$(BUILD)/obj/shim/%.o $(BUILD)/obj/core/%.o: ALL_CFLAGS += -fvisibility=hidden
+# Everything is hidden unless a header says otherwise: the core exports its
+# documented API (sluice_core.h), the shim the interposed libc names.
+$(BUILD)/obj/shim/%.o $(BUILD)/obj/core/%.o $(BUILD)/obj/policy/%.o: ALL_CFLAGS += -fvisibility=hidden
 
 $(CORE_A): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -71,8 +72,10 @@ $(POLICY_A): $(POLICY_OBJ)
 $(SHIM_A): $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-$(SHIM_SO): $(SHIM_OBJ) $(POLICY_OBJ) $(CORE_OBJ)
-	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,now -Wl,-soname,libsluice.so -o $@ $^ $(LDLIBS_ALL)
+# libsluice.so exports only the interposed libc names: the core's API comes
+# from an archive and is made local (--exclude-libs).
+$(SHIM_SO): $(SHIM_OBJ) $(POLICY_A) $(CORE_A)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,now -Wl,--exclude-libs,ALL -Wl,-soname,libsluice.so -o $@ $(SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 $(CLI): $(CLI_OBJ) $(POLICY_A) $(CORE_A)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 

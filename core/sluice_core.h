@@ -112,6 +112,10 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 extern "C" {
 #endif
 
+/* The library is built with -fvisibility=hidden: what this header declares
+ * is its whole exported API. */
+#pragma GCC visibility push(default)
+
 /* Result codes of init/release/refund. Core never sets errno. */
 enum sl_status {
 	SL_OK = 0,
@@ -295,6 +299,8 @@ uint64_t sl_conc_held(const struct sl_conc *c);
 /* Human-readable name of a status/kind, for messages ("ok", "token", ...). */
 const char *sl_status_name(enum sl_status s);
 const char *sl_kind_name(enum sl_kind k);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
