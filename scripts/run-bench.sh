@@ -8,11 +8,11 @@ status=0
 for b in "$build"/bench/bench_*; do
 	[ -x "$b" ] || continue
 	echo "=== $(basename "$b")"
-	SLUICE_BUILD="$build" "$b" || status=1
+	SL_BUILD="$build" "$b" || status=1
 done
 for s in bench/bench_*.sh; do
 	[ -f "$s" ] || continue
 	echo "=== $(basename "$s")"
-	SLUICE_BUILD="$build" sh "$s" || status=1
+	SL_BUILD="$build" sh "$s" || status=1
 done
 exit $status

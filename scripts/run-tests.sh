@@ -1,6 +1,6 @@
 #!/bin/sh
 # run-tests.sh BUILD_DIR - run every unit test binary in BUILD_DIR/tests and
-# every integration test in tests/integration (given SLUICE_BUILD=BUILD_DIR),
+# every integration test in tests/integration (given SL_BUILD=BUILD_DIR),
 # then print one closing line
 # "N passed, N failed" and exit non-zero if anything failed.
 #   SL_TEST_UNIT_ONLY=1   skip integration tests
@@ -35,8 +35,8 @@ if [ -z "${SL_TEST_UNIT_ONLY:-}" ]; then
 	for t in tests/integration/test_*; do
 		[ -f "$t" ] || continue
 		case "$t" in
-		*.py) run_one "$(basename "$t")" env SLUICE_BUILD="$build" python3 "$t" ;;
-		*.sh) run_one "$(basename "$t")" env SLUICE_BUILD="$build" sh "$t" ;;
+		*.py) run_one "$(basename "$t")" env SL_BUILD="$build" python3 "$t" ;;
+		*.sh) run_one "$(basename "$t")" env SL_BUILD="$build" sh "$t" ;;
 		esac
 	done
 fi

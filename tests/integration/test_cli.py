@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_cli.py - the sluice launcher as a user runs it.
 
-Runs $SLUICE_BUILD/sluice (default build/) as a subprocess and checks its
+Runs $SL_BUILD/sluice (default build/) as a subprocess and checks its
 flags, its messages and exit codes, the environment the program receives
 (SLUICE_* and LD_PRELOAD, read back through `sh -c`), its warnings about
 programs LD_PRELOAD cannot reach (a static binary, a set-user-ID copy, a
@@ -20,7 +20,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, os.environ.get("SLUICE_BUILD", "build"))
+BUILD = os.path.join(ROOT, os.environ.get("SL_BUILD", "build"))
 SLUICE = os.path.join(BUILD, "sluice")
 LIBRARY = os.path.realpath(os.path.join(BUILD, "libsluice.so"))
 UNIT_ERR = "(expected B, KB, KiB, MB, MiB, GB, GiB)"

@@ -3,9 +3,7 @@
 # pkg-config file, the launcher, the preload library and the man page, and a
 # program built against the installed core with pkg-config runs.
 set -eu
-build=${SLUICE_BUILD:-build}
-# The runner's SLUICE_BUILD is no sluice variable: the launcher would refuse it.
-unset SLUICE_BUILD
+build=${SL_BUILD:-build}
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 make -s BUILD="$build" DESTDIR="$root" PREFIX=/usr/local install >/dev/null

@@ -5,7 +5,7 @@ take half an hour to move their bytes.
 
 The other test_shim_*.py scripts import this file. Each runs a scenario in a
 child python (sys.executable, the real interpreter) under
-LD_PRELOAD=$SLUICE_BUILD/libsluice.so with SLUICE_* variables, while the
+LD_PRELOAD=$SL_BUILD/libsluice.so with SLUICE_* variables, while the
 parent, not preloaded, plays the unthrottled peer on 127.0.0.1 with ports
 chosen by the kernel. The child prints one JSON line of measurements; the
 parent checks it: lower bounds strictly (what was admitted can never exceed
@@ -22,7 +22,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("SLUICE_BUILD", "build")
+BUILD = os.environ.get("SL_BUILD", "build")
 LIB = os.path.join(ROOT, BUILD, "libsluice.so") if not os.path.isabs(BUILD) \
     else os.path.join(BUILD, "libsluice.so")
 
