@@ -199,7 +199,8 @@ def summary(env, res, wall):
 
 
 def update_readme(text, readme="bench/README.md", prefix="results/latest/"):
-    """Replace the results section of bench/README.md with the summary."""
+    """Replace the results section of a README (between the markers) with
+    the summary, image links made relative to that README."""
     begin, end = "<!-- results:begin -->", "<!-- results:end -->"
     try:
         with open(readme) as f:
@@ -219,7 +220,7 @@ def THREAD_RATES(env):
 
 
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SLUICE_BUILD", "build")
+    build = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SL_BUILD", "build")
     env = workloads.Env(build, os.environ.get("BENCH_QUICK") == "1")
     default_out = "bench/results/latest"
     outdir = os.environ.get("BENCH_OUT", default_out)
@@ -276,6 +277,7 @@ def main():
         f.write(text + "\n")
     if os.path.abspath(outdir) == os.path.abspath(default_out):
         update_readme(text)
+        update_readme(text, readme="README.md", prefix="bench/results/latest/")
     print(text)
     failed = [wl for wl, rows in res.items()
               if any(r.get("tool") == "sluice" and str(r.get("note", "")).startswith("failed")
