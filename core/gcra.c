@@ -27,6 +27,23 @@
  */
 #include "internal.h"
 
+/*
+ * The range of the short path in sl_gcra_acquire: the largest h such that
+ * every now_ns in [epoch, epoch + 2^h) gives now < 2^63 ticks and
+ * now + tau <= 2^64 - 2 ticks, so that neither a threshold nor a slot
+ * ending within tau of now can reach the horizon. h = 63 - tick_shift for
+ * any burst that refills within 2^62 ticks (146 years at tick_shift 0,
+ * 2^55 ns = 1.1 years at tick_shift 8); never below 0 (now == epoch), as
+ * init keeps tau below 2^64 - 1.
+ */
+static uint32_t gcra_fast_shift(uint64_t tau, uint32_t tick_shift)
+{
+	uint32_t h = 63 - tick_shift;
+	while (h > 0 && (((UINT64_C(1) << h) - 1) << tick_shift) > UINT64_MAX - 1 - tau)
+		h--;
+	return h;
+}
+
 static enum sl_status gcra_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns,
 				uint64_t burst, bool leaky, uint64_t now_ns)
 {
@@ -59,6 +76,8 @@ static enum sl_status gcra_init(struct sl_gcra *g, uint64_t amount, uint64_t per
 		.shift = shift,
 		.tick_shift = tick_shift,
 		.leaky = leaky,
+		.fast_shift = (uint8_t)gcra_fast_shift(tau, tick_shift),
+		.capped = leaky && burst != 0,
 		.cost1_ticks = sl__cost(1, mult, shift),
 	};
 	/* tat = 0 (the epoch): a token bucket starts full, a leaky one empty.
@@ -93,17 +112,31 @@ enum sl_status sl_leaky_init(struct sl_gcra *g, uint64_t amount, uint64_t period
 }
 
 /*
- * The general case of sl_gcra_acquire: every refusal, n == 0 (cost 0; any
- * n >= 1 costs at least one tick), n beyond the burst or capacity, and
- * times or slots near the 2^64-tick horizon, with saturating arithmetic
- * throughout. `cost` is sl__cost(n) (saturated), `elapsed` is now_ns -
- * epoch_ns modulo 2^64 (not clamped). Passing these rather than n and
- * now_ns, and keeping this function out of line, leaves fewer values alive
- * in sl_gcra_acquire's short path.
+ * The limiter whose state word is *tat_p. The acquire paths below take
+ * &g->tat rather than g: the CAS then addresses the argument register
+ * directly and the parameters sit at small negative offsets from it, so
+ * that no register is spent on the address of tat (which GCC keeps apart
+ * from g otherwise).
+ */
+static inline struct sl_gcra *gcra_of(_Atomic uint64_t *tat_p)
+{
+	return (struct sl_gcra *)(void *)((char *)tat_p - offsetof(struct sl_gcra, tat));
+}
+
+/*
+ * The general case of sl_gcra_acquire: n == 0 (cost 0; any n >= 1 costs at
+ * least one tick), n beyond the burst or capacity, a now_ns before the epoch
+ * or beyond the short path's range, slots near the 2^64-tick horizon, and a
+ * leaky bucket's capacity, with saturating arithmetic throughout. `cost` is
+ * sl__cost(n) (saturated), `elapsed` is now_ns - epoch_ns modulo 2^64 (not
+ * clamped). Passing these rather than n and now_ns, and keeping this
+ * function out of line, leaves fewer values alive in sl_gcra_acquire's short
+ * path.
  */
 __attribute__((noinline)) static struct sl_decision
-gcra_acquire_slow(struct sl_gcra *g, uint64_t cost, uint64_t elapsed, uint64_t max_wait_ns)
+gcra_acquire_slow(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t elapsed, uint64_t max_wait_ns)
 {
+	struct sl_gcra *g = gcra_of(tat_p);
 	if (cost == 0)
 		return sl__decide(SL_ADMIT, 0);
 	const uint32_t ts = g->tick_shift;
@@ -143,6 +176,83 @@ gcra_acquire_slow(struct sl_gcra *g, uint64_t cost, uint64_t elapsed, uint64_t m
 }
 
 /*
+ * The short path of sl_gcra_acquire, for a cost that init or the caller has
+ * checked: 1 <= cost < 2^63, cost <= tol and cost <= limit_ticks, where tol
+ * is the tolerance (tau for a token bucket, cost for a leaky one; tau =
+ * cost(1) for both when n == 1). A request may act now iff its slot ends
+ * within tol of now, i.e. iff tat <= thresh = now + tol - cost; otherwise it
+ * waits tat - thresh ticks. Init's fast_shift bounds now (below 2^63 ticks,
+ * and now + tau below 2^64 - 1), and tat is checked to be below 2^63 where
+ * it matters, so every step is exact without saturation; anything else goes
+ * to gcra_acquire_slow.
+ *
+ * Out of line, and reached by a jump, so that it has the argument registers
+ * to itself: the n == 1 case then needs no register saved or moved.
+ */
+__attribute__((noinline)) static struct sl_decision
+gcra_acquire_short(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t now_ns, uint64_t max_wait_ns,
+		   uint64_t tol)
+{
+	const struct sl_gcra *g = gcra_of(tat_p);
+	/* Before the epoch (the subtraction borrows), or beyond the range
+	 * init made exact (fast_shift <= 63 - tick_shift). */
+	uint64_t elapsed;
+	if (__builtin_sub_overflow(now_ns, g->epoch_ns, &elapsed) ||
+	    (elapsed >> (g->fast_shift & 63)) != 0)
+		return gcra_acquire_slow(tat_p, cost, elapsed, max_wait_ns);
+	const uint64_t now = elapsed << (g->tick_shift & 63);
+	/* thresh + 1: now + tol < 2^64 - 1 (tol <= tau, or tol = cost <
+	 * 2^63), so it cannot wrap. */
+	const uint64_t thresh1 = now + (tol - cost) + 1;
+	/* Relaxed: the value is only an expected value for the CAS below, which
+	 * fails and reloads if it is stale; nothing else is read through it. */
+	uint64_t tat = atomic_load_explicit(tat_p, memory_order_relaxed);
+	for (;;) {
+		if (tat < thresh1) {
+			/* Act now: end <= now + tol, so it cannot wrap. */
+			const uint64_t end = sl__max(tat, now) + cost;
+			/* Relaxed on success: tat publishes no other memory, and
+			 * the CAS alone orders racing acquires (one modification
+			 * order of tat). Relaxed on failure: the reloaded tat is
+			 * just a new guess. */
+			if (atomic_compare_exchange_weak_explicit(tat_p, &tat, end,
+								  memory_order_relaxed,
+								  memory_order_relaxed))
+				return sl__decide(SL_ADMIT, 0);
+			continue;
+		}
+		/* tat > thresh >= now, so the slot starts at tat, and below
+		 * 2^63 (else the horizon is near) the sum cannot wrap. A leaky
+		 * bucket's slot must end within its capacity of now. */
+		const uint64_t end = tat + cost;
+		if ((tat >> 63) || (g->capped && end - now > g->limit_ticks))
+			return gcra_acquire_slow(tat_p, cost, now >> g->tick_shift, max_wait_ns);
+		/* The wait, tat - thresh > 0 ticks, in ns rounded up: q + 1. */
+		const uint64_t q = (tat - thresh1) >> g->tick_shift;
+		/* Too long: a retry with the same max_wait succeeds once the
+		 * wait has shrunk to it. */
+		if (q >= max_wait_ns)
+			return sl__decide(SL_REFUSE, q + 1 - max_wait_ns);
+		/* Relaxed: as above. */
+		if (atomic_compare_exchange_weak_explicit(tat_p, &tat, end, memory_order_relaxed,
+							  memory_order_relaxed))
+			return sl__decide(SL_ADMIT, q + 1);
+	}
+}
+
+/* sl_gcra_acquire for n != 1: the cost by a 128-bit multiply, then the
+ * short path if it covers that cost. */
+__attribute__((noinline)) static struct sl_decision
+gcra_acquire_n(struct sl_gcra *g, uint64_t n, uint64_t now_ns, uint64_t max_wait_ns)
+{
+	const uint64_t cost = sl__cost(n, g->mult, g->shift);
+	const uint64_t tol = g->leaky ? cost : g->tau_ticks;
+	if (n == 0 || cost > tol || cost > g->limit_ticks || cost >> 63)
+		return gcra_acquire_slow(&g->tat, cost, now_ns - g->epoch_ns, max_wait_ns);
+	return gcra_acquire_short(&g->tat, cost, now_ns, max_wait_ns, tol);
+}
+
+/*
  * sl_gcra_acquire - take n units at now_ns, waiting at most max_wait_ns
  * (0 = police, UINT64_MAX = reserve). Returns SL_ADMIT with the wait before
  * acting, SL_REFUSE with the time until the same call would succeed (if
@@ -152,74 +262,20 @@ gcra_acquire_slow(struct sl_gcra *g, uint64_t cost, uint64_t elapsed, uint64_t m
  * n == 0 is admitted at once and changes nothing. Thread- and process-safe,
  * lock-free.
  *
- * This is the common case, kept short (about 40 instructions for n == 1):
- * the slot is taken now or after an acceptable wait, or refused because the
- * wait is too long. It decides with
- * "slack", how far the slot's start may be ahead of now without a wait
- * (tau - cost for a token bucket, 0 for a leaky one). Keeping times and
- * slots below 2^63 ticks makes every step exact without saturation: the
- * clock between the epoch and 2^55 ns after it (1.1 years, so that even
- * tick_shift 8 stays below 2^63), costs below 2^63, and slots that end
- * below 2^63 ticks. Everything else (n == 0, n beyond the burst or the
- * capacity, the horizon) is left to gcra_acquire_slow, which gives the same
- * answer for every input
+ * The common cases take gcra_acquire_short: n == 1 with init's cost1_ticks,
+ * other n after a 128-bit multiply (gcra_acquire_n). Everything else
+ * (n == 0, n beyond the burst or the capacity, the horizon) is left to
+ * gcra_acquire_slow, which gives the same answer for every input
  * (test_core_gcra checks both against an exact 128-bit model).
  */
 struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_ns,
 				   uint64_t max_wait_ns)
 {
-	/* Wraps if now_ns is before the epoch: caught by the test below. */
-	const uint64_t elapsed = now_ns - g->epoch_ns;
-	uint64_t cost, slack;
-	if (n == 1) {
-		/* Init makes cost(1) fit the tolerance (burst >= 1) and the
-		 * capacity (>= 1 unit, or unbounded). */
-		cost = g->cost1_ticks;
-		/* A leaky bucket's tau is cost(1): slack 0, no wait allowed. */
-		slack = g->tau_ticks - cost;
-	} else {
-		cost = sl__cost(n, g->mult, g->shift);
-		const uint64_t tol = g->leaky ? cost : g->tau_ticks;
-		if (n == 0 || cost > tol || cost > g->limit_ticks || cost >> 63)
-			return gcra_acquire_slow(g, cost, elapsed, max_wait_ns);
-		slack = tol - cost;
-	}
-	/* Before the epoch, or 2^55 ns (1.1 years) after it. */
-	if (elapsed >> 55)
-		return gcra_acquire_slow(g, cost, elapsed, max_wait_ns);
-	/* tick_shift <= 8 (init; validate checks it). */
-	const uint32_t ts = g->tick_shift;
-	const uint64_t now = elapsed << ts;
-	/* Relaxed: the value is only an expected value for the CAS below, which
-	 * fails and reloads if it is stale; nothing else is read through it. */
-	uint64_t tat = atomic_load_explicit(&g->tat, memory_order_relaxed);
-	for (;;) {
-		const uint64_t start = sl__max(tat, now);
-		/* cost < 2^63, so with start < 2^63 the sum cannot wrap. */
-		const uint64_t end = start + cost;
-		if ((start | end) >> 63)
-			return gcra_acquire_slow(g, cost, now >> g->tick_shift, max_wait_ns);
-		const uint64_t early = start - now;
-		uint64_t wait_ns = 0;
-		if (early > slack) {
-			/* Leaky capacity: the slot must end within limit of now
-			 * (limit_ticks - cost is UINT64_MAX - cost for a token
-			 * bucket, which early cannot exceed below 2^63). */
-			if (early > g->limit_ticks - cost)
-				return gcra_acquire_slow(g, cost, now >> g->tick_shift, max_wait_ns);
-			wait_ns = ((early - slack - 1) >> g->tick_shift) + 1; /* ceil, > 0 */
-			/* Too long: a retry with the same max_wait succeeds once
-			 * the wait has shrunk to it. */
-			if (wait_ns > max_wait_ns)
-				return sl__decide(SL_REFUSE, wait_ns - max_wait_ns);
-		}
-		/* Relaxed on success: tat publishes no other memory, and the CAS
-		 * alone orders racing acquires (one modification order of tat).
-		 * Relaxed on failure: the reloaded tat is just a new guess. */
-		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, end, memory_order_relaxed,
-							  memory_order_relaxed))
-			return sl__decide(SL_ADMIT, wait_ns);
-	}
+	if (n != 1)
+		return gcra_acquire_n(g, n, now_ns, max_wait_ns);
+	/* Init makes cost(1) fit the tolerance (burst >= 1) and the capacity
+	 * (>= 1 unit, or unbounded), below 2^63. */
+	return gcra_acquire_short(&g->tat, g->cost1_ticks, now_ns, max_wait_ns, g->tau_ticks);
 }
 
 /*

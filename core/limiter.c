@@ -120,6 +120,7 @@ static bool gcra_same(const struct sl_gcra *a, const struct sl_gcra *b)
 	return a->mult == b->mult && a->tau_ticks == b->tau_ticks &&
 	       a->limit_ticks == b->limit_ticks && a->burst == b->burst && a->shift == b->shift &&
 	       a->tick_shift == b->tick_shift && a->leaky == b->leaky &&
+	       a->fast_shift == b->fast_shift && a->capped == b->capped &&
 	       a->cost1_ticks == b->cost1_ticks;
 }
 

@@ -74,8 +74,10 @@
  *     request of n units leaves at once when the bucket has drained, and the
  *     next one cost(n) later.
  *   - The token/leaky fast path (n == 1 uses the precomputed cost1_ticks)
- *     covers the first 2^55 ns (1.1 years) after the epoch; later times take
- *     a longer path with the same answers.
+ *     covers the first 2^fast_shift ns after the epoch: 2^(63 - tick_shift)
+ *     ns (292 years at tick_shift 0, 1.1 years at 8), less only for a burst
+ *     that takes more than 2^62 ticks to refill. Other times take a longer
+ *     path with the same answers.
  *   - Fixed window reserve books future windows on the virtual counter; a
  *     request that does not fit in what is left of a window takes the next
  *     one, and the units left over are not handed out later (no holes are
@@ -179,7 +181,9 @@ struct sl_gcra {
 	uint32_t shift;
 	uint32_t tick_shift;  /* tick = 2^-tick_shift ns */
 	uint32_t leaky;       /* 1 for leaky bucket */
-	uint32_t reserved;
+	uint8_t fast_shift;   /* fast path while now_ns - epoch_ns < 2^fast_shift */
+	uint8_t capped;       /* 1 for a leaky bucket with a capacity (burst > 0) */
+	uint8_t reserved[2];  /* fast_shift and capped were reserved in 0.1.0 */
 	uint64_t cost1_ticks; /* cost(1), so that n == 1 needs no multiply */
 	/* State on its own cache line: contended by every acquire. */
 	_Alignas(SL_CACHELINE) _Atomic uint64_t tat; /* ticks since epoch */

@@ -374,6 +374,94 @@ static void test_core_gcra_matches_model(void **state)
 	}
 }
 
+/*
+ * The edges of sl_gcra_acquire's short path against the same model: epochs
+ * near 2^64 with clock reads before them (which count as the epoch, not as
+ * a time 2^64 later), bursts whose refill takes close to 2^64 ticks, leaky
+ * capacities, and tat words anywhere in the 64-bit range (as a reserve far
+ * ahead, or a foreign process, may leave them). Mostly n == 1.
+ */
+static void test_core_gcra_matches_model_edges(void **state)
+{
+	(void)state;
+	uint64_t seed = 0x0123456789abcdefull;
+	for (int round = 0; round < 400; round++) {
+		struct sl_gcra g;
+		const uint64_t amount = 1 + rnd(&seed) % (round % 4 == 0 ? 10000000000ull : 1000);
+		const uint64_t period = 1 + rnd(&seed) % 10000000000ull;
+		const bool leaky = round % 3 == 0;
+		/* Half the rounds: a burst refilling in 2^(40..63) ns or more. */
+		uint64_t burst = 1 + rnd(&seed) % 8;
+		if (round & 1)
+			burst = (UINT64_MAX >> (rnd(&seed) % 24)) / (period / amount + 1);
+		const uint64_t epoch = (round % 5 == 0) ? rnd(&seed) % 1000000
+				     : UINT64_MAX - rnd(&seed) % (UINT64_MAX >> (rnd(&seed) % 64));
+		if (round % 4 == 1) {
+			/* A burst whose refill takes all but a few units' time
+			 * of the 2^64-tick range. */
+			assert_int_equal(sl_token_init(&g, amount, period, 1, epoch), SL_OK);
+			const u128 room = UINT64_MAX - 1 - rnd(&seed) % (4 * g.cost1_ticks);
+			burst = (uint64_t)((room << g.shift) / g.mult);
+		}
+		enum sl_status st = leaky ? sl_leaky_init(&g, amount, period, burst, epoch)
+					  : sl_token_init(&g, amount, period, burst, epoch);
+		if (st != SL_OK)
+			continue; /* a burst beyond the horizon */
+		uint64_t tat = 0, now = epoch;
+		const uint64_t unit_ns = period / amount + 1;
+		for (int i = 0; i < 200; i++) {
+			const uint64_t r = rnd(&seed);
+			if (r % 8 == 0) {
+				/* Any tat, mostly near the ends of its range. */
+				tat = rnd(&seed) >> (rnd(&seed) % 64);
+				if (r & 8)
+					tat = ~tat - 1;
+				atomic_store(&g.tat, tat);
+			}
+			if (r % 16 == 1)
+				now = rnd(&seed); /* anywhere, before the epoch too */
+			else if (r % 16 == 2)
+				now = epoch - rnd(&seed) % (4 * unit_ns);
+			else
+				now += rnd(&seed) % (2 * unit_ns);
+			const uint64_t n = r % 4 != 3 ? 1 : rnd(&seed) % 5;
+			const uint64_t mw = (r >> 8) % 3 == 0 ? 0
+					  : (r >> 8) % 3 == 1 ? UINT64_MAX : rnd(&seed) % (8 * unit_ns);
+			struct sl_decision want = model_acquire(&g, &tat, n, now, mw);
+			struct sl_decision got = sl_gcra_acquire(&g, n, now, mw);
+			if (got.verdict != want.verdict || got.wait_ns != want.wait_ns ||
+			    atomic_load(&g.tat) != tat)
+				fail_msg("round %d step %d (%s %llu/%llu burst %llu epoch %llu, n %llu, "
+					 "now %llu, max_wait %llu): got %u/%llu tat %llu, want %u/%llu "
+					 "tat %llu",
+					 round, i, leaky ? "leaky" : "token", (unsigned long long)amount,
+					 (unsigned long long)period, (unsigned long long)burst,
+					 (unsigned long long)epoch, (unsigned long long)n,
+					 (unsigned long long)now, (unsigned long long)mw, got.verdict,
+					 (unsigned long long)got.wait_ns,
+					 (unsigned long long)atomic_load(&g.tat), want.verdict,
+					 (unsigned long long)want.wait_ns, (unsigned long long)tat);
+		}
+	}
+}
+
+/* A clock read from before an epoch near 2^64 counts as the epoch: the
+ * difference wraps to a small number, which must not pass for elapsed
+ * time. */
+static void test_core_gcra_epoch_near_wrap(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	const uint64_t epoch = UINT64_MAX - MS;
+	token_4_per_ms(&g, epoch);
+	expect_decision(sl_gcra_acquire(&g, 2, epoch, POLICE), SL_ADMIT, 0);
+	/* 0 - epoch wraps to MS + 1: still the epoch, so still empty. */
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, 250000);
+	expect_decision(sl_gcra_acquire(&g, 1, epoch + 500000, POLICE), SL_ADMIT, 0);
+	expect_decision(sl_gcra_acquire(&g, 1, epoch + 500000, POLICE), SL_REFUSE, 250000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -390,6 +478,8 @@ int main(void)
 		cmocka_unit_test(test_core_gcra_refund_available),
 		cmocka_unit_test(test_core_gcra_init_errors),
 		cmocka_unit_test(test_core_gcra_matches_model),
+		cmocka_unit_test(test_core_gcra_matches_model_edges),
+		cmocka_unit_test(test_core_gcra_epoch_near_wrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
