@@ -11,7 +11,9 @@
  *
  * Limits on waiting, whichever comes first:
  *   max-delay     the call fails with the rule's errno;
- *   SO_SNDTIMEO / SO_RCVTIMEO (read once per call, only if a wait is due)
+ *   SO_SNDTIMEO / SO_RCVTIMEO (read once per call, only if a wait is due:
+ *                 every rule polices first, and only a refusal asks for
+ *                 the limit of a reservation)
  *                 the call fails with EAGAIN, as the kernel's would;
  *   a signal      the reservation is given back and the call fails with
  *                 EINTR having transferred nothing (callers return a partial
@@ -155,35 +157,41 @@ void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_
 	}
 }
 
-/* Charge rule i for the call; see sl__admit. Returns 0, or an errno.
- * *due is raised to the instant the rule's slot starts. */
+/* Charge rule i for the call at instant now; see sl__admit. Returns 0, or an
+ * errno. *due is raised to the instant the rule's slot starts when the call
+ * must wait for it.
+ *
+ * Every attempt polices first (max_wait 0, which takes nothing when it
+ * refuses): a call admitted at once needs no limit on its wait, so the
+ * socket's timeout (a getsockopt) is read only when a wait is due. Only then
+ * is the reservation up to the limit asked for. */
 static int sl_admit_one(struct sl_call *c, unsigned i, uint64_t n, struct sl_grant *g,
-			uint64_t *due)
+			uint64_t now, uint64_t *due)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
-	uint64_t now = sl__clock_ns(), backoff = 1000000u;
-	if (r->action == SL_ACTION_DRYRUN) {
+	uint64_t backoff = 1000000u;
+	for (;;) {
 		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
-		if (d.verdict == SL_ADMIT) {
-			g->rules |= (uint32_t)1 << i;
-			g->lim[i] = l;
-		} else {
+		uint64_t limit = now;
+		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
 			sl_dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
 					d.wait_ns);
+			return 0;
 		}
-		return 0;
-	}
-	for (;;) {
-		uint64_t limit = r->action == SL_ACTION_REJECT ? now : sl_call_limit(c, r);
-		struct sl_decision d = sl_limiter_acquire(l, n, now, limit > now ? limit - now : 0);
+		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DELAY) {
+			limit = sl_call_limit(c, r);
+			if (limit > now)
+				d = sl_limiter_acquire(l, n, now, limit - now);
+		}
 		if (d.verdict == SL_ADMIT) {
 			g->rules |= (uint32_t)1 << i;
 			g->lim[i] = l;
-			if (d.wait_ns > 0)
+			if (d.wait_ns > 0) {
 				c->delayed_rules |= (uint32_t)1 << i;
-			if (sl_sat_add(now, d.wait_ns) > *due)
-				*due = sl_sat_add(now, d.wait_ns);
+				if (sl_sat_add(now, d.wait_ns) > *due)
+					*due = sl_sat_add(now, d.wait_ns);
+			}
 			return 0;
 		}
 		/* Token, leaky and fixed limiters reserved up to the limit already:
@@ -212,11 +220,13 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 {
 	g->rules = 0;
 	g->n = n;
-	uint64_t due = 0;
+	uint64_t due = 0, now = sl__clock_ns();
 	int err = 0;
 	for (uint32_t rest = rules; rest != 0 && err == 0; rest &= rest - 1)
-		err = sl_admit_one(c, (unsigned)__builtin_ctz(rest), n, g, &due);
-	if (err == 0 && due > sl__clock_ns())
+		err = sl_admit_one(c, (unsigned)__builtin_ctz(rest), n, g, now, &due);
+	/* due stays 0 unless a rule must wait; sl_call_sleep returns at once if
+	 * the instant has passed. */
+	if (err == 0 && due != 0)
 		err = sl_call_sleep(c, due);
 	if (err != 0) {
 		sl__grant_refund(c, g, n);

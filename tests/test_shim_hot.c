@@ -1,0 +1,174 @@
+/*
+ * test_shim_hot.c - what a matched call that is not limited costs the shim:
+ * the socket's timeout (SO_SNDTIMEO / SO_RCVTIMEO, one getsockopt each) is
+ * read only when a wait is due. Counted with a getsockopt defined here,
+ * which the shim (linked into this binary) calls instead of libc's and
+ * which forwards to the next definition.
+ *
+ * The behaviour the timeout stands for is checked too: a wait within it
+ * goes ahead, a wait beyond it fails with EAGAIN at once, nothing sent.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../shim/internal.h"
+
+#define MS 1000000ull
+#define T0 (5 * 1000000000ull)
+
+static uint64_t fake_now;
+static int n_clock_reads, n_timeout_reads, n_sleeps, n_sent;
+static uint64_t last_sent_at;
+
+int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	static int (*next)(int, int, int, void *, socklen_t *);
+	if (next == NULL)
+		*(void **)&next = dlsym(RTLD_NEXT, "getsockopt");
+	if (level == SOL_SOCKET && (name == SO_SNDTIMEO || name == SO_RCVTIMEO))
+		n_timeout_reads++;
+	return next(fd, level, name, val, len);
+}
+
+static uint64_t fake_clock(void)
+{
+	n_clock_reads++;
+	return fake_now;
+}
+
+static int fake_sleep(uint64_t deadline)
+{
+	n_sleeps++;
+	if (deadline > fake_now)
+		fake_now = deadline;
+	return 0;
+}
+
+static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
+{
+	(void)fd, (void)b, (void)flags;
+	n_sent++;
+	last_sent_at = fake_now;
+	return (ssize_t)len;
+}
+
+static ssize_t fake_recv(int fd, void *b, size_t len, int flags)
+{
+	(void)fd, (void)b, (void)flags;
+	return (ssize_t)len;
+}
+
+struct fix {
+	int lst, cli, srv; /* a connected loopback TCP pair and its listener */
+	struct sl_real saved;
+};
+
+static void use_policy(const char *var, const char *value)
+{
+	struct sl_policy p;
+	char err[SL_ERR_MAX];
+	sl_policy_init(&p);
+	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
+		fail_msg("%s=%s: %s", var, value, err);
+	assert_int_equal(sl__state_init_unsync(&p), 0);
+}
+
+static int setup(void **state)
+{
+	static struct fix f;
+	fake_now = T0;
+	sl__clock_ns = fake_clock;
+	sl__sleep_until = fake_sleep;
+	n_clock_reads = n_timeout_reads = n_sleeps = n_sent = 0;
+	use_policy(NULL, NULL);
+	sl_real_resolve_all();
+	f.saved = sl__real;
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(in);
+	f.lst = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(f.lst, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_int_equal(listen(f.lst, 8), 0);
+	assert_int_equal(getsockname(f.lst, (struct sockaddr *)&in, &l), 0);
+	f.cli = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(f.cli, (struct sockaddr *)&in, sizeof(in)), 0);
+	f.srv = accept(f.lst, NULL, NULL);
+	assert_true(f.srv >= 0);
+	sl__real.send = fake_send;
+	sl__real.recv = fake_recv;
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	sl__real = f->saved;
+	use_policy(NULL, NULL);
+	close(f->lst);
+	close(f->cli);
+	close(f->srv);
+	return 0;
+}
+
+static void set_timeout(int fd, int opt, long ms)
+{
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv)), 0);
+}
+
+/* 1000 B/s, burst 1000 B, SO_SNDTIMEO 300 ms: 100 bytes go at once without
+ * a look at the timeout; 1000 more wait 100 ms (within it, one look); 1000
+ * more would wait 1 s: EAGAIN at once, nothing sent, no sleep. */
+static void test_shim_hot_send_timeout_when_due(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	set_timeout(f->cli, SO_SNDTIMEO, 300);
+	assert_int_equal(send(f->cli, buf, 100, 0), 100);
+	assert_int_equal(n_timeout_reads, 0);
+	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_int_equal(n_timeout_reads, 1);
+	assert_int_equal(n_sleeps, 1);
+	assert_int_equal(last_sent_at, T0 + 100 * MS);
+	errno = 0;
+	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(n_sent, 2);
+	assert_int_equal(n_sleeps, 1);
+	assert_int_equal(n_timeout_reads, 2);
+}
+
+/* The receive side: a recv within its rule does not read SO_RCVTIMEO. */
+static void test_shim_hot_recv_no_timeout_read(void **state)
+{
+	struct fix *f = *state;
+	char b[16];
+	use_policy("SLUICE_RECV", "1GiB/s");
+	set_timeout(f->cli, SO_RCVTIMEO, 300);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(recv(f->cli, b, sizeof(b), 0), (ssize_t)sizeof(b));
+	assert_int_equal(n_timeout_reads, 0);
+	assert_int_equal(n_sleeps, 0);
+}
+
+int main(void)
+{
+	/* Link the wrappers even when ASan's interceptors define the names. */
+	assert_int_equal(sl__io_anchor + sl__recv_anchor + sl__socket_anchor, 3);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_shim_hot_send_timeout_when_due, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_hot_recv_no_timeout_read, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
