@@ -67,8 +67,20 @@ void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_ad
 	c->timeout_ns = UINT64_MAX;
 	c->timeout_opt = timeout_opt;
 	c->timeout_known = timeout_opt == 0;
+	c->start_fresh = true;
 	c->delayed_rules = 0;
 	c->waited_ns = 0;
+}
+
+/* The instant of a decision of call c: its start for the first (no time has
+ * passed since, see sl__call_begin), a new clock reading for the others. */
+static uint64_t sl_call_now(struct sl_call *c)
+{
+	if (c->start_fresh) {
+		c->start_fresh = false;
+		return c->start_ns;
+	}
+	return sl__clock_ns();
 }
 
 /* The absolute instant the socket's own timeout expires (UINT64_MAX: none),
@@ -220,7 +232,11 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 {
 	g->rules = 0;
 	g->n = n;
-	uint64_t due = 0, now = sl__clock_ns();
+	if (rules == 0) {
+		c->start_fresh = false; /* the call's first decision, all the same */
+		return 0;
+	}
+	uint64_t due = 0, now = sl_call_now(c);
 	int err = 0;
 	for (uint32_t rest = rules; rest != 0 && err == 0; rest &= rest - 1)
 		err = sl_admit_one(c, (unsigned)__builtin_ctz(rest), n, g, now, &due);
@@ -239,7 +255,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 {
 	*err = 0;
 	for (;;) {
-		uint64_t now = sl__clock_ns(), avail = UINT64_MAX, at = 0;
+		uint64_t now = sl_call_now(c), avail = UINT64_MAX, at = 0;
 		unsigned worst = 0;
 		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 			unsigned i = (unsigned)__builtin_ctz(rest);
@@ -287,6 +303,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 
 void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 {
+	c->start_fresh = false;
 	if (n == 0)
 		return;
 	uint64_t now = sl__clock_ns();

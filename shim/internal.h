@@ -309,10 +309,15 @@ struct sl_call {
 	uint64_t timeout_ns;     /* absolute: SO_SNDTIMEO/SO_RCVTIMEO, UINT64_MAX: none */
 	int timeout_opt;         /* SO_SNDTIMEO or SO_RCVTIMEO; 0: none applies */
 	bool timeout_known;
+	bool start_fresh;        /* start_ns not yet used by a decision */
 	uint32_t delayed_rules;  /* rules that made this call wait */
 	uint64_t waited_ns;      /* time slept so far */
 };
 
+/* Start a call: reads the clock once into start_ns, and the call's first
+ * decision (sl__admit or sl__available, even with no rules) is taken at that
+ * instant without reading it again: call it right before that decision,
+ * with nothing that blocks in between. Later decisions read the clock. */
 void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
 		    int timeout_opt);
 /*

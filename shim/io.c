@@ -198,9 +198,11 @@ ssize_t sl__io_send(struct sl_io *io)
 	}
 	uint32_t bytes = rules & sl__st.byte_rules, reject = sl__rejecting(bytes);
 	struct sl_call c;
-	struct sl_grant gm, g = {.rules = 0};
+	struct sl_grant gm = {.rules = 0}, g = {.rules = 0};
 	sl__call_begin(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO);
-	int err = sl__admit(&c, rules & ~bytes, 1, &gm), e = saved;
+	/* Skipped when empty, so that the first byte decision is taken at the
+	 * call's start (see sl__call_begin). */
+	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
 	size_t done = 0;
 	ssize_t r = 0;
 	uint64_t piece = rec.stream ? sl_piece(bytes) : UINT64_MAX;
@@ -242,9 +244,10 @@ ssize_t sl__io_recv(struct sl_io *io)
 	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
 	const struct sl_addr *peer = rec.peer.family != 0 ? &rec.peer : NULL;
 	struct sl_call c;
-	struct sl_grant gm;
+	struct sl_grant gm = {.rules = 0};
 	sl__call_begin(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO);
-	int err = sl__admit(&c, rules & ~bytes, 1, &gm), e = saved;
+	/* Skipped when empty: see sl__io_send. */
+	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
 	bool all = rec.stream && (io->flags & MSG_WAITALL);
 	size_t done = 0;
 	ssize_t r = 0;

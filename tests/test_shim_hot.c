@@ -1,9 +1,10 @@
 /*
  * test_shim_hot.c - what a matched call that is not limited costs the shim:
  * the socket's timeout (SO_SNDTIMEO / SO_RCVTIMEO, one getsockopt each) is
- * read only when a wait is due. Counted with a getsockopt defined here,
- * which the shim (linked into this binary) calls instead of libc's and
- * which forwards to the next definition.
+ * read only when a wait is due, and a send reads the clock once. Counted
+ * with a getsockopt defined here, which the shim (linked into this binary)
+ * calls instead of libc's and which forwards to the next definition, and
+ * with a fake clock that counts its readings.
  *
  * The behaviour the timeout stands for is checked too: a wait within it
  * goes ahead, a wait beyond it fails with EAGAIN at once, nothing sent.
@@ -149,6 +150,25 @@ static void test_shim_hot_send_timeout_when_due(void **state)
 	assert_int_equal(n_timeout_reads, 2);
 }
 
+/* A byte rule far above what is sent: no timeout read, one clock reading
+ * per send once the fd is classified (classification resets per-fd
+ * limiters, which reads the clock too). */
+static void test_shim_hot_send_one_clock_read(void **state)
+{
+	struct fix *f = *state;
+	char b = 'x';
+	use_policy("SLUICE_SEND", "1GiB/s");
+	set_timeout(f->cli, SO_SNDTIMEO, 300);
+	assert_int_equal(send(f->cli, &b, 1, 0), 1);
+	n_clock_reads = 0;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(send(f->cli, &b, 1, 0), 1);
+	assert_int_equal(n_sent, 4);
+	assert_int_equal(n_clock_reads, 3);
+	assert_int_equal(n_timeout_reads, 0);
+	assert_int_equal(n_sleeps, 0);
+}
+
 /* The receive side: a recv within its rule does not read SO_RCVTIMEO. */
 static void test_shim_hot_recv_no_timeout_read(void **state)
 {
@@ -168,6 +188,7 @@ int main(void)
 	assert_int_equal(sl__io_anchor + sl__recv_anchor + sl__socket_anchor, 3);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_hot_send_timeout_when_due, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_hot_send_one_clock_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_hot_recv_no_timeout_read, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
