@@ -2,16 +2,23 @@
  * sliding.c - sliding window by the weighted two-window estimate.
  *
  * The state word packs [window idx mod 2^24 | prev (20 bits) | cur (20 bits)]:
- * the units (in quanta) taken in the current aligned window and in the one
- * before it. A request of nq quanta at position e of the current window is
- * admitted if
+ * the quanta taken in the current aligned window and in the one before it.
+ * A quantum is q units (q = 1 unless N > 2^20 - 1; then q = ceil(N /
+ * (2^20 - 1))), and a stored count of c quanta stands for at most c * q
+ * units: every request adds ceil(n / q) quanta, every refund takes away
+ * floor(n / q). The decision itself is made in units, so that any n <= N
+ * fits an empty window and sl_sliding_available() is exact: a request of n
+ * units at position e of the current window is admitted if
  *
- *   ceil(prev * (W - e) / W) + cur + nq <= N (in quanta),
+ *   ceil(prev * q * (W - e) / W) + cur * q + n <= N,
  *
  * i.e. the previous window's count is assumed to have been spread evenly and
  * only its part still inside the sliding window [now - W, now] counts. The
- * weighted term is rounded up, and requests are counted in whole quanta
- * (rounded up) against floor(N / quantum), so rounding never admits more.
+ * weighted term is rounded up and counts only ever overstate the units, so
+ * rounding never admits more. The price, with q > 1 only: a request smaller
+ * than a quantum counts as a whole one, and an acquire followed by a refund
+ * of the same n may keep up to q - 1 units counted (q - 1 < N / 2^20). A
+ * window never holds more than ceil(N / q) <= 2^20 - 1 quanta (limit_q).
  * Sliding windows cannot book future capacity: acquire always polices.
  *
  * The index is kept mod 2^24, so the state is interpreted relative to now:
@@ -82,14 +89,29 @@ static uint64_t slide_fits_at(uint64_t prev, uint64_t room, uint64_t window)
 	return window - (uint64_t)(((sl__u128)room * window) / prev);
 }
 
-/* Time from position e until nq quanta fit (nq <= limit_q). */
-static uint64_t slide_wait(const struct slide_view *v, uint64_t nq, uint64_t limit_q,
-			   uint64_t window)
+/* Units a count of c quanta stands for: c * q, saturated (c * q may pass
+ * N by up to q - 1, and 2^64 - 1 when N is near 2^64). */
+static uint64_t slide_units(const struct sl_sliding *s, uint64_t c)
 {
-	if (v->cur + nq <= limit_q)
-		return slide_fits_at(v->prev, limit_q - v->cur - nq, window) - v->e;
+	return sl__sat_mul(c, s->quantum);
+}
+
+/* Units the estimate holds at the view's position: the weighted previous
+ * window plus the current one, saturated. */
+static uint64_t slide_used(const struct sl_sliding *s, const struct slide_view *v)
+{
+	return sl__sat_add(slide_weighted(slide_units(s, v->prev), s->window_ns, v->e),
+			   slide_units(s, v->cur));
+}
+
+/* Time from the view's position until n units (n <= N) fit. */
+static uint64_t slide_wait(const struct sl_sliding *s, const struct slide_view *v, uint64_t n)
+{
+	const uint64_t limit = s->limit, window = s->window_ns, cur = slide_units(s, v->cur);
+	if (cur <= limit && n <= limit - cur)
+		return slide_fits_at(slide_units(s, v->prev), limit - cur - n, window) - v->e;
 	/* Not in this window: in the next one, cur becomes prev. */
-	return (window - v->e) + slide_fits_at(v->cur, limit_q - nq, window);
+	return (window - v->e) + slide_fits_at(cur, limit - n, window);
 }
 
 /*
@@ -108,7 +130,8 @@ enum sl_status sl_sliding_init(struct sl_sliding *s, uint64_t limit, uint64_t wi
 		.window_ns = window_ns,
 		.epoch_ns = now_ns,
 		.quantum = quantum,
-		.limit_q = limit / quantum,
+		/* ceil(N / q) <= 2^20 - 1, as N / q <= 2^20 - 1. */
+		.limit_q = sl__div_ceil(limit, quantum),
 	};
 	/* Relaxed: init runs before the limiter is shared (see sl_token_init). */
 	atomic_store_explicit(&s->state, 0, memory_order_relaxed);
@@ -123,12 +146,14 @@ enum sl_status sl_sliding_init(struct sl_sliding *s, uint64_t limit, uint64_t wi
  */
 struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t now_ns)
 {
-	const uint64_t window = s->window_ns, limit_q = s->limit_q;
+	const uint64_t window = s->window_ns, limit = s->limit;
 	if (n == 0)
 		return sl__decide(SL_ADMIT, 0);
-	const uint64_t nq = sl__div_ceil(n, s->quantum);
-	if (n > s->limit || nq > limit_q)
+	if (n > limit)
 		return sl__never();
+	/* cur * q + n <= N on admission keeps cur + nq <= ceil(N / q), within
+	 * the 20-bit field. */
+	const uint64_t nq = sl__div_ceil(n, s->quantum);
 	const uint64_t elapsed = sl__elapsed(now_ns, s->epoch_ns);
 	const uint64_t idx = elapsed / window;
 	const uint64_t e = elapsed - idx * window;
@@ -137,8 +162,9 @@ struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t
 	uint64_t state = atomic_load_explicit(&s->state, memory_order_relaxed);
 	for (;;) {
 		const struct slide_view v = slide_view(state, idx, e);
-		if (slide_weighted(v.prev, window, v.e) + v.cur + nq > limit_q)
-			return sl__decide(SL_REFUSE, slide_wait(&v, nq, limit_q, window));
+		const uint64_t used = slide_used(s, &v);
+		if (used > limit || n > limit - used)
+			return sl__decide(SL_REFUSE, slide_wait(s, &v, n));
 		const uint64_t next = slide_pack(v.idx, v.prev, v.cur + nq);
 		/* Relaxed: the word publishes no other memory; the CAS alone
 		 * orders racing acquires. Relaxed failure: just a new guess. */
@@ -149,10 +175,13 @@ struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t
 }
 
 /*
- * sl_sliding_refund - give back n units taken in the current window
+ * sl_sliding_refund - give back n units taken in the window of now_ns
  * (floor(n / quantum) quanta, at most what the window holds); units of a
- * window that is over are not given back. Always SL_OK. Thread- and
- * process-safe, lock-free.
+ * window that is over are not given back. now_ns must lie in the window the
+ * units were taken in (the acquire's now_ns): a later one would take them
+ * from another window's count. Rounding down means a partial refund never
+ * gives back units that were used. Always SL_OK. Thread- and process-safe,
+ * lock-free.
  */
 enum sl_status sl_sliding_refund(struct sl_sliding *s, uint64_t n, uint64_t now_ns)
 {
@@ -173,8 +202,9 @@ enum sl_status sl_sliding_refund(struct sl_sliding *s, uint64_t n, uint64_t now_
 }
 
 /*
- * sl_sliding_available - units a police acquire would admit at now_ns.
- * Thread- and process-safe, read-only snapshot.
+ * sl_sliding_available - the largest n that a police acquire would admit at
+ * now_ns (exact: acquire admits n iff n <= this, with no other change in
+ * between). Thread- and process-safe, read-only snapshot.
  */
 uint64_t sl_sliding_available(const struct sl_sliding *s, uint64_t now_ns)
 {
@@ -183,8 +213,7 @@ uint64_t sl_sliding_available(const struct sl_sliding *s, uint64_t now_ns)
 	/* Relaxed: a snapshot of one word; no other memory depends on it. */
 	const uint64_t state = atomic_load_explicit(&s->state, memory_order_relaxed);
 	const struct slide_view v = slide_view(state, idx, elapsed - idx * s->window_ns);
-	const uint64_t used = slide_weighted(v.prev, s->window_ns, v.e) + v.cur;
-	if (used >= s->limit_q)
-		return 0;
-	return sl__min((s->limit_q - used) * s->quantum, s->limit);
+	/* The same test as sl_sliding_acquire: n is admitted iff n <= this. */
+	const uint64_t used = slide_used(s, &v);
+	return used < s->limit ? s->limit - used : 0;
 }

@@ -205,16 +205,17 @@ struct sl_fixed {
  *   estimate = prev * (1 - f) + cur,  f = position in the current window.
  * Error bound: every aligned window holds at most N; any sliding window of
  * length W holds at most N when arrivals in the previous window were
- * uniform, and at most 2N - 1 quanta in the worst case (the previous
+ * uniform, and at most 2N - 1 units in the worst case (the previous
  * window's N all at its very end). Counts are kept in quanta of
- * `quantum` units (1 unless N > 2^20), rounded up, so rounding never admits
- * more. State word: [window idx mod 2^24 | prev quanta (20) | cur quanta (20)]. */
+ * `quantum` units (1 unless N > 2^20 - 1), rounded up, so rounding never
+ * admits more; decisions are made in units, so any n <= N fits an empty
+ * window. State word: [window idx mod 2^24 | prev quanta (20) | cur quanta (20)]. */
 struct sl_sliding {
 	uint64_t limit;     /* N units per window */
 	uint64_t window_ns; /* W */
 	uint64_t epoch_ns;
 	uint64_t quantum;   /* units per counted quantum */
-	uint64_t limit_q;   /* N in quanta */
+	uint64_t limit_q;   /* most quanta a window holds: ceil(N / quantum) */
 	uint64_t reserved[3];
 	_Alignas(SL_CACHELINE) _Atomic uint64_t state;
 	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];

@@ -2,12 +2,14 @@
  * test_core_window.c - fixed window (core/fixed.c) and sliding window
  * (core/sliding.c) with an injected clock: window boundaries, reserve on the
  * virtual counter, the weighted estimate and its retry hints, quanta for
- * large limits, time going backwards, overflow points, refund, available.
+ * large limits, time going backwards, overflow points, refund, available
+ * (exact against acquire).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -211,12 +213,15 @@ static void test_core_window_sliding_rates(void **state)
 	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, 9333333334ull);
 	expect_decision(sl_sliding_acquire(&s, 1, 9333333333ull), SL_REFUSE, 1);
 	expect_decision(sl_sliding_acquire(&s, 1, 9333333334ull), SL_ADMIT, 0);
-	/* 10^10 per second: counted in quanta of 9537 units. */
+	/* 10^10 per second: counted in quanta of 9537 units; the whole limit
+	 * fits an empty window and counts as 1048548 quanta (10000002276
+	 * units), which weigh on the next window until 228 ns into it. */
 	assert_int_equal(sl_sliding_init(&s, 10000000000ull, SEC, 0), SL_OK);
 	assert_int_equal(s.quantum, 9537);
-	assert_int_equal(sl_sliding_available(&s, 0), 9999992739ull);
-	expect_decision(sl_sliding_acquire(&s, 9999992739ull, 0), SL_ADMIT, 0);
-	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, SEC + 954);
+	assert_int_equal(s.limit_q, 1048548);
+	assert_int_equal(sl_sliding_available(&s, 0), 10000000000ull);
+	expect_decision(sl_sliding_acquire(&s, 10000000000ull, 0), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, SEC + 228);
 }
 
 static void test_core_window_sliding_quanta(void **state)
@@ -231,11 +236,115 @@ static void test_core_window_sliding_quanta(void **state)
 	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, 1001);
 	assert_int_equal(sl_sliding_available(&s, 0), 0);
 	assert_int_equal(sl_sliding_available(&s, 2000), 3000000);
+	/* Counts overstate, never understate: 1 unit is a whole quantum (3
+	 * units), and a refund gives back whole quanta only (1 unit: none). */
+	expect_decision(sl_sliding_acquire(&s, 1, 2000), SL_ADMIT, 0);
+	assert_int_equal(sl_sliding_available(&s, 2000), 2999997);
+	assert_int_equal(sl_sliding_refund(&s, 1, 2000), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 2000), 2999997);
+	assert_int_equal(sl_sliding_refund(&s, 3, 2000), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 2000), 3000000);
 	/* 2^21 + 1 units: quantum 3, 699051 quanta cover the limit exactly. */
 	assert_int_equal(sl_sliding_init(&s, (1u << 21) + 1, 1000, 0), SL_OK);
 	assert_int_equal(sl_sliding_available(&s, 0), (1u << 21) + 1);
 	assert_int_equal(sl_sliding_init(&s, 0, 1000, 0), SL_EINVAL);
 	assert_int_equal(sl_sliding_init(&s, 1, 0, 0), SL_EINVAL);
+}
+
+/* The reviewer's limits: whenever the quantum does not divide N, floor(N /
+ * q) quanta used to make acquire(N) SL_NEVER on an empty window while
+ * available() said N - 2 or so. Now any n <= N fits an empty window and
+ * available() is the largest n that acquire admits. */
+static void test_core_window_sliding_full_limit(void **state)
+{
+	(void)state;
+	const struct {
+		uint64_t limit, quantum, limit_q;
+	} cases[] = {
+		{ 5242880, 6, 873814 },
+		{ 2000000, 2, 1000000 },
+		{ 1048576, 2, 524288 },
+		{ 1048575, 1, 1048575 },
+		{ 10000000000ull, 9537, 1048548 },
+		{ UINT64_MAX, 17592202821649ull, 1048575 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sl_sliding s;
+		const uint64_t n = cases[i].limit;
+		assert_int_equal(sl_sliding_init(&s, n, SEC, 0), SL_OK);
+		assert_int_equal(s.quantum, cases[i].quantum);
+		assert_int_equal(s.limit_q, cases[i].limit_q);
+		assert_int_equal(sl_sliding_available(&s, 0), n);
+		expect_decision(sl_sliding_acquire(&s, n, 0), SL_ADMIT, 0);
+		assert_int_equal(sl_sliding_available(&s, 0), 0);
+		assert_int_equal(sl_sliding_acquire(&s, 1, 0).verdict, SL_REFUSE);
+		/* Two windows later, the whole limit again. */
+		assert_int_equal(sl_sliding_available(&s, 2 * SEC), n);
+		expect_decision(sl_sliding_acquire(&s, n, 2 * SEC), SL_ADMIT, 0);
+	}
+
+	/* 5 MiB per second, quantum 6: the limit counts as 873814 quanta
+	 * (5242884 units), so the next window admits 1 unit once the weight
+	 * of those is 5242879 or less, 954 ns into it. */
+	struct sl_sliding s;
+	assert_int_equal(sl_sliding_init(&s, 5242880, SEC, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 5242880, 0), SL_ADMIT, 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, SEC + 954);
+	expect_decision(sl_sliding_acquire(&s, 1, SEC + 953), SL_REFUSE, 1);
+	expect_decision(sl_sliding_acquire(&s, 1, SEC + 954), SL_ADMIT, 0);
+	/* Never more than N in a window: 5242878 units are 873813 quanta
+	 * exactly; then 6 do not fit, 2 do, and the window is full. */
+	expect_decision(sl_sliding_acquire(&s, 5242878, 4 * SEC), SL_ADMIT, 0);
+	assert_int_equal(sl_sliding_available(&s, 4 * SEC), 2);
+	assert_int_equal(sl_sliding_acquire(&s, 6, 4 * SEC).verdict, SL_REFUSE);
+	expect_decision(sl_sliding_acquire(&s, 2, 4 * SEC), SL_ADMIT, 0);
+	assert_int_equal(sl_sliding_acquire(&s, 1, 4 * SEC).verdict, SL_REFUSE);
+}
+
+/* available() agrees with acquire() at every point of a sequence: n =
+ * available is admitted and n + 1 refused (checked on copies). */
+static void test_core_window_sliding_available_exact(void **state)
+{
+	(void)state;
+	const uint64_t limits[] = { 10, 3000000, 5242880, 10000000000ull };
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		const uint64_t limit = limits[i];
+		struct sl_sliding s, t;
+		assert_int_equal(sl_sliding_init(&s, limit, 1000, 0), SL_OK);
+		uint64_t x = 12345; /* LCG: deterministic request sizes and times */
+		uint64_t now = 0;
+		int admitted = 0, refused = 0;
+		for (int k = 0; k < 400; k++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			now += (x >> 33) % 97;
+			const uint64_t avail = sl_sliding_available(&s, now);
+			assert_true(avail <= limit);
+			memcpy(&t, &s, sizeof(s));
+			if (avail > 0)
+				expect_decision(sl_sliding_acquire(&t, avail, now), SL_ADMIT, 0);
+			memcpy(&t, &s, sizeof(s));
+			if (avail < limit)
+				assert_int_equal(sl_sliding_acquire(&t, avail + 1, now).verdict,
+						 SL_REFUSE);
+			/* Take a random share of what is there (or refuse). */
+			const uint64_t n = 1 + (x >> 20) % (limit / 3 + 1);
+			const struct sl_decision d = sl_sliding_acquire(&s, n, now);
+			assert_int_equal(d.verdict, n <= avail ? SL_ADMIT : SL_REFUSE);
+			admitted += d.verdict == SL_ADMIT;
+			refused += d.verdict == SL_REFUSE;
+			/* The hint is exact: refused one ns before, admitted at it. */
+			if (d.verdict == SL_REFUSE) {
+				memcpy(&t, &s, sizeof(s));
+				assert_int_equal(sl_sliding_acquire(&t, n, now + d.wait_ns - 1).verdict,
+						 SL_REFUSE);
+				expect_decision(sl_sliding_acquire(&t, n, now + d.wait_ns), SL_ADMIT, 0);
+			}
+		}
+		/* The sequence exercised both answers. */
+		if (admitted < 50 || refused < 50)
+			fail_msg("limit %llu: %d admitted, %d refused", (unsigned long long)limit,
+				 admitted, refused);
+	}
 }
 
 static void test_core_window_sliding_refund_overflow(void **state)
@@ -279,6 +388,8 @@ int main(void)
 		cmocka_unit_test(test_core_window_sliding_backwards),
 		cmocka_unit_test(test_core_window_sliding_rates),
 		cmocka_unit_test(test_core_window_sliding_quanta),
+		cmocka_unit_test(test_core_window_sliding_full_limit),
+		cmocka_unit_test(test_core_window_sliding_available_exact),
 		cmocka_unit_test(test_core_window_sliding_refund_overflow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
