@@ -13,6 +13,11 @@
  * A stale (older) now_ns sees the counter in a later window than its own and
  * so refuses or waits longer: it never admits more than N per window.
  *
+ * A refund names the window its units were taken in by its now_ns, and
+ * moves the counter back only while the counter is still in that window:
+ * once a later window is booked, the counter's position also carries that
+ * booking, and moving it back would hand a later window's units out again.
+ *
  * The counter must not overflow within the horizon: init requires
  * (2^64 / N) windows to last at least 2^56 ns (2.28 years; 58 years at
  * 10^10 units/s), and past the horizon every request is SL_NEVER.
@@ -90,19 +95,31 @@ struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now
 }
 
 /*
- * sl_fixed_refund - give back n units: the counter moves back by n, but
- * never before the current window's start, so a window never holds more
- * than N. Always SL_OK. Thread- and process-safe, lock-free.
+ * sl_fixed_refund - give back n units taken in the window of now_ns: now_ns
+ * must lie in the window the units were taken for (the acquire's now_ns
+ * plus its wait_ns, or any later instant of that window); a now_ns in a
+ * later window would take the units from that window's count. The counter
+ * moves back by n, but never before that window's start, and only while it
+ * is still in that window (at most its full count, idx * N + N): once a
+ * later window is booked, nothing is given back. So a refund never gives
+ * units to a window other than the one they were taken from, and no window
+ * ever holds more than N. Always SL_OK. Thread- and process-safe,
+ * lock-free.
  */
 enum sl_status sl_fixed_refund(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
 {
 	const uint64_t idx = sl__elapsed(now_ns, w->epoch_ns) / w->window_ns;
 	const uint64_t first = sl__sat_mul(idx, w->limit);
+	/* The counter value of window idx when full; saturated, the window
+	 * is past the horizon, where acquire gives SL_NEVER anyway. */
+	const uint64_t full = sl__sat_add(first, w->limit);
 	/* Relaxed: only the expected value of the CAS below. */
 	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
 	for (;;) {
-		if (v <= first || n == 0)
-			return SL_OK; /* that window is over: nothing to give back */
+		/* v <= first: window idx holds nothing (it is not begun, or an
+		 * older window is over). v > full: a later window is booked. */
+		if (v <= first || v > full || n == 0)
+			return SL_OK;
 		const uint64_t back = v - first < n ? first : v - n;
 		/* Relaxed: as in sl_fixed_acquire. */
 		if (atomic_compare_exchange_weak_explicit(&w->used, &v, back, memory_order_relaxed,

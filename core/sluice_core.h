@@ -89,6 +89,10 @@
  *     idle time within 2^16 windows below a multiple of 2^24 windows, old
  *     counts may be taken for newer ones for at most 2^16 windows: stricter,
  *     never looser. Refunds only reach the current window.
+ *   - A refund's now_ns names the window (fixed, sliding) its units were
+ *     taken in: pass the acquire's now_ns + wait_ns. Fixed and sliding
+ *     windows give nothing back once their counter has moved on to a later
+ *     window (booked or begun), so units never go back to another window.
  *   - Refund never takes a limiter beyond its burst / window; a concurrency
  *     release of more than is held returns SL_EUNDERFLOW and changes nothing.
  */

@@ -2,8 +2,8 @@
  * test_core_window.c - fixed window (core/fixed.c) and sliding window
  * (core/sliding.c) with an injected clock: window boundaries, reserve on the
  * virtual counter, the weighted estimate and its retry hints, quanta for
- * large limits, time going backwards, overflow points, refund, available
- * (exact against acquire).
+ * large limits, time going backwards, overflow points, refund (never into
+ * another window), available (exact against acquire).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,6 +90,49 @@ static void test_core_window_fixed_refund_backwards(void **state)
 	assert_int_equal(sl_fixed_available(&w, 9999), 0);
 	/* Before the epoch counts as the epoch. */
 	expect_decision(sl_fixed_acquire(&w, 1, 0, POLICE), SL_REFUSE, 6000);
+}
+
+/* The reviewer's sequence, N = 10 per second, everything reserved at t = 0:
+ * A takes 8, B reserves 5 (window 1), A refunds 8, C takes 3, D reserves
+ * 10. A's refund used to move the counter back into window 0 and erase B's
+ * booking, so that C and D then put 15 units into window 1. Now the
+ * refund finds the counter in window 1 and gives nothing back. */
+static void test_core_window_fixed_refund_keeps_bookings(void **state)
+{
+	(void)state;
+	struct sl_fixed w;
+	assert_int_equal(sl_fixed_init(&w, 10, SEC, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 8, 0, RESERVE), SL_ADMIT, 0);     /* A */
+	expect_decision(sl_fixed_acquire(&w, 5, 0, RESERVE), SL_ADMIT, SEC);   /* B */
+	assert_int_equal(sl_fixed_refund(&w, 8, 0), SL_OK);                    /* A */
+	expect_decision(sl_fixed_acquire(&w, 3, 0, RESERVE), SL_ADMIT, SEC);   /* C */
+	expect_decision(sl_fixed_acquire(&w, 10, 0, RESERVE), SL_ADMIT, 2 * SEC); /* D */
+	/* Window 1 holds B's 5 and C's 3: 8 units. Its last 2 were skipped by
+	 * D (no holes are filled), so window 1 admits nothing more. */
+	assert_int_equal(sl_fixed_available(&w, SEC), 0);
+	expect_decision(sl_fixed_acquire(&w, 1, SEC, POLICE), SL_REFUSE, 2 * SEC);
+
+	/* A refund in the window its units were booked for (now = the
+	 * acquire's now + wait) gives them back while nothing later is booked. */
+	assert_int_equal(sl_fixed_init(&w, 10, SEC, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 8, 0, RESERVE), SL_ADMIT, 0);
+	expect_decision(sl_fixed_acquire(&w, 5, 0, RESERVE), SL_ADMIT, SEC);
+	assert_int_equal(sl_fixed_refund(&w, 5, SEC), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, SEC), 10);
+	/* Booked again, then window 2 is booked too: window 1's refund is
+	 * dropped, and so is one whose window is over. */
+	expect_decision(sl_fixed_acquire(&w, 5, 0, RESERVE), SL_ADMIT, SEC);
+	expect_decision(sl_fixed_acquire(&w, 6, 0, RESERVE), SL_ADMIT, 2 * SEC);
+	assert_int_equal(sl_fixed_refund(&w, 5, SEC), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, SEC), 0);
+	assert_int_equal(sl_fixed_refund(&w, 5, 3 * SEC), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 2 * SEC), 4);
+	/* A full window (counter exactly at the next window's start) still
+	 * takes its own refund. */
+	expect_decision(sl_fixed_acquire(&w, 4, 2 * SEC, POLICE), SL_ADMIT, 0);
+	assert_int_equal(sl_fixed_available(&w, 2 * SEC), 0);
+	assert_int_equal(sl_fixed_refund(&w, 3, 2 * SEC), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 2 * SEC), 3);
 }
 
 static void test_core_window_fixed_rates(void **state)
@@ -382,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_core_window_fixed_boundaries),
 		cmocka_unit_test(test_core_window_fixed_reserve),
 		cmocka_unit_test(test_core_window_fixed_refund_backwards),
+		cmocka_unit_test(test_core_window_fixed_refund_keeps_bookings),
 		cmocka_unit_test(test_core_window_fixed_rates),
 		cmocka_unit_test(test_core_window_fixed_overflow),
 		cmocka_unit_test(test_core_window_sliding_estimate),
