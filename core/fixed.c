@@ -17,6 +17,8 @@
  * moves the counter back only while the counter is still in that window:
  * once a later window is booked, the counter's position also carries that
  * booking, and moving it back would hand a later window's units out again.
+ * A charge (units already used) pushes the counter forward past whatever is
+ * booked, into later windows as needed: debt that later requests wait for.
  *
  * The counter must not overflow within the horizon: init requires
  * (2^64 / N) windows to last at least 2^56 ns (2.28 years; 58 years at
@@ -123,6 +125,34 @@ enum sl_status sl_fixed_refund(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
 		const uint64_t back = v - first < n ? first : v - n;
 		/* Relaxed: as in sl_fixed_acquire. */
 		if (atomic_compare_exchange_weak_explicit(&w->used, &v, back, memory_order_relaxed,
+							  memory_order_relaxed))
+			return SL_OK;
+	}
+}
+
+/*
+ * sl_fixed_charge - take n units at now_ns unconditionally, for units
+ * already used (bytes already received): the counter moves n past both its
+ * value and the current window's start, filling the current window and
+ * then as many later windows as n needs, which later acquires wait for.
+ * Saturates at 2^64 - 1 (beyond the horizon: every later acquire is then
+ * SL_NEVER). n == 0 changes nothing. Always SL_OK. Thread- and
+ * process-safe, lock-free.
+ */
+enum sl_status sl_fixed_charge(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
+{
+	if (n == 0)
+		return SL_OK;
+	const uint64_t idx = sl__elapsed(now_ns, w->epoch_ns) / w->window_ns;
+	const uint64_t first = sl__sat_mul(idx, w->limit);
+	/* Relaxed: only the expected value of the CAS below. */
+	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
+	for (;;) {
+		const uint64_t next = sl__sat_add(sl__max(v, first), n);
+		if (next == v)
+			return SL_OK; /* saturated already */
+		/* Relaxed: as in sl_fixed_acquire. */
+		if (atomic_compare_exchange_weak_explicit(&w->used, &v, next, memory_order_relaxed,
 							  memory_order_relaxed))
 			return SL_OK;
 	}

@@ -324,3 +324,34 @@ uint64_t sl_gcra_available(const struct sl_gcra *g, uint64_t now_ns)
 		return 0;
 	return sl__min(sl__units_in(full - start, g->mult, g->shift), g->burst);
 }
+
+/*
+ * sl_gcra_charge - take n units at now_ns unconditionally, for units
+ * already used (bytes already received): the next slot moves cost(n) past
+ * max(tat, now), as an admitted acquire would, but with no burst, capacity
+ * or horizon check, so the debt is what later acquires wait for (a token
+ * bucket of 1000 units/s charged 3000 units waits 3 s, less its burst, for
+ * the next unit). A leaky bucket's capacity makes later acquires refuse
+ * until the debt is within it. Saturates at 2^64 - 1 ticks (every later
+ * acquire is then SL_NEVER). n == 0 changes nothing. Always SL_OK. Thread-
+ * and process-safe, lock-free.
+ */
+enum sl_status sl_gcra_charge(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
+{
+	if (n == 0)
+		return SL_OK;
+	const uint64_t now = sl__ns_to_ticks(sl__elapsed(now_ns, g->epoch_ns), g->tick_shift);
+	const uint64_t cost = sl__cost(n, g->mult, g->shift);
+	/* Relaxed: the expected value of the CAS below (see sl_gcra_acquire). */
+	uint64_t tat = atomic_load_explicit(&g->tat, memory_order_relaxed);
+	for (;;) {
+		const uint64_t next = sl__sat_add(sl__max(tat, now), cost);
+		if (next == tat)
+			return SL_OK; /* saturated already */
+		/* Relaxed: as in sl_gcra_acquire, tat publishes nothing else;
+		 * the CAS alone orders this charge against racing acquires. */
+		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, next, memory_order_relaxed,
+							  memory_order_relaxed))
+			return SL_OK;
+	}
+}

@@ -87,6 +87,24 @@ enum sl_status sl_limiter_refund(struct sl_limiter *l, uint64_t n, uint64_t now_
 	}
 }
 
+/* sl_limiter_charge - see sluice_core.h; concurrency holds units rather
+ * than spending them, so it has no debt to take: SL_EINVAL, as for an
+ * unknown kind. */
+enum sl_status sl_limiter_charge(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	switch (l->kind) {
+	case SL_KIND_TOKEN:
+	case SL_KIND_LEAKY:
+		return sl_gcra_charge(&l->u.gcra, n, now_ns);
+	case SL_KIND_FIXED:
+		return sl_fixed_charge(&l->u.fixed, n, now_ns);
+	case SL_KIND_SLIDING:
+		return sl_sliding_charge(&l->u.sliding, n, now_ns);
+	default:
+		return SL_EINVAL;
+	}
+}
+
 /* sl_limiter_release - see sluice_core.h. */
 enum sl_status sl_limiter_release(struct sl_limiter *l, uint64_t n)
 {

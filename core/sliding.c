@@ -202,6 +202,42 @@ enum sl_status sl_sliding_refund(struct sl_sliding *s, uint64_t n, uint64_t now_
 }
 
 /*
+ * sl_sliding_charge - take n units at now_ns unconditionally, for units
+ * already used (bytes already received): the current window's count grows
+ * by ceil(n / quantum) quanta, saturating at a full window (limit_q, N
+ * units and up to q - 1 more). A sliding window cannot carry debt beyond
+ * its window: what holds is that acquire admits nothing while charged
+ * units fill the estimate, so in any aligned window the units admitted by
+ * acquire plus the units charged before them are at most N, and a full
+ * charged window weighs on the next one like any full window; units
+ * charged beyond a full window are forgotten, so charges alone are not
+ * bounded. n == 0 changes nothing. Always SL_OK. Thread- and process-safe,
+ * lock-free.
+ */
+enum sl_status sl_sliding_charge(struct sl_sliding *s, uint64_t n, uint64_t now_ns)
+{
+	if (n == 0)
+		return SL_OK;
+	const uint64_t nq = sl__div_ceil(n, s->quantum);
+	const uint64_t elapsed = sl__elapsed(now_ns, s->epoch_ns);
+	const uint64_t idx = elapsed / s->window_ns;
+	const uint64_t e = elapsed - idx * s->window_ns;
+	/* Relaxed: only the expected value of the CAS below. */
+	uint64_t state = atomic_load_explicit(&s->state, memory_order_relaxed);
+	for (;;) {
+		const struct slide_view v = slide_view(state, idx, e);
+		const uint64_t cur = sl__min(sl__sat_add(v.cur, nq), s->limit_q);
+		const uint64_t next = slide_pack(v.idx, v.prev, cur);
+		if (next == state)
+			return SL_OK; /* already full */
+		/* Relaxed: as in sl_sliding_acquire. */
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, memory_order_relaxed,
+							  memory_order_relaxed))
+			return SL_OK;
+	}
+}
+
+/*
  * sl_sliding_available - the largest n that a police acquire would admit at
  * now_ns (exact: acquire admits n iff n <= this, with no other change in
  * between). Thread- and process-safe, read-only snapshot.

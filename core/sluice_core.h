@@ -29,6 +29,7 @@
  *                           published to other threads or processes.
  *   sl_limiter_acquire()    thread- and process-safe, lock-free.
  *   sl_limiter_refund()     thread- and process-safe, lock-free.
+ *   sl_limiter_charge()     thread- and process-safe, lock-free.
  *   sl_limiter_release()    thread- and process-safe, lock-free (concurrency).
  *   sl_limiter_available()  thread- and process-safe, read-only snapshot.
  *   sl_limiter_validate()   read-only; checks a (possibly foreign) mapping.
@@ -268,6 +269,13 @@ struct sl_decision sl_limiter_acquire(struct sl_limiter *l, uint64_t n, uint64_t
  * fewer bytes than reserved). Never makes a limiter hold more than its burst
  * or window allows. Concurrency: same as release. */
 enum sl_status sl_limiter_refund(struct sl_limiter *l, uint64_t n, uint64_t now_ns);
+/* Take n units unconditionally, as debt, for units already used (e.g. bytes
+ * already received): token/leaky push the next slot cost(n) past
+ * max(slot, now); fixed windows push the counter, into later windows as
+ * needed; a sliding window's count saturates at a full window (it cannot
+ * carry debt beyond its window: see sl_sliding_charge). Saturates at the
+ * 2^64 horizon. SL_OK, or SL_EINVAL for concurrency or an unknown kind. */
+enum sl_status sl_limiter_charge(struct sl_limiter *l, uint64_t n, uint64_t now_ns);
 /* Concurrency: release n held units; SL_EUNDERFLOW (and no change) if fewer
  * are held. Other kinds: SL_EINVAL. */
 enum sl_status sl_limiter_release(struct sl_limiter *l, uint64_t n);
@@ -286,6 +294,7 @@ struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_n
 				   uint64_t max_wait_ns);
 enum sl_status sl_gcra_refund(struct sl_gcra *g, uint64_t n, uint64_t now_ns);
 uint64_t sl_gcra_available(const struct sl_gcra *g, uint64_t now_ns);
+enum sl_status sl_gcra_charge(struct sl_gcra *g, uint64_t n, uint64_t now_ns);
 
 enum sl_status sl_fixed_init(struct sl_fixed *w, uint64_t limit, uint64_t window_ns,
 			     uint64_t now_ns);
@@ -293,12 +302,14 @@ struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now
 				    uint64_t max_wait_ns);
 enum sl_status sl_fixed_refund(struct sl_fixed *w, uint64_t n, uint64_t now_ns);
 uint64_t sl_fixed_available(const struct sl_fixed *w, uint64_t now_ns);
+enum sl_status sl_fixed_charge(struct sl_fixed *w, uint64_t n, uint64_t now_ns);
 
 enum sl_status sl_sliding_init(struct sl_sliding *s, uint64_t limit, uint64_t window_ns,
 			       uint64_t now_ns);
 struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t now_ns);
 enum sl_status sl_sliding_refund(struct sl_sliding *s, uint64_t n, uint64_t now_ns);
 uint64_t sl_sliding_available(const struct sl_sliding *s, uint64_t now_ns);
+enum sl_status sl_sliding_charge(struct sl_sliding *s, uint64_t n, uint64_t now_ns);
 
 enum sl_status sl_conc_init(struct sl_conc *c, uint64_t limit);
 struct sl_decision sl_conc_acquire(struct sl_conc *c, uint64_t n);

@@ -1,7 +1,8 @@
 /*
  * test_core_limiter.c - the generic limiter (core/limiter.c): init from
  * struct sl_params and its errors, dispatch to every kind, release/refund
- * rules, names, and sl_limiter_validate() on corrupt and random memory.
+ * rules, charge (debt) for every kind, names, and sl_limiter_validate() on
+ * corrupt and random memory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,6 +87,68 @@ static void test_core_limiter_dispatch(void **state)
 	assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_OK);
 	assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_EUNDERFLOW);
 	assert_int_equal(sl_limiter_available(&l, 0), 2);
+}
+
+/* Charge: units already used (bytes already received) are taken as debt,
+ * whatever the limiter would have said. */
+static void test_core_limiter_charge(void **state)
+{
+	(void)state;
+	struct sl_limiter l;
+	/* Token bucket, 1000 units/s, burst 1000: 3000 charged at t = 0 put the
+	 * next slot 3 s ahead; the burst lets one unit act 1 s before it. */
+	struct sl_params p = params(SL_KIND_TOKEN, 1000, SEC, 1000);
+	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_int_equal(sl_limiter_charge(&l, 3000, 0), SL_OK);
+	expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_REFUSE, 2001 * MS);
+	assert_int_equal(sl_limiter_available(&l, 2001 * MS - 1), 0);
+	expect_decision(sl_limiter_acquire(&l, 1, 2001 * MS, 0), SL_ADMIT, 0);
+	assert_int_equal(sl_limiter_available(&l, 3 * SEC), 999);
+	/* Charged from now, not from an old slot: after idling, 500 units
+	 * leave half the burst. n == 0 changes nothing. */
+	assert_int_equal(sl_limiter_charge(&l, 500, 10 * SEC), SL_OK);
+	assert_int_equal(sl_limiter_available(&l, 10 * SEC), 500);
+	assert_int_equal(sl_limiter_charge(&l, 0, 10 * SEC), SL_OK);
+	assert_int_equal(sl_limiter_available(&l, 10 * SEC), 500);
+	/* Saturates at the horizon: everything after is never. */
+	assert_int_equal(sl_limiter_charge(&l, UINT64_MAX, 10 * SEC), SL_OK);
+	assert_int_equal(sl_limiter_charge(&l, 1, 10 * SEC), SL_OK);
+	expect_decision(sl_limiter_acquire(&l, 1, 10 * SEC, UINT64_MAX), SL_NEVER, UINT64_MAX);
+	assert_true(sl_limiter_validate(&l));
+
+	/* Leaky bucket, 1000/s, capacity 10: the 3 s of debt keep even a
+	 * reservation out until its slot is within the capacity. */
+	p = params(SL_KIND_LEAKY, 1000, SEC, 10);
+	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_int_equal(sl_limiter_charge(&l, 3000, 0), SL_OK);
+	expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_REFUSE, 3 * SEC);
+	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_REFUSE, 2991 * MS);
+	expect_decision(sl_limiter_acquire(&l, 1, 2991 * MS, UINT64_MAX), SL_ADMIT, 9 * MS);
+
+	/* Fixed window, 3 per 1000 ns: 7 charged fill windows 0 and 1 and one
+	 * unit of window 2. */
+	p = params(SL_KIND_FIXED, 3, 1000, 0);
+	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_int_equal(sl_limiter_charge(&l, 7, 0), SL_OK);
+	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_ADMIT, 2000);
+	assert_int_equal(sl_limiter_available(&l, 2000), 1);
+
+	/* Sliding window, 10 per 1000 ns: the count saturates at a full
+	 * window. */
+	p = params(SL_KIND_SLIDING, 10, 1000, 0);
+	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_int_equal(sl_limiter_charge(&l, 25, 0), SL_OK);
+	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_REFUSE, 1100);
+	assert_int_equal(sl_limiter_available(&l, 2000), 10);
+	assert_true(sl_limiter_validate(&l));
+
+	/* Concurrency holds units rather than spending them: no debt. */
+	p = params(SL_KIND_CONC, 2, 0, 0);
+	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_int_equal(sl_limiter_charge(&l, 1, 0), SL_EINVAL);
+	assert_int_equal(sl_limiter_available(&l, 0), 2);
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(sl_limiter_charge(&l, 1, 0), SL_EINVAL);
 }
 
 static void test_core_limiter_init_errors(void **state)
@@ -250,6 +313,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_core_limiter_dispatch),
+		cmocka_unit_test(test_core_limiter_charge),
 		cmocka_unit_test(test_core_limiter_init_errors),
 		cmocka_unit_test(test_core_limiter_names),
 		cmocka_unit_test(test_core_limiter_validate_corrupt),

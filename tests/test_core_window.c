@@ -3,7 +3,7 @@
  * (core/sliding.c) with an injected clock: window boundaries, reserve on the
  * virtual counter, the weighted estimate and its retry hints, quanta for
  * large limits, time going backwards, overflow points, refund (never into
- * another window), available (exact against acquire).
+ * another window), charge (debt), available (exact against acquire).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -133,6 +133,40 @@ static void test_core_window_fixed_refund_keeps_bookings(void **state)
 	assert_int_equal(sl_fixed_available(&w, 2 * SEC), 0);
 	assert_int_equal(sl_fixed_refund(&w, 3, 2 * SEC), SL_OK);
 	assert_int_equal(sl_fixed_available(&w, 2 * SEC), 3);
+}
+
+/* Charge: units already used go on the counter as debt, into later windows
+ * as needed. */
+static void test_core_window_fixed_charge(void **state)
+{
+	(void)state;
+	struct sl_fixed w;
+	assert_int_equal(sl_fixed_init(&w, 10, SEC, 0), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 4, 0, POLICE), SL_ADMIT, 0);
+	/* 4 + 25: windows 0 and 1 full, window 2 holds 9. */
+	assert_int_equal(sl_fixed_charge(&w, 25, 0), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 0), 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 0, POLICE), SL_REFUSE, 2 * SEC);
+	assert_int_equal(sl_fixed_available(&w, SEC), 0);
+	assert_int_equal(sl_fixed_available(&w, 2 * SEC), 1);
+	expect_decision(sl_fixed_acquire(&w, 1, SEC, RESERVE), SL_ADMIT, SEC);
+	expect_decision(sl_fixed_acquire(&w, 1, 2 * SEC + SEC / 2, POLICE), SL_REFUSE, SEC / 2);
+	/* n == 0 changes nothing; a charge after idle windows starts at the
+	 * current window. */
+	assert_int_equal(sl_fixed_charge(&w, 0, 5 * SEC), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 5 * SEC), 10);
+	assert_int_equal(sl_fixed_charge(&w, 3, 5 * SEC), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 5 * SEC), 7);
+	/* A charge goes after bookings in later windows. */
+	expect_decision(sl_fixed_acquire(&w, 8, 5 * SEC, RESERVE), SL_ADMIT, SEC);
+	assert_int_equal(sl_fixed_charge(&w, 2, 5 * SEC), SL_OK);
+	assert_int_equal(sl_fixed_available(&w, 6 * SEC), 0);
+	expect_decision(sl_fixed_acquire(&w, 1, 6 * SEC, POLICE), SL_REFUSE, SEC);
+	/* Saturates: beyond the horizon, every acquire is never. */
+	assert_int_equal(sl_fixed_charge(&w, UINT64_MAX, 5 * SEC), SL_OK);
+	assert_int_equal(sl_fixed_charge(&w, 1, 5 * SEC), SL_OK);
+	expect_decision(sl_fixed_acquire(&w, 1, 5 * SEC, RESERVE), SL_NEVER, UINT64_MAX);
+	assert_int_equal(sl_fixed_available(&w, 100 * SEC), 0);
 }
 
 static void test_core_window_fixed_rates(void **state)
@@ -390,6 +424,37 @@ static void test_core_window_sliding_available_exact(void **state)
 	}
 }
 
+/* Charge: units already used fill the current window, never beyond it. */
+static void test_core_window_sliding_charge(void **state)
+{
+	(void)state;
+	struct sl_sliding s;
+	assert_int_equal(sl_sliding_init(&s, 10, 1000, 0), SL_OK);
+	expect_decision(sl_sliding_acquire(&s, 4, 0), SL_ADMIT, 0);
+	assert_int_equal(sl_sliding_charge(&s, 3, 0), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 0), 3);
+	/* Over the limit: the count saturates at a full window. */
+	assert_int_equal(sl_sliding_charge(&s, 100, 0), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 0), 0);
+	expect_decision(sl_sliding_acquire(&s, 1, 0), SL_REFUSE, 1100);
+	/* The full window weighs on the next one like any full window, and
+	 * no more: the 93 units beyond it are forgotten. */
+	assert_int_equal(sl_sliding_available(&s, 1500), 5);
+	assert_int_equal(sl_sliding_charge(&s, 0, 1500), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 1500), 5);
+	assert_int_equal(sl_sliding_charge(&s, UINT64_MAX, 1500), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 1500), 0);
+	assert_int_equal(sl_sliding_available(&s, 2500), 5);
+	assert_int_equal(sl_sliding_available(&s, 3000), 10);
+	/* Quanta: a charge of 1 unit counts a whole quantum (6 units). */
+	assert_int_equal(sl_sliding_init(&s, 5242880, SEC, 0), SL_OK);
+	assert_int_equal(sl_sliding_charge(&s, 1, 0), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 0), 5242874);
+	assert_int_equal(sl_sliding_charge(&s, UINT64_MAX, 0), SL_OK);
+	assert_int_equal(sl_sliding_available(&s, 0), 0);
+	assert_int_equal(sl_sliding_available(&s, 2 * SEC), 5242880);
+}
+
 static void test_core_window_sliding_refund_overflow(void **state)
 {
 	(void)state;
@@ -426,6 +491,7 @@ int main(void)
 		cmocka_unit_test(test_core_window_fixed_reserve),
 		cmocka_unit_test(test_core_window_fixed_refund_backwards),
 		cmocka_unit_test(test_core_window_fixed_refund_keeps_bookings),
+		cmocka_unit_test(test_core_window_fixed_charge),
 		cmocka_unit_test(test_core_window_fixed_rates),
 		cmocka_unit_test(test_core_window_fixed_overflow),
 		cmocka_unit_test(test_core_window_sliding_estimate),
@@ -434,6 +500,7 @@ int main(void)
 		cmocka_unit_test(test_core_window_sliding_quanta),
 		cmocka_unit_test(test_core_window_sliding_full_limit),
 		cmocka_unit_test(test_core_window_sliding_available_exact),
+		cmocka_unit_test(test_core_window_sliding_charge),
 		cmocka_unit_test(test_core_window_sliding_refund_overflow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
