@@ -240,16 +240,34 @@ gcra_acquire_short(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t now_ns, uint
 	}
 }
 
-/* sl_gcra_acquire for n != 1: the cost by a 128-bit multiply, then the
- * short path if it covers that cost. */
+/* gcra_acquire_slow from n and now_ns, out of line: the saturating cost is
+ * not needed on the short path. */
+__attribute__((noinline, cold)) static struct sl_decision
+gcra_acquire_slow_n(struct sl_gcra *g, uint64_t n, uint64_t now_ns, uint64_t max_wait_ns)
+{
+	return gcra_acquire_slow(&g->tat, sl__cost(n, g->mult, g->shift), now_ns - g->epoch_ns,
+				 max_wait_ns);
+}
+
+/*
+ * sl_gcra_acquire for n != 1: the cost by a 128-bit multiply, then the
+ * short path if it covers that cost. For n >= 1, n * mult >= 1 and
+ * ceil(n * mult / 2^shift) = ((n * mult - 1) >> shift) + 1, which needs no
+ * rounding constant; n == 0 wraps to 2^128 - 1 and so fails the range test,
+ * as do costs beyond the burst (token), the capacity (leaky) or 2^63 - 1.
+ */
 __attribute__((noinline)) static struct sl_decision
 gcra_acquire_n(struct sl_gcra *g, uint64_t n, uint64_t now_ns, uint64_t max_wait_ns)
 {
-	const uint64_t cost = sl__cost(n, g->mult, g->shift);
-	const uint64_t tol = g->leaky ? cost : g->tau_ticks;
-	if (n == 0 || cost > tol || cost > g->limit_ticks || cost >> 63)
-		return gcra_acquire_slow(&g->tat, cost, now_ns - g->epoch_ns, max_wait_ns);
-	return gcra_acquire_short(&g->tat, cost, now_ns, max_wait_ns, tol);
+	const sl__u128 q = ((sl__u128)n * g->mult - 1) >> (g->shift & 63);
+	/* The largest cost the short path takes: for a leaky bucket tol is
+	 * the cost itself, so only the capacity bounds it. */
+	const uint64_t most = sl__min(g->leaky ? g->limit_ticks : g->tau_ticks, INT64_MAX);
+	if (q >= most)
+		return gcra_acquire_slow_n(g, n, now_ns, max_wait_ns);
+	const uint64_t cost = (uint64_t)q + 1;
+	return gcra_acquire_short(&g->tat, cost, now_ns, max_wait_ns,
+				  g->leaky ? cost : g->tau_ticks);
 }
 
 /*
