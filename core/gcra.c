@@ -20,7 +20,8 @@
  * now_ns only shrinks end - now's allowance, so it can only refuse more.
  *
  * Every decision is one CAS loop on tat: a short one for the common case
- * (sl_gcra_acquire) and a general one for the rest (gcra_acquire_slow).
+ * (gcra_acquire_short, which sl_gcra_acquire jumps to) and a general one
+ * for the rest (gcra_acquire_slow).
  * Parameters are read-only after init. tat only changes through a CAS, and
  * no other memory is published through it, so every access is relaxed (see
  * the comments at each one).
@@ -28,13 +29,13 @@
 #include "internal.h"
 
 /*
- * The range of the short path in sl_gcra_acquire: the largest h such that
+ * The range of gcra_acquire_short (fast_shift): the largest h such that
  * every now_ns in [epoch, epoch + 2^h) gives now < 2^63 ticks and
- * now + tau <= 2^64 - 2 ticks, so that neither a threshold nor a slot
+ * now + tau <= 2^64 - 2 ticks, so that neither its threshold nor a slot
  * ending within tau of now can reach the horizon. h = 63 - tick_shift for
- * any burst that refills within 2^62 ticks (146 years at tick_shift 0,
- * 2^55 ns = 1.1 years at tick_shift 8); never below 0 (now == epoch), as
- * init keeps tau below 2^64 - 1.
+ * any burst that refills within 2^63 ticks (292 years at tick_shift 0,
+ * 2^55 ns = 1.1 years at tick_shift 8); h = 0 (now == epoch only) at
+ * worst, as init keeps tau below 2^64 - 1.
  */
 static uint32_t gcra_fast_shift(uint64_t tau, uint32_t tick_shift)
 {
@@ -130,8 +131,7 @@ static inline struct sl_gcra *gcra_of(_Atomic uint64_t *tat_p)
  * leaky bucket's capacity, with saturating arithmetic throughout. `cost` is
  * sl__cost(n) (saturated), `elapsed` is now_ns - epoch_ns modulo 2^64 (not
  * clamped). Passing these rather than n and now_ns, and keeping this
- * function out of line, leaves fewer values alive in sl_gcra_acquire's short
- * path.
+ * function out of line, leaves fewer values alive in gcra_acquire_short.
  */
 __attribute__((noinline)) static struct sl_decision
 gcra_acquire_slow(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t elapsed, uint64_t max_wait_ns)
@@ -183,11 +183,13 @@ gcra_acquire_slow(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t elapsed, uint
  * within tol of now, i.e. iff tat <= thresh = now + tol - cost; otherwise it
  * waits tat - thresh ticks. Init's fast_shift bounds now (below 2^63 ticks,
  * and now + tau below 2^64 - 1), and tat is checked to be below 2^63 where
- * it matters, so every step is exact without saturation; anything else goes
- * to gcra_acquire_slow.
+ * it matters (a reserve far ahead or a charge can leave it anywhere), so
+ * every step is exact without saturation; anything else goes to
+ * gcra_acquire_slow.
  *
  * Out of line, and reached by a jump, so that it has the argument registers
- * to itself: the n == 1 case then needs no register saved or moved.
+ * to itself: the n == 1 case then saves no register (about 30 instructions
+ * to admit, under 40 to reserve or refuse; see bench/bench_core.c).
  */
 __attribute__((noinline)) static struct sl_decision
 gcra_acquire_short(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t now_ns, uint64_t max_wait_ns,

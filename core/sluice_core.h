@@ -77,7 +77,7 @@
  *   - The token/leaky fast path (n == 1 uses the precomputed cost1_ticks)
  *     covers the first 2^fast_shift ns after the epoch: 2^(63 - tick_shift)
  *     ns (292 years at tick_shift 0, 1.1 years at 8), less only for a burst
- *     that takes more than 2^62 ticks to refill. Other times take a longer
+ *     that takes more than 2^63 ticks to refill. Other times take a longer
  *     path with the same answers.
  *   - Fixed window reserve books future windows on the virtual counter; a
  *     request that does not fit in what is left of a window takes the next

@@ -462,6 +462,38 @@ static void test_core_gcra_epoch_near_wrap(void **state)
 	expect_decision(sl_gcra_acquire(&g, 1, epoch + 500000, POLICE), SL_REFUSE, 250000);
 }
 
+/* The short path trusts fast_shift and capped: validate must reject a
+ * (foreign) limiter whose copies of them differ from what init derives. */
+static void test_core_gcra_validate_fast_fields(void **state)
+{
+	(void)state;
+	struct sl_limiter l;
+	const struct sl_params token = { .kind = SL_KIND_TOKEN, .amount = 4, .period_ns = MS,
+					 .burst = 2 };
+	assert_int_equal(sl_limiter_init(&l, &token, 0), SL_OK);
+	assert_true(sl_limiter_validate(&l));
+	assert_int_equal(l.u.gcra.fast_shift, 63);
+	assert_int_equal(l.u.gcra.capped, 0);
+	l.u.gcra.fast_shift = 62;
+	assert_false(sl_limiter_validate(&l));
+	l.u.gcra.fast_shift = 63;
+	l.u.gcra.capped = 1;
+	assert_false(sl_limiter_validate(&l));
+	const struct sl_params leaky = { .kind = SL_KIND_LEAKY, .amount = 4, .period_ns = MS,
+					 .burst = 3 };
+	assert_int_equal(sl_limiter_init(&l, &leaky, 0), SL_OK);
+	assert_true(sl_limiter_validate(&l));
+	assert_int_equal(l.u.gcra.capped, 1);
+	l.u.gcra.capped = 0;
+	assert_false(sl_limiter_validate(&l));
+	/* A burst refilling in nearly 2^64 ticks narrows the short path. */
+	const struct sl_params huge = { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1024,
+					.burst = (UINT64_MAX - 1) / 1024 };
+	assert_int_equal(sl_limiter_init(&l, &huge, 0), SL_OK);
+	assert_int_equal(l.u.gcra.tick_shift, 0);
+	assert_true(l.u.gcra.fast_shift < 11);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -480,6 +512,7 @@ int main(void)
 		cmocka_unit_test(test_core_gcra_matches_model),
 		cmocka_unit_test(test_core_gcra_matches_model_edges),
 		cmocka_unit_test(test_core_gcra_epoch_near_wrap),
+		cmocka_unit_test(test_core_gcra_validate_fast_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
