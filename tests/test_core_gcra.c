@@ -374,6 +374,26 @@ static void test_core_gcra_matches_model(void **state)
 	}
 }
 
+/* One acquire against the model: the same decision and the same tat, or a
+ * failure naming the step and the limiter's derived parameters. */
+static void expect_model_step(struct sl_gcra *g, uint64_t *tat, uint64_t n, uint64_t now,
+			      uint64_t max_wait, int step)
+{
+	const struct sl_decision want = model_acquire(g, tat, n, now, max_wait);
+	const struct sl_decision got = sl_gcra_acquire(g, n, now, max_wait);
+	const uint64_t got_tat = atomic_load(&g->tat);
+	if (got.verdict == want.verdict && got.wait_ns == want.wait_ns && got_tat == *tat)
+		return;
+	fail_msg("step %d: %s mult %llu >> %u, tau %llu, limit %llu, epoch %llu; n %llu at %llu, "
+		 "max_wait %llu: got %u/%llu tat %llu, want %u/%llu tat %llu",
+		 step, g->leaky ? "leaky" : "token", (unsigned long long)g->mult, g->shift,
+		 (unsigned long long)g->tau_ticks, (unsigned long long)g->limit_ticks,
+		 (unsigned long long)g->epoch_ns, (unsigned long long)n, (unsigned long long)now,
+		 (unsigned long long)max_wait, got.verdict, (unsigned long long)got.wait_ns,
+		 (unsigned long long)got_tat, want.verdict, (unsigned long long)want.wait_ns,
+		 (unsigned long long)*tat);
+}
+
 /*
  * The edges of sl_gcra_acquire's short path against the same model: epochs
  * near 2^64 with clock reads before them (which count as the epoch, not as
@@ -390,7 +410,7 @@ static void test_core_gcra_matches_model_edges(void **state)
 		const uint64_t amount = 1 + rnd(&seed) % (round % 4 == 0 ? 10000000000ull : 1000);
 		const uint64_t period = 1 + rnd(&seed) % 10000000000ull;
 		const bool leaky = round % 3 == 0;
-		/* Half the rounds: a burst refilling in 2^(40..63) ns or more. */
+		/* Half the rounds: a burst refilling in 2^41 to 2^64 ns. */
 		uint64_t burst = 1 + rnd(&seed) % 8;
 		if (round & 1)
 			burst = (UINT64_MAX >> (rnd(&seed) % 24)) / (period / amount + 1);
@@ -427,21 +447,25 @@ static void test_core_gcra_matches_model_edges(void **state)
 			const uint64_t n = r % 4 != 3 ? 1 : rnd(&seed) % 5;
 			const uint64_t mw = (r >> 8) % 3 == 0 ? 0
 					  : (r >> 8) % 3 == 1 ? UINT64_MAX : rnd(&seed) % (8 * unit_ns);
-			struct sl_decision want = model_acquire(&g, &tat, n, now, mw);
-			struct sl_decision got = sl_gcra_acquire(&g, n, now, mw);
-			if (got.verdict != want.verdict || got.wait_ns != want.wait_ns ||
-			    atomic_load(&g.tat) != tat)
-				fail_msg("round %d step %d (%s %llu/%llu burst %llu epoch %llu, n %llu, "
-					 "now %llu, max_wait %llu): got %u/%llu tat %llu, want %u/%llu "
-					 "tat %llu",
-					 round, i, leaky ? "leaky" : "token", (unsigned long long)amount,
-					 (unsigned long long)period, (unsigned long long)burst,
-					 (unsigned long long)epoch, (unsigned long long)n,
-					 (unsigned long long)now, (unsigned long long)mw, got.verdict,
-					 (unsigned long long)got.wait_ns,
-					 (unsigned long long)atomic_load(&g.tat), want.verdict,
-					 (unsigned long long)want.wait_ns, (unsigned long long)tat);
+			expect_model_step(&g, &tat, n, now, mw, round * 1000 + i);
 		}
+	}
+}
+
+/* Costs of 2^63 ticks and more (one unit per 1.5 * 2^62 ns, n = 2), with
+ * tat around 2^63: a slot there ends at or beyond 2^64 - 1, never. */
+static void test_core_gcra_cost_beyond_2_63(void **state)
+{
+	(void)state;
+	struct sl_gcra g;
+	assert_int_equal(sl_token_init(&g, 1, 3ull << 61, 2, 0), SL_OK);
+	assert_int_equal(g.tick_shift, 0);
+	for (uint64_t d = 0; d < 8; d++) {
+		uint64_t tat = (1ull << 63) - 4 + d;
+		atomic_store(&g.tat, tat);
+		expect_model_step(&g, &tat, 2, 0, RESERVE, (int)d);
+		expect_model_step(&g, &tat, 2, 0, POLICE, (int)d);
+		expect_model_step(&g, &tat, 1, 0, RESERVE, (int)d);
 	}
 }
 
@@ -512,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_core_gcra_matches_model),
 		cmocka_unit_test(test_core_gcra_matches_model_edges),
 		cmocka_unit_test(test_core_gcra_epoch_near_wrap),
+		cmocka_unit_test(test_core_gcra_cost_beyond_2_63),
 		cmocka_unit_test(test_core_gcra_validate_fast_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
