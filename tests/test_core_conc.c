@@ -3,23 +3,7 @@
  * and release sequences, refusal without change, release without a matching
  * acquire (underflow, never a wrap), limits at the 64-bit edge.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
-
-#include "sluice_core.h"
-
-/* Expect a decision: verdict and wait; a failure prints both values and
- * the line of the call. */
-#define expect_decision(d, want_verdict, want_wait_ns) \
-	do { \
-		const struct sl_decision d_ = (d); \
-		assert_int_equal(d_.verdict, (want_verdict)); \
-		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
-	} while (0)
+#include "test_core.h"
 
 static void test_core_conc_sequence(void **state)
 {

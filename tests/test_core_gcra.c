@@ -3,34 +3,12 @@
  * clock: exact admission sequences, extreme and fractional rates, time going
  * backwards, 64-bit overflow points, reserve, refund and available.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
-
-#include "sluice_core.h"
+#include "test_core.h"
 
 static uint64_t sl__min_test(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
 }
-
-#define MS 1000000ull
-#define SEC 1000000000ull
-#define HOUR (3600ull * SEC)
-#define POLICE 0ull
-#define RESERVE UINT64_MAX
-
-/* Expect a decision: verdict and wait; a failure prints both values and
- * the line of the call. */
-#define expect_decision(d, want_verdict, want_wait_ns) \
-	do { \
-		const struct sl_decision d_ = (d); \
-		assert_int_equal(d_.verdict, (want_verdict)); \
-		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
-	} while (0)
 
 /* 4 units per ms (one per 250000 ns), burst 2, epoch t0. */
 static void token_4_per_ms(struct sl_gcra *g, uint64_t t0)

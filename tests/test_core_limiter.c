@@ -4,27 +4,7 @@
  * rules, charge (debt) for every kind, names, and sl_limiter_validate() on
  * corrupt and random memory.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#include <cmocka.h>
-
-#include "sluice_core.h"
-
-#define MS 1000000ull
-#define SEC 1000000000ull
-
-/* Expect a decision: verdict and wait; a failure prints both values and
- * the line of the call. */
-#define expect_decision(d, want_verdict, want_wait_ns) \
-	do { \
-		const struct sl_decision d_ = (d); \
-		assert_int_equal(d_.verdict, (want_verdict)); \
-		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
-	} while (0)
+#include "test_core.h"
 
 static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
 {

@@ -5,29 +5,7 @@
  * large limits, time going backwards, overflow points, refund (never into
  * another window), charge (debt), available (exact against acquire).
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
-
-#include <cmocka.h>
-
-#include "sluice_core.h"
-
-#define SEC 1000000000ull
-#define HOUR (3600ull * SEC)
-#define POLICE 0ull
-#define RESERVE UINT64_MAX
-
-/* Expect a decision: verdict and wait; a failure prints both values and
- * the line of the call. */
-#define expect_decision(d, want_verdict, want_wait_ns) \
-	do { \
-		const struct sl_decision d_ = (d); \
-		assert_int_equal(d_.verdict, (want_verdict)); \
-		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
-	} while (0)
+#include "test_core.h"
 
 /* Fixed window: 3 units per 1000 ns, windows aligned on the epoch 5000. */
 static void test_core_window_fixed_boundaries(void **state)

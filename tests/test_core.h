@@ -1,0 +1,34 @@
+/*
+ * test_core.h - what the core's unit tests share: cmocka's headers in the
+ * order it needs, time units, the police/reserve waits, and one assertion
+ * for a decision that prints both values on failure.
+ */
+#ifndef SLUICE_TEST_CORE_H
+#define SLUICE_TEST_CORE_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sluice_core.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define HOUR (3600ull * SEC)
+#define POLICE 0ull
+#define RESERVE UINT64_MAX
+
+/* Expect a decision: verdict and wait; a failure prints both values and
+ * the line of the call. */
+#define expect_decision(d, want_verdict, want_wait_ns) \
+	do { \
+		const struct sl_decision d_ = (d); \
+		assert_int_equal(d_.verdict, (want_verdict)); \
+		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
+	} while (0)
+
+#endif /* SLUICE_TEST_CORE_H */
