@@ -169,36 +169,44 @@ void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_
 	}
 }
 
-/* Charge rule i for the call at instant now; see sl__admit. Returns 0, or an
- * errno. *due is raised to the instant the rule's slot starts when the call
- * must wait for it.
+/* Record that rule i's limiter l took the call's units. */
+static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l)
+{
+	g->rules |= (uint32_t)1 << i;
+	g->lim[i] = l;
+}
+
+/*
+ * The rest of rule i's charge at instant now when policing (max_wait 0,
+ * which takes nothing when it refuses) did not admit the call at once; d is
+ * its answer. Returns 0, or an errno; *due is raised to the instant the
+ * rule's slot starts when the call must wait for it.
  *
- * Every attempt polices first (max_wait 0, which takes nothing when it
- * refuses): a call admitted at once needs no limit on its wait, so the
- * socket's timeout (a getsockopt) is read only when a wait is due. Only then
- * is the reservation up to the limit asked for. */
-static int sl_admit_one(struct sl_call *c, unsigned i, uint64_t n, struct sl_grant *g,
-			uint64_t now, uint64_t *due)
+ * Only here is the limit on the wait computed, which needs the socket's
+ * timeout (a getsockopt), and the reservation up to it asked for: a call
+ * admitted at once never reads the timeout.
+ */
+static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i,
+						   struct sl_limiter *l, uint64_t n,
+						   struct sl_grant *g, uint64_t now, uint64_t *due,
+						   struct sl_decision d)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
-	struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
 	uint64_t backoff = 1000000u;
+	if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
+		sl_dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
+				d.wait_ns);
+		return 0;
+	}
 	for (;;) {
-		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
 		uint64_t limit = now;
-		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
-			sl_dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
-					d.wait_ns);
-			return 0;
-		}
 		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DELAY) {
 			limit = sl_call_limit(c, r);
 			if (limit > now)
 				d = sl_limiter_acquire(l, n, now, limit - now);
 		}
 		if (d.verdict == SL_ADMIT) {
-			g->rules |= (uint32_t)1 << i;
-			g->lim[i] = l;
+			sl_grant_add(g, i, l);
 			if (d.wait_ns > 0) {
 				c->delayed_rules |= (uint32_t)1 << i;
 				if (sl_sat_add(now, d.wait_ns) > *due)
@@ -219,6 +227,7 @@ static int sl_admit_one(struct sl_call *c, unsigned i, uint64_t n, struct sl_gra
 				if (sl_call_sleep(c, at) == EINTR)
 					return EINTR;
 				now = sl__clock_ns();
+				d = sl_limiter_acquire(l, n, now, 0);
 				continue;
 			}
 		}
@@ -238,8 +247,16 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 	}
 	uint64_t due = 0, now = sl_call_now(c);
 	int err = 0;
-	for (uint32_t rest = rules; rest != 0 && err == 0; rest &= rest - 1)
-		err = sl_admit_one(c, (unsigned)__builtin_ctz(rest), n, g, now, &due);
+	for (uint32_t rest = rules; rest != 0 && err == 0; rest &= rest - 1) {
+		/* Police every rule first: a call none of them delays ends here. */
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
+		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
+		if (__builtin_expect(d.verdict == SL_ADMIT && d.wait_ns == 0, 1))
+			sl_grant_add(g, i, l);
+		else
+			err = sl_admit_slow(c, i, l, n, g, now, &due, d);
+	}
 	/* due stays 0 unless a rule must wait; sl_call_sleep returns at once if
 	 * the instant has passed. */
 	if (err == 0 && due != 0)
@@ -321,7 +338,7 @@ void sl__stats_bytes(uint32_t rules, uint64_t n)
 		sl_stats_add(&sl__st.stats[__builtin_ctz(rest)].bytes, n);
 }
 
-void sl__call_end(struct sl_call *c, uint32_t rules, bool ok)
+void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
@@ -329,10 +346,17 @@ void sl__call_end(struct sl_call *c, uint32_t rules, bool ok)
 		sl_stats_add(&s->calls, 1);
 		if (ok)
 			sl_stats_add(&s->admitted, 1);
+		if (bytes != 0)
+			sl_stats_add(&s->bytes, bytes);
 		if (c->delayed_rules & ((uint32_t)1 << i)) {
 			sl_stats_add(&s->delayed, 1);
 			sl_stats_add(&s->delay_ns, c->waited_ns);
 			sl_stats_max(&s->max_delay_ns, c->waited_ns);
 		}
 	}
+}
+
+void sl__call_end(struct sl_call *c, uint32_t rules, bool ok)
+{
+	sl__call_end_bytes(c, rules, ok, 0);
 }

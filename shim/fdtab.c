@@ -151,9 +151,8 @@ static int sl_fd_classify(int fd, struct sl_fdrec *r)
 
 /* Copy a published record, keeping the live conn field out of the copy's
  * business (callers never read it from a copy). */
-static void sl_fd_copy(int fd, struct sl_fdrec *out)
+static void sl_fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
 {
-	const struct sl_fdrec *r = &sl_fdrecs[fd];
 	memcpy(out->cand, r->cand, sizeof(out->cand));
 	memcpy(out->match, r->match, sizeof(out->match));
 	out->family = r->family;
@@ -164,28 +163,17 @@ static void sl_fd_copy(int fd, struct sl_fdrec *out)
 	atomic_store_explicit(&out->conn, 0, memory_order_relaxed);
 }
 
-bool sl__fd_get(int fd, struct sl_fdrec *out)
+/* The part of sl__fd_rec for an fd whose record is not published: wait for
+ * the thread classifying it, or classify it. b is the fd's bits as loaded.
+ * Returns the record, or NULL if the call should pass through. */
+static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, uint8_t b)
 {
-	if (!sl__st.ready)
-		return false;
-	if ((unsigned)fd >= SL_FD_MAX) {
-		if (fd >= 0 && sl__st.active &&
-		    !atomic_exchange_explicit(&sl_fd_big_logged, 1, memory_order_relaxed))
-			sl_log(SL_LOG_WARN, "fd %d is beyond the table (%d): such fds pass through",
-			       fd, SL_FD_MAX);
-		return false;
-	}
-	/* Acquire pairs with the release in the fetch_or below: READY means the
-	 * record's fields are complete. */
-	uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
 	for (int spins = 0;; spins++) {
-		if (b & SL_FDB_READY) {
-			sl_fd_copy(fd, out);
-			return true;
-		}
+		if (b & SL_FDB_READY)
+			return &sl_fdrecs[fd];
 		if (b & SL_FDB_BUSY) {
 			if (spins > 1000)
-				return false;
+				return NULL;
 			sched_yield();
 			b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
 			continue;
@@ -203,7 +191,7 @@ bool sl__fd_get(int fd, struct sl_fdrec *out)
 	if (kind < 0) {
 		atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
 					  memory_order_release);
-		return false;
+		return NULL;
 	}
 	if (kind == 0)
 		memset(&r, 0, sizeof(r));
@@ -222,11 +210,38 @@ bool sl__fd_get(int fd, struct sl_fdrec *out)
 		if (r.cand[k] == 0)
 			pass |= (uint8_t)SL_FDB_PASS(k);
 	/* Release: publishes the fields written above (pairs with the acquire
-	 * loads in this function); then drop BUSY. */
+	 * loads in sl__fd_rec and above); then drop BUSY. */
 	atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_READY | pass),
 				 memory_order_release);
 	atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY, memory_order_release);
-	sl_fd_copy(fd, out);
+	return dst;
+}
+
+const struct sl_fdrec *sl__fd_rec(int fd)
+{
+	if (!sl__st.ready)
+		return NULL;
+	if ((unsigned)fd >= SL_FD_MAX) {
+		if (fd >= 0 && sl__st.active &&
+		    !atomic_exchange_explicit(&sl_fd_big_logged, 1, memory_order_relaxed))
+			sl_log(SL_LOG_WARN, "fd %d is beyond the table (%d): such fds pass through",
+			       fd, SL_FD_MAX);
+		return NULL;
+	}
+	/* Acquire pairs with the release in sl_fd_rec_slow: READY means the
+	 * record's fields are complete. */
+	uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
+	if (__builtin_expect(b & SL_FDB_READY, 1))
+		return &sl_fdrecs[fd];
+	return sl_fd_rec_slow(fd, b);
+}
+
+bool sl__fd_get(int fd, struct sl_fdrec *out)
+{
+	const struct sl_fdrec *r = sl__fd_rec(fd);
+	if (r == NULL)
+		return false;
+	sl_fd_copy(r, out);
 	return true;
 }
 

@@ -50,7 +50,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	sl__log_level = (int)p->log_level;
 	sl__log_set_file(p->log_file);
 	memset(st->kind_rules, 0, sizeof(st->kind_rules));
-	st->byte_rules = st->conns_rules = 0;
+	st->byte_rules = st->conns_rules = st->reject_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT, [SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,
@@ -68,6 +68,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->conns_rules |= bit;
 		else if (r->unit == SL_UNIT_BYTES)
 			st->byte_rules |= bit;
+		if (r->action == SL_ACTION_REJECT)
+			st->reject_rules |= bit;
 		if (r->scope == SL_SCOPE_FD)
 			st->scope_slot[i] = (uint8_t)st->n_fd_rules++;
 		else if (r->scope == SL_SCOPE_THREAD)
@@ -84,6 +86,11 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			       txt, sl_status_name(s));
 			return -1;
 		}
+	}
+	st->piece_min = UINT64_MAX;
+	for (uint32_t rest = st->byte_rules; rest != 0; rest &= rest - 1) {
+		uint64_t m = sl__piece_max((unsigned)__builtin_ctz(rest));
+		st->piece_min = m < st->piece_min ? m : st->piece_min;
 	}
 	st->fd_lims = sl_remap(st->fd_lims, &sl_fd_lims_bytes, (size_t)SL_FD_MAX * st->n_fd_rules);
 	st->thread_lims = sl_remap(st->thread_lims, &sl_thread_lims_bytes,

@@ -191,8 +191,11 @@ struct sl_state {
 	bool ready;      /* sl__state_init has run */
 	uint32_t kind_rules[SL_K_COUNT]; /* rules that may apply to each kind */
 	uint32_t byte_rules;             /* rules counting bytes */
+	uint32_t reject_rules;           /* action == reject */
 	uint32_t conns_rules;            /* op == conns */
 	uint32_t n_fd_rules, n_thread_rules;
+	uint64_t piece_min; /* smallest sl__piece_max of the byte rules: a transfer
+	                       no larger than this is never split */
 	uint8_t scope_slot[SL_MAX_RULES]; /* index among rules of its scope */
 	struct sl_limiter proc[SL_MAX_RULES]; /* per=process; fallback of others */
 	struct sl_limiter *fd_lims;     /* [SL_FD_MAX][n_fd_rules], mmap'd */
@@ -253,6 +256,11 @@ static inline bool sl__fd_pass(int fd, enum sl_kind_call k)
 /* Classify fd (if not yet) and copy its record into *out. Returns false if
  * the call should pass through (not a socket, no rules, fd too large). */
 bool sl__fd_get(int fd, struct sl_fdrec *out);
+/* The same without the copy: fd's published record, or NULL. The record is
+ * rewritten only when fd is reclassified (after a close, dup2 onto it or a
+ * connect on it), so a caller copies out what it uses before anything that
+ * may race with that: the hot path's alternative to sl__fd_get. */
+const struct sl_fdrec *sl__fd_rec(int fd);
 /* Forget what is known of fd: it was closed or replaced. Releases the
  * connection slot it held when it was the last fd of the connection. */
 void sl__fd_forget(int fd);
@@ -341,6 +349,8 @@ void sl__stats_bytes(uint32_t rules, uint64_t n);
 /* Finish the call's stats: one call seen by each rule in `rules`, admitted
  * if ok, and the call's delay for the rules that made it wait. */
 void sl__call_end(struct sl_call *c, uint32_t rules, bool ok);
+/* sl__call_end and sl__stats_bytes(rules, bytes) in one pass. */
+void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes);
 
 /* ---- io.c ------------------------------------------------------------------ */
 

@@ -79,16 +79,58 @@ size_t sl__iov_total(const struct iovec *iov, size_t cnt)
 	return t;
 }
 
-/* The real transfer of [off, off + len). The whole call when off == 0 and
- * len == total passes every argument through unchanged. */
-static ssize_t sl_io_xfer(const struct sl_io *io, size_t off, size_t len)
+/* The real call of io with its buffer at b, len bytes (or the iovecs iov of
+ * cnt, or the message m) and, for the _chk variants, an object size of
+ * buflen; `first` if this is the first piece (the source address goes back
+ * to the caller with it). */
+static ssize_t sl_io_real(const struct sl_io *io, char *b, size_t len, size_t buflen,
+			  const struct iovec *iov, int cnt, struct msghdr *m, bool first)
+{
+	switch (io->how) {
+	case SL_IO_SEND: return SL_REAL(send)(io->fd, b, len, io->flags);
+	case SL_IO_SENDTO:
+		return SL_REAL(sendto)(io->fd, b, len, io->flags, io->addr, io->addrlen);
+	case SL_IO_SENDMSG: return SL_REAL(sendmsg)(io->fd, m, io->flags);
+	case SL_IO_WRITE: return SL_REAL(write)(io->fd, b, len);
+	case SL_IO_WRITEV: return SL_REAL(writev)(io->fd, iov, cnt);
+	case SL_IO_SENDFILE: return SL_REAL(sendfile)(io->fd, io->in_fd, io->offset, len);
+	case SL_IO_SENDFILE64: return SL_REAL(sendfile64)(io->fd, io->in_fd, io->offset, len);
+	case SL_IO_RECV: return SL_REAL(recv)(io->fd, b, len, io->flags);
+	case SL_IO_RECVFROM:
+		return SL_REAL(recvfrom)(io->fd, b, len, io->flags, first ? io->addr : NULL,
+					 first ? io->addrlenp : NULL);
+	case SL_IO_RECVMSG: {
+		ssize_t r = SL_REAL(recvmsg)(io->fd, m, io->flags);
+		if (first && m != io->msg) { /* what the kernel reports back */
+			io->msg->msg_namelen = m->msg_namelen;
+			io->msg->msg_controllen = m->msg_controllen;
+			io->msg->msg_flags = m->msg_flags;
+		}
+		return r;
+	}
+	case SL_IO_READ: return SL_REAL(read)(io->fd, b, len);
+	case SL_IO_READV: return SL_REAL(readv)(io->fd, iov, cnt);
+	case SL_IO_READ_CHK: return SL_REAL(__read_chk)(io->fd, b, len, buflen);
+	case SL_IO_RECV_CHK: return SL_REAL(__recv_chk)(io->fd, b, len, buflen, io->flags);
+	case SL_IO_RECVFROM_CHK:
+		return SL_REAL(__recvfrom_chk)(io->fd, b, len, buflen, io->flags,
+					       first ? io->addr : NULL, first ? io->addrlenp : NULL);
+	}
+	errno = ENOSYS;
+	return -1;
+}
+
+/* The real transfer of a piece [off, off + len) that is not the whole call:
+ * the iovecs and the message are cut to the piece. Out of line: its
+ * IOV_MAX iovecs stay off the whole call's stack. */
+static __attribute__((noinline)) ssize_t sl_io_xfer_piece(const struct sl_io *io, size_t off,
+							  size_t len)
 {
 	struct iovec v[IOV_MAX];
 	struct msghdr m;
-	bool whole = off == 0 && len == io->total;
 	const struct iovec *iov = io->msg != NULL ? io->msg->msg_iov : io->iov;
 	int cnt = io->msg != NULL ? (int)io->msg->msg_iovlen : io->iovcnt;
-	if (!whole && iov != NULL) {
+	if (iov != NULL) {
 		cnt = sl_iov_slice(iov, cnt, off, len, v);
 		iov = v;
 	}
@@ -101,40 +143,16 @@ static ssize_t sl_io_xfer(const struct sl_io *io, size_t off, size_t len)
 			m.msg_controllen = 0;
 		}
 	}
-	char *b = io->buf + off;
-	switch (io->how) {
-	case SL_IO_SEND: return SL_REAL(send)(io->fd, b, len, io->flags);
-	case SL_IO_SENDTO:
-		return SL_REAL(sendto)(io->fd, b, len, io->flags, io->addr, io->addrlen);
-	case SL_IO_SENDMSG: return SL_REAL(sendmsg)(io->fd, &m, io->flags);
-	case SL_IO_WRITE: return SL_REAL(write)(io->fd, b, len);
-	case SL_IO_WRITEV: return SL_REAL(writev)(io->fd, iov, cnt);
-	case SL_IO_SENDFILE: return SL_REAL(sendfile)(io->fd, io->in_fd, io->offset, len);
-	case SL_IO_SENDFILE64: return SL_REAL(sendfile64)(io->fd, io->in_fd, io->offset, len);
-	case SL_IO_RECV: return SL_REAL(recv)(io->fd, b, len, io->flags);
-	case SL_IO_RECVFROM:
-		return SL_REAL(recvfrom)(io->fd, b, len, io->flags, off ? NULL : io->addr,
-					 off ? NULL : io->addrlenp);
-	case SL_IO_RECVMSG: {
-		ssize_t r = SL_REAL(recvmsg)(io->fd, &m, io->flags);
-		if (off == 0) { /* what the kernel reports back */
-			io->msg->msg_namelen = m.msg_namelen;
-			io->msg->msg_controllen = m.msg_controllen;
-			io->msg->msg_flags = m.msg_flags;
-		}
-		return r;
-	}
-	case SL_IO_READ: return SL_REAL(read)(io->fd, b, len);
-	case SL_IO_READV: return SL_REAL(readv)(io->fd, iov, cnt);
-	case SL_IO_READ_CHK: return SL_REAL(__read_chk)(io->fd, b, len, io->buflen - off);
-	case SL_IO_RECV_CHK:
-		return SL_REAL(__recv_chk)(io->fd, b, len, io->buflen - off, io->flags);
-	case SL_IO_RECVFROM_CHK:
-		return SL_REAL(__recvfrom_chk)(io->fd, b, len, io->buflen - off, io->flags,
-					       off ? NULL : io->addr, off ? NULL : io->addrlenp);
-	}
-	errno = ENOSYS;
-	return -1;
+	return sl_io_real(io, io->buf + off, len, io->buflen - off, iov, cnt, &m, off == 0);
+}
+
+/* The real transfer of [off, off + len). The whole call (off == 0 and len ==
+ * total) passes every argument through unchanged. */
+static ssize_t sl_io_xfer(const struct sl_io *io, size_t off, size_t len)
+{
+	if (off == 0 && len == io->total)
+		return sl_io_real(io, io->buf, len, io->buflen, io->iov, io->iovcnt, io->msg, true);
+	return sl_io_xfer_piece(io, off, len);
 }
 
 /* The smallest piece any of the byte rules allows. */
@@ -151,11 +169,7 @@ static uint64_t sl_piece(uint32_t bytes)
 /* Rules of `rules` with action reject. */
 uint32_t sl__rejecting(uint32_t rules)
 {
-	uint32_t m = 0;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		if (sl__st.policy.rules[__builtin_ctz(rest)].action == SL_ACTION_REJECT)
-			m |= rest & -rest;
-	return m;
+	return rules & sl__st.reject_rules;
 }
 
 /* End a transfer: stats, errno, the return value. done > 0 wins over an
@@ -163,8 +177,7 @@ uint32_t sl__rejecting(uint32_t rules)
 ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err,
 			 int e)
 {
-	sl__stats_bytes(rules, done);
-	sl__call_end(c, rules, err == 0 && r >= 0);
+	sl__call_end_bytes(c, rules, err == 0 && r >= 0, done);
 	sl__busy = 0;
 	if (done > 0 || (err == 0 && r >= 0)) {
 		errno = e;
@@ -177,39 +190,43 @@ ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, in
 /* The send side of every wrapper, past its pass test. */
 ssize_t sl__io_send(struct sl_io *io)
 {
-	struct sl_fdrec rec;
-	if (sl__busy || !sl__fd_get(io->fd, &rec) || rec.cand[SL_K_SEND] == 0)
+	const struct sl_fdrec *rec;
+	if (sl__busy || (rec = sl__fd_rec(io->fd)) == NULL || rec->cand[SL_K_SEND] == 0)
 		return sl_io_xfer(io, 0, io->total);
 	int saved = errno;
 	sl__busy = 1;
-	uint32_t rules = rec.match[SL_K_SEND];
-	struct sl_addr dst;
-	const struct sl_addr *peer = rec.peer.family != 0 ? &rec.peer : NULL;
+	/* Copied out: the record may be rewritten if the program races a
+	 * connect or close of fd with this call. */
+	uint32_t rules = rec->match[SL_K_SEND];
+	bool stream = rec->stream;
+	struct sl_addr dst = rec->peer;
+	const struct sl_addr *peer = dst.family != 0 ? &dst : NULL;
 	const struct sockaddr *to = io->msg != NULL ? io->msg->msg_name : io->addr;
 	socklen_t tolen = io->msg != NULL ? io->msg->msg_namelen : io->addrlen;
 	if (peer == NULL && to != NULL && sl__addr_from(&dst, to, tolen)) {
 		peer = &dst;
-		rules = sl__match(rec.cand[SL_K_SEND], rec.family, rec.type, peer);
+		rules = sl__match(rec->cand[SL_K_SEND], rec->family, rec->type, peer);
 	}
 	if (rules == 0) {
 		sl__busy = 0;
 		errno = saved;
 		return sl_io_xfer(io, 0, io->total);
 	}
-	uint32_t bytes = rules & sl__st.byte_rules, reject = sl__rejecting(bytes);
+	uint32_t bytes = rules & sl__st.byte_rules, reject = bytes & sl__st.reject_rules;
 	struct sl_call c;
-	struct sl_grant gm = {.rules = 0}, g = {.rules = 0};
+	struct sl_grant gm, g;
+	gm.rules = g.rules = 0;
 	sl__call_begin(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO);
 	/* Skipped when empty, so that the first byte decision is taken at the
 	 * call's start (see sl__call_begin). */
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
 	size_t done = 0;
 	ssize_t r = 0;
-	uint64_t piece = rec.stream ? sl_piece(bytes) : UINT64_MAX;
+	uint64_t piece = stream && io->total > sl__st.piece_min ? sl_piece(bytes) : UINT64_MAX;
 	while (err == 0) {
 		size_t want = io->total - done;
 		want = want < piece ? want : (size_t)piece;
-		if (reject != 0 && rec.stream && want > 0) {
+		if (reject != 0 && stream && want > 0) {
 			uint64_t avail = sl__available(&c, reject, false, &err);
 			if (err != 0)
 				break;
@@ -235,20 +252,24 @@ ssize_t sl__io_send(struct sl_io *io)
 /* The receive side of every wrapper, past its pass test. */
 ssize_t sl__io_recv(struct sl_io *io)
 {
-	struct sl_fdrec rec;
-	if (sl__busy || (io->flags & MSG_PEEK) || !sl__fd_get(io->fd, &rec) ||
-	    rec.match[SL_K_RECV] == 0)
+	const struct sl_fdrec *rec;
+	if (sl__busy || (io->flags & MSG_PEEK) || (rec = sl__fd_rec(io->fd)) == NULL ||
+	    rec->match[SL_K_RECV] == 0)
 		return sl_io_xfer(io, 0, io->total);
 	int saved = errno;
 	sl__busy = 1;
-	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
-	const struct sl_addr *peer = rec.peer.family != 0 ? &rec.peer : NULL;
+	/* Copied out: see sl__io_send. */
+	uint32_t rules = rec->match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
+	bool stream = rec->stream;
+	struct sl_addr src = rec->peer;
+	const struct sl_addr *peer = src.family != 0 ? &src : NULL;
 	struct sl_call c;
-	struct sl_grant gm = {.rules = 0};
+	struct sl_grant gm;
+	gm.rules = 0;
 	sl__call_begin(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO);
 	/* Skipped when empty: see sl__io_send. */
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
-	bool all = rec.stream && (io->flags & MSG_WAITALL);
+	bool all = stream && (io->flags & MSG_WAITALL);
 	size_t done = 0;
 	ssize_t r = 0;
 	while (err == 0 && (done < io->total || io->total == 0)) {
@@ -257,7 +278,7 @@ ssize_t sl__io_recv(struct sl_io *io)
 			uint64_t avail = sl__available(&c, bytes, sl__rejecting(bytes) == 0, &err);
 			if (err != 0)
 				break;
-			if (rec.stream && avail < want)
+			if (stream && avail < want)
 				want = (size_t)avail;
 		}
 		errno = saved;

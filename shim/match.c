@@ -257,9 +257,10 @@ static struct sl_limiter *sl_peer_get(unsigned i, const struct sl_addr *a)
 	return found != NULL ? &found->lim : NULL;
 }
 
-struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
+/* sl__limiter for the scopes other than process. */
+static __attribute__((noinline)) struct sl_limiter *
+sl_limiter_scoped(const struct sl_rule *r, unsigned i, int fd, const struct sl_addr *peer)
 {
-	const struct sl_rule *r = &sl__st.policy.rules[i];
 	struct sl_limiter *l = NULL;
 	switch (r->scope) {
 	case SL_SCOPE_THREAD: {
@@ -280,6 +281,15 @@ struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
 		break;
 	}
 	return l != NULL ? l : &sl__st.proc[i];
+}
+
+struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
+{
+	const struct sl_rule *r = &sl__st.policy.rules[i];
+	/* per=process, the default, is one load away. */
+	if (r->scope == SL_SCOPE_PROCESS)
+		return &sl__st.proc[i];
+	return sl_limiter_scoped(r, i, fd, peer);
 }
 
 /* Reset the per-fd limiters of fd (it is a new socket). */
