@@ -60,11 +60,15 @@ void *sl__map(size_t bytes)
  * thread-safe: init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void)
 {
-	if (sl_fdrecs == NULL) {
-		sl_fdrecs = sl__map(sizeof(struct sl_fdrec) * SL_FD_MAX);
-		sl_conns = sl__map(sizeof(struct sl_conn) * SL_FD_MAX);
-		if (sl_fdrecs == NULL || sl_conns == NULL)
-			return -1;
+	if (sl_fdrecs == NULL || sl_conns == NULL) {
+		if (sl_fdrecs == NULL)
+			sl_fdrecs = sl__map(sizeof(struct sl_fdrec) * SL_FD_MAX);
+		if (sl_conns == NULL)
+			sl_conns = sl__map(sizeof(struct sl_conn) * SL_FD_MAX);
+		/* Fresh mappings are zero, and so is sl__fdbits until the first
+		 * init (no wrapper sets a bit before it): clearing them would
+		 * only make 10 MB resident in every process. */
+		return sl_fdrecs == NULL || sl_conns == NULL ? -1 : 0;
 	}
 	sl__fdtab_reset_unsync();
 	return 0;

@@ -81,6 +81,7 @@ int sl__scope_init_unsync(void)
 			return -1;
 		pthread_atfork(sl_peer_lock_take, sl_peer_lock_drop, sl_peer_lock_drop);
 		sl_scope_once = true;
+		return 0; /* a fresh mapping and untouched slots: zero already */
 	}
 	sl__scope_reset_unsync();
 	return 0;
