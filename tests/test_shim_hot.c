@@ -11,7 +11,6 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,17 +69,19 @@ static ssize_t fake_recv(int fd, void *b, size_t len, int flags)
 }
 
 struct fix {
-	int lst, cli, srv; /* a connected loopback TCP pair and its listener */
+	int sv[2]; /* a connected AF_UNIX stream pair (the rules say family=unix) */
 	struct sl_real saved;
 };
 
-static void use_policy(const char *var, const char *value)
+/* The rules of one environment entry ("SLUICE_SEND=1GiB/s"; NULL: none). */
+static void rules(const char *entry)
 {
+	const char *envp[] = {entry, NULL};
 	struct sl_policy p;
 	char err[SL_ERR_MAX];
 	sl_policy_init(&p);
-	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
-		fail_msg("%s=%s: %s", var, value, err);
+	if (sl_policy_parse_env(&p, envp, err, sizeof(err)) != 0)
+		fail_msg("%s: %s", entry, err);
 	assert_int_equal(sl__state_init_unsync(&p), 0);
 }
 
@@ -91,19 +92,10 @@ static int setup(void **state)
 	sl__clock_ns = fake_clock;
 	sl__sleep_until = fake_sleep;
 	n_clock_reads = n_timeout_reads = n_sleeps = n_sent = 0;
-	use_policy(NULL, NULL);
+	rules(NULL);
 	sl_real_resolve_all();
 	f.saved = sl__real;
-	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(in);
-	f.lst = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(bind(f.lst, (struct sockaddr *)&in, sizeof(in)), 0);
-	assert_int_equal(listen(f.lst, 8), 0);
-	assert_int_equal(getsockname(f.lst, (struct sockaddr *)&in, &l), 0);
-	f.cli = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(f.cli, (struct sockaddr *)&in, sizeof(in)), 0);
-	f.srv = accept(f.lst, NULL, NULL);
-	assert_true(f.srv >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
 	sl__real.send = fake_send;
 	sl__real.recv = fake_recv;
 	*state = &f;
@@ -114,10 +106,9 @@ static int teardown(void **state)
 {
 	struct fix *f = *state;
 	sl__real = f->saved;
-	use_policy(NULL, NULL);
-	close(f->lst);
-	close(f->cli);
-	close(f->srv);
+	rules(NULL);
+	close(f->sv[0]);
+	close(f->sv[1]);
 	return 0;
 }
 
@@ -134,16 +125,16 @@ static void test_shim_hot_send_timeout_when_due(void **state)
 {
 	struct fix *f = *state;
 	static char buf[1000];
-	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
-	set_timeout(f->cli, SO_SNDTIMEO, 300);
-	assert_int_equal(send(f->cli, buf, 100, 0), 100);
+	rules("SLUICE_SEND=1000B/s,burst=1000B,family=unix");
+	set_timeout(f->sv[0], SO_SNDTIMEO, 300);
+	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
 	assert_int_equal(n_timeout_reads, 0);
-	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_int_equal(send(f->sv[0], buf, 1000, 0), 1000);
 	assert_int_equal(n_timeout_reads, 1);
 	assert_int_equal(n_sleeps, 1);
 	assert_int_equal(last_sent_at, T0 + 100 * MS);
 	errno = 0;
-	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_int_equal(send(f->sv[0], buf, 1000, 0), -1);
 	assert_int_equal(errno, EAGAIN);
 	assert_int_equal(n_sent, 2);
 	assert_int_equal(n_sleeps, 1);
@@ -157,12 +148,12 @@ static void test_shim_hot_send_one_clock_read(void **state)
 {
 	struct fix *f = *state;
 	char b = 'x';
-	use_policy("SLUICE_SEND", "1GiB/s");
-	set_timeout(f->cli, SO_SNDTIMEO, 300);
-	assert_int_equal(send(f->cli, &b, 1, 0), 1);
+	rules("SLUICE_SEND=1GiB/s,family=unix");
+	set_timeout(f->sv[0], SO_SNDTIMEO, 300);
+	assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
 	n_clock_reads = 0;
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(send(f->cli, &b, 1, 0), 1);
+		assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
 	assert_int_equal(n_sent, 4);
 	assert_int_equal(n_clock_reads, 3);
 	assert_int_equal(n_timeout_reads, 0);
@@ -174,10 +165,10 @@ static void test_shim_hot_recv_no_timeout_read(void **state)
 {
 	struct fix *f = *state;
 	char b[16];
-	use_policy("SLUICE_RECV", "1GiB/s");
-	set_timeout(f->cli, SO_RCVTIMEO, 300);
+	rules("SLUICE_RECV=1GiB/s,family=unix");
+	set_timeout(f->sv[0], SO_RCVTIMEO, 300);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(recv(f->cli, b, sizeof(b), 0), (ssize_t)sizeof(b));
+		assert_int_equal(recv(f->sv[0], b, sizeof(b), 0), (ssize_t)sizeof(b));
 	assert_int_equal(n_timeout_reads, 0);
 	assert_int_equal(n_sleeps, 0);
 }
