@@ -3,8 +3,8 @@
  *
  * The canonical form of a rule is "OP:LIMIT" followed by every option whose
  * value differs from its default, in the fixed order burst, algo, action,
- * max-delay, errno, per, to, port, family, type. Numbers are integers in the
- * largest unit that holds them exactly:
+ * max-delay, errno, per, to, port, family, type, nonblock. Numbers are
+ * integers in the largest unit that holds them exactly:
  *   bytes      GiB, GB, MiB, MB, KiB, KB, B (largest first): 1048576 -> 1MiB,
  *              1024000 -> 1000KiB, 52429 -> 52429B
  *   durations  h, min, s, ms, us: 5400 s -> 90min, 1.5 s -> 1500ms; a time
@@ -238,6 +238,10 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len)
 	if (r->types != sl__default_types((enum sl_op)r->op)) {
 		out_option(&o, "type");
 		out_bits(&o, sl__type_names, 2, r->types);
+	}
+	if (r->nonblock != SL_NONBLOCK_EAGAIN) {
+		out_option(&o, "nonblock");
+		sl__out_str(&o, r->nonblock < 2 ? sl__nonblock_names[r->nonblock] : "?");
 	}
 	return o.len;
 }

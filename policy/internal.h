@@ -107,6 +107,7 @@ extern const char *const sl__op_vars[SL_OP_COUNT]; /* "SLUICE_CONNECT", ... */
 extern const char *const sl__algo_names[4];
 extern const char *const sl__action_names[3];
 extern const char *const sl__scope_names[4];
+extern const char *const sl__nonblock_names[2];
 extern const char *const sl__family_names[3]; /* bit i = name i */
 extern const char *const sl__type_names[2];
 /* Default type= bits of an operation. */

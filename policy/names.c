@@ -11,6 +11,7 @@ const char *const sl__op_vars[SL_OP_COUNT] = {"SLUICE_CONNECT", "SLUICE_ACCEPT",
 const char *const sl__algo_names[4] = {"token", "leaky", "fixed", "sliding"};
 const char *const sl__action_names[3] = {"delay", "reject", "dry-run"};
 const char *const sl__scope_names[4] = {"process", "thread", "fd", "peer"};
+const char *const sl__nonblock_names[2] = {"eagain", "sleep"};
 const char *const sl__family_names[3] = {"inet", "inet6", "unix"};
 const char *const sl__type_names[2] = {"stream", "dgram"};
 

@@ -23,7 +23,7 @@
  *   OPTION := burst=AMOUNT | algo=token|leaky|fixed|sliding
  *           | action=delay|reject|dry-run | max-delay=DURATION | errno '=' NAME
  *           | per=process|thread|fd|peer | to=CIDR[:PORT] | port=N[-M]
- *           | family=F(+F)* | type=T(+T)*
+ *           | family=F(+F)* | type=T(+T)* | nonblock=eagain|sleep
  *
  * API and thread-safety
  * ---------------------
@@ -76,6 +76,15 @@ enum sl_action {
 	SL_ACTION_DRYRUN = 2,
 };
 
+/* nonblock=: what a delay rule does to a call on a non-blocking socket
+ * (O_NONBLOCK or MSG_DONTWAIT) that would have to wait. */
+enum sl_nonblock {
+	SL_NONBLOCK_EAGAIN = 0, /* default: transfer what is allowed now or fail
+				   with EAGAIN; poll/select/epoll report the fd
+				   when its tokens are there */
+	SL_NONBLOCK_SLEEP = 1,  /* sleep in the call, as for blocking sockets */
+};
+
 enum sl_scope {
 	SL_SCOPE_PROCESS = 0,
 	SL_SCOPE_THREAD = 1,
@@ -104,6 +113,7 @@ enum sl_scope {
 #define SL_OPT_PORT (1u << 7)
 #define SL_OPT_FAMILY (1u << 8)
 #define SL_OPT_TYPE (1u << 9)
+#define SL_OPT_NONBLOCK (1u << 10)
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
@@ -121,7 +131,7 @@ struct sl_rule {
 	uint8_t scope;  /* enum sl_scope */
 	uint8_t families; /* SL_FAM_* bits */
 	uint8_t types;    /* SL_TYPE_* bits */
-	uint8_t reserved0;
+	uint8_t nonblock; /* enum sl_nonblock (action=delay only) */
 	uint64_t amount;    /* units per period; conns: the count */
 	uint64_t period_ns; /* conns: 0 */
 	uint64_t burst;     /* token: units at once (default filled in);

@@ -17,6 +17,8 @@
  *     every bucket would see a single call); type=dgram is refused for accept
  *     and conns (datagram sockets have no connections).
  *   - to= and family= that can never match together are refused.
+ *   - nonblock= is refused unless action=delay: only a delay waits, so only
+ *     a delay has a non-blocking alternative.
  * Token bucket bursts (in the rule's units, calls or bytes):
  *   minimum  max(1, ceil(100 us of the rate)): a process that sleeps cannot
  *            be woken much more precisely than ~100 us, so a smaller burst
@@ -38,11 +40,12 @@
 #define SL__SCRATCH_NOW_NS 1
 
 enum opt { O_BURST, O_ALGO, O_ACTION, O_MAX_DELAY, O_ERRNO, O_PER, O_TO, O_PORT, O_FAMILY,
-	   O_TYPE, O_COUNT };
+	   O_TYPE, O_NONBLOCK, O_COUNT };
 
 /* In SL_OPT_* bit order. */
 static const char *const opt_names[O_COUNT] = {"burst", "algo", "action", "max-delay", "errno",
-					       "per",   "to",   "port",   "family",    "type"};
+					       "per",   "to",   "port",   "family",    "type",
+					       "nonblock"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -220,6 +223,8 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 		return sl__names_parse(c, pos, end, sl__family_names, 3, "family", &r->families);
 	case O_TYPE:
 		return sl__names_parse(c, pos, end, sl__type_names, 2, "type", &r->types);
+	case O_NONBLOCK:
+		return parse_choice(c, pos, end, "nonblock", sl__nonblock_names, 2, &r->nonblock);
 	case O_COUNT:
 		break;
 	}
@@ -286,6 +291,9 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 	if (given(r, O_MAX_DELAY) && r->action != SL_ACTION_DELAY)
 		return sl__fail(c, sp->name_pos[O_MAX_DELAY],
 				"option 'max-delay' is valid only with action=delay");
+	if (given(r, O_NONBLOCK) && r->action != SL_ACTION_DELAY)
+		return sl__fail(c, sp->name_pos[O_NONBLOCK],
+				"option 'nonblock' is valid only with action=delay (nothing else waits)");
 	if (given(r, O_ERRNO) && r->action == SL_ACTION_DRYRUN)
 		return sl__fail(c, sp->name_pos[O_ERRNO],
 				"option 'errno' is not valid with action=dry-run (nothing is refused)");
@@ -437,7 +445,7 @@ bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
 {
 	return a->op == b->op && a->unit == b->unit && a->algo == b->algo &&
 	       a->action == b->action && a->scope == b->scope && a->families == b->families &&
-	       a->types == b->types && a->amount == b->amount && a->period_ns == b->period_ns &&
+	       a->types == b->types && a->nonblock == b->nonblock && a->amount == b->amount && a->period_ns == b->period_ns &&
 	       a->burst == b->burst && a->max_delay_ns == b->max_delay_ns && a->err == b->err &&
 	       a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
 	       a->to.family == b->to.family && a->to.prefix == b->to.prefix &&
