@@ -20,6 +20,12 @@
  *                 count instead when an earlier piece went out). SA_RESTART
  *                 is not emulated: the wait is not resumed.
  *
+ * Non-blocking calls (ready.c): a delay rule with nonblock=eagain does not
+ * wait on a call that must not block (c->nb_rules): it polices, and its
+ * refusal is EAGAIN with the instant it would have waited for left in
+ * c->ready_ns. A deferred connect (c->defer) reserves its slot like a
+ * blocking one but leaves the waiting to ready.c.
+ *
  * Actions: delay waits as above; reject refuses at once (max_wait 0); dry-run
  * never waits or refuses: it takes what is available, counts the calls that
  * would have been delayed or refused, and logs them at info level.
@@ -70,6 +76,10 @@ void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_ad
 	c->start_fresh = true;
 	c->delayed_rules = 0;
 	c->waited_ns = 0;
+	c->nb_rules = 0;
+	c->defer = false;
+	c->nb_want = 0;
+	c->ready_ns = 0;
 }
 
 /* The instant of a decision of call c: its start for the first (no time has
@@ -198,6 +208,10 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 				d.wait_ns);
 		return 0;
 	}
+	/* Non-blocking (ready.c): no wait, the refusal is EAGAIN. Only the
+	 * first answer can be a refusal here: a retry below follows a sleep. */
+	if (d.verdict == SL_REFUSE && ((c->nb_rules >> i) & 1))
+		return sl__nb_refuse(c, i, now, d.wait_ns);
 	for (;;) {
 		uint64_t limit = now;
 		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DELAY) {
@@ -259,8 +273,12 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 	}
 	/* due stays 0 unless a rule must wait; sl_call_sleep returns at once if
 	 * the instant has passed. */
-	if (err == 0 && due != 0)
-		err = sl_call_sleep(c, due);
+	if (err == 0 && due != 0) {
+		if (c->defer)
+			c->ready_ns = due;
+		else
+			err = sl_call_sleep(c, due);
+	}
 	if (err != 0) {
 		sl__grant_refund(c, g, n);
 		g->rules = 0;
@@ -278,17 +296,18 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			unsigned i = (unsigned)__builtin_ctz(rest);
 			const struct sl_rule *r = &sl__st.policy.rules[i];
 			struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
+			uint64_t need = (c->nb_rules >> i) & 1 ? sl__nb_need(c, i) : 1;
 			uint64_t a = sl_limiter_available(l, now);
-			if (a > 0) {
+			if (a >= need) {
 				avail = a < avail ? a : avail;
 				continue;
 			}
-			/* Police one unit only to learn when it would come;
-			 * if it was admitted after all, give it back. */
-			struct sl_decision d = sl_limiter_acquire(l, 1, now, 0);
+			/* Police `need` units only to learn when they would
+			 * come; if admitted after all, give them back. */
+			struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
 			if (d.verdict == SL_ADMIT) {
-				sl_limiter_refund(l, 1, now);
-				avail = 1;
+				sl_limiter_refund(l, need, now);
+				avail = need < avail ? need : avail;
 				continue;
 			}
 			if (r->action == SL_ACTION_DRYRUN) {
@@ -305,6 +324,10 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 		if (avail > 0)
 			return avail;
 		const struct sl_rule *r = &sl__st.policy.rules[worst];
+		if ((c->nb_rules >> worst) & 1) {
+			*err = sl__nb_refuse(c, worst, now, at - now);
+			return 0;
+		}
 		if (!wait || r->action == SL_ACTION_REJECT || at > sl_call_limit(c, r)) {
 			sl_stats_add(&sl__st.stats[worst].refused, 1);
 			*err = sl_call_errno(c, r, false);

@@ -274,6 +274,7 @@ void sl__fd_invalidate(int fd)
 
 void sl__fd_forget(int fd)
 {
+	sl__ready_forget(fd);
 	if ((unsigned)fd >= SL_FD_MAX || sl_fdrecs == NULL)
 		return;
 	/* Relaxed: nothing is published by clearing. */

@@ -96,7 +96,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	st->thread_lims = sl_remap(st->thread_lims, &sl_thread_lims_bytes,
 				   (size_t)SL_THREAD_SLOTS * st->n_thread_rules);
 	if ((st->n_fd_rules && !st->fd_lims) || (st->n_thread_rules && !st->thread_lims) ||
-	    sl__fdtab_init_unsync() != 0 || sl__scope_init_unsync() != 0) {
+	    sl__fdtab_init_unsync() != 0 || sl__scope_init_unsync() != 0 ||
+	    sl__ready_init_unsync() != 0) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}

@@ -18,6 +18,12 @@
  *   io.c      the send family, and the split-transfer engine of both sides;
  *   recv.c    the receive family's wrappers;
  *   stats.c   SLUICE_STATS, written at exit.
+ *   ready.c   non-blocking calls: when each throttled fd is ready again,
+ *             deferred connects, the timer that wakes event loops;
+ *   poll.c    poll, ppoll, select, pselect: throttled fds hidden, timeouts
+ *             shortened to the next ready instant;
+ *   epoll.c   epoll_*: registrations mirrored, throttled directions taken
+ *             out of the kernel's interest set until they are ready.
  *
  * Thread-safety: every function below may be called from any thread unless
  * its name ends in _unsync. No lock is ever held while sleeping; the only
@@ -37,6 +43,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -83,7 +93,20 @@
 	X(int, dup2, (int, int))                                                                  \
 	X(int, dup3, (int, int, int))                                                             \
 	X(int, fcntl, (int, int, ...))                                                            \
-	X(int, fcntl64, (int, int, ...))
+	X(int, fcntl64, (int, int, ...))                                                          \
+	X(int, getsockopt, (int, int, int, void *, socklen_t *))                                  \
+	X(int, poll, (struct pollfd *, nfds_t, int))                                              \
+	X(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *))       \
+	X(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))                     \
+	X(int, pselect,                                                                           \
+	  (int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *))         \
+	X(int, epoll_create, (int))                                                               \
+	X(int, epoll_create1, (int))                                                              \
+	X(int, epoll_ctl, (int, int, int, struct epoll_event *))                                  \
+	X(int, epoll_wait, (int, struct epoll_event *, int, int))                                 \
+	X(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *))              \
+	X(int, epoll_pwait2,                                                                      \
+	  (int, struct epoll_event *, int, const struct timespec *, const sigset_t *))
 
 enum sl_real_slot {
 #define SL_REAL_ENUM(ret, name, args) SL_REAL_##name,
@@ -147,7 +170,8 @@ void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf
 	} while (0)
 
 /* Anchors that make a unit test link io.o and socket.o from the archive. */
-extern const int sl__io_anchor, sl__recv_anchor, sl__socket_anchor;
+extern const int sl__io_anchor, sl__recv_anchor, sl__socket_anchor, sl__poll_anchor,
+	sl__epoll_anchor;
 
 /* ---- re-entry guard ------------------------------------------------------ */
 
@@ -320,6 +344,10 @@ struct sl_call {
 	bool start_fresh;        /* start_ns not yet used by a decision */
 	uint32_t delayed_rules;  /* rules that made this call wait */
 	uint64_t waited_ns;      /* time slept so far */
+	uint32_t nb_rules;       /* rules whose wait becomes EAGAIN (ready.c) */
+	bool defer;              /* reserve but do not sleep: ready_ns says until when */
+	uint64_t nb_want;        /* units the call still wants (sizes an nb wait) */
+	uint64_t ready_ns;       /* nb/defer: the instant the call would have waited for */
 };
 
 /* Start a call: reads the clock once into start_ns, and the call's first
@@ -387,5 +415,65 @@ ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, in
 /* Rules of `rules` with action reject. */
 uint32_t sl__rejecting(uint32_t rules);
 size_t sl__iov_total(const struct iovec *iov, size_t cnt);
+
+/* ---- ready.c: non-blocking calls ------------------------------------------ */
+
+/* Directions an fd can be throttled in: IN (recv, accept), OUT (send,
+ * connect). */
+enum sl_dir { SL_DIR_IN = 0, SL_DIR_OUT = 1 };
+
+/* poll/epoll bits a throttled direction hides (the values are the same for
+ * poll and epoll on Linux); SL_HIDE_ALL: the fd is hidden whole (a deferred
+ * connect: the socket is not connecting yet). */
+#define SL_HIDE_IN (POLLIN | POLLPRI | POLLRDNORM | POLLRDBAND | POLLRDHUP)
+#define SL_HIDE_OUT (POLLOUT | POLLWRNORM | POLLWRBAND)
+#define SL_HIDE_ALL 0xffffffffu
+
+/* Map (once) and clear the tables; called by sl__state_init_unsync. Not
+ * thread-safe. Returns 0 or -1. */
+int sl__ready_init_unsync(void);
+/* True once the policy has a delay rule with nonblock=eagain: only then do
+ * the wait wrappers do anything but call libc. Relaxed load. */
+bool sl__ready_on(void);
+/* Of `rules`, those whose waits become EAGAIN for this call: delay rules
+ * with nonblock=eagain, if the fd is O_NONBLOCK or flags has MSG_DONTWAIT. */
+uint32_t sl__nb_rules(int fd, int flags, uint32_t rules);
+/* Units rule i must have before an nb call on it goes on (see ready.c). */
+uint64_t sl__nb_need(const struct sl_call *c, unsigned i);
+/* An nb rule refuses call c: note until when (now + wait_ns), count a delay.
+ * Returns EAGAIN. */
+int sl__nb_refuse(struct sl_call *c, unsigned i, uint64_t now, uint64_t wait_ns);
+/* At the end of an nb call: if it was refused for tokens, or `cut` (it moved
+ * less than asked) and the tokens for its next call are missing, the fd is
+ * throttled in dir until they are there. */
+void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut);
+/* poll bits of fd hidden at now (0, SL_HIDE_* or SL_HIDE_ALL); *until gets
+ * the earliest instant that changes (left alone if nothing is hidden). */
+uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until);
+/* Do what is due at now (re-arm epoll registrations, start deferred
+ * connects) and return the next instant something is due (UINT64_MAX:
+ * nothing). One relaxed load when nothing is due. */
+uint64_t sl__ready_tick(uint64_t now);
+/* fd is new or closed: forget its throttle, deferred connect, epoll slots. */
+void sl__ready_forget(int fd);
+/* Make the timer run sl__ready_tick for fd at `at` (epoll.c calls it when it
+ * hides bits of a registration). */
+void sl__ready_arm(int fd, uint64_t at);
+/* A non-blocking connect whose rate slot starts at c->ready_ns: remember it,
+ * hold the socket back, and connect for real when the slot comes. Returns
+ * true if deferred (the caller returns EINPROGRESS). */
+bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len);
+/* connect() on an fd whose connect is deferred: EALREADY until its slot,
+ * then the real connect's answer. Returns false if fd has none. */
+bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *ret);
+
+/* ---- epoll.c ----------------------------------------------------------------- */
+
+/* Bring the kernel registrations of fd in line with what is hidden now. */
+void sl__ep_sync(int fd);
+/* True if fd has registrations this shim mirrors. Relaxed load. */
+bool sl__ep_has(int fd);
+void sl__ep_forget(int fd);
+int sl__ep_init_unsync(bool on);
 
 #endif /* SLUICE_SHIM_INTERNAL_H */

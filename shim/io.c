@@ -33,8 +33,12 @@
  * waited for; recvmmsg receives at most as many messages as message rules
  * allow now, and charges the bytes after the fact.
  *
- * Non-blocking sockets are delayed in place, like blocking ones: an event
- * loop stalls for the wait (an event-loop-aware mode is a later issue).
+ * Non-blocking calls (O_NONBLOCK, MSG_DONTWAIT) under delay rules with
+ * nonblock=eagain (the default) never sleep: byte rules act like reject
+ * rules (a partial count, or nothing), a refusal is EAGAIN, and the fd is
+ * marked throttled until its tokens are there (ready.c), which poll, select
+ * and epoll respect. nonblock=sleep keeps the in-place delay, and so does
+ * recvmmsg in either mode (sendmmsg goes through sendmsg and is handled).
  */
 #undef _FORTIFY_SOURCE
 #include <errno.h>
@@ -217,6 +221,8 @@ ssize_t sl__io_send(struct sl_io *io)
 	struct sl_grant gm, g;
 	gm.rules = g.rules = 0;
 	sl__call_begin(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO);
+	c.nb_rules = sl__nb_rules(io->fd, io->flags, rules);
+	reject |= bytes & c.nb_rules; /* non-blocking: send what is allowed now */
 	/* Skipped when empty, so that the first byte decision is taken at the
 	 * call's start (see sl__call_begin). */
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
@@ -227,6 +233,7 @@ ssize_t sl__io_send(struct sl_io *io)
 		size_t want = io->total - done;
 		want = want < piece ? want : (size_t)piece;
 		if (reject != 0 && stream && want > 0) {
+			c.nb_want = want;
 			uint64_t avail = sl__available(&c, reject, false, &err);
 			if (err != 0)
 				break;
@@ -246,6 +253,8 @@ ssize_t sl__io_send(struct sl_io *io)
 	}
 	if (done == 0 && (err != 0 || r < 0))
 		sl__grant_refund(&c, &gm, 1);
+	c.nb_want = io->total - done;
+	sl__nb_end(&c, SL_DIR_OUT, done > 0 && done < io->total);
 	return sl__io_end(&c, rules, done, r, err, e);
 }
 
@@ -267,19 +276,23 @@ ssize_t sl__io_recv(struct sl_io *io)
 	struct sl_grant gm;
 	gm.rules = 0;
 	sl__call_begin(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO);
+	c.nb_rules = sl__nb_rules(io->fd, io->flags, rules);
 	/* Skipped when empty: see sl__io_send. */
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
-	bool all = stream && (io->flags & MSG_WAITALL);
+	bool all = stream && (io->flags & MSG_WAITALL), cut = false;
 	size_t done = 0;
 	ssize_t r = 0;
 	while (err == 0 && (done < io->total || io->total == 0)) {
 		size_t want = io->total - done;
 		if (bytes != 0 && want > 0) {
+			c.nb_want = want;
 			uint64_t avail = sl__available(&c, bytes, sl__rejecting(bytes) == 0, &err);
 			if (err != 0)
 				break;
-			if (stream && avail < want)
+			if (stream && avail < want) {
 				want = (size_t)avail;
+				cut = true;
+			}
 		}
 		errno = saved;
 		r = sl_io_xfer(io, done, want);
@@ -293,6 +306,8 @@ ssize_t sl__io_recv(struct sl_io *io)
 	}
 	if (done == 0 && (err != 0 || r <= 0))
 		sl__grant_refund(&c, &gm, 1);
+	c.nb_want = io->total - done;
+	sl__nb_end(&c, SL_DIR_IN, cut && r > 0);
 	return sl__io_end(&c, rules, done, r, err, e);
 }
 

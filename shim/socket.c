@@ -19,6 +19,13 @@
  * errno (ECONNABORTED by default, which servers already retry). A signal
  * during a wait after the real accept does not cost the client its
  * connection: the call returns the fd.
+ *
+ * Non-blocking sockets (ready.c), under delay rules with nonblock=eagain: an
+ * accept that would wait before the real accept fails with EAGAIN and the
+ * listening fd is reported readable when its slot comes; a connect has its
+ * rate slot reserved, returns EINPROGRESS at once and connects for real when
+ * the slot comes. Waits that come after the real accept (per=peer) and
+ * conns slots of a connect are still taken in place.
  */
 #undef _FORTIFY_SOURCE
 #include <errno.h>
@@ -68,17 +75,27 @@ static int sl_connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	struct sl_call c;
 	struct sl_grant g, gc;
 	sl__call_begin(&c, fd, SL_OP_CONNECT, known ? &dst : NULL, SO_SNDTIMEO);
+	c.defer = sl__nb_rules(fd, 0, rules & ~conns) != 0;
 	int err = sl__admit(&c, rules & ~conns, 1, &g);
 	if (err != 0)
 		return sl_fail(&c, rules, err);
 	err = sl__admit(&c, conns, 1, &gc);
-	if (err != 0)
+	if (err != 0) {
+		sl__grant_refund(&c, &g, 1);
 		return sl_fail(&c, rules, err);
+	}
+	struct sl_limiter *lims[SL_MAX_RULES];
+	if (sl__connect_defer(&c, sa, len)) { /* non-blocking: EINPROGRESS now */
+		sl__fd_set_conn(fd, lims, sl_grant_conns(&gc, lims));
+		sl__call_end(&c, rules, true);
+		sl__busy = 0;
+		errno = EINPROGRESS;
+		return -1;
+	}
 	errno = saved;
 	int r = SL_REAL(connect)(fd, sa, len);
 	int e = errno;
 	bool open = r == 0 || e == EINPROGRESS || e == EINTR;
-	struct sl_limiter *lims[SL_MAX_RULES];
 	if (open)
 		sl__fd_set_conn(fd, lims, sl_grant_conns(&gc, lims));
 	else
@@ -93,9 +110,12 @@ static int sl_connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 SL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct sl_fdrec rec;
+	int r;
+	if (sl__connect_again(fd, sa, len, &r)) /* its earlier connect was deferred */
+		return r;
 	if (sl__fd_pass(fd, SL_K_CONNECT) || sl__busy || !sl__fd_get(fd, &rec) ||
 	    rec.cand[SL_K_CONNECT] == 0) {
-		int r = SL_REAL(connect)(fd, sa, len);
+		r = SL_REAL(connect)(fd, sa, len);
 		/* The fd may have been classified before it had a peer: look
 		 * again on its next call (sl__fd_invalidate leaves errno). */
 		sl__fd_invalidate(fd);
@@ -142,12 +162,14 @@ static int sl_accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags
 	struct sl_grant g, g2, gc;
 	int err = 0;
 	sl__call_begin(&c, fd, SL_OP_ACCEPT, NULL, SO_RCVTIMEO);
-	if ((err = sl__admit(&c, pre & ~conns, 1, &g)) != 0)
-		return sl_fail(&c, rules, err);
-	if ((pre & conns) != 0)
+	c.nb_rules = sl__nb_rules(fd, 0, pre);
+	if ((err = sl__admit(&c, pre & ~conns, 1, &g)) == 0 && (pre & conns) != 0) {
 		sl__available(&c, pre & conns, true, &err);
+		if (err != 0)
+			sl__grant_refund(&c, &g, 1);
+	}
 	if (err != 0) {
-		sl__grant_refund(&c, &g, 1);
+		sl__nb_end(&c, SL_DIR_IN, false);
 		return sl_fail(&c, rules, err);
 	}
 	struct sockaddr_storage ss;

@@ -1,0 +1,196 @@
+/*
+ * poll.c - poll, ppoll, select and pselect for loops whose sockets are
+ * throttled (ready.c).
+ *
+ * Each call looks up every fd it is given: a direction that is throttled
+ * is taken out of the events passed to the kernel (an fd with nothing left
+ * to wait for, or a deferred connect, is passed as a negative fd, which the
+ * kernel skips: not even POLLHUP/POLLERR come back for it), and the timeout
+ * is cut at the earliest instant one of them becomes ready. When that cut
+ * expires with nothing to report, the call is made again with what is left
+ * of the caller's timeout, so a throttled fd is reported as soon as it is
+ * ready and the caller never sees an early 0. The caller's array and sets
+ * are as they were when the call returns, except for what the kernel
+ * reports; select updates the timeval with the time left, as Linux does.
+ *
+ * poll and select wait through ppoll and pselect, which take nanoseconds.
+ *
+ * Limits: at most SL_POLL_EDITS entries of one poll call are changed; past
+ * that, entries are passed as they are (such an fd may be reported before it
+ * is ready, and the program's next call on it gets EAGAIN). select handles
+ * fds below FD_SETSIZE only, as select itself does.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "internal.h"
+
+#define SL_POLL_EDITS 1024
+#define SL_POLL_EVBITS (SL_HIDE_IN | SL_HIDE_OUT)
+
+/* One entry of the caller's array changed for the kernel. */
+struct sl_poll_edit {
+	uint32_t i;
+	short events; /* the caller's */
+	bool negated; /* fd was passed as ~fd */
+};
+
+static uint64_t sl_deadline_ns(uint64_t now, uint64_t sec, uint64_t nsec)
+{
+	uint64_t max_s = (UINT64_MAX - now) / 1000000000u - 1;
+	return sec > max_s ? UINT64_MAX : now + sec * 1000000000u + nsec;
+}
+
+/* The timespec from now to t, or NULL for t == UINT64_MAX (no timeout). */
+static struct timespec *sl_timeout_ts(struct timespec *ts, uint64_t now, uint64_t t)
+{
+	if (t == UINT64_MAX)
+		return NULL;
+	uint64_t d = t > now ? t - now : 0;
+	ts->tv_sec = (time_t)(d / 1000000000u);
+	ts->tv_nsec = (long)(d % 1000000000u);
+	return ts;
+}
+
+static int sl_poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigset_t *mask)
+{
+	struct sl_poll_edit ed[SL_POLL_EDITS];
+	for (;;) {
+		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
+		unsigned ne = 0;
+		for (nfds_t i = 0; i < n && ne < SL_POLL_EDITS; i++) {
+			int fd = fds[i].fd;
+			uint32_t h = fd >= 0 ? sl__ready_hidden(fd, now, &next) : 0;
+			if (h == 0 || (h != SL_HIDE_ALL && ((uint32_t)fds[i].events & h) == 0))
+				continue;
+			ed[ne] = (struct sl_poll_edit){.i = (uint32_t)i, .events = fds[i].events};
+			if (h == SL_HIDE_ALL || ((uint32_t)fds[i].events & SL_POLL_EVBITS & ~h) == 0) {
+				fds[i].fd = ~fd;
+				ed[ne].negated = true;
+			} else {
+				fds[i].events = (short)((uint32_t)fds[i].events & ~h);
+			}
+			ne++;
+		}
+		struct timespec ts;
+		int r = SL_REAL(ppoll)(fds, n, sl_timeout_ts(&ts, now, deadline < next ? deadline : next),
+				       mask);
+		int e = errno;
+		for (unsigned k = 0; k < ne; k++) {
+			struct pollfd *p = &fds[ed[k].i];
+			if (ed[k].negated)
+				p->fd = ~p->fd;
+			p->events = ed[k].events;
+		}
+		errno = e;
+		if (r != 0 || sl__clock_ns() >= deadline)
+			return r;
+	}
+}
+
+SL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (sl__busy || !sl__ready_on())
+		return SL_REAL(poll)(fds, n, timeout);
+	uint64_t now = sl__clock_ns();
+	return sl_poll_loop(fds, n, timeout < 0 ? UINT64_MAX : sl_deadline_ns(now, 0, 0) +
+							       (uint64_t)timeout * 1000000u,
+			    NULL);
+}
+
+SL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		    const sigset_t *mask)
+{
+	if (sl__busy || !sl__ready_on() ||
+	    (ts != NULL && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
+		return SL_REAL(ppoll)(fds, n, ts, mask);
+	uint64_t now = sl__clock_ns();
+	return sl_poll_loop(fds, n, ts == NULL ? UINT64_MAX
+					       : sl_deadline_ns(now, (uint64_t)ts->tv_sec,
+								(uint64_t)ts->tv_nsec),
+			    mask);
+}
+
+/* The three sets of a select call: the caller's, and the copies given to the
+ * kernel. */
+struct sl_sets {
+	fd_set *user[3];
+	fd_set k[3];
+};
+
+static int sl_select_loop(int nfds, struct sl_sets *s, uint64_t deadline, const sigset_t *mask)
+{
+	for (;;) {
+		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
+		for (int j = 0; j < 3; j++)
+			if (s->user[j] != NULL)
+				s->k[j] = *s->user[j];
+		for (int fd = 0; fd < nfds; fd++) {
+			bool in = (s->user[0] && FD_ISSET(fd, s->user[0])) ||
+				  (s->user[2] && FD_ISSET(fd, s->user[2]));
+			bool out = s->user[1] && FD_ISSET(fd, s->user[1]);
+			uint32_t h = in || out ? sl__ready_hidden(fd, now, &next) : 0;
+			if (h & SL_HIDE_IN) {
+				FD_CLR(fd, &s->k[0]);
+				FD_CLR(fd, &s->k[2]);
+			}
+			if (h & SL_HIDE_OUT)
+				FD_CLR(fd, &s->k[1]);
+		}
+		struct timespec ts;
+		int r = SL_REAL(pselect)(nfds, s->user[0] ? &s->k[0] : NULL,
+					 s->user[1] ? &s->k[1] : NULL, s->user[2] ? &s->k[2] : NULL,
+					 sl_timeout_ts(&ts, now, deadline < next ? deadline : next),
+					 mask);
+		if (r < 0)
+			return r;
+		if (r > 0 || sl__clock_ns() >= deadline) {
+			for (int j = 0; j < 3; j++)
+				if (s->user[j] != NULL)
+					*s->user[j] = s->k[j];
+			return r;
+		}
+	}
+}
+
+/* Is this a select call the wrappers can look into? */
+static bool sl_select_ours(int nfds)
+{
+	return !sl__busy && sl__ready_on() && nfds >= 0 && nfds <= FD_SETSIZE;
+}
+
+SL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+{
+	if (!sl_select_ours(nfds) ||
+	    (tv != NULL && (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)))
+		return SL_REAL(select)(nfds, r, w, x, tv);
+	struct sl_sets s = {.user = {r, w, x}};
+	uint64_t now = sl__clock_ns();
+	uint64_t deadline = tv == NULL ? UINT64_MAX
+				       : sl_deadline_ns(now, (uint64_t)tv->tv_sec,
+							(uint64_t)tv->tv_usec * 1000u);
+	int res = sl_select_loop(nfds, &s, deadline, NULL);
+	if (tv != NULL) { /* Linux reports the time left */
+		int e = errno;
+		uint64_t t = sl__clock_ns(), left = deadline > t ? deadline - t : 0;
+		tv->tv_sec = (time_t)(left / 1000000000u);
+		tv->tv_usec = (suseconds_t)(left % 1000000000u / 1000u);
+		errno = e;
+	}
+	return res;
+}
+
+SL_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts,
+		      const sigset_t *mask)
+{
+	if (!sl_select_ours(nfds) ||
+	    (ts != NULL && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
+		return SL_REAL(pselect)(nfds, r, w, x, ts, mask);
+	struct sl_sets s = {.user = {r, w, x}};
+	uint64_t now = sl__clock_ns();
+	return sl_select_loop(nfds, &s, ts == NULL ? UINT64_MAX
+						  : sl_deadline_ns(now, (uint64_t)ts->tv_sec,
+								   (uint64_t)ts->tv_nsec),
+			      mask);
+}
