@@ -20,6 +20,7 @@
  *   stats.c   SLUICE_STATS, written at exit.
  *   ready.c   non-blocking calls: when each throttled fd is ready again,
  *             deferred connects, the timer that wakes event loops;
+ *   sockopt.c getsockopt(SO_ERROR) of a deferred connect;
  *   poll.c    poll, ppoll, select, pselect: throttled fds hidden, timeouts
  *             shortened to the next ready instant;
  *   epoll.c   epoll_*: registrations mirrored, throttled directions taken
@@ -466,6 +467,9 @@ bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t l
 /* connect() on an fd whose connect is deferred: EALREADY until its slot,
  * then the real connect's answer. Returns false if fd has none. */
 bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *ret);
+/* SO_ERROR of fd if it has a deferred connect (sockopt.c): returns 1 with
+ * *err (0: in progress, or the real connect's error, once), else 0. */
+int sl__connect_soerror(int fd, int *err);
 
 /* ---- epoll.c ----------------------------------------------------------------- */
 

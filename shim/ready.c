@@ -13,11 +13,13 @@
  * directions: IN for recv and accept, OUT for send and connect.
  *
  * How many tokens to wait for: waking for one byte would wake a loop once
- * per byte. An nb wait is sized for min(what the call still wants, the
- * rule's piece (its burst), 10 ms of the rate) units (sl__nb_need). With
- * the default burst (5 ms of the rate) a connection that always has more to
- * send wakes its loop about 200 times a second; a larger burst= wakes it
- * less often (at most 100 times a second).
+ * per byte. An nb wait is sized for min(what the call still wants, half the
+ * rule's piece (its burst), 10 ms of the rate) units (sl__nb_need): half,
+ * so that a loop that wakes late (timer granularity, its own work before it
+ * calls send again) finds the bucket not yet full and loses no tokens to
+ * the burst cap. With the default burst (5 ms of the rate) a connection that
+ * always has more to send wakes its loop about 400 times a second; a larger
+ * burst= wakes it less often (at most 100 times a second).
  *
  * Deferred connect: a non-blocking connect cannot return EAGAIN (it means
  * something else there), so the rate slot is reserved as for a blocking
@@ -153,8 +155,8 @@ uint64_t sl__nb_need(const struct sl_call *c, unsigned i)
 	if (r->op == SL_OP_CONNS || r->unit != SL_UNIT_BYTES || r->period_ns == 0)
 		return 1;
 	unsigned __int128 q = (unsigned __int128)r->amount * SL_NB_QUANTUM_NS / r->period_ns;
-	uint64_t n = q > UINT64_MAX ? UINT64_MAX : (uint64_t)q, piece = sl__piece_max(i);
-	n = n < piece ? n : piece;
+	uint64_t n = q > UINT64_MAX ? UINT64_MAX : (uint64_t)q, half = sl__piece_max(i) / 2;
+	n = n < half ? n : half;
 	n = c->nb_want != 0 && c->nb_want < n ? c->nb_want : n;
 	return n > 0 ? n : 1;
 }
@@ -379,19 +381,14 @@ bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *re
 	return true;
 }
 
-/* getsockopt: SO_ERROR of a deferred connect is 0 while it waits for its
- * slot, then its real connect's error; everything else passes through. */
-SL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+int sl__connect_soerror(int fd, int *err)
 {
-	if (level != SOL_SOCKET || name != SO_ERROR || sl_pend == NULL ||
-	    (unsigned)fd >= SL_FD_MAX || val == NULL || len == NULL || *len < sizeof(int) ||
+	if (sl_pend == NULL || (unsigned)fd >= SL_FD_MAX ||
 	    atomic_load_explicit(&sl_pend[fd].state, memory_order_relaxed) == SL_CONN_NONE)
-		return SL_REAL(getsockopt)(fd, level, name, val, len);
+		return 0;
 	uint32_t st = sl_connect_kick(fd, sl__clock_ns());
 	if (st == SL_CONN_NONE)
-		return SL_REAL(getsockopt)(fd, level, name, val, len);
-	int e = st == SL_CONN_FAILED ? sl_connect_take_err(fd) : 0;
-	memcpy(val, &e, sizeof(e));
-	*len = sizeof(e);
-	return 0;
+		return 0;
+	*err = st == SL_CONN_FAILED ? sl_connect_take_err(fd) : 0;
+	return 1;
 }

@@ -1,0 +1,524 @@
+/*
+ * test_shim_poll.c - event loops under the shim (nonblock=eagain): partial
+ * sends and EAGAIN on non-blocking sockets, the ready instant they leave,
+ * and poll, select and epoll (level-triggered, edge-triggered, oneshot)
+ * hiding a throttled fd until exactly that instant; deferred non-blocking
+ * connect; non-blocking accept; nonblock=sleep; an epoll fd inside poll.
+ *
+ * The clock is fake (sl__clock_ns); sockets, data and the kernel's readiness
+ * are real (loopback TCP). The real waits (ppoll, pselect, epoll_wait,
+ * epoll_pwait2) are replaced by fakes that record the timeout the shim
+ * asked for, ask the kernel with (almost) no timeout, and, when the kernel
+ * has nothing, advance the fake clock by the whole timeout: a wait "sleeps"
+ * in no time, so the exact instants the shim wakes at can be asserted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../shim/internal.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+#define T0 (5 * SEC)
+#define MAX_WAITS 16
+#define NONE UINT64_MAX
+
+/* ---- fakes ---------------------------------------------------------------- */
+
+struct wait_rec {
+	uint64_t at;         /* fake time of the call */
+	uint64_t timeout_ns; /* NONE: no timeout */
+	int fd0;             /* poll: fds[0].fd as given to the kernel */
+	short ev0;           /* poll: fds[0].events */
+	bool in_wset;        /* select: the watched fd is in the write set */
+};
+
+static uint64_t fake_now;
+static struct wait_rec waits[MAX_WAITS];
+static int n_waits, n_sleeps, watch_fd;
+static struct sl_real saved;
+
+static uint64_t fake_clock(void)
+{
+	return fake_now;
+}
+
+static int fake_sleep(uint64_t deadline)
+{
+	n_sleeps++;
+	if (deadline > fake_now)
+		fake_now = deadline;
+	return 0;
+}
+
+static struct wait_rec *record(uint64_t timeout_ns)
+{
+	assert_true(n_waits < MAX_WAITS);
+	struct wait_rec *w = &waits[n_waits++];
+	memset(w, 0, sizeof(*w));
+	w->at = fake_now;
+	w->timeout_ns = timeout_ns;
+	return w;
+}
+
+/* After the kernel answered r: an empty answer took the whole timeout. */
+static int advance(int r, uint64_t timeout_ns)
+{
+	if (r == 0 && timeout_ns != NONE)
+		fake_now += timeout_ns;
+	return r;
+}
+
+/* 20 ms of real time at most: enough for loopback events to arrive. */
+static const struct timespec real_short = {.tv_sec = 0, .tv_nsec = 20 * 1000000};
+
+static uint64_t ts_ns(const struct timespec *ts)
+{
+	return ts == NULL ? NONE : (uint64_t)ts->tv_sec * SEC + (uint64_t)ts->tv_nsec;
+}
+
+static const struct timespec *real_ts(const struct timespec *ts)
+{
+	return ts == NULL || ts_ns(ts) > ts_ns(&real_short) ? &real_short : ts;
+}
+
+static int fake_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+		      const sigset_t *mask)
+{
+	struct wait_rec *w = record(ts_ns(ts));
+	w->fd0 = fds[0].fd;
+	w->ev0 = fds[0].events;
+	return advance(saved.ppoll(fds, n, real_ts(ts), mask), ts_ns(ts));
+}
+
+static int fake_pselect(int nfds, fd_set *r, fd_set *wr, fd_set *x, const struct timespec *ts,
+			const sigset_t *mask)
+{
+	struct wait_rec *w = record(ts_ns(ts));
+	w->in_wset = wr != NULL && FD_ISSET(watch_fd, wr);
+	return advance(saved.pselect(nfds, r, wr, x, real_ts(ts), mask), ts_ns(ts));
+}
+
+static int fake_epoll_wait(int ep, struct epoll_event *ev, int max, int ms)
+{
+	uint64_t t = ms < 0 ? NONE : (uint64_t)ms * MS;
+	record(t);
+	return advance(saved.epoll_wait(ep, ev, max, ms < 0 || ms > 20 ? 20 : ms), t);
+}
+
+static int fake_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *ts,
+			     const sigset_t *mask)
+{
+	record(ts_ns(ts));
+	return advance(saved.epoll_pwait2(ep, ev, max, real_ts(ts), mask), ts_ns(ts));
+}
+
+/* ---- fixture ---------------------------------------------------------------- */
+
+struct fix {
+	int lst, cli, srv; /* a connected loopback TCP pair and its listener */
+	struct sockaddr_in addr;
+	char buf[4096];
+};
+
+static void use_policy(const char *var, const char *value)
+{
+	struct sl_policy p;
+	char err[SL_ERR_MAX];
+	sl_policy_init(&p);
+	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
+		fail_msg("%s=%s: %s", var, value, err);
+	assert_int_equal(sl__state_init_unsync(&p), 0);
+}
+
+static void set_nonblock(int fd)
+{
+	assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+}
+
+static int setup(void **state)
+{
+	static struct fix f;
+	fake_now = T0;
+	sl__clock_ns = fake_clock;
+	sl__sleep_until = fake_sleep;
+	n_waits = n_sleeps = 0;
+	use_policy(NULL, NULL);
+	sl_real_resolve_all();
+	saved = sl__real;
+	memset(&f.addr, 0, sizeof(f.addr));
+	f.addr.sin_family = AF_INET;
+	f.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t l = sizeof(f.addr);
+	f.lst = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(f.lst, (struct sockaddr *)&f.addr, sizeof(f.addr)), 0);
+	assert_int_equal(listen(f.lst, 8), 0);
+	assert_int_equal(getsockname(f.lst, (struct sockaddr *)&f.addr, &l), 0);
+	f.cli = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(f.cli, (struct sockaddr *)&f.addr, sizeof(f.addr)), 0);
+	f.srv = accept(f.lst, NULL, NULL);
+	assert_true(f.srv >= 0);
+	memset(f.buf, 'x', sizeof(f.buf));
+	sl__real.ppoll = fake_ppoll;
+	sl__real.pselect = fake_pselect;
+	sl__real.epoll_wait = fake_epoll_wait;
+	sl__real.epoll_pwait2 = fake_epoll_pwait2;
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	sl__real = saved;
+	use_policy(NULL, NULL);
+	close(f->lst);
+	close(f->cli);
+	close(f->srv);
+	return 0;
+}
+
+/* 1000 B/s with a 100 B burst: an nb wait is for 10 B (10 ms of the rate,
+ * under half the burst), so a drained bucket is ready again 10 ms later. */
+#define RATE_SPEC "1000B/s,burst=100B"
+
+/* Drain the send bucket of f->cli at T0: 100 of 400 bytes go out. */
+static void throttle_send(struct fix *f)
+{
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 100);
+	uint64_t until = NONE;
+	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 10 * MS);
+}
+
+/* ---- tests -------------------------------------------------------------------- */
+
+static void test_shim_poll_send_partial_then_eagain(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	throttle_send(f);
+	errno = 0;
+	assert_int_equal(send(f->cli, f->buf, 400, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(n_sleeps, 0); /* nothing ever sleeps in place */
+	fake_now = T0 + 10 * MS;       /* exactly the 10 B of the nb wait */
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 10);
+	uint64_t until = NONE;
+	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 20 * MS);
+	assert_int_equal(sl__ready_hidden(f->cli, T0 + 20 * MS, &until), 0);
+}
+
+static void test_shim_poll_msg_dontwait(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	/* A blocking socket: MSG_DONTWAIT alone makes the call non-blocking. */
+	assert_int_equal(send(f->cli, f->buf, 400, MSG_DONTWAIT), 100);
+	errno = 0;
+	assert_int_equal(send(f->cli, f->buf, 400, MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EWOULDBLOCK);
+	assert_int_equal(n_sleeps, 0);
+	/* Without it the same socket waits in place. */
+	assert_int_equal(send(f->cli, f->buf, 40, 0), 40);
+	assert_true(n_sleeps > 0);
+}
+
+static void test_shim_poll_nonblock_sleep(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC ",nonblock=sleep");
+	set_nonblock(f->cli);
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 400);
+	assert_true(n_sleeps > 0);
+	assert_int_equal(fake_now, T0 + 300 * MS); /* 300 bytes past the burst */
+	uint64_t until = NONE;
+	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), 0);
+}
+
+static void test_shim_poll_hides_until_ready(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	throttle_send(f);
+	struct pollfd p = {.fd = f->cli, .events = POLLOUT};
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	assert_int_equal(p.fd, f->cli);
+	assert_int_equal(p.events, POLLOUT);
+	assert_int_equal(p.revents, POLLOUT);
+	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(n_waits, 2);
+	assert_int_equal(waits[0].fd0, ~f->cli); /* nothing left to wait for: skipped */
+	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	assert_int_equal(waits[1].fd0, f->cli);
+	assert_int_equal(waits[1].timeout_ns, 990 * MS);
+}
+
+static void test_shim_poll_other_direction_kept(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	throttle_send(f);
+	assert_int_equal(saved.send(f->srv, "ping", 4, 0), 4); /* cli is readable now */
+	struct pollfd p = {.fd = f->cli, .events = POLLIN | POLLOUT};
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	assert_int_equal(p.revents, POLLIN); /* not POLLOUT before T0 + 10 ms */
+	assert_int_equal(p.events, POLLIN | POLLOUT);
+	assert_int_equal(waits[0].ev0, POLLIN);
+	assert_int_equal(fake_now, T0);
+}
+
+static void test_shim_poll_select(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	throttle_send(f);
+	watch_fd = f->cli;
+	fd_set w;
+	FD_ZERO(&w);
+	FD_SET(f->cli, &w);
+	struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
+	assert_int_equal(select(f->cli + 1, NULL, &w, NULL, &tv), 1);
+	assert_true(FD_ISSET(f->cli, &w));
+	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(n_waits, 2);
+	assert_false(waits[0].in_wset);
+	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	assert_true(waits[1].in_wset);
+	assert_int_equal(tv.tv_sec, 0); /* the time left, as Linux reports it */
+	assert_int_equal(tv.tv_usec, 990000);
+}
+
+static int epoll_with(int fd, uint32_t events, uint64_t data)
+{
+	int ep = epoll_create1(0);
+	assert_true(ep >= 0);
+	struct epoll_event e = {.events = events, .data.u64 = data};
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e), 0);
+	return ep;
+}
+
+static void test_shim_poll_epoll_level(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	int ep = epoll_with(f->cli, EPOLLOUT, 0xfeed);
+	struct epoll_event ev[4];
+	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_int_equal(ev[0].data.u64, 0xfeed);
+	throttle_send(f);
+	n_waits = 0;
+	/* Level-triggered and writable all along: no event, and no spin,
+	 * before the tokens are there. */
+	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_int_equal(ev[0].events, EPOLLOUT);
+	assert_int_equal(ev[0].data.u64, 0xfeed);
+	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(n_waits, 2);
+	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	close(ep);
+}
+
+static void test_shim_poll_epoll_edge(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	int ep = epoll_with(f->cli, EPOLLOUT | EPOLLET, 7);
+	struct epoll_event ev[4];
+	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_int_equal(epoll_wait(ep, ev, 4, 0), 0); /* the edge was taken */
+	throttle_send(f);
+	/* The socket buffer never filled, so the kernel has no new edge to
+	 * give: the shim delivers the one the partial send implied. */
+	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_int_equal(ev[0].data.u64, 7);
+	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(epoll_wait(ep, ev, 4, 0), 0); /* once */
+	close(ep);
+}
+
+static void test_shim_poll_epoll_oneshot(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_RECV", RATE_SPEC);
+	set_nonblock(f->srv);
+	int ep = epoll_with(f->srv, EPOLLIN | EPOLLONESHOT, 0xabc);
+	assert_int_equal(send(f->cli, f->buf, 1000, 0), 1000);
+	struct epoll_event ev[4];
+	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_int_equal(ev[0].data.u64, 0xabc);
+	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 100); /* the burst */
+	struct epoll_event e = {.events = EPOLLIN | EPOLLONESHOT, .data.u64 = 0xabd};
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_MOD, f->srv, &e), 0); /* re-armed */
+	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_int_equal(ev[0].data.u64, 0xabd);
+	assert_int_equal(fake_now, T0 + 10 * MS);
+	/* Delivered, so disarmed: a new throttle must not re-arm it. */
+	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 10);
+	assert_int_equal(epoll_wait(ep, ev, 4, 50), 0);
+	assert_int_equal(fake_now, T0 + 60 * MS);
+	close(ep);
+}
+
+static void test_shim_poll_deferred_connect(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_CONNECT", "1/s");
+	int a = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int b = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int r = connect(a, (struct sockaddr *)&f->addr, sizeof(f->addr));
+	assert_true(r == 0 || errno == EINPROGRESS); /* the burst: connects now */
+	errno = 0;
+	assert_int_equal(connect(b, (struct sockaddr *)&f->addr, sizeof(f->addr)), -1);
+	assert_int_equal(errno, EINPROGRESS);
+	assert_int_equal(n_sleeps, 0);
+	int soerr = -1;
+	socklen_t l = sizeof(soerr);
+	assert_int_equal(getsockopt(b, SOL_SOCKET, SO_ERROR, &soerr, &l), 0);
+	assert_int_equal(soerr, 0);
+	errno = 0;
+	assert_int_equal(connect(b, (struct sockaddr *)&f->addr, sizeof(f->addr)), -1);
+	assert_int_equal(errno, EALREADY);
+	struct pollfd p = {.fd = b, .events = POLLOUT};
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	assert_int_equal(p.revents, POLLOUT);
+	assert_int_equal(fake_now, T0 + SEC);
+	assert_int_equal(waits[0].fd0, ~b); /* not even POLLHUP before its slot */
+	assert_int_equal(waits[0].timeout_ns, SEC);
+	assert_int_equal(getsockopt(b, SOL_SOCKET, SO_ERROR, &soerr, &l), 0);
+	assert_int_equal(soerr, 0);
+	int c1 = accept(f->lst, NULL, NULL), c2 = accept(f->lst, NULL, NULL);
+	assert_true(c1 >= 0 && c2 >= 0);
+	close(c1);
+	close(c2);
+	close(a);
+	close(b);
+}
+
+static void test_shim_poll_accept_epoll(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_ACCEPT", "1/s");
+	set_nonblock(f->lst);
+	int c1 = socket(AF_INET, SOCK_STREAM, 0), c2 = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(c1, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+	assert_int_equal(connect(c2, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+	int ep = epoll_with(f->lst, EPOLLIN, 42);
+	int s1 = accept(f->lst, NULL, NULL);
+	assert_true(s1 >= 0);
+	errno = 0;
+	assert_int_equal(accept(f->lst, NULL, NULL), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(n_sleeps, 0);
+	struct epoll_event ev[4];
+	n_waits = 0;
+	assert_int_equal(epoll_wait(ep, ev, 4, 5000), 1);
+	assert_int_equal(ev[0].data.u64, 42);
+	assert_int_equal(fake_now, T0 + SEC);
+	assert_int_equal(waits[0].timeout_ns, SEC);
+	int s2 = accept(f->lst, NULL, NULL);
+	assert_true(s2 >= 0);
+	close(s1);
+	close(s2);
+	close(c1);
+	close(c2);
+	close(ep);
+}
+
+static void test_shim_poll_epoll_inside_poll(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	int ep = epoll_with(f->cli, EPOLLOUT, 9);
+	struct epoll_event ev[4];
+	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
+	throttle_send(f);
+	n_waits = 0;
+	/* A loop that polls the epoll fd (GLib, nested loops): poll runs the
+	 * timer too, so the epoll fd turns readable at the ready instant. */
+	struct pollfd p = {.fd = ep, .events = POLLIN};
+	assert_int_equal(poll(&p, 1, 1000), 1);
+	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_int_equal(ev[0].data.u64, 9);
+	close(ep);
+}
+
+static void test_shim_poll_epoll_data_kept(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	/* A pipe (never throttled) and a socket in one set, with pointer data:
+	 * the program gets its own data back, and MOD/DEL behave. */
+	int pfd[2];
+	assert_int_equal(pipe(pfd), 0);
+	int ep = epoll_with(pfd[1], EPOLLOUT, (uint64_t)(uintptr_t)&pfd[1]);
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = f};
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->cli, &e), 0);
+	errno = 0;
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->cli, &e), -1);
+	assert_int_equal(errno, EEXIST);
+	assert_int_equal(send(f->srv, "x", 1, 0), 1);
+	struct epoll_event ev[4];
+	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 2);
+	bool saw_pipe = false, saw_sock = false;
+	for (int i = 0; i < 2; i++) {
+		saw_pipe |= ev[i].data.ptr == &pfd[1] && ev[i].events == EPOLLOUT;
+		saw_sock |= ev[i].data.ptr == f && ev[i].events == EPOLLIN;
+	}
+	assert_true(saw_pipe && saw_sock);
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_DEL, f->cli, NULL), 0);
+	errno = 0;
+	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_MOD, f->cli, &e), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_ptr_equal(ev[0].data.ptr, &pfd[1]);
+	close(ep);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
+int main(void)
+{
+	/* Link the wrappers even when ASan's interceptors define the names. */
+	assert_int_equal(sl__io_anchor + sl__socket_anchor + sl__poll_anchor + sl__epoll_anchor, 4);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_shim_poll_send_partial_then_eagain, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_msg_dontwait, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_nonblock_sleep, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_hides_until_ready, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_other_direction_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_select, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_level, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_edge, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_oneshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_deferred_connect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_accept_epoll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_inside_poll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_data_kept, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
