@@ -14,12 +14,13 @@
  *
  * How many tokens to wait for: waking for one byte would wake a loop once
  * per byte. An nb wait is sized for min(what the call still wants, half the
- * rule's piece (its burst), 10 ms of the rate) units (sl__nb_need): half,
+ * rule's piece (its burst), 100 ms of the rate) units (sl__nb_need): half,
  * so that a loop that wakes late (timer granularity, its own work before it
  * calls send again) finds the bucket not yet full and loses no tokens to
  * the burst cap. With the default burst (5 ms of the rate) a connection that
  * always has more to send wakes its loop about 400 times a second; a larger
- * burst= wakes it less often (at most 100 times a second).
+ * burst= wakes it less often (down to 10 times a second from burst=200ms of
+ * the rate on).
  *
  * Deferred connect: a non-blocking connect cannot return EAGAIN (it means
  * something else there), so the rate slot is reserved as for a blocking
@@ -53,7 +54,7 @@
 #include "internal.h"
 
 /* An nb wait is for at most this much of the rate (see above). */
-#define SL_NB_QUANTUM_NS 10000000u
+#define SL_NB_QUANTUM_NS 100000000u
 /* A limiter that names no instant (conns: a slot frees on a close) is
  * looked at again after this long. */
 #define SL_NB_BACKOFF_NS 10000000u

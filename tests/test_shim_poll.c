@@ -191,8 +191,8 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* 1000 B/s with a 100 B burst: an nb wait is for 10 B (10 ms of the rate,
- * under half the burst), so a drained bucket is ready again 10 ms later. */
+/* 1000 B/s with a 100 B burst: an nb wait is for 50 B (half the burst,
+ * under 100 ms of the rate), so a drained bucket is ready again 50 ms later. */
 #define RATE_SPEC "1000B/s,burst=100B"
 
 /* Drain the send bucket of f->cli at T0: 100 of 400 bytes go out. */
@@ -201,7 +201,7 @@ static void throttle_send(struct fix *f)
 	assert_int_equal(send(f->cli, f->buf, 400, 0), 100);
 	uint64_t until = NONE;
 	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
-	assert_int_equal(until, T0 + 10 * MS);
+	assert_int_equal(until, T0 + 50 * MS);
 }
 
 /* ---- tests -------------------------------------------------------------------- */
@@ -216,12 +216,12 @@ static void test_shim_poll_send_partial_then_eagain(void **state)
 	assert_int_equal(send(f->cli, f->buf, 400, 0), -1);
 	assert_int_equal(errno, EAGAIN);
 	assert_int_equal(n_sleeps, 0); /* nothing ever sleeps in place */
-	fake_now = T0 + 10 * MS;       /* exactly the 10 B of the nb wait */
-	assert_int_equal(send(f->cli, f->buf, 400, 0), 10);
+	fake_now = T0 + 50 * MS;       /* exactly the 50 B of the nb wait */
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 50);
 	uint64_t until = NONE;
 	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
-	assert_int_equal(until, T0 + 20 * MS);
-	assert_int_equal(sl__ready_hidden(f->cli, T0 + 20 * MS, &until), 0);
+	assert_int_equal(until, T0 + 100 * MS);
+	assert_int_equal(sl__ready_hidden(f->cli, T0 + 100 * MS, &until), 0);
 }
 
 static void test_shim_poll_msg_dontwait(void **state)
@@ -262,12 +262,12 @@ static void test_shim_poll_hides_until_ready(void **state)
 	assert_int_equal(p.fd, f->cli);
 	assert_int_equal(p.events, POLLOUT);
 	assert_int_equal(p.revents, POLLOUT);
-	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(fake_now, T0 + 50 * MS);
 	assert_int_equal(n_waits, 2);
 	assert_int_equal(waits[0].fd0, ~f->cli); /* nothing left to wait for: skipped */
-	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	assert_int_equal(waits[0].timeout_ns, 50 * MS);
 	assert_int_equal(waits[1].fd0, f->cli);
-	assert_int_equal(waits[1].timeout_ns, 990 * MS);
+	assert_int_equal(waits[1].timeout_ns, 950 * MS);
 }
 
 static void test_shim_poll_other_direction_kept(void **state)
@@ -279,7 +279,7 @@ static void test_shim_poll_other_direction_kept(void **state)
 	assert_int_equal(saved.send(f->srv, "ping", 4, 0), 4); /* cli is readable now */
 	struct pollfd p = {.fd = f->cli, .events = POLLIN | POLLOUT};
 	assert_int_equal(poll(&p, 1, 1000), 1);
-	assert_int_equal(p.revents, POLLIN); /* not POLLOUT before T0 + 10 ms */
+	assert_int_equal(p.revents, POLLIN); /* not POLLOUT before T0 + 50 ms */
 	assert_int_equal(p.events, POLLIN | POLLOUT);
 	assert_int_equal(waits[0].ev0, POLLIN);
 	assert_int_equal(fake_now, T0);
@@ -298,13 +298,13 @@ static void test_shim_poll_select(void **state)
 	struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
 	assert_int_equal(select(f->cli + 1, NULL, &w, NULL, &tv), 1);
 	assert_true(FD_ISSET(f->cli, &w));
-	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(fake_now, T0 + 50 * MS);
 	assert_int_equal(n_waits, 2);
 	assert_false(waits[0].in_wset);
-	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	assert_int_equal(waits[0].timeout_ns, 50 * MS);
 	assert_true(waits[1].in_wset);
 	assert_int_equal(tv.tv_sec, 0); /* the time left, as Linux reports it */
-	assert_int_equal(tv.tv_usec, 990000);
+	assert_int_equal(tv.tv_usec, 950000);
 }
 
 static int epoll_with(int fd, uint32_t events, uint64_t data)
@@ -332,9 +332,9 @@ static void test_shim_poll_epoll_level(void **state)
 	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
 	assert_int_equal(ev[0].events, EPOLLOUT);
 	assert_int_equal(ev[0].data.u64, 0xfeed);
-	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(fake_now, T0 + 50 * MS);
 	assert_int_equal(n_waits, 2);
-	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	assert_int_equal(waits[0].timeout_ns, 50 * MS);
 	close(ep);
 }
 
@@ -352,7 +352,7 @@ static void test_shim_poll_epoll_edge(void **state)
 	 * give: the shim delivers the one the partial send implied. */
 	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
 	assert_int_equal(ev[0].data.u64, 7);
-	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(fake_now, T0 + 50 * MS);
 	assert_int_equal(epoll_wait(ep, ev, 4, 0), 0); /* once */
 	close(ep);
 }
@@ -372,11 +372,11 @@ static void test_shim_poll_epoll_oneshot(void **state)
 	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_MOD, f->srv, &e), 0); /* re-armed */
 	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
 	assert_int_equal(ev[0].data.u64, 0xabd);
-	assert_int_equal(fake_now, T0 + 10 * MS);
+	assert_int_equal(fake_now, T0 + 50 * MS);
 	/* Delivered, so disarmed: a new throttle must not re-arm it. */
-	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 10);
-	assert_int_equal(epoll_wait(ep, ev, 4, 50), 0);
-	assert_int_equal(fake_now, T0 + 60 * MS);
+	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 50);
+	assert_int_equal(epoll_wait(ep, ev, 4, 100), 0);
+	assert_int_equal(fake_now, T0 + 150 * MS);
 	close(ep);
 }
 
@@ -459,8 +459,8 @@ static void test_shim_poll_epoll_inside_poll(void **state)
 	 * timer too, so the epoll fd turns readable at the ready instant. */
 	struct pollfd p = {.fd = ep, .events = POLLIN};
 	assert_int_equal(poll(&p, 1, 1000), 1);
-	assert_int_equal(fake_now, T0 + 10 * MS);
-	assert_int_equal(waits[0].timeout_ns, 10 * MS);
+	assert_int_equal(fake_now, T0 + 50 * MS);
+	assert_int_equal(waits[0].timeout_ns, 50 * MS);
 	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
 	assert_int_equal(ev[0].data.u64, 9);
 	close(ep);
