@@ -172,7 +172,7 @@ void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf
 
 /* Anchors that make a unit test link io.o and socket.o from the archive. */
 extern const int sl__io_anchor, sl__recv_anchor, sl__socket_anchor, sl__poll_anchor,
-	sl__epoll_anchor;
+	sl__epoll_anchor, sl__sockopt_anchor;
 
 /* ---- re-entry guard ------------------------------------------------------ */
 
