@@ -27,6 +27,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from eventloop_lib import nginx_setup  # noqa: E402  (the same nginx as the tests)
 BUILD = os.environ.get("SLUICE_BUILD", "build")
 SLUICE = BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD)
 SLUICE = os.path.join(SLUICE, "sluice")
@@ -34,26 +36,6 @@ SLUICE = os.path.join(SLUICE, "sluice")
 RATE = 20000          # bytes/s per connection
 BURST = 2000          # 100 ms of the rate: an nb wait is for 1000 B, 20 wake-ups/s
 SIZE = 3 * RATE       # 3 s per download at the rate
-
-CONF = """daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 8192;
-error_log {d}/error.log;
-pid {d}/nginx.pid;
-events {{ worker_connections 4096; use epoll; }}
-http {{
-  access_log off;
-  sendfile on;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fastcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{ listen 127.0.0.1:{port} backlog=4096; root {d}/www; keepalive_timeout 0; }}
-}}
-"""
-
 
 def free_port():
     with socket.socket() as s:
@@ -104,15 +86,11 @@ def download_all(port, n, timeout=60):
 
 def run(n):
     d = tempfile.mkdtemp(prefix="sluice-bench-el-")
-    os.makedirs(os.path.join(d, "www"))
-    with open(os.path.join(d, "www", "f"), "wb") as f:
-        f.write(os.urandom(SIZE))
     port = free_port()
-    with open(os.path.join(d, "nginx.conf"), "w") as f:
-        f.write(CONF.format(d=d, port=port))
+    argv = nginx_setup(d, port, {"f": os.urandom(SIZE)})
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-    p = subprocess.Popen([SLUICE, "--send", "%dB/s,per=fd,burst=%dB" % (RATE, BURST), "--",
-                          "nginx", "-p", d, "-c", os.path.join(d, "nginx.conf")], env=env)
+    p = subprocess.Popen([SLUICE, "--send", "%dB/s,per=fd,burst=%dB" % (RATE, BURST), "--"] +
+                         argv, env=env)
     for _ in range(200):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -106,6 +106,41 @@ class Proc:
               % (what, per, CPU_BOUND))
 
 
+# nginx as one process (one epoll loop, edge-triggered) serving {d}/www on
+# 127.0.0.1:{port}, everything it writes kept under {d}.
+NGINX_CONF = """daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile 8192;
+error_log {d}/error.log;
+pid {d}/nginx.pid;
+events {{ worker_connections 4096; use epoll; }}
+http {{
+  access_log off;
+  sendfile on;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  server {{ listen 127.0.0.1:{port} backlog=4096; root {d}/www; keepalive_timeout 0; }}
+}}
+"""
+
+
+def nginx_setup(d, port, files):
+    """Write {d}/www/NAME for each (name, bytes) of files and {d}/nginx.conf;
+    returns nginx's argv."""
+    os.makedirs(os.path.join(d, "www"), exist_ok=True)
+    for name, data in files.items():
+        with open(os.path.join(d, "www", name), "wb") as f:
+            f.write(data)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(d=d, port=port))
+    return ["nginx", "-p", d, "-c", conf]
+
+
 def wait_port(port, timeout=10):
     """Wait until something accepts on 127.0.0.1:port (a bare connect: it
     counts against an accept limit like any other)."""

@@ -23,40 +23,14 @@ RATE = 256 * el.KiB
 BURST = 1311  # the default: 5 ms of 256 KiB/s, rounded up
 BIG = 512 * el.KiB
 
-CONF = """daemon off;
-master_process off;
-worker_processes 1;
-error_log {d}/error.log;
-pid {d}/nginx.pid;
-events {{ worker_connections 256; use epoll; }}
-http {{
-  access_log off;
-  sendfile on;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fastcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{ listen 127.0.0.1:{port}; root {d}/www; keepalive_timeout 0; }}
-}}
-"""
-
-
 def main():
     if not el.have("nginx"):
         finish()
     d = tempfile.mkdtemp(prefix="sluice-nginx-")
-    os.makedirs(os.path.join(d, "www"))
     big = os.urandom(BIG)
-    with open(os.path.join(d, "www", "big"), "wb") as f:
-        f.write(big)
-    with open(os.path.join(d, "www", "small"), "wb") as f:
-        f.write(b"s" * 1000)
     port = el.free_port()
-    with open(os.path.join(d, "nginx.conf"), "w") as f:
-        f.write(CONF.format(d=d, port=port))
-    ng = el.Proc(["--send", "%dB/s,per=fd" % RATE, "--accept", "10/s,burst=2"],
-                 ["nginx", "-p", d, "-c", os.path.join(d, "nginx.conf")])
+    argv = el.nginx_setup(d, port, {"big": big, "small": b"s" * 1000})
+    ng = el.Proc(["--send", "%dB/s,per=fd" % RATE, "--accept", "10/s,burst=2"], argv)
     try:
         check(el.wait_port(port), "nginx listens on 127.0.0.1:%d" % port)
         time.sleep(0.3)  # the accept bucket refills after the probe
