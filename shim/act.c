@@ -24,7 +24,9 @@
  * wait on a call that must not block (c->nb_rules): it polices, and its
  * refusal is EAGAIN with the instant it would have waited for left in
  * c->ready_ns. A deferred connect (c->defer) reserves its slot like a
- * blocking one but leaves the waiting to ready.c.
+ * blocking one but leaves the waiting to ready.c. Whether the fd is
+ * non-blocking is asked only when a rule would wait (sl__call_nb), like
+ * the socket's timeout.
  *
  * Actions: delay waits as above; reject refuses at once (max_wait 0); dry-run
  * never waits or refuses: it takes what is available, counts the calls that
@@ -74,12 +76,9 @@ void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_ad
 	c->timeout_opt = timeout_opt;
 	c->timeout_known = timeout_opt == 0;
 	c->start_fresh = true;
-	c->delayed_rules = 0;
-	c->waited_ns = 0;
-	c->nb_rules = 0;
-	c->defer = false;
-	c->nb_want = 0;
-	c->ready_ns = 0;
+	c->defer = c->nb_partial = false;
+	c->delayed_rules = c->nb_rules = c->nb_maybe = 0;
+	c->waited_ns = c->nb_want = c->ready_ns = 0;
 }
 
 /* The instant of a decision of call c: its start for the first (no time has
@@ -210,8 +209,11 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 	}
 	/* Non-blocking (ready.c): no wait, the refusal is EAGAIN. Only the
 	 * first answer can be a refusal here: a retry below follows a sleep. */
-	if (d.verdict == SL_REFUSE && ((c->nb_rules >> i) & 1))
+	if (d.verdict == SL_REFUSE && !c->defer && sl__nb_has(c, i)) {
+		if (c->op == SL_OP_SEND && !c->nb_partial && ((sl__st.byte_rules >> i) & 1))
+			return SL_NB_PARTIAL;
 		return sl__nb_refuse(c, i, now, d.wait_ns);
+	}
 	for (;;) {
 		uint64_t limit = now;
 		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DELAY) {
@@ -274,7 +276,7 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 	/* due stays 0 unless a rule must wait; sl_call_sleep returns at once if
 	 * the instant has passed. */
 	if (err == 0 && due != 0) {
-		if (c->defer)
+		if (c->defer && sl__call_nb(c) != 0)
 			c->ready_ns = due;
 		else
 			err = sl_call_sleep(c, due);
@@ -296,8 +298,12 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			unsigned i = (unsigned)__builtin_ctz(rest);
 			const struct sl_rule *r = &sl__st.policy.rules[i];
 			struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
-			uint64_t need = (c->nb_rules >> i) & 1 ? sl__nb_need(c, i) : 1;
-			uint64_t a = sl_limiter_available(l, now);
+			uint64_t a = sl_limiter_available(l, now), need = 1;
+			/* An nb rule needs sl__nb_need units, never more than
+			 * the call still wants: only when fewer are there is
+			 * the fd's mode asked. */
+			if ((c->nb_want == 0 || a < c->nb_want) && sl__nb_has(c, i))
+				need = sl__nb_need(c, i);
 			if (a >= need) {
 				avail = a < avail ? a : avail;
 				continue;
@@ -324,7 +330,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 		if (avail > 0)
 			return avail;
 		const struct sl_rule *r = &sl__st.policy.rules[worst];
-		if ((c->nb_rules >> worst) & 1) {
+		if (sl__nb_has(c, worst)) {
 			*err = sl__nb_refuse(c, worst, now, at - now);
 			return 0;
 		}

@@ -50,7 +50,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	sl__log_level = (int)p->log_level;
 	sl__log_set_file(p->log_file);
 	memset(st->kind_rules, 0, sizeof(st->kind_rules));
-	st->byte_rules = st->conns_rules = st->reject_rules = 0;
+	st->byte_rules = st->conns_rules = st->reject_rules = st->eagain_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT, [SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,

@@ -218,6 +218,8 @@ struct sl_state {
 	uint32_t byte_rules;             /* rules counting bytes */
 	uint32_t reject_rules;           /* action == reject */
 	uint32_t conns_rules;            /* op == conns */
+	uint32_t eagain_rules; /* delay rules with nonblock=eagain (set by
+	                          sl__ready_init_unsync once its tables exist) */
 	uint32_t n_fd_rules, n_thread_rules;
 	uint64_t piece_min; /* smallest sl__piece_max of the byte rules: a transfer
 	                       no larger than this is never split */
@@ -343,10 +345,14 @@ struct sl_call {
 	int timeout_opt;         /* SO_SNDTIMEO or SO_RCVTIMEO; 0: none applies */
 	bool timeout_known;
 	bool start_fresh;        /* start_ns not yet used by a decision */
+	bool defer;              /* connect: its nb rules reserve but do not sleep:
+	                            ready_ns says until when */
+	bool nb_partial;         /* a send whose nb byte rules now send what they
+	                            allow (after an SL_NB_PARTIAL) */
 	uint32_t delayed_rules;  /* rules that made this call wait */
-	uint64_t waited_ns;      /* time slept so far */
 	uint32_t nb_rules;       /* rules whose wait becomes EAGAIN (ready.c) */
-	bool defer;              /* reserve but do not sleep: ready_ns says until when */
+	uint32_t nb_maybe;       /* nb_rules if the fd is O_NONBLOCK, not read yet */
+	uint64_t waited_ns;      /* time slept so far */
 	uint64_t nb_want;        /* units the call still wants (sizes an nb wait) */
 	uint64_t ready_ns;       /* nb/defer: the instant the call would have waited for */
 };
@@ -436,18 +442,57 @@ int sl__ready_init_unsync(void);
 /* True once the policy has a delay rule with nonblock=eagain: only then do
  * the wait wrappers do anything but call libc. Relaxed load. */
 bool sl__ready_on(void);
-/* Of `rules`, those whose waits become EAGAIN for this call: delay rules
- * with nonblock=eagain, if the fd is O_NONBLOCK or flags has MSG_DONTWAIT. */
-uint32_t sl__nb_rules(int fd, int flags, uint32_t rules);
+/*
+ * Of `rules`, those whose waits become EAGAIN for call c (c->nb_rules):
+ * delay rules with nonblock=eagain, if flags has MSG_DONTWAIT or the fd is
+ * O_NONBLOCK. The fd's flags (a fcntl) are read only when a wait is due
+ * (sl__call_nb), as the socket's timeout is: a call admitted at once never
+ * asks. Call after sl__call_begin.
+ */
+static inline void sl__nb_begin(struct sl_call *c, int flags, uint32_t rules)
+{
+	uint32_t m = rules & sl__st.eagain_rules;
+	if (flags & MSG_DONTWAIT)
+		c->nb_rules = m;
+	else
+		c->nb_maybe = m;
+}
+/* The part of sl__call_nb that reads the fd's O_NONBLOCK. */
+void sl__nb_read(struct sl_call *c);
+/* c->nb_rules, the fd's flags read first if they are not yet. */
+static inline uint32_t sl__call_nb(struct sl_call *c)
+{
+	if (c->nb_maybe != 0)
+		sl__nb_read(c);
+	return c->nb_rules;
+}
+/* True if rule i's waits become EAGAIN for c (the fd's flags read only if
+ * i may be such a rule). */
+static inline bool sl__nb_has(struct sl_call *c, unsigned i)
+{
+	return (((c->nb_rules | c->nb_maybe) >> i) & 1) && ((sl__call_nb(c) >> i) & 1);
+}
+/* sl__admit's answer when an nb byte rule refuses a send's piece (unless
+ * c->nb_partial): nothing is noted, and the caller sends what the rules
+ * allow now instead, as it does for reject rules. */
+#define SL_NB_PARTIAL (-1)
 /* Units rule i must have before an nb call on it goes on (see ready.c). */
 uint64_t sl__nb_need(const struct sl_call *c, unsigned i);
 /* An nb rule refuses call c: note until when (now + wait_ns), count a delay.
  * Returns EAGAIN. */
 int sl__nb_refuse(struct sl_call *c, unsigned i, uint64_t now, uint64_t wait_ns);
-/* At the end of an nb call: if it was refused for tokens, or `cut` (it moved
- * less than asked) and the tokens for its next call are missing, the fd is
- * throttled in dir until they are there. */
-void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut);
+/* The part of sl__nb_end for a call that was refused or cut. */
+void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut);
+/* At the end of an nb call that still wants `left` units: if it was refused
+ * for tokens, or `cut` (it moved less than asked) and the tokens for its
+ * next call are missing, the fd is throttled in dir until they are there. */
+static inline void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut, uint64_t left)
+{
+	if (c->ready_ns != 0 || cut) {
+		c->nb_want = left;
+		sl__nb_end_slow(c, dir, cut);
+	}
+}
 /* poll bits of fd hidden at now (0, SL_HIDE_* or SL_HIDE_ALL); *until gets
  * the earliest instant that changes (left alone if nothing is hidden). */
 uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until);

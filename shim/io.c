@@ -221,8 +221,7 @@ ssize_t sl__io_send(struct sl_io *io)
 	struct sl_grant gm, g;
 	gm.rules = g.rules = 0;
 	sl__call_begin(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO);
-	c.nb_rules = sl__nb_rules(io->fd, io->flags, rules);
-	reject |= bytes & c.nb_rules; /* non-blocking: send what is allowed now */
+	sl__nb_begin(&c, io->flags, rules);
 	/* Skipped when empty, so that the first byte decision is taken at the
 	 * call's start (see sl__call_begin). */
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
@@ -239,8 +238,16 @@ ssize_t sl__io_send(struct sl_io *io)
 				break;
 			want = want < avail ? want : (size_t)avail;
 		}
-		if (want > 0 && (err = sl__admit(&c, bytes, want, &g)) != 0)
-			break;
+		if (want > 0 && (err = sl__admit(&c, bytes, want, &g)) != 0) {
+			if (err != SL_NB_PARTIAL)
+				break;
+			/* Non-blocking, and a byte rule would wait: this piece
+			 * again, no larger than its rules allow now. */
+			reject |= bytes & c.nb_rules;
+			c.nb_partial = true;
+			err = 0;
+			continue;
+		}
 		errno = saved;
 		r = sl_io_xfer(io, done, want);
 		e = errno;
@@ -253,8 +260,7 @@ ssize_t sl__io_send(struct sl_io *io)
 	}
 	if (done == 0 && (err != 0 || r < 0))
 		sl__grant_refund(&c, &gm, 1);
-	c.nb_want = io->total - done;
-	sl__nb_end(&c, SL_DIR_OUT, done > 0 && done < io->total);
+	sl__nb_end(&c, SL_DIR_OUT, done > 0 && done < io->total, io->total - done);
 	return sl__io_end(&c, rules, done, r, err, e);
 }
 
@@ -276,7 +282,7 @@ ssize_t sl__io_recv(struct sl_io *io)
 	struct sl_grant gm;
 	gm.rules = 0;
 	sl__call_begin(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO);
-	c.nb_rules = sl__nb_rules(io->fd, io->flags, rules);
+	sl__nb_begin(&c, io->flags, rules);
 	/* Skipped when empty: see sl__io_send. */
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
 	bool all = stream && (io->flags & MSG_WAITALL), cut = false;
@@ -306,8 +312,7 @@ ssize_t sl__io_recv(struct sl_io *io)
 	}
 	if (done == 0 && (err != 0 || r <= 0))
 		sl__grant_refund(&c, &gm, 1);
-	c.nb_want = io->total - done;
-	sl__nb_end(&c, SL_DIR_IN, cut && r > 0);
+	sl__nb_end(&c, SL_DIR_IN, cut && r > 0, io->total - done);
 	return sl__io_end(&c, rules, done, r, err, e);
 }
 

@@ -82,7 +82,6 @@ static struct sl_pending *sl_pend;          /* [SL_FD_MAX], mmap'd */
 static _Atomic uint32_t sl_fd_hi;           /* 1 + the highest fd written */
 static _Atomic uint64_t sl_timer_bits[SL_FD_MAX / 64];
 static _Atomic uint64_t sl_timer_next = UINT64_MAX;
-static uint32_t sl_eagain_rules; /* delay rules with nonblock=eagain */
 static _Atomic bool sl_on;
 
 static uint64_t sl_sat_add(uint64_t a, uint64_t b)
@@ -102,13 +101,14 @@ static void sl_note_fd(int fd)
 
 int sl__ready_init_unsync(void)
 {
-	sl_eagain_rules = 0;
+	uint32_t eagain = 0;
+	sl__st.eagain_rules = 0;
 	for (uint32_t i = 0; i < sl__st.policy.n_rules; i++) {
 		const struct sl_rule *r = &sl__st.policy.rules[i];
 		if (r->action == SL_ACTION_DELAY && r->nonblock == SL_NONBLOCK_EAGAIN)
-			sl_eagain_rules |= (uint32_t)1 << i;
+			eagain |= (uint32_t)1 << i;
 	}
-	bool on = sl_eagain_rules != 0;
+	bool on = eagain != 0;
 	if (on && sl_ready_at == NULL) {
 		sl_ready_at = sl__map(sizeof(*sl_ready_at) * SL_FD_MAX);
 		sl_pend = sl__map(sizeof(*sl_pend) * SL_FD_MAX);
@@ -128,6 +128,7 @@ int sl__ready_init_unsync(void)
 		return -1;
 	/* Relaxed: init runs before any wrapper (or between test cases). */
 	atomic_store_explicit(&sl_on, on, memory_order_relaxed);
+	sl__st.eagain_rules = eagain;
 	return 0;
 }
 
@@ -137,17 +138,17 @@ bool sl__ready_on(void)
 	return atomic_load_explicit(&sl_on, memory_order_relaxed) && sl__st.active;
 }
 
-uint32_t sl__nb_rules(int fd, int flags, uint32_t rules)
+void sl__nb_read(struct sl_call *c)
 {
-	uint32_t m = rules & sl_eagain_rules;
-	if (m == 0 || sl_ready_at == NULL || (unsigned)fd >= SL_FD_MAX)
-		return 0;
-	if (flags & MSG_DONTWAIT)
-		return m;
+	uint32_t m = c->nb_maybe;
+	c->nb_maybe = 0;
+	if ((unsigned)c->fd >= SL_FD_MAX)
+		return;
 	int saved = errno;
-	int fl = SL_REAL(fcntl)(fd, F_GETFL);
+	int fl = SL_REAL(fcntl)(c->fd, F_GETFL);
 	errno = saved;
-	return fl >= 0 && (fl & O_NONBLOCK) ? m : 0;
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		c->nb_rules |= m;
 }
 
 uint64_t sl__nb_need(const struct sl_call *c, unsigned i)
@@ -195,9 +196,11 @@ static uint64_t sl_nb_next(struct sl_call *c, uint64_t now)
 	return t;
 }
 
-void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut)
+void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 {
-	if (c->nb_rules == 0 || (unsigned)c->fd >= SL_FD_MAX)
+	/* A call that moved less than asked without waiting for a rule may
+	 * not have asked whether the fd is non-blocking yet. */
+	if (sl__call_nb(c) == 0 || (unsigned)c->fd >= SL_FD_MAX)
 		return;
 	int saved = errno;
 	uint64_t now = sl__clock_ns(), t = c->ready_ns;
@@ -335,7 +338,7 @@ void sl__ready_forget(int fd)
 bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len)
 {
 	int fd = c->fd;
-	if (!c->defer || sl_pend == NULL || (unsigned)fd >= SL_FD_MAX ||
+	if (!c->defer || c->ready_ns == 0 || sl_pend == NULL || (unsigned)fd >= SL_FD_MAX ||
 	    len > (socklen_t)sizeof(struct sockaddr_storage) || c->ready_ns <= sl__clock_ns())
 		return false;
 	struct sl_pending *p = &sl_pend[fd];

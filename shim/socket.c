@@ -75,7 +75,8 @@ static int sl_connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	struct sl_call c;
 	struct sl_grant g, gc;
 	sl__call_begin(&c, fd, SL_OP_CONNECT, known ? &dst : NULL, SO_SNDTIMEO);
-	c.defer = sl__nb_rules(fd, 0, rules & ~conns) != 0;
+	sl__nb_begin(&c, 0, rules & ~conns);
+	c.defer = true;
 	int err = sl__admit(&c, rules & ~conns, 1, &g);
 	if (err != 0)
 		return sl_fail(&c, rules, err);
@@ -162,14 +163,14 @@ static int sl_accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags
 	struct sl_grant g, g2, gc;
 	int err = 0;
 	sl__call_begin(&c, fd, SL_OP_ACCEPT, NULL, SO_RCVTIMEO);
-	c.nb_rules = sl__nb_rules(fd, 0, pre);
+	sl__nb_begin(&c, 0, pre);
 	if ((err = sl__admit(&c, pre & ~conns, 1, &g)) == 0 && (pre & conns) != 0) {
 		sl__available(&c, pre & conns, true, &err);
 		if (err != 0)
 			sl__grant_refund(&c, &g, 1);
 	}
 	if (err != 0) {
-		sl__nb_end(&c, SL_DIR_IN, false);
+		sl__nb_end(&c, SL_DIR_IN, false, 0);
 		return sl_fail(&c, rules, err);
 	}
 	struct sockaddr_storage ss;

@@ -4,13 +4,16 @@
  * read only when a wait is due, and a send reads the clock once. Counted
  * with a getsockopt defined here, which the shim (linked into this binary)
  * calls instead of libc's and which forwards to the next definition, and
- * with a fake clock that counts its readings.
+ * with a fake clock that counts its readings. The fd's O_NONBLOCK (an
+ * F_GETFL) is read only when a wait is due too: counted with a fake fcntl
+ * in the shim's table of real functions.
  *
  * The behaviour the timeout stands for is checked too: a wait within it
  * goes ahead, a wait beyond it fails with EAGAIN at once, nothing sent.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +30,7 @@
 #define T0 (5 * 1000000000ull)
 
 static uint64_t fake_now;
-static int n_clock_reads, n_timeout_reads, n_sleeps, n_sent;
+static int n_clock_reads, n_timeout_reads, n_sleeps, n_sent, n_getfl;
 static uint64_t last_sent_at;
 
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
@@ -62,6 +65,19 @@ static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
 	return (ssize_t)len;
 }
 
+static int (*next_fcntl)(int, int, ...);
+
+static int fake_fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	long arg = va_arg(ap, long);
+	va_end(ap);
+	if (cmd == F_GETFL)
+		n_getfl++;
+	return next_fcntl(fd, cmd, arg);
+}
+
 static ssize_t fake_recv(int fd, void *b, size_t len, int flags)
 {
 	(void)fd, (void)b, (void)flags;
@@ -91,13 +107,15 @@ static int setup(void **state)
 	fake_now = T0;
 	sl__clock_ns = fake_clock;
 	sl__sleep_until = fake_sleep;
-	n_clock_reads = n_timeout_reads = n_sleeps = n_sent = 0;
+	n_clock_reads = n_timeout_reads = n_sleeps = n_sent = n_getfl = 0;
 	rules(NULL);
 	sl_real_resolve_all();
 	f.saved = sl__real;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
 	sl__real.send = fake_send;
 	sl__real.recv = fake_recv;
+	next_fcntl = f.saved.fcntl;
+	sl__real.fcntl = fake_fcntl;
 	*state = &f;
 	return 0;
 }
@@ -173,6 +191,33 @@ static void test_shim_hot_recv_no_timeout_read(void **state)
 	assert_int_equal(n_sleeps, 0);
 }
 
+/* Non-blocking (nonblock=eagain, the default): 1000 B/s, burst 1000 B. 100
+ * bytes go without a look at the fd's flags; of 1000 more, the 900 there
+ * are go at once (one look: a wait was due); then EAGAIN (one more look).
+ * MSG_DONTWAIT needs no look. Nothing ever sleeps. */
+static void test_shim_hot_nonblock_flags_when_due(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	rules("SLUICE_SEND=1000B/s,burst=1000B,family=unix");
+	assert_int_equal(fcntl(f->sv[0], F_SETFL, O_NONBLOCK), 0);
+	n_getfl = 0;
+	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_int_equal(n_getfl, 0);
+	assert_int_equal(send(f->sv[0], buf, 1000, 0), 900);
+	assert_int_equal(n_getfl, 1);
+	errno = 0;
+	assert_int_equal(send(f->sv[0], buf, 1000, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(n_getfl, 2);
+	errno = 0;
+	assert_int_equal(send(f->sv[1], buf, 1000, MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(n_getfl, 2);
+	assert_int_equal(n_sent, 2);
+	assert_int_equal(n_sleeps, 0);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -181,6 +226,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_hot_send_timeout_when_due, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_hot_send_one_clock_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_hot_recv_no_timeout_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_hot_nonblock_flags_when_due, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
