@@ -243,5 +243,9 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len)
 		out_option(&o, "nonblock");
 		sl__out_str(&o, r->nonblock < 2 ? sl__nonblock_names[r->nonblock] : "?");
 	}
+	if (r->shared[0] != '\0') {
+		out_option(&o, "shared");
+		sl__out_str(&o, r->shared);
+	}
 	return o.len;
 }

@@ -24,6 +24,7 @@
  *           | action=delay|reject|dry-run | max-delay=DURATION | errno '=' NAME
  *           | per=process|thread|fd|peer | to=CIDR[:PORT] | port=N[-M]
  *           | family=F(+F)* | type=T(+T)* | nonblock=eagain|sleep
+ *           | shared=NAME
  *
  * API and thread-safety
  * ---------------------
@@ -48,6 +49,7 @@ extern "C" {
 #define SL_PATH_MAX 256    /* SLUICE_LOG_FILE, SLUICE_STATS */
 #define SL_NAMES_MAX 256   /* SLUICE_ONLY / SLUICE_SKIP, '+'-separated */
 #define SL_RULE_TEXT_MAX 256 /* canonical text of one rule */
+#define SL_SHARED_NAME_MAX 32 /* shared=NAME: 1..31 of [A-Za-z0-9._-], NUL-padded */
 
 enum sl_op {
 	SL_OP_CONNECT = 0,
@@ -114,6 +116,7 @@ enum sl_scope {
 #define SL_OPT_FAMILY (1u << 8)
 #define SL_OPT_TYPE (1u << 9)
 #define SL_OPT_NONBLOCK (1u << 10)
+#define SL_OPT_SHARED (1u << 11)
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
@@ -143,6 +146,7 @@ struct sl_rule {
 	uint16_t port_lo, port_hi; /* inclusive; 0..65535 = any port */
 	struct sl_cidr to;
 	uint8_t reserved1[2];
+	char shared[SL_SHARED_NAME_MAX]; /* shared=NAME, "" = not shared */
 };
 
 enum sl_log_level {

@@ -19,6 +19,9 @@
  *   - to= and family= that can never match together are refused.
  *   - nonblock= is refused unless action=delay: only a delay waits, so only
  *     a delay has a non-blocking alternative.
+ *   - shared=NAME (1 to 31 of A-Z a-z 0-9 . _ -, not "." or "..", so that
+ *     it can be part of a file name) is refused with a per= other than
+ *     process: one limiter serves every process of the user that names it.
  * Token bucket bursts (in the rule's units, calls or bytes):
  *   minimum  max(1, ceil(100 us of the rate)): a process that sleeps cannot
  *            be woken much more precisely than ~100 us, so a smaller burst
@@ -40,12 +43,12 @@
 #define SL__SCRATCH_NOW_NS 1
 
 enum opt { O_BURST, O_ALGO, O_ACTION, O_MAX_DELAY, O_ERRNO, O_PER, O_TO, O_PORT, O_FAMILY,
-	   O_TYPE, O_NONBLOCK, O_COUNT };
+	   O_TYPE, O_NONBLOCK, O_SHARED, O_COUNT };
 
 /* In SL_OPT_* bit order. */
 static const char *const opt_names[O_COUNT] = {"burst", "algo", "action", "max-delay", "errno",
 					       "per",   "to",   "port",   "family",    "type",
-					       "nonblock"};
+					       "nonblock", "shared"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -187,6 +190,26 @@ static int parse_errno(struct sl_rule *r, const struct sl__ctx *c, size_t pos, s
 			"ETIMEDOUT, EAGAIN, ECONNRESET)", SL__TOK(c, pos, end));
 }
 
+/* shared=NAME: a name that is safe inside a file name. */
+static int parse_shared(struct sl_rule *r, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	if (end - pos >= SL_SHARED_NAME_MAX)
+		return sl__fail(c, pos, "shared name '%.*s' is longer than %d characters",
+				SL__TOK(c, pos, end), SL_SHARED_NAME_MAX - 1);
+	for (size_t i = pos; i < end; i++) {
+		char ch = c->value[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '.' || ch == '_' || ch == '-'))
+			return sl__fail(c, i, "invalid character '%c' in shared name (expected "
+					"letters, digits, '.', '_' or '-')", ch);
+	}
+	if (c->value[pos] == '.' && (end - pos == 1 || (end - pos == 2 && c->value[pos + 1] == '.')))
+		return sl__fail(c, pos, "shared name '%.*s' is not a valid name", SL__TOK(c, pos, end));
+	memset(r->shared, 0, sizeof r->shared);
+	memcpy(r->shared, c->value + pos, end - pos);
+	return 0;
+}
+
 static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const struct sl__ctx *c,
 		       uint64_t *burst)
 {
@@ -225,6 +248,8 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 		return sl__names_parse(c, pos, end, sl__type_names, 2, "type", &r->types);
 	case O_NONBLOCK:
 		return parse_choice(c, pos, end, "nonblock", sl__nonblock_names, 2, &r->nonblock);
+	case O_SHARED:
+		return parse_shared(r, c, pos, end);
 	case O_COUNT:
 		break;
 	}
@@ -300,6 +325,9 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 	if (r->scope == SL_SCOPE_FD && (r->op == SL_OP_CONNECT || r->op == SL_OP_CONNS))
 		return sl__fail(c, sp->val_pos[O_PER],
 				"per=fd is not valid for %s (each connection has its own fd)", op);
+	if (given(r, O_SHARED) && r->scope != SL_SCOPE_PROCESS)
+		return sl__fail(c, sp->name_pos[O_SHARED],
+				"shared= is valid only with per=process (one limiter serves every process)");
 	if ((r->types & SL_TYPE_DGRAM) && (r->op == SL_OP_ACCEPT || r->op == SL_OP_CONNS))
 		return sl__fail(c, sp->val_pos[O_TYPE],
 				"type=dgram is not valid for %s (datagram sockets have no connections)", op);
@@ -449,5 +477,6 @@ bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
 	       a->burst == b->burst && a->max_delay_ns == b->max_delay_ns && a->err == b->err &&
 	       a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
 	       a->to.family == b->to.family && a->to.prefix == b->to.prefix &&
-	       memcmp(a->to.addr, b->to.addr, sizeof a->to.addr) == 0;
+	       memcmp(a->to.addr, b->to.addr, sizeof a->to.addr) == 0 &&
+	       strncmp(a->shared, b->shared, sizeof a->shared) == 0;
 }

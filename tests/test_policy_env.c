@@ -283,7 +283,8 @@ static void test_policy_rule_parse_names_variable(void **state)
 	assert_memory_equal(&r, &before, sizeof r);
 	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s,x=1", "--send", err, sizeof err), -1);
 	assert_string_equal(err, "--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
-				 "algo, action, max-delay, errno, per, to, port, family, type, nonblock)");
+				 "algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
+				 "shared)");
 }
 
 static void test_policy_equal_ignores_explicit_opts(void **state)
