@@ -35,21 +35,30 @@ enum sl_status sl_conc_init(struct sl_conc *c, uint64_t limit)
  */
 struct sl_decision sl_conc_acquire(struct sl_conc *c, uint64_t n)
 {
-	const uint64_t limit = c->limit;
+	return sl__conc_take(&c->held, n, c->limit);
+}
+
+/*
+ * sl__conc_take - the acquire of a concurrency count `held` under `limit`
+ * (a tunable limiter keeps the count apart from the limit, which a retune
+ * may change). Same results as sl_conc_acquire.
+ */
+struct sl_decision sl__conc_take(_Atomic uint64_t *held_word, uint64_t n, uint64_t limit)
+{
 	if (n == 0)
 		return sl__decide(SL_ADMIT, 0);
 	if (n > limit)
 		return sl__never();
 	/* Relaxed: only the expected value of the CAS below. */
-	uint64_t held = atomic_load_explicit(&c->held, memory_order_relaxed);
+	uint64_t held = atomic_load_explicit(held_word, memory_order_relaxed);
 	for (;;) {
 		if (held > limit - n)
 			return sl__decide(SL_REFUSE, 0);
 		/* Acquire on success: pairs with the release CAS in
-		 * sl_conc_release that freed these units, so the previous
+		 * sl__conc_give that freed these units, so the previous
 		 * holder's work happens before ours. Relaxed on failure: the
 		 * reloaded count is just a new guess. */
-		if (atomic_compare_exchange_weak_explicit(&c->held, &held, held + n,
+		if (atomic_compare_exchange_weak_explicit(held_word, &held, held + n,
 							  memory_order_acquire, memory_order_relaxed))
 			return sl__decide(SL_ADMIT, 0);
 	}
@@ -62,17 +71,23 @@ struct sl_decision sl_conc_acquire(struct sl_conc *c, uint64_t n)
  */
 enum sl_status sl_conc_release(struct sl_conc *c, uint64_t n)
 {
+	return sl__conc_give(&c->held, n);
+}
+
+/* sl__conc_give - the release of a count `held`; as sl_conc_release. */
+enum sl_status sl__conc_give(_Atomic uint64_t *held_word, uint64_t n)
+{
 	/* Relaxed: only the expected value of the CAS below. */
-	uint64_t held = atomic_load_explicit(&c->held, memory_order_relaxed);
+	uint64_t held = atomic_load_explicit(held_word, memory_order_relaxed);
 	for (;;) {
 		if (held < n)
 			return SL_EUNDERFLOW;
 		if (n == 0)
 			return SL_OK;
 		/* Release on success: publishes this holder's work to the next
-		 * acquirer (pairs with the acquire CAS in sl_conc_acquire).
+		 * acquirer (pairs with the acquire CAS in sl__conc_take).
 		 * Relaxed on failure: the reloaded count is just a new guess. */
-		if (atomic_compare_exchange_weak_explicit(&c->held, &held, held - n,
+		if (atomic_compare_exchange_weak_explicit(held_word, &held, held - n,
 							  memory_order_release, memory_order_relaxed))
 			return SL_OK;
 	}

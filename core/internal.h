@@ -154,4 +154,24 @@ static inline struct sl_decision sl__never(void)
 	return sl__decide(SL_NEVER, UINT64_MAX);
 }
 
+/* Concurrency count operations on a bare word (concurrency.c). */
+struct sl_decision sl__conc_take(_Atomic uint64_t *held, uint64_t n, uint64_t limit);
+enum sl_status sl__conc_give(_Atomic uint64_t *held, uint64_t n);
+
+/* Sliding window state <-> units at now_ns (sliding.c), for retunes:
+ * the units the state word holds in the previous and the current window,
+ * and the state word of s that holds the given units (rounded up to quanta,
+ * capped at the limit). */
+void sl__sliding_units(const struct sl_sliding *s, uint64_t state, uint64_t now_ns,
+		       uint64_t *prev_units, uint64_t *cur_units);
+uint64_t sl__sliding_state(const struct sl_sliding *s, uint64_t now_ns, uint64_t prev_units,
+			   uint64_t cur_units);
+
+/* Tunable limiters (tunable.c): the generic calls forward to these. */
+struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint64_t now_ns,
+				       uint64_t max_wait_ns);
+enum sl_status sl__tunable_refund(struct sl_limiter *head, uint64_t n, uint64_t now_ns);
+enum sl_status sl__tunable_release(struct sl_limiter *head, uint64_t n);
+uint64_t sl__tunable_available(const struct sl_limiter *head, uint64_t now_ns);
+
 #endif /* SLUICE_CORE_INTERNAL_H */

@@ -66,6 +66,8 @@ struct sl_decision sl_limiter_acquire(struct sl_limiter *l, uint64_t n, uint64_t
 		return sl_sliding_acquire(&l->u.sliding, n, now_ns);
 	case SL_KIND_CONC:
 		return sl_conc_acquire(&l->u.conc, n);
+	case SL_KIND_TUNABLE:
+		return sl__tunable_acquire(l, n, now_ns, max_wait_ns);
 	default:
 		return sl__never();
 	}
@@ -84,6 +86,8 @@ enum sl_status sl_limiter_refund(struct sl_limiter *l, uint64_t n, uint64_t now_
 		return sl_sliding_refund(&l->u.sliding, n, now_ns);
 	case SL_KIND_CONC:
 		return sl_conc_release(&l->u.conc, n);
+	case SL_KIND_TUNABLE:
+		return sl__tunable_refund(l, n, now_ns);
 	default:
 		return SL_EINVAL;
 	}
@@ -110,6 +114,8 @@ enum sl_status sl_limiter_charge(struct sl_limiter *l, uint64_t n, uint64_t now_
 /* sl_limiter_release - see sluice_core.h. */
 enum sl_status sl_limiter_release(struct sl_limiter *l, uint64_t n)
 {
+	if (l->kind == SL_KIND_TUNABLE)
+		return sl__tunable_release(l, n);
 	if (l->kind != SL_KIND_CONC)
 		return SL_EINVAL;
 	return sl_conc_release(&l->u.conc, n);
@@ -130,6 +136,8 @@ uint64_t sl_limiter_available(const struct sl_limiter *l, uint64_t now_ns)
 		const uint64_t held = sl_conc_held(&l->u.conc);
 		return held < l->u.conc.limit ? l->u.conc.limit - held : 0;
 	}
+	case SL_KIND_TUNABLE:
+		return sl__tunable_available(l, now_ns);
 	default:
 		return 0;
 	}
@@ -218,6 +226,8 @@ const char *sl_kind_name(enum sl_kind k)
 		return "sliding";
 	case SL_KIND_CONC:
 		return "concurrency";
+	case SL_KIND_TUNABLE:
+		return "tunable";
 	}
 	return "unknown";
 }

@@ -253,3 +253,33 @@ uint64_t sl_sliding_available(const struct sl_sliding *s, uint64_t now_ns)
 	const uint64_t used = slide_used(s, &v);
 	return used < s->limit ? s->limit - used : 0;
 }
+
+/*
+ * sl__sliding_units - the units that state word `state` of s holds, seen at
+ * now_ns: in the previous window and in the current one (quanta times the
+ * quantum). Read-only.
+ */
+void sl__sliding_units(const struct sl_sliding *s, uint64_t state, uint64_t now_ns,
+		       uint64_t *prev_units, uint64_t *cur_units)
+{
+	const uint64_t elapsed = sl__elapsed(now_ns, s->epoch_ns);
+	const uint64_t idx = elapsed / s->window_ns;
+	const struct slide_view v = slide_view(state, idx, elapsed - idx * s->window_ns);
+	*prev_units = sl__sat_mul(v.prev, s->quantum);
+	*cur_units = sl__sat_mul(v.cur, s->quantum);
+}
+
+/*
+ * sl__sliding_state - the state word of s at now_ns that holds prev_units
+ * in the previous window and cur_units in the current one, each rounded up
+ * to quanta and capped at the limit (so at most N counts, never fewer than
+ * given unless N is smaller). A pure function.
+ */
+uint64_t sl__sliding_state(const struct sl_sliding *s, uint64_t now_ns, uint64_t prev_units,
+			   uint64_t cur_units)
+{
+	const uint64_t idx = sl__elapsed(now_ns, s->epoch_ns) / s->window_ns;
+	const uint64_t prev = sl__min(sl__div_ceil(prev_units, s->quantum), s->limit_q);
+	const uint64_t cur = sl__min(sl__div_ceil(cur_units, s->quantum), s->limit_q);
+	return slide_pack(idx, prev, cur);
+}

@@ -33,6 +33,11 @@
  *   sl_limiter_release()    thread- and process-safe, lock-free (concurrency).
  *   sl_limiter_available()  thread- and process-safe, read-only snapshot.
  *   sl_limiter_validate()   read-only; checks a (possibly foreign) mapping.
+ *   sl_tunable_init()       not thread-safe, like sl_limiter_init().
+ *   sl_tunable_retune()     safe against every other call except another
+ *                           retune of the same limiter: callers serialise
+ *                           retunes (and space them, see tunable.c).
+ *   sl_tunable_validate()   read-only; checks a (possibly foreign) mapping.
  *
  * One call shape serves policing and shaping:
  *
@@ -155,6 +160,7 @@ enum sl_kind {
 	SL_KIND_FIXED = 3,
 	SL_KIND_SLIDING = 4,
 	SL_KIND_CONC = 5,
+	SL_KIND_TUNABLE = 6, /* the head of a struct sl_tunable */
 };
 
 /*
@@ -234,6 +240,16 @@ struct sl_conc {
 	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
 };
 
+/* Head of a tunable limiter: which of its two slots is current. */
+struct sl_tun {
+	_Atomic uint64_t gen;       /* slot[gen & 1] is current; +1 per retune */
+	_Atomic uint64_t retune_ns; /* now_ns of the last retune, 0 = never */
+	uint64_t reserved[6];
+	/* Concurrency: units held, whichever slot gives the limit. */
+	_Alignas(SL_CACHELINE) _Atomic uint64_t held;
+	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
+};
+
 #define SL_LIMITER_MAGIC 0x534c4d31u /* "SLM1" */
 
 /* Any limiter: a tagged union, 64-byte aligned, fixed layout. */
@@ -247,7 +263,23 @@ struct sl_limiter {
 		struct sl_fixed fixed;
 		struct sl_sliding sliding;
 		struct sl_conc conc;
+		struct sl_tun tun;
 	} u;
+};
+
+/*
+ * A limiter whose parameters can be changed while it is in use (live
+ * reconfiguration). Use &t->head with every sl_limiter_* call except init
+ * and validate: the calls act on the current slot. A retune builds the
+ * other slot from the new parameters and the current slot's state, carried
+ * over in units (the debt of a bucket, the counts of a window), and
+ * switches to it with one store; an acquire that raced with the switch is
+ * undone and retried on the new slot, so no admission ever follows the old
+ * parameters once the switch is visible. See core/tunable.c.
+ */
+struct sl_tunable {
+	struct sl_limiter head; /* kind SL_KIND_TUNABLE, params as initialised */
+	struct sl_limiter slot[2];
 };
 
 /* Layout is part of the shared-memory format: pin it. */
@@ -260,6 +292,10 @@ _Static_assert(offsetof(struct sl_gcra, tat) == 64, "sl_gcra.tat on its own line
 _Static_assert(offsetof(struct sl_gcra, cost1_ticks) == 56, "sl_gcra.cost1_ticks layout");
 _Static_assert(offsetof(struct sl_limiter, u) == 64, "sl_limiter header is one line");
 _Static_assert(sizeof(struct sl_limiter) == 192, "sl_limiter layout");
+_Static_assert(sizeof(struct sl_tun) == 128, "sl_tun layout");
+_Static_assert(offsetof(struct sl_tun, held) == 64, "sl_tun.held on its own line");
+_Static_assert(sizeof(struct sl_tunable) == 576, "sl_tunable layout");
+_Static_assert(offsetof(struct sl_tunable, slot) == 192, "sl_tunable layout");
 
 /* Generic API (dispatches on kind). */
 enum sl_status sl_limiter_init(struct sl_limiter *l, const struct sl_params *p, uint64_t now_ns);
@@ -284,6 +320,17 @@ uint64_t sl_limiter_available(const struct sl_limiter *l, uint64_t now_ns);
 /* True if the parameters in a (possibly foreign or corrupt) limiter are
  * self-consistent, so that using it cannot misbehave. */
 bool sl_limiter_validate(const struct sl_limiter *l);
+
+/* Tunable limiters (struct sl_tunable above). init: as sl_limiter_init,
+ * for any kind but SL_KIND_TUNABLE. retune: switch to new parameters of the
+ * same kind at now_ns, keeping the state (SL_EINVAL for another kind; the
+ * init errors for bad parameters, the limiter then unchanged). current: the
+ * slot now in force (its params are the ones to report). validate: as
+ * sl_limiter_validate, for all 576 bytes. */
+enum sl_status sl_tunable_init(struct sl_tunable *t, const struct sl_params *p, uint64_t now_ns);
+enum sl_status sl_tunable_retune(struct sl_tunable *t, const struct sl_params *p, uint64_t now_ns);
+const struct sl_limiter *sl_tunable_current(const struct sl_tunable *t);
+bool sl_tunable_validate(const struct sl_tunable *t);
 
 /* Per-algorithm API (the generic calls above forward to these). */
 enum sl_status sl_token_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns,
