@@ -175,14 +175,18 @@ void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_
 	for (uint32_t rest = g->rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		sl_limiter_refund(g->lim[i], unused, now);
+		sl__shm_hold(g->lim[i], -(int64_t)unused);
 	}
 }
 
-/* Record that rule i's limiter l took the call's units. */
+/* Record that rule i's limiter l took the call's units (and count them
+ * for dead-holder recovery if l is a shared conns limiter). */
 static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l)
 {
 	g->rules |= (uint32_t)1 << i;
 	g->lim[i] = l;
+	if (l->kind == SL_KIND_TUNABLE && l->params.kind == SL_KIND_CONC)
+		sl__shm_hold(l, (int64_t)g->n);
 }
 
 /*
@@ -230,11 +234,17 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 			}
 			return 0;
 		}
+		/* A shared conns limiter may be full of dead processes' slots. */
+		if (d.verdict == SL_REFUSE && sl__shm_reclaim(l)) {
+			d = sl_limiter_acquire(l, n, now, 0);
+			continue;
+		}
 		/* Token, leaky and fixed limiters reserved up to the limit already:
 		 * their refusal is final. Sliding windows and concurrency cannot
 		 * reserve, so their hint (or the backoff) is worth a retry. */
+		const uint32_t kind = l->kind == SL_KIND_TUNABLE ? l->params.kind : l->kind;
 		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
-		    (l->kind == SL_KIND_SLIDING || l->kind == SL_KIND_CONC)) {
+		    (kind == SL_KIND_SLIDING || kind == SL_KIND_CONC)) {
 			uint64_t at = sl_sat_add(now, d.wait_ns != 0 ? d.wait_ns : backoff);
 			if (d.wait_ns == 0 && backoff < 50000000u)
 				backoff *= 2;

@@ -249,6 +249,13 @@ bool sl__fd_get(int fd, struct sl_fdrec *out)
 	return true;
 }
 
+/* Give back one slot of conns limiter l (and uncount it if l is shared). */
+static void sl_conn_release(struct sl_limiter *l)
+{
+	sl_limiter_release(l, 1);
+	sl__shm_hold(l, -1);
+}
+
 /* Drop one reference to connection record c (index + 1); the last one
  * gives back every slot it holds. */
 static void sl_conn_put(uint32_t c)
@@ -259,7 +266,7 @@ static void sl_conn_put(uint32_t c)
 	if (atomic_fetch_sub_explicit(&cn->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	for (uint32_t i = 0; i < cn->n; i++)
-		sl_limiter_release(cn->lims[i], 1);
+		sl_conn_release(cn->lims[i]);
 	cn->n = 0;
 }
 
@@ -316,7 +323,7 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 		return;
 	if ((unsigned)fd >= SL_FD_MAX || sl_fdrecs == NULL) {
 		for (unsigned i = 0; i < n; i++)
-			sl_limiter_release(lims[i], 1);
+			sl_conn_release(lims[i]);
 		return;
 	}
 	for (uint32_t probe = 0; probe < SL_FD_MAX; probe++) {
@@ -332,10 +339,10 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 		for (unsigned j = 0; j < cn->n; j++)
 			cn->lims[j] = lims[j];
 		for (unsigned j = cn->n; j < n; j++)
-			sl_limiter_release(lims[j], 1);
+			sl_conn_release(lims[j]);
 		sl_fd_attach(fd, i + 1);
 		return;
 	}
 	for (unsigned i = 0; i < n; i++)
-		sl_limiter_release(lims[i], 1);
+		sl_conn_release(lims[i]);
 }

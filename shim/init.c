@@ -16,7 +16,10 @@
  *
  * After fork the child keeps every classification (its fds are the same)
  * and its own copy of the buckets; its SLUICE_STATS counters start at zero
- * so that no call is reported twice.
+ * so that no call is reported twice. shared=NAME rules use the limiter of
+ * the shared file instead (shm.c), in the child as in the parent; every
+ * other rule's per=process limiter lives in the process's stats record so
+ * that `sluice set` can retune it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -58,6 +61,12 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		[SL_OP_CONNS] = (1u << SL_K_CONNECT) | (1u << SL_K_ACCEPT),
 	};
 	uint64_t now = sl__clock_ns();
+	sl__shm_shared_close_all_unsync();
+	if (sl__shm_rec_open_unsync(p->n_rules > 0) != 0) {
+		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
+		return -1;
+	}
+	st->stats = st->rec->stats;
 	for (uint32_t i = 0; i < p->n_rules && i < SL_MAX_RULES; i++) {
 		const struct sl_rule *r = &p->rules[i];
 		uint32_t bit = (uint32_t)1 << i;
@@ -76,9 +85,19 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->scope_slot[i] = (uint8_t)st->n_thread_rules++;
 		else
 			st->scope_slot[i] = 0;
+		if (r->shared[0] != '\0') {
+			char err[SL_ERR_MAX];
+			st->rule_lim[i] = sl__shm_shared_open_unsync(i, r, now, err, sizeof(err));
+			if (st->rule_lim[i] == NULL) {
+				sl_log(SL_LOG_ERROR, "rule %u: %s", i + 1, err);
+				return -1;
+			}
+			continue;
+		}
 		struct sl_params prm;
 		sl__rule_params(r, &prm);
-		enum sl_status s = sl_limiter_init(&st->proc[i], &prm, now);
+		st->rule_lim[i] = &st->rec->lims[i].head;
+		enum sl_status s = sl_tunable_init(&st->rec->lims[i], &prm, now);
 		if (s != SL_OK) {
 			char txt[SL_RULE_TEXT_MAX];
 			sl_rule_format(r, txt, sizeof(txt));
@@ -103,6 +122,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	}
 	sl__stats_reset();
 	st->active = p->n_rules > 0;
+	sl__shm_rec_fill_unsync(p, st->active);
 	st->ready = true;
 	return 0;
 }
@@ -139,6 +159,7 @@ static bool sl_program_selected(const struct sl_policy *p)
 
 static void sl_atfork_child(void)
 {
+	sl__shm_rec_fork_child();
 	sl__stats_reset();
 }
 
@@ -182,6 +203,8 @@ __attribute__((constructor)) static void sl_init(void)
 		sl__state_init_unsync(&p);
 	}
 	sl__st.active = sl__st.active && sl_program_selected(&p);
+	if (!sl__st.active)
+		sl__shm_rec_remove(); /* nothing to report or retune here */
 	if (sl__st.policy.n_rules > 0)
 		pthread_atfork(NULL, NULL, sl_atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
@@ -195,6 +218,7 @@ __attribute__((destructor)) static void sl_fini(void)
 	int saved = errno;
 	sl__busy = 1;
 	sl__stats_write();
+	sl__shm_rec_remove();
 	sl__busy = 0;
 	errno = saved;
 }

@@ -17,7 +17,8 @@
  *   socket.c  connect, accept, close, dup, fcntl and friends;
  *   io.c      the send family, and the split-transfer engine of both sides;
  *   recv.c    the receive family's wrappers;
- *   stats.c   SLUICE_STATS, written at exit.
+ *   stats.c   SLUICE_STATS, written at exit;
+ *   shm.c     /dev/shm files: shared=NAME limiters, the live stats record;
  *   ready.c   non-blocking calls: when each throttled fd is ready again,
  *             deferred connects, the timer that wakes event loops;
  *   sockopt.c getsockopt(SO_ERROR) of a deferred connect;
@@ -54,6 +55,7 @@
 #include <time.h>
 
 #include "policy.h"
+#include "shm_format.h"
 #include "sluice_core.h"
 
 #define SL_EXPORT __attribute__((visibility("default")))
@@ -193,17 +195,7 @@ enum sl_kind_call {
 	SL_K_COUNT = 4,
 };
 
-/* Counters of one rule (SLUICE_STATS). Relaxed atomics: they are only read
- * at exit, and no other data hangs on them. */
-struct sl_rstats {
-	_Atomic uint64_t calls;    /* calls this rule matched */
-	_Atomic uint64_t admitted; /* of which went through (at once or delayed) */
-	_Atomic uint64_t delayed;  /* of which waited (dry-run: would have) */
-	_Atomic uint64_t refused;  /* of which failed (dry-run: would have) */
-	_Atomic uint64_t delay_ns; /* total time waited */
-	_Atomic uint64_t max_delay_ns;
-	_Atomic uint64_t bytes; /* bytes transferred by admitted calls */
-};
+/* Counters of one rule: struct sl_rstats, in shm_format.h. */
 
 #define SL_FD_MAX 65536      /* fds tracked in the table; larger ones pass through */
 #define SL_THREAD_SLOTS 256  /* threads with per=thread limiters at once */
@@ -224,10 +216,13 @@ struct sl_state {
 	uint64_t piece_min; /* smallest sl__piece_max of the byte rules: a transfer
 	                       no larger than this is never split */
 	uint8_t scope_slot[SL_MAX_RULES]; /* index among rules of its scope */
-	struct sl_limiter proc[SL_MAX_RULES]; /* per=process; fallback of others */
+	/* Each rule's per=process limiter (a tunable one in rec, or the
+	 * shared one); the fallback of other scopes. */
+	struct sl_limiter *rule_lim[SL_MAX_RULES];
 	struct sl_limiter *fd_lims;     /* [SL_FD_MAX][n_fd_rules], mmap'd */
 	struct sl_limiter *thread_lims; /* [SL_THREAD_SLOTS][n_thread_rules] */
-	struct sl_rstats stats[SL_MAX_RULES];
+	struct sl_rstats *stats;        /* [SL_MAX_RULES], in rec */
+	struct sl_shm_stat *rec;        /* the live stats record (shm.c) */
 };
 extern struct sl_state sl__st;
 
@@ -239,6 +234,25 @@ int sl__state_init_unsync(const struct sl_policy *p);
 void sl__stats_reset(void);
 /* Write SLUICE_STATS (the destructor; tests call it). */
 void sl__stats_write(void);
+
+/* ---- shm.c ---------------------------------------------------------------- */
+
+/* Map this process's stats record (a /dev/shm file, else private memory);
+ * fill its header and rule texts; mark it (in)active; the fork child's own
+ * copy; remove the file at exit. */
+int sl__shm_rec_open_unsync(bool file);
+void sl__shm_rec_fill_unsync(const struct sl_policy *p, bool active);
+void sl__shm_rec_set_active_unsync(bool active);
+void sl__shm_rec_fork_child(void);
+void sl__shm_rec_remove(void);
+/* The shared limiter of rule i, opened or created; NULL with err set. */
+struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r,
+					      uint64_t now_ns, char *err, size_t errlen);
+void sl__shm_shared_close_all_unsync(void);
+/* Shared conns limiters: count this process's slots; give back the slots of
+ * dead processes (true if any). No-ops for other limiters. */
+void sl__shm_hold(const struct sl_limiter *l, int64_t delta);
+bool sl__shm_reclaim(struct sl_limiter *l);
 
 /* ---- fdtab.c -------------------------------------------------------------- */
 

@@ -9,7 +9,8 @@
  * socket that receives) fits only rules without an address filter.
  *
  * Scopes (per=):
- *   process  one limiter per rule, in sl__st.proc;
+ *   process  one limiter per rule, sl__st.rule_lim (in the stats record,
+ *            or in a shared file for shared=NAME);
  *   thread   a slot of a pool of SL_THREAD_SLOTS, taken on a thread's first
  *            throttled call and given back by a pthread key destructor when
  *            the thread exits; with the pool exhausted, threads share the
@@ -99,18 +100,7 @@ void sl__scope_reset_unsync(void)
 /* Limiter parameters of rule r. */
 void sl__rule_params(const struct sl_rule *r, struct sl_params *p)
 {
-	static const uint32_t kinds[] = {
-		[SL_ALGO_TOKEN] = SL_KIND_TOKEN,
-		[SL_ALGO_LEAKY] = SL_KIND_LEAKY,
-		[SL_ALGO_FIXED] = SL_KIND_FIXED,
-		[SL_ALGO_SLIDING] = SL_KIND_SLIDING,
-	};
-	memset(p, 0, sizeof(*p));
-	p->kind = r->op == SL_OP_CONNS ? SL_KIND_CONC
-		  : r->algo <= SL_ALGO_SLIDING ? kinds[r->algo] : SL_KIND_TOKEN;
-	p->amount = r->amount;
-	p->period_ns = r->period_ns;
-	p->burst = r->burst;
+	sl_shm_rule_params(r, p);
 }
 
 /* (Re)initialise limiter l for rule i at now_ns. */
@@ -281,7 +271,7 @@ sl_limiter_scoped(const struct sl_rule *r, unsigned i, int fd, const struct sl_a
 	default:
 		break;
 	}
-	return l != NULL ? l : &sl__st.proc[i];
+	return l != NULL ? l : sl__st.rule_lim[i];
 }
 
 struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
@@ -289,7 +279,7 @@ struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	/* per=process, the default, is one load away. */
 	if (r->scope == SL_SCOPE_PROCESS)
-		return &sl__st.proc[i];
+		return sl__st.rule_lim[i];
 	return sl_limiter_scoped(r, i, fd, peer);
 }
 

@@ -1,0 +1,169 @@
+/*
+ * shm_format.h - the layout of sluice's files in /dev/shm, shared by the
+ * preloaded library (shim/shm.c writes them) and the `sluice stat` / `sluice
+ * set` commands (cli/stat.c, cli/set.c read and retune them).
+ *
+ * Overview
+ * --------
+ * Two kinds of file, both mode 0600, owned by the user, fixed size:
+ *
+ *   /dev/shm/sluice-UID-shared-NAME   one limiter that every process of the
+ *                                     user naming shared=NAME draws from
+ *                                     (struct sl_shm_shared);
+ *   /dev/shm/sluice-UID-stat-PID      one process's rules, counters and
+ *                                     per=process limiters (struct
+ *                                     sl_shm_stat), removed at exit, and by
+ *                                     `sluice stat` once the process is gone.
+ *
+ * Nothing in a file is trusted: readers check the owner, mode, size, magic,
+ * version and every limiter (sl_tunable_validate) before use.
+ *
+ * Implementation notes
+ * --------------------
+ * Fixed-width fields, no pointers, 64-byte alignment of every limiter; the
+ * layouts are pinned by _Static_asserts. A change of layout bumps
+ * SL_SHM_VERSION, and files of another version are refused.
+ */
+#ifndef SLUICE_SHM_FORMAT_H
+#define SLUICE_SHM_FORMAT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "policy.h"
+#include "sluice_core.h"
+
+#define SL_SHM_DIR "/dev/shm"
+#define SL_SHM_MAGIC_SHARED 0x48534c53u /* "SLSH" little-endian */
+#define SL_SHM_MAGIC_STAT 0x54534c53u   /* "SLST" */
+#define SL_SHM_VERSION 1u
+#define SL_SHM_HOLDERS 64u              /* processes tracked per shared conns limiter */
+#define SL_SHM_RECLAIMING 0xffffffffu   /* holder pid while its slots are given back */
+#define SL_SHM_PROGRAM_MAX 64u
+#define SL_SHM_SHARED_FMT SL_SHM_DIR "/sluice-%u-shared-%s" /* uid, name */
+#define SL_SHM_STAT_FMT SL_SHM_DIR "/sluice-%u-stat-%d"     /* uid, pid */
+#define SL_SHM_STAT_PREFIX "sluice-%u-stat-"                /* uid */
+/* `sluice set` keeps retunes of one limiter this far apart: the grace period
+ * sl_tunable_retune asks of its callers (see core/tunable.c). */
+#define SL_SHM_RETUNE_GAP_NS 100000000ull
+
+/* Counters of one rule in one process. Written with relaxed atomics by the
+ * process only (no lock on the hot path); read by `sluice stat`. */
+struct sl_rstats {
+	_Atomic uint64_t calls;    /* calls this rule matched */
+	_Atomic uint64_t admitted; /* of which went through (at once or delayed) */
+	_Atomic uint64_t delayed;  /* of which waited (dry-run: would have) */
+	_Atomic uint64_t refused;  /* of which failed (dry-run: would have) */
+	_Atomic uint64_t delay_ns; /* total time waited */
+	_Atomic uint64_t max_delay_ns;
+	_Atomic uint64_t bytes; /* bytes transferred by admitted calls */
+};
+
+/* Connection slots one process holds in a shared conns limiter. */
+struct sl_shm_holder {
+	_Atomic uint32_t pid; /* 0: free */
+	_Atomic uint32_t held;
+};
+
+/* /dev/shm/sluice-UID-shared-NAME */
+struct sl_shm_shared {
+	uint32_t magic;   /* SL_SHM_MAGIC_SHARED */
+	uint32_t version; /* SL_SHM_VERSION */
+	uint64_t size;    /* sizeof(struct sl_shm_shared) */
+	uint32_t uid;
+	uint32_t reserved0;
+	char name[SL_SHARED_NAME_MAX];
+	uint8_t pad0[64 - 24 - SL_SHARED_NAME_MAX];
+	char rule[SL_RULE_TEXT_MAX]; /* canonical text of the rule that created it */
+	struct sl_tunable lim;
+	struct sl_shm_holder holders[SL_SHM_HOLDERS];
+};
+
+/* /dev/shm/sluice-UID-stat-PID */
+struct sl_shm_stat {
+	uint32_t magic;   /* SL_SHM_MAGIC_STAT */
+	uint32_t version; /* SL_SHM_VERSION */
+	uint64_t size;    /* sizeof(struct sl_shm_stat) */
+	uint32_t pid;
+	uint32_t uid;
+	uint64_t start_ticks; /* field 22 of /proc/PID/stat: tells a reused pid */
+	uint32_t n_rules;
+	uint32_t active;      /* the rules apply to this program */
+	uint8_t pad0[64 - 40];
+	char program[SL_SHM_PROGRAM_MAX];
+	char rules[SL_MAX_RULES][SL_RULE_TEXT_MAX]; /* canonical text of each rule */
+	struct sl_rstats stats[SL_MAX_RULES];
+	/* per=process limiter of each rule (unused for shared= rules, whose
+	 * limiter lives in the shared file, and for other scopes). */
+	struct sl_tunable lims[SL_MAX_RULES];
+};
+
+_Static_assert(offsetof(struct sl_shm_shared, rule) == 64, "sl_shm_shared layout");
+_Static_assert(offsetof(struct sl_shm_shared, lim) % SL_CACHELINE == 0, "sl_shm_shared layout");
+_Static_assert(sizeof(struct sl_shm_shared) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS,
+	       "sl_shm_shared layout");
+_Static_assert(sizeof(struct sl_rstats) == 56, "sl_rstats layout");
+_Static_assert(offsetof(struct sl_shm_stat, program) == 64, "sl_shm_stat layout");
+_Static_assert(offsetof(struct sl_shm_stat, lims) % SL_CACHELINE == 0, "sl_shm_stat layout");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
+
+/* Limiter parameters of rule r: the algorithm's kind (conns: concurrency),
+ * its amount, period and burst. */
+static inline void sl_shm_rule_params(const struct sl_rule *r, struct sl_params *p)
+{
+	static const uint32_t kinds[] = {
+		[SL_ALGO_TOKEN] = SL_KIND_TOKEN,
+		[SL_ALGO_LEAKY] = SL_KIND_LEAKY,
+		[SL_ALGO_FIXED] = SL_KIND_FIXED,
+		[SL_ALGO_SLIDING] = SL_KIND_SLIDING,
+	};
+	memset(p, 0, sizeof(*p));
+	p->kind = r->op == SL_OP_CONNS ? SL_KIND_CONC
+		  : r->algo <= SL_ALGO_SLIDING ? kinds[r->algo] : SL_KIND_TOKEN;
+	p->amount = r->amount;
+	p->period_ns = r->period_ns;
+	p->burst = r->burst;
+}
+
+/*
+ * Why the open file st (fstat of a file of one of the layouts above, of
+ * `want` bytes) must not be used by user uid, or NULL if it may: another
+ * owner, any access for group or others, not a regular file, another size.
+ */
+static inline const char *sl_shm_check_file(const struct stat *st, unsigned uid, size_t want)
+{
+	if (!S_ISREG(st->st_mode))
+		return "not a regular file";
+	if (st->st_uid != uid)
+		return "owned by another user";
+	if ((st->st_mode & 077) != 0)
+		return "readable or writable by other users (mode must be 0600)";
+	if ((size_t)st->st_size != want)
+		return (size_t)st->st_size < want ? "truncated (smaller than the format's size)"
+						 : "larger than the format's size";
+	return NULL;
+}
+
+/* Why a mapped shared segment (size checked) must not be used for rule text
+ * `rule` by uid, or NULL. `rule` NULL: any rule (sluice set). */
+static inline const char *sl_shm_check_shared(const struct sl_shm_shared *s, unsigned uid,
+					      const char *name, const char *rule)
+{
+	if (s->magic != SL_SHM_MAGIC_SHARED)
+		return "not a sluice shared limiter (bad magic)";
+	if (s->version != SL_SHM_VERSION)
+		return "written by another version of sluice (format version differs)";
+	if (s->size != sizeof(*s) || s->uid != uid ||
+	    strncmp(s->name, name, sizeof(s->name)) != 0 || memchr(s->rule, 0, sizeof(s->rule)) == NULL)
+		return "corrupt header";
+	if (!sl_tunable_validate(&s->lim))
+		return "corrupt limiter";
+	if (rule != NULL && strcmp(s->rule, rule) != 0)
+		return "created with different parameters";
+	return NULL;
+}
+
+#endif /* SLUICE_SHM_FORMAT_H */
