@@ -6,7 +6,8 @@
  * The launcher is split by idea: sluice.c parses the command line and execs
  * the program, env.c finds libsluice.so and edits LD_PRELOAD, and elf.c reads
  * an executable's ELF headers to tell whether a preloaded library can
- * throttle it at all. None of these files keeps global state; every function
+ * throttle it at all. stat.c and set.c are the `sluice stat` and `sluice set`
+ * subcommands, over shm.c, which maps the shim's files in /dev/shm. None of these files keeps global state; every function
  * below is reentrant, and none is meant to be called from more than one
  * thread (the launcher has only one).
  */
@@ -16,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+
+#include "shm_format.h"
 
 /* What the ELF header and program headers of one file say. */
 struct sl__elf_info {
@@ -71,5 +74,28 @@ int sl__cli_find_library(const char *override, char *out, size_t outlen, char *e
  * same file. The result goes to out. Returns 0, or -1 if out is too small.
  */
 int sl__cli_preload_join(const char *old, const char *lib, char *out, size_t outlen);
+
+/* ---- shm.c: the shim's /dev/shm files (layout in shim/shm_format.h) ---- */
+
+/* Map a file of `size` bytes after checking owner, mode and size. NULL with
+ * a reason in *why. With fdp, the fd stays open in *fdp (for flock). */
+void *sl__cli_shm_map(const char *path, size_t size, bool writable, int *fdp, const char **why);
+/* The stats record of pid, checked; a record of a dead process is removed
+ * (why = "gone"). */
+struct sl_shm_stat *sl__cli_record_open(int pid, bool writable, int *fdp, const char **why);
+void sl__cli_record_close(struct sl_shm_stat *r);
+/* Pids that have a record file of this user, ascending; returns the count. */
+int sl__cli_record_pids(int *pids, int max);
+/* The shared limiter NAME, checked. */
+struct sl_shm_shared *sl__cli_shared_open(const char *name, bool writable, int *fdp,
+					  const char **why);
+/* Parse one canonical rule text; 0 or -1. */
+int sl__cli_rule_of(const char *text, struct sl_rule *r);
+/* Rule text with the limit of `cur` (after a `sluice set`). */
+void sl__cli_current_text(const char *text, const struct sl_params *cur, char *out, size_t len);
+
+/* The subcommands: argv[0] is "stat" or "set". Return the exit status. */
+int sl__cli_stat(int argc, char **argv);
+int sl__cli_set(int argc, char **argv);
 
 #endif /* SLUICE_CLI_INTERNAL_H */

@@ -79,6 +79,8 @@ static void usage(FILE *out)
 {
 	fputs("Usage: sluice [OPTION]... [--] PROGRAM [ARG]...\n"
 	      "       sluice --check [OPTION]... [[--] PROGRAM]\n"
+	      "       sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
+	      "       sluice set PID|shared:NAME 'OP:SPEC'\n"
 	      "Run PROGRAM with its socket calls delayed or refused by rate limits.\n"
 	      "\n"
 	      "  --connect SPEC  limit connect() calls         e.g. --connect 10/s\n"
@@ -223,6 +225,12 @@ int main(int argc, char **argv)
 {
 	bool verbose = false, check = false;
 	int c;
+
+	/* Subcommands (to run a program called stat or set: sluice -- stat). */
+	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
+		return sl__cli_stat(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "set") == 0)
+		return sl__cli_set(argc - 1, argv + 1);
 
 	while ((c = getopt_long(argc, argv, "+vh", long_opts, NULL)) != -1) {
 		int rc = 0;
