@@ -70,6 +70,9 @@ void *sl__cli_shm_map(const char *path, size_t size, bool writable, int *fdp, co
  * process no longer exists. */
 static const char *record_check(const struct sl_shm_stat *r, int pid)
 {
+	/* A file of ours named after a dead process goes, whatever it holds. */
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return "gone";
 	if (r->magic != SL_SHM_MAGIC_STAT)
 		return "not a sluice stats record (bad magic)";
 	if (r->version != SL_SHM_VERSION)
@@ -78,8 +81,6 @@ static const char *record_check(const struct sl_shm_stat *r, int pid)
 		return "corrupt header";
 	if (r->pid != (uint32_t)pid)
 		return "gone"; /* a fork child that never got its own file */
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return "gone";
 	uint64_t t = start_ticks(pid);
 	if (t != 0 && r->start_ticks != 0 && t != r->start_ticks)
 		return "gone";

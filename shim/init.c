@@ -197,6 +197,7 @@ __attribute__((constructor)) static void sl_init(void)
 	struct sl_policy p;
 	sl_init_policy(&p);
 	if (sl__state_init_unsync(&p) != 0) {
+		sl__shm_rec_remove();
 		if (p.config_error != SL_CONFIG_ERROR_WARN)
 			_exit(2);
 		sl_policy_init(&p);

@@ -182,7 +182,9 @@ void sl__shm_rec_fork_child(void)
 /* Remove this process's record file (exit). */
 void sl__shm_rec_remove(void)
 {
-	if (sl__st.rec == NULL || !sl_rec_is_file || sl__st.rec->pid != (uint32_t)getpid())
+	/* pid 0: the record of a failed init, never filled in. */
+	if (sl__st.rec == NULL || !sl_rec_is_file ||
+	    (sl__st.rec->pid != 0 && sl__st.rec->pid != (uint32_t)getpid()))
 		return;
 	char path[128];
 	sl_rec_path(path, sizeof(path), (int)getpid());
