@@ -270,7 +270,7 @@ static void test_core_limiter_validate_garbage(void **state)
 		assert_false(sl_limiter_validate(&l));
 		/* The generic calls on garbage must not crash either, as long
 		 * as the kind is unknown (dispatch is the only check). */
-		l.kind = 6 + (uint32_t)(rnd(&seed) % 1000);
+		l.kind = SL_KIND_TUNABLE + 1 + (uint32_t)(rnd(&seed) % 1000);
 		expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_NEVER, UINT64_MAX);
 		assert_int_equal(sl_limiter_available(&l, 0), 0);
 		assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_EINVAL);
