@@ -32,11 +32,7 @@ static uint64_t start_ticks(int pid)
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	for (int field = 2; p != NULL && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	unsigned long long v = 0;
-	return p != NULL && sscanf(p + 1, "%llu", &v) == 1 ? v : 0;
+	return sl_shm_start_ticks(buf);
 }
 
 /* Map `path` (one of the layouts, `size` bytes) after checking the file.

@@ -57,12 +57,7 @@ static uint64_t sl_start_ticks(void)
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
-	/* The command name may hold spaces: count fields after its ')'. */
-	const char *p = strrchr(buf, ')');
-	for (int field = 2; p != NULL && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	unsigned long long v = 0;
-	return p != NULL && sscanf(p + 1, "%llu", &v) == 1 ? v : 0;
+	return sl_shm_start_ticks(buf);
 }
 
 static void sl_rec_path(char *out, size_t cap, int pid)

@@ -128,6 +128,20 @@ static inline void sl_shm_rule_params(const struct sl_rule *r, struct sl_params 
 	p->burst = r->burst;
 }
 
+/* The start time (field 22, clock ticks since boot) in the text of a
+ * /proc/PID/stat file; 0 if it cannot be read. The command name (field 2)
+ * may hold spaces and parentheses: fields are counted after its last ')'. */
+static inline uint64_t sl_shm_start_ticks(const char *stat_text)
+{
+	const char *p = strrchr(stat_text, ')');
+	for (int field = 2; p != NULL && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	uint64_t v = 0;
+	for (p = p != NULL ? p + 1 : NULL; p != NULL && *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return v;
+}
+
 /*
  * Why the open file st (fstat of a file of one of the layouts above, of
  * `want` bytes) must not be used by user uid, or NULL if it may: another
