@@ -171,6 +171,7 @@ uint64_t sl__sliding_state(const struct sl_sliding *s, uint64_t now_ns, uint64_t
 struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint64_t now_ns,
 				       uint64_t max_wait_ns);
 enum sl_status sl__tunable_refund(struct sl_limiter *head, uint64_t n, uint64_t now_ns);
+enum sl_status sl__tunable_charge(struct sl_limiter *head, uint64_t n, uint64_t now_ns);
 enum sl_status sl__tunable_release(struct sl_limiter *head, uint64_t n);
 uint64_t sl__tunable_available(const struct sl_limiter *head, uint64_t now_ns);
 

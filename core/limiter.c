@@ -106,6 +106,8 @@ enum sl_status sl_limiter_charge(struct sl_limiter *l, uint64_t n, uint64_t now_
 		return sl_fixed_charge(&l->u.fixed, n, now_ns);
 	case SL_KIND_SLIDING:
 		return sl_sliding_charge(&l->u.sliding, n, now_ns);
+	case SL_KIND_TUNABLE:
+		return sl__tunable_charge(l, n, now_ns);
 	default:
 		return SL_EINVAL;
 	}

@@ -248,16 +248,9 @@ enum sl_status sl_tunable_retune(struct sl_tunable *t, const struct sl_params *p
 	 * sl__tunable_acquire. */
 	atomic_thread_fence(memory_order_seq_cst);
 	const uint64_t late = taken_between(old, s1, snapshot(ow), now_ns);
-	if (late > 0) {
-		/* Reserve: already taken, so it is debt on the new slot. Beyond
-		 * what the new slot can ever hold (SL_NEVER), charge its most. */
-		struct sl_decision d = sl_limiter_acquire(nw, late, now_ns, UINT64_MAX);
-		if (d.verdict == SL_NEVER && nw->params.kind != SL_KIND_SLIDING) {
-			uint64_t most = nw->kind == SL_KIND_FIXED ? nw->u.fixed.limit : nw->u.gcra.burst;
-			if (most > 0)
-				sl_limiter_acquire(nw, sl__min(late, most), now_ns, UINT64_MAX);
-		}
-	}
+	/* Already taken, so it is debt on the new slot. */
+	if (late > 0)
+		sl_limiter_charge(nw, late, now_ns);
 	return SL_OK;
 }
 
@@ -310,6 +303,24 @@ enum sl_status sl__tunable_refund(struct sl_limiter *head, uint64_t n, uint64_t 
 	if (l->kind == SL_KIND_CONC)
 		return sl__conc_give(&head->u.tun.held, n);
 	return sl_limiter_refund(l, n, now_ns);
+}
+
+/* Charge on the current slot; a charge that raced with a retune is made
+ * again on the new slot (debt must not be lost; twice is stricter). */
+enum sl_status sl__tunable_charge(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
+{
+	for (;;) {
+		uint64_t g;
+		struct sl_limiter *l = current(tun_of(head), &g);
+		if (l->kind == SL_KIND_CONC)
+			return SL_EINVAL;
+		enum sl_status st = sl_limiter_charge(l, n, now_ns);
+		/* As in sl__tunable_acquire (F2). */
+		atomic_thread_fence(memory_order_seq_cst);
+		/* Relaxed: the fence orders it; only equality matters. */
+		if (st != SL_OK || atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
+			return st;
+	}
 }
 
 enum sl_status sl__tunable_release(struct sl_limiter *head, uint64_t n)

@@ -54,6 +54,10 @@ static void test_tunable_token_keeps_debt(void **state)
 	p = params(SL_KIND_TOKEN, 1, SEC, 1);
 	assert_int_equal(sl_tunable_retune(&t, &p, T0 + 50 * MS), SL_OK);
 	expect_decision(sl_limiter_acquire(&t.head, 1, T0 + 50 * MS, POLICE), SL_REFUSE, 10 * SEC);
+	/* Charge reaches the new slot: one more unit of debt is 1 s more. */
+	assert_int_equal(sl_limiter_charge(&t.head, 1, T0 + 50 * MS), SL_OK);
+	expect_decision(sl_limiter_acquire(&t.head, 1, T0 + 50 * MS, POLICE), SL_REFUSE, 11 * SEC);
+	assert_int_equal(sl_limiter_refund(&t.head, 1, T0 + 50 * MS), SL_OK);
 	/* Reserve works on the new slot, and refund reaches it. */
 	expect_decision(sl_limiter_acquire(&t.head, 1, T0 + 50 * MS, RESERVE), SL_ADMIT, 10 * SEC);
 	assert_int_equal(sl_limiter_refund(&t.head, 1, T0 + 50 * MS), SL_OK);
