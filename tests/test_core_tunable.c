@@ -3,28 +3,9 @@
  * injected clock and exact sequences (test_core_tunable_thread.c races
  * retunes against acquires).
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <string.h>
+#include "test_core.h"
 
-#include <cmocka.h>
-
-#include "sluice_core.h"
-
-#define MS 1000000ull
-#define SEC 1000000000ull
 #define T0 (5 * SEC)
-#define POLICE 0ull
-#define RESERVE UINT64_MAX
-
-#define expect_decision(d, want_verdict, want_wait_ns) \
-	do { \
-		const struct sl_decision d_ = (d); \
-		assert_int_equal(d_.verdict, (want_verdict)); \
-		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
-	} while (0)
 
 static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
 {

@@ -7,18 +7,10 @@
  */
 #include <pthread.h>
 #include <sched.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 
-#include <cmocka.h>
+#include "test_core.h"
 
-#include "sluice_core.h"
-
-#define SEC 1000000000ull
 #define T0 (5 * SEC)
-#define POLICE 0ull
 
 static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
 {
