@@ -51,7 +51,9 @@ enum sl_status sl_limiter_init(struct sl_limiter *l, const struct sl_params *p, 
  * sl_limiter_acquire - see sluice_core.h. Sliding windows and concurrency
  * always police (max_wait_ns is ignored). An unknown kind gives SL_NEVER.
  * Token and leaky buckets are tested first, with one unsigned comparison:
- * a switch compiles to a chain of compares that reaches them last.
+ * a switch compiles to a chain of compares that reaches them last; then
+ * tunable heads (every per=process limiter of the shim), whose current slot
+ * comes back here.
  */
 struct sl_decision sl_limiter_acquire(struct sl_limiter *l, uint64_t n, uint64_t now_ns,
 				      uint64_t max_wait_ns)
@@ -59,6 +61,8 @@ struct sl_decision sl_limiter_acquire(struct sl_limiter *l, uint64_t n, uint64_t
 	_Static_assert(SL_KIND_LEAKY == SL_KIND_TOKEN + 1, "token and leaky kinds are adjacent");
 	if (l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN)
 		return sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns);
+	if (l->kind == SL_KIND_TUNABLE)
+		return sl__tunable_acquire(l, n, now_ns, max_wait_ns);
 	switch (l->kind) {
 	case SL_KIND_FIXED:
 		return sl_fixed_acquire(&l->u.fixed, n, now_ns, max_wait_ns);
@@ -66,8 +70,6 @@ struct sl_decision sl_limiter_acquire(struct sl_limiter *l, uint64_t n, uint64_t
 		return sl_sliding_acquire(&l->u.sliding, n, now_ns);
 	case SL_KIND_CONC:
 		return sl_conc_acquire(&l->u.conc, n);
-	case SL_KIND_TUNABLE:
-		return sl__tunable_acquire(l, n, now_ns, max_wait_ns);
 	default:
 		return sl__never();
 	}

@@ -269,9 +269,9 @@ const struct sl_limiter *sl_tunable_current(const struct sl_tunable *t)
 	return &t->slot[g & 1];
 }
 
-/* Acquire on the current slot; see the top of the file. */
-struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint64_t now_ns,
-				       uint64_t max_wait_ns)
+/* sl__tunable_acquire's loop: concurrency, and retries after a retune. */
+static __attribute__((noinline)) struct sl_decision
+tunable_acquire_loop(struct sl_limiter *head, uint64_t n, uint64_t now_ns, uint64_t max_wait_ns)
 {
 	struct sl_tunable *t = tun_of(head);
 	for (;;) {
@@ -294,6 +294,27 @@ struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint
 		else
 			sl_limiter_refund(l, n, now_ns);
 	}
+}
+
+/* Acquire on the current slot; see the top of the file. A rate limiter's
+ * admission that no retune raced with is the whole of it. */
+struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint64_t now_ns,
+				       uint64_t max_wait_ns)
+{
+	uint64_t g;
+	struct sl_limiter *l = current(tun_of(head), &g);
+	if (l->kind == SL_KIND_CONC)
+		return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
+	struct sl_decision d = sl_limiter_acquire(l, n, now_ns, max_wait_ns);
+	if (d.verdict != SL_ADMIT || n == 0)
+		return d;
+	/* F2, as in the loop. */
+	atomic_thread_fence(memory_order_seq_cst);
+	/* Relaxed: the fence orders it; only equality matters. */
+	if (atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
+		return d;
+	sl_limiter_refund(l, n, now_ns);
+	return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
 }
 
 enum sl_status sl__tunable_refund(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
