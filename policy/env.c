@@ -161,6 +161,11 @@ static int copy_names(const struct sl__ctx *c, char *dst, const char *other, con
 	return 0;
 }
 
+static int parse_redis(struct sl_policy *p, const struct sl__ctx *c)
+{
+	return sl__redis_parse(c, &p->redis);
+}
+
 static int parse_only(struct sl_policy *p, const struct sl__ctx *c)
 {
 	return copy_names(c, p->only, p->skip, "SLUICE_SKIP");
@@ -184,6 +189,7 @@ const struct sl_var_info sl_policy_vars[] = {
 	{"SLUICE_SKIP", "sh+bash", "apply the rules to every program but these"},
 	{"SLUICE_STATS", "/tmp/sluice-stats.json", "write JSON statistics to this file at exit"},
 	{"SLUICE_CONFIG_ERROR", "warn", "on a bad SLUICE_* value: exit (status 2) or warn and run unthrottled [exit]"},
+	{"SLUICE_REDIS", "redis://127.0.0.1:6379/0", "the Redis server of redis=KEY rules: redis://[USER:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH"},
 };
 const size_t sl_policy_nvars = sizeof sl_policy_vars / sizeof sl_policy_vars[0];
 
@@ -191,6 +197,7 @@ const size_t sl_policy_nvars = sizeof sl_policy_vars / sizeof sl_policy_vars[0];
 static const var_parser var_parsers[] = {
 	parse_connect, parse_accept, parse_send,     parse_recv,  parse_conns, parse_rules,
 	parse_log,     parse_log_file, parse_only,   parse_skip,  parse_stats, parse_config_error,
+	parse_redis,
 };
 _Static_assert(sizeof var_parsers / sizeof var_parsers[0] ==
 		       sizeof sl_policy_vars / sizeof sl_policy_vars[0],
@@ -287,6 +294,25 @@ static int parse_entries(struct sl_policy *p, const char *const *envp, int pass,
 	return 0;
 }
 
+/* A redis=KEY rule needs SLUICE_REDIS: checked once every variable is read. */
+static int check_redis_set(const struct sl_policy *p, char *err, size_t errlen)
+{
+	char text[SL_RULE_TEXT_MAX];
+	struct sl__ctx c = {.var = "SLUICE_REDIS", .value = "", .len = 0, .err = err,
+			    .errlen = errlen};
+
+	if (p->redis.kind != SL_REDIS_NONE)
+		return 0;
+	for (uint32_t i = 0; i < p->n_rules; i++) {
+		if (p->rules[i].redis_key[0] == '\0')
+			continue;
+		sl_rule_format(&p->rules[i], text, sizeof text);
+		return sl__fail_value(&c, "not set, but rule %u (%s) keeps its state on Redis "
+				      "(e.g. SLUICE_REDIS=redis://127.0.0.1:6379)", i + 1, text);
+	}
+	return 0;
+}
+
 /*
  * Parse every SLUICE_* entry of envp. Returns 0, or -1 with one line in err.
  * On error *p is unchanged, except that config_error already reflects a
@@ -301,7 +327,7 @@ int sl_policy_parse_env(struct sl_policy *p, const char *const *envp, char *err,
 	if (parse_entries(&tmp, envp, 0, err, errlen) < 0)
 		return -1;
 	p->config_error = tmp.config_error;
-	if (parse_entries(&tmp, envp, 1, err, errlen) < 0)
+	if (parse_entries(&tmp, envp, 1, err, errlen) < 0 || check_redis_set(&tmp, err, errlen) < 0)
 		return -1;
 	*p = tmp;
 	return 0;

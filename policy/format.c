@@ -3,8 +3,9 @@
  *
  * The canonical form of a rule is "OP:LIMIT" followed by every option whose
  * value differs from its default, in the fixed order burst, algo, action,
- * max-delay, errno, per, to, port, family, type, nonblock. Numbers are
- * integers in the largest unit that holds them exactly:
+ * max-delay, errno, per, to, port, family, type, nonblock, shared, redis,
+ * on-error, lease. Numbers are integers in the largest unit that holds them
+ * exactly:
  *   bytes      GiB, GB, MiB, MB, KiB, KB, B (largest first): 1048576 -> 1MiB,
  *              1024000 -> 1000KiB, 52429 -> 52429B
  *   durations  h, min, s, ms, us: 5400 s -> 90min, 1.5 s -> 1500ms; a time
@@ -246,6 +247,18 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len)
 	if (r->shared[0] != '\0') {
 		out_option(&o, "shared");
 		sl__out_str(&o, r->shared);
+	}
+	if (r->redis_key[0] != '\0') {
+		out_option(&o, "redis");
+		sl__out_mem(&o, r->redis_key, strnlen(r->redis_key, SL_REDIS_KEY_MAX - 1));
+		if (r->on_error != SL_ON_ERROR_LOCAL) {
+			out_option(&o, "on-error");
+			sl__out_str(&o, sl_on_error_name((enum sl_on_error)r->on_error));
+		}
+		if (r->lease != sl__default_lease(r)) {
+			out_option(&o, "lease");
+			sl__out_amount(&o, r->lease, (enum sl_unit)r->unit);
+		}
 	}
 	return o.len;
 }

@@ -110,6 +110,7 @@ extern const char *const sl__scope_names[4];
 extern const char *const sl__nonblock_names[2];
 extern const char *const sl__family_names[3]; /* bit i = name i */
 extern const char *const sl__type_names[2];
+extern const char *const sl__on_error_names[3];
 /* Default type= bits of an operation. */
 uint8_t sl__default_types(enum sl_op op);
 extern const char *const sl__errno_names[];
@@ -134,5 +135,10 @@ int sl__rule_parse_span(struct sl_rule *r, enum sl_op op, const struct sl__ctx *
 /* Token bucket bursts: smallest accepted and default, in the rule's units. */
 uint64_t sl__min_burst(uint64_t amount, uint64_t period_ns);
 uint64_t sl__default_burst(uint64_t amount, uint64_t period_ns);
+/* Units a redis=KEY rule leases at once unless lease= says otherwise. */
+uint64_t sl__default_lease(const struct sl_rule *r);
+
+/* ---- SLUICE_REDIS (redis.c) ---- */
+int sl__redis_parse(const struct sl__ctx *c, struct sl_redis *out);
 
 #endif /* SLUICE_POLICY_INTERNAL_H */

@@ -14,6 +14,7 @@ const char *const sl__scope_names[4] = {"process", "thread", "fd", "peer"};
 const char *const sl__nonblock_names[2] = {"eagain", "sleep"};
 const char *const sl__family_names[3] = {"inet", "inet6", "unix"};
 const char *const sl__type_names[2] = {"stream", "dgram"};
+const char *const sl__on_error_names[3] = {"local", "open", "closed"};
 
 /* Out-of-range values get "?" rather than undefined behaviour. */
 static const char *name_of(const char *const *names, size_t n, unsigned v)
@@ -39,6 +40,11 @@ const char *sl_action_name(enum sl_action a)
 const char *sl_scope_name(enum sl_scope s)
 {
 	return name_of(sl__scope_names, 4, (unsigned)s);
+}
+
+const char *sl_on_error_name(enum sl_on_error e)
+{
+	return name_of(sl__on_error_names, 3, (unsigned)e);
 }
 
 /* connect, accept and conns are about connections, hence streams; send and

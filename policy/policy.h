@@ -25,6 +25,8 @@
  *           | per=process|thread|fd|peer | to=CIDR[:PORT] | port=N[-M]
  *           | family=F(+F)* | type=T(+T)* | nonblock=eagain|sleep
  *           | shared=NAME
+ *           | redis=KEY | on-error=local|open|closed | lease=AMOUNT
+ *   SLUICE_REDIS = redis://[[USER]:PASS@]HOST[:PORT][/DB] | unix:///PATH
  *
  * API and thread-safety
  * ---------------------
@@ -50,6 +52,9 @@ extern "C" {
 #define SL_NAMES_MAX 256   /* SLUICE_ONLY / SLUICE_SKIP, '+'-separated */
 #define SL_RULE_TEXT_MAX 256 /* canonical text of one rule */
 #define SL_SHARED_NAME_MAX 32 /* shared=NAME: 1..31 of [A-Za-z0-9._-], NUL-padded */
+#define SL_REDIS_KEY_MAX 48  /* redis=KEY, NUL included */
+#define SL_REDIS_HOST_MAX 256 /* SLUICE_REDIS host name or address */
+#define SL_REDIS_CRED_MAX 128 /* SLUICE_REDIS user name, password */
 
 enum sl_op {
 	SL_OP_CONNECT = 0,
@@ -94,6 +99,13 @@ enum sl_scope {
 	SL_SCOPE_PEER = 3,
 };
 
+/* on-error= of a redis=KEY rule: what happens while Redis cannot answer. */
+enum sl_on_error {
+	SL_ON_ERROR_LOCAL = 0,  /* this process alone keeps the rule's rate */
+	SL_ON_ERROR_OPEN = 1,   /* everything passes */
+	SL_ON_ERROR_CLOSED = 2, /* everything is refused with the rule's errno */
+};
+
 /* family= bits */
 #define SL_FAM_INET 0x1u
 #define SL_FAM_INET6 0x2u
@@ -117,6 +129,9 @@ enum sl_scope {
 #define SL_OPT_TYPE (1u << 9)
 #define SL_OPT_NONBLOCK (1u << 10)
 #define SL_OPT_SHARED (1u << 11)
+#define SL_OPT_REDIS (1u << 12)
+#define SL_OPT_ON_ERROR (1u << 13)
+#define SL_OPT_LEASE (1u << 14)
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
@@ -147,6 +162,31 @@ struct sl_rule {
 	struct sl_cidr to;
 	uint8_t reserved1[2];
 	char shared[SL_SHARED_NAME_MAX]; /* shared=NAME, "" = not shared */
+	/* Fleet-wide limit (redis=KEY): the key's name ("" = a local rule),
+	 * what to do while Redis fails, and how many units one process
+	 * leases at once (default filled in for redis rules, else 0). */
+	char redis_key[SL_REDIS_KEY_MAX];
+	uint64_t lease;
+	uint8_t on_error; /* enum sl_on_error */
+	uint8_t reserved2[7];
+};
+
+/* SLUICE_REDIS: where redis=KEY rules keep their state. */
+enum sl_redis_kind {
+	SL_REDIS_NONE = 0, /* not set */
+	SL_REDIS_TCP = 1,
+	SL_REDIS_UNIX = 2,
+};
+
+struct sl_redis {
+	uint32_t kind; /* enum sl_redis_kind */
+	uint32_t db;   /* SELECT db; 0 = the default database */
+	uint16_t port; /* TCP; 6379 unless given */
+	uint8_t reserved[6];
+	char host[SL_REDIS_HOST_MAX]; /* TCP: name or address, IPv6 without [] */
+	char path[SL_PATH_MAX];       /* unix socket */
+	char user[SL_REDIS_CRED_MAX]; /* "" = AUTH with the password only */
+	char pass[SL_REDIS_CRED_MAX]; /* "" = no AUTH; never printed */
 };
 
 enum sl_log_level {
@@ -172,6 +212,7 @@ struct sl_policy {
 	char stats_file[SL_PATH_MAX]; /* SLUICE_STATS, "" = none */
 	char only[SL_NAMES_MAX]; /* SLUICE_ONLY, '+'-separated program names */
 	char skip[SL_NAMES_MAX]; /* SLUICE_SKIP */
+	struct sl_redis redis;   /* SLUICE_REDIS */
 };
 
 /* Fill *p with defaults (no rules, log level error, exit on config error). */
@@ -210,6 +251,12 @@ int sl_rule_parse(struct sl_rule *r, enum sl_op op, const char *spec, const char
  */
 size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len);
 
+/*
+ * Canonical text of SLUICE_REDIS with the password masked ("***"): safe for
+ * logs and stats. Same return convention as sl_rule_format.
+ */
+size_t sl_redis_format(const struct sl_redis *r, char *buf, size_t len);
+
 /* True if two rules mean the same (explicit_opts ignored). */
 bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b);
 
@@ -218,6 +265,7 @@ const char *sl_op_name(enum sl_op op);
 const char *sl_algo_name(enum sl_algo a);
 const char *sl_action_name(enum sl_action a);
 const char *sl_scope_name(enum sl_scope s);
+const char *sl_on_error_name(enum sl_on_error e);
 
 /* The errno a refusal of this rule uses for the given call (resolves err == 0
  * to the operation's default: connect ECONNREFUSED, accept ECONNABORTED,

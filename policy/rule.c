@@ -22,6 +22,17 @@
  *   - shared=NAME (1 to 31 of A-Z a-z 0-9 . _ -, not "." or "..", so that
  *     it can be part of a file name) is refused with a per= other than
  *     process: one limiter serves every process of the user that names it.
+ *   - redis=KEY (a fleet-wide limit kept on a Redis server) needs a token
+ *     bucket (the server runs GCRA) and per=process (one lease per process);
+ *     conns are counted on one machine only. on-error= and lease= are valid
+ *     only with redis=. KEY is 1 to 47 of [A-Za-z0-9_.:-], so that it can
+ *     sit inside the key's {hash tag} and needs no quoting anywhere.
+ *     redis= with shared= is refused for now: a host-wide limiter that
+ *     leases from the fleet-wide bucket (one renewal thread per host) is
+ *     a later step.
+ *   - lease= is at least the burst, so that a transfer piece (at most one
+ *     burst) always fits in one lease; default max(burst, 10 ms of the
+ *     rate): 500/s -> 5, 1MiB/s -> 10486B.
  * Token bucket bursts (in the rule's units, calls or bytes):
  *   minimum  max(1, ceil(100 us of the rate)): a process that sleeps cannot
  *            be woken much more precisely than ~100 us, so a smaller burst
@@ -39,16 +50,17 @@
 
 #define SL__MIN_BURST_NS (100 * SL__NS_PER_US)
 #define SL__DEFAULT_BURST_NS (5 * SL__NS_PER_MS)
+#define SL__DEFAULT_LEASE_NS (10 * SL__NS_PER_MS)
 /* A now_ns for the scratch limiter: any instant works, 0 means "unused". */
 #define SL__SCRATCH_NOW_NS 1
 
 enum opt { O_BURST, O_ALGO, O_ACTION, O_MAX_DELAY, O_ERRNO, O_PER, O_TO, O_PORT, O_FAMILY,
-	   O_TYPE, O_NONBLOCK, O_SHARED, O_COUNT };
+	   O_TYPE, O_NONBLOCK, O_SHARED, O_REDIS, O_ON_ERROR, O_LEASE, O_COUNT };
 
 /* In SL_OPT_* bit order. */
-static const char *const opt_names[O_COUNT] = {"burst", "algo", "action", "max-delay", "errno",
-					       "per",   "to",   "port",   "family",    "type",
-					       "nonblock", "shared"};
+static const char *const opt_names[O_COUNT] = {"burst", "algo",  "action",   "max-delay", "errno",
+					       "per",   "to",    "port",     "family",    "type",
+					       "nonblock", "shared", "redis", "on-error", "lease"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -57,6 +69,7 @@ struct spec {
 	size_t val_end[O_COUNT];
 	size_t limit_pos, limit_end;
 	enum sl_unit burst_unit;
+	enum sl_unit lease_unit;
 	uint16_t to_port; /* port given inside to=, 0 if none */
 };
 
@@ -70,6 +83,12 @@ uint64_t sl__default_burst(uint64_t amount, uint64_t period_ns)
 {
 	uint64_t b = sl__worth(amount, period_ns, SL__DEFAULT_BURST_NS);
 	return b > 0 ? b : 1;
+}
+
+uint64_t sl__default_lease(const struct sl_rule *r)
+{
+	uint64_t l = sl__worth(r->amount, r->period_ns, SL__DEFAULT_LEASE_NS);
+	return l > r->burst ? l : r->burst > 0 ? r->burst : 1;
 }
 
 static void rule_defaults(struct sl_rule *r, enum sl_op op)
@@ -210,6 +229,24 @@ static int parse_shared(struct sl_rule *r, const struct sl__ctx *c, size_t pos, 
 	return 0;
 }
 
+/* redis=KEY: 1 to SL_REDIS_KEY_MAX - 1 of [A-Za-z0-9_.:-]. */
+static int parse_redis_key(struct sl_rule *r, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	if (end - pos >= SL_REDIS_KEY_MAX)
+		return sl__fail(c, pos, "redis key '%.*s' is %zu bytes long (at most %d)",
+				SL__TOK(c, pos, end), end - pos, SL_REDIS_KEY_MAX - 1);
+	for (size_t i = pos; i < end; i++) {
+		char ch = c->value[i];
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		      ch == '_' || ch == '.' || ch == ':' || ch == '-'))
+			return sl__fail(c, i, "unexpected '%c' in the redis key (expected letters, digits, "
+					"'_', '.', ':' or '-')", ch);
+	}
+	memcpy(r->redis_key, c->value + pos, end - pos);
+	r->redis_key[end - pos] = '\0';
+	return 0;
+}
+
 static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const struct sl__ctx *c,
 		       uint64_t *burst)
 {
@@ -250,6 +287,17 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 		return parse_choice(c, pos, end, "nonblock", sl__nonblock_names, 2, &r->nonblock);
 	case O_SHARED:
 		return parse_shared(r, c, pos, end);
+	case O_REDIS:
+		return parse_redis_key(r, c, pos, end);
+	case O_ON_ERROR:
+		return parse_choice(c, pos, end, "on-error", sl__on_error_names, 3, &r->on_error);
+	case O_LEASE:
+		if (sl__amount_parse(c, pos, end, &r->lease, &sp->lease_unit, &next) < 0)
+			return -1;
+		if (next != end)
+			return sl__fail(c, next, "unexpected '%.*s' after the lease",
+					SL__TOK(c, next, end));
+		return 0;
 	case O_COUNT:
 		break;
 	}
@@ -260,7 +308,7 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 static int parse_option(struct sl_rule *r, struct spec *sp, const struct sl__ctx *c, size_t pos,
 			size_t end, uint64_t *burst)
 {
-	char hint[64], expected[96];
+	char hint[64], expected[128];
 	size_t eq = sl__find(c->value, pos, end, '=');
 	size_t name_end = eq;
 
@@ -296,6 +344,31 @@ static int parse_option(struct sl_rule *r, struct spec *sp, const struct sl__ctx
 static bool given(const struct sl_rule *r, enum opt o)
 {
 	return (r->explicit_opts & (1u << o)) != 0;
+}
+
+/* redis=KEY and the options that go with it. */
+static int check_redis(const struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
+{
+	for (enum opt o = O_ON_ERROR; o <= O_LEASE; o++)
+		if (given(r, o) && !given(r, O_REDIS))
+			return sl__fail(c, sp->name_pos[o], "option '%s' is valid only with redis=KEY",
+					opt_names[o]);
+	if (!given(r, O_REDIS))
+		return 0;
+	size_t at = sp->name_pos[O_REDIS];
+	if (r->op == SL_OP_CONNS)
+		return sl__fail(c, at, "option 'redis' is not valid for conns (open connections are "
+				"counted on one machine)");
+	if (r->algo != SL_ALGO_TOKEN)
+		return sl__fail(c, at, "option 'redis' is valid only with algo=token (the Redis "
+				"script is a GCRA token bucket)");
+	if (r->scope != SL_SCOPE_PROCESS)
+		return sl__fail(c, at, "option 'redis' is valid only with per=process (each process "
+				"leases from the one fleet-wide bucket)");
+	if (given(r, O_SHARED))
+		return sl__fail(c, at, "option 'redis' cannot be combined with shared= yet (a fleet-wide "
+				"limit is leased by each process; use one or the other)");
+	return 0;
 }
 
 /* Options that make no sense for the operation or for each other. */
@@ -343,7 +416,7 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 	if (given(r, O_PORT) && r->families == SL_FAM_UNIX)
 		return sl__fail(c, sp->name_pos[O_PORT],
 				"option 'port' can never match with family=unix");
-	return 0;
+	return check_redis(r, sp, c);
 }
 
 static int check_burst(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c,
@@ -375,6 +448,32 @@ static int check_burst(struct sl_rule *r, const struct spec *sp, const struct sl
 		return sl__fail(c, pos, "burst '%.*s' is too small for %s: the smallest meaningful burst is %s (100 us of the rate)",
 				SL__TOK(c, pos, sp->val_end[O_BURST]), rate, least);
 	r->burst = burst;
+	return 0;
+}
+
+/* lease=: in the rule's units, at least the burst; default filled in. */
+static int check_lease(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
+{
+	char least[32];
+	struct sl__out o;
+
+	if (r->redis_key[0] == '\0')
+		return 0;
+	if (!given(r, O_LEASE)) {
+		r->lease = sl__default_lease(r);
+		return 0;
+	}
+	size_t pos = sp->val_pos[O_LEASE];
+	if (sp->lease_unit != r->unit)
+		return sl__fail(c, pos, r->unit == SL_UNIT_BYTES
+					? "lease must be in bytes like the rate (e.g. lease=64KiB)"
+					: "lease must be a number of calls like the rate (no unit)");
+	if (r->lease < r->burst) {
+		sl__out_init(&o, least, sizeof least);
+		sl__out_amount(&o, r->burst, (enum sl_unit)r->unit);
+		return sl__fail(c, pos, "lease '%.*s' is smaller than the burst (%s): one burst must "
+				"fit in one lease", SL__TOK(c, pos, sp->val_end[O_LEASE]), least);
+	}
 	return 0;
 }
 
@@ -441,7 +540,7 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
 			return -1;
 	}
 	if (check_combinations(&r, &sp, c) < 0 || check_burst(&r, &sp, c, burst) < 0 ||
-	    check_core(&r, &sp, c) < 0)
+	    check_lease(&r, &sp, c) < 0 || check_core(&r, &sp, c) < 0)
 		return -1;
 	if (sp.to_port != 0) {
 		r.port_lo = sp.to_port;
@@ -478,5 +577,7 @@ bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
 	       a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
 	       a->to.family == b->to.family && a->to.prefix == b->to.prefix &&
 	       memcmp(a->to.addr, b->to.addr, sizeof a->to.addr) == 0 &&
-	       strncmp(a->shared, b->shared, sizeof a->shared) == 0;
+	       strncmp(a->shared, b->shared, sizeof a->shared) == 0 &&
+	       strcmp(a->redis_key, b->redis_key) == 0 && a->lease == b->lease &&
+	       a->on_error == b->on_error;
 }

@@ -7,6 +7,8 @@
  *                 every rule's canonical text, parsed back as SLUICE_RULES,
  *                 gives an equal rule (sl_rule_equal) that prints the same.
  *   error_cases   a variable and value, and the exact one-line message.
+ *   redis_cases   SLUICE_REDIS values and their canonical text, password
+ *                 masked (the password, "s3cret", must appear nowhere).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +28,22 @@ struct policy_case {
 };
 
 static const struct policy_case valid_cases[] = {
+	/* redis=KEY: fleet-wide limits, on-error and lease defaults left out. */
+	{"SLUICE_CONNECT", "500/s,redis=k",
+	 "connect:500/s,redis=k"},
+	{"SLUICE_CONNECT", "500/s,lease=5,on-error=local,redis=api:v1.x-y_z",
+	 "connect:500/s,redis=api:v1.x-y_z"},
+	{"SLUICE_CONNECT", "500/s,redis=k,on-error=closed,lease=50,action=reject",
+	 "connect:500/s,action=reject,redis=k,on-error=closed,lease=50"},
+	{"SLUICE_SEND", "1MiB/s,redis=up,on-error=open,lease=10486B",
+	 "send:1MiB/s,redis=up,on-error=open"},
+	{"SLUICE_SEND", "1MiB/s,burst=64KiB,redis=up",
+	 "send:1MiB/s,burst=64KiB,redis=up"},
+	{"SLUICE_RULES", "recv:10/s,redis=r,lease=4;send:1/s",
+	 "recv:10/s,redis=r,lease=4;send:1/s"},
+	/* The fixed option order: nonblock and shared before redis. */
+	{"SLUICE_SEND", "1MiB/s,lease=64KiB,redis=up,nonblock=sleep,per=process",
+	 "send:1MiB/s,nonblock=sleep,redis=up,lease=64KiB"},
 	{"SLUICE_SEND", "1MiB/s",
 	 "send:1MiB/s"},
 	{"SLUICE_SEND", "10MiB/s",
@@ -283,6 +301,47 @@ static const struct policy_case error_cases[] = {
 	 "SLUICE_SEND=\"1MiB/s,per=thread,shared=x\": at column 19: shared= is valid only with per=process (one limiter serves every process)"},
 	{"SLUICE_SEND", "1MiB/s,shared=x,shared=y",
 	 "SLUICE_SEND=\"1MiB/s,shared=x,shared=y\": at column 17: duplicate option 'shared' (first given at column 8)"},
+	/* redis=KEY and SLUICE_REDIS; a password is never shown. */
+	{"SLUICE_CONNECT", "500/s,on-error=open",
+	 "SLUICE_CONNECT=\"500/s,on-error=open\": at column 7: option 'on-error' is valid only with redis=KEY"},
+	{"SLUICE_CONNECT", "500/s,lease=5",
+	 "SLUICE_CONNECT=\"500/s,lease=5\": at column 7: option 'lease' is valid only with redis=KEY"},
+	{"SLUICE_CONNECT", "500/s,redis=a{b}",
+	 "SLUICE_CONNECT=\"500/s,redis=a{b}\": at column 14: unexpected '{' in the redis key (expected letters, digits, '_', '.', ':' or '-')"},
+	{"SLUICE_CONNECT", "500/s,redis=",
+	 "SLUICE_CONNECT=\"500/s,redis=\": at column 13: missing value after 'redis='"},
+	{"SLUICE_CONNECT", "500/s,redis=k123456789k123456789k123456789k123456789k123456789",
+	 "SLUICE_CONNECT=\"500/s,redis=k123456789k123456789k123456789k123456789k123456789\": at column 13: redis key 'k123456789k123456789k123456789k123456789' is 50 bytes long (at most 47)"},
+	{"SLUICE_CONNECT", "500/s,redis=k,algo=leaky",
+	 "SLUICE_CONNECT=\"500/s,redis=k,algo=leaky\": at column 7: option 'redis' is valid only with algo=token (the Redis script is a GCRA token bucket)"},
+	{"SLUICE_CONNECT", "500/s,redis=k,per=thread",
+	 "SLUICE_CONNECT=\"500/s,redis=k,per=thread\": at column 7: option 'redis' is valid only with per=process (each process leases from the one fleet-wide bucket)"},
+	{"SLUICE_SEND", "1MiB/s,shared=h,redis=k",
+	 "SLUICE_SEND=\"1MiB/s,shared=h,redis=k\": at column 17: option 'redis' cannot be combined with shared= yet (a fleet-wide limit is leased by each process; use one or the other)"},
+	{"SLUICE_CONNS", "10,redis=k",
+	 "SLUICE_CONNS=\"10,redis=k\": at column 4: option 'redis' is not valid for conns (open connections are counted on one machine)"},
+	{"SLUICE_CONNECT", "500/s,redis=k,lease=2",
+	 "SLUICE_CONNECT=\"500/s,redis=k,lease=2\": at column 21: lease '2' is smaller than the burst (3): one burst must fit in one lease"},
+	{"SLUICE_SEND", "1MiB/s,redis=k,lease=100",
+	 "SLUICE_SEND=\"1MiB/s,redis=k,lease=100\": at column 22: lease must be in bytes like the rate (e.g. lease=64KiB)"},
+	{"SLUICE_CONNECT", "500/s,redis=k,on-error=fail",
+	 "SLUICE_CONNECT=\"500/s,redis=k,on-error=fail\": at column 24: unknown on-error 'fail' (expected local, open, closed)"},
+	{"SLUICE_REDIS", "http://127.0.0.1:6379",
+	 "SLUICE_REDIS=\"http://127.0.0.1:6379\": at column 1: expected redis://[USER:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH"},
+	{"SLUICE_REDIS", "redis://user:s3cret@",
+	 "SLUICE_REDIS=\"redis://user:******@\": at column 21: missing host (e.g. redis://127.0.0.1:6379)"},
+	{"SLUICE_REDIS", "redis://user:s3cret@host:99999",
+	 "SLUICE_REDIS=\"redis://user:******@host:99999\": at column 26: port '99999' is out of range (at most 65535)"},
+	{"SLUICE_REDIS", "redis://s3cret@host",
+	 "SLUICE_REDIS=\"redis://******@host\": at column 9: expected USER:PASSWORD@ or :PASSWORD@ before the host"},
+	{"SLUICE_REDIS", "redis://user:@host",
+	 "SLUICE_REDIS=\"redis://user:@host\": at column 13: empty password after ':' (leave out USER:PASSWORD@ for no AUTH)"},
+	{"SLUICE_REDIS", "redis://host:6379/x",
+	 "SLUICE_REDIS=\"redis://host:6379/x\": at column 19: unexpected 'x' in the database number (expected digits)"},
+	{"SLUICE_REDIS", "redis://[::1:6379",
+	 "SLUICE_REDIS=\"redis://[::1:6379\": at column 9: missing ']' after the IPv6 address"},
+	{"SLUICE_REDIS", "unix://tmp/redis.sock",
+	 "SLUICE_REDIS=\"unix://tmp/redis.sock\": at column 8: expected an absolute socket path (unix:///path/to/socket)"},
 	{"SLUICE_SEND", "1Mib/s",
 	 "SLUICE_SEND=\"1Mib/s\": at column 2: unknown unit 'Mib' (expected B, KB, KiB, MB, MiB, GB, GiB)"},
 	{"SLUICE_SEND", "1TB/s",
@@ -354,7 +413,7 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_SEND", "100/s,brust=4",
 	 "SLUICE_SEND=\"100/s,brust=4\": at column 7: unknown option 'brust' (did you mean burst?)"},
 	{"SLUICE_SEND", "100/s,colour=red",
-	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared)"},
+	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared, redis, on-error, lease)"},
 	{"SLUICE_SEND", "100/s,burst",
 	 "SLUICE_SEND=\"100/s,burst\": at column 12: expected '=' and a value after 'burst'"},
 	{"SLUICE_SEND", "100/s,burst=",
@@ -538,7 +597,7 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_SNED", "1MiB/s",
 	 "SLUICE_SNED=\"1MiB/s\": unknown variable (did you mean SLUICE_SEND?)"},
 	{"SLUICE_FOO", "1",
-	 "SLUICE_FOO=\"1\": unknown variable (expected one of SLUICE_CONNECT, SLUICE_ACCEPT, SLUICE_SEND, SLUICE_RECV, SLUICE_CONNS, SLUICE_RULES, SLUICE_LOG, SLUICE_LOG_FILE, SLUICE_ONLY, SLUICE_SKIP, SLUICE_STATS, SLUICE_CONFIG_ERROR)"},
+	 "SLUICE_FOO=\"1\": unknown variable (expected one of SLUICE_CONNECT, SLUICE_ACCEPT, SLUICE_SEND, SLUICE_RECV, SLUICE_CONNS, SLUICE_RULES, SLUICE_LOG, SLUICE_LOG_FILE, SLUICE_ONLY, SLUICE_SKIP, SLUICE_STATS, SLUICE_CONFIG_ERROR, SLUICE_REDIS)"},
 	{"SLUICE_send", "1MiB/s",
 	 "SLUICE_send=\"1MiB/s\": unknown variable (did you mean SLUICE_SEND?)"},
 	{"SLUICE_LOG", "verbose",
@@ -569,8 +628,20 @@ static const struct policy_case error_cases[] = {
 	 "SLUICE_CONNECT=\"10/s,to=[]:80\": at column 10: bad IPv6 address ''"},
 };
 
+static const struct policy_case redis_cases[] = {
+	{"SLUICE_REDIS", "redis://127.0.0.1:6379", "redis://127.0.0.1:6379"},
+	{"SLUICE_REDIS", "redis://localhost", "redis://localhost:6379"},
+	{"SLUICE_REDIS", "redis://10.0.0.5:7000/0", "redis://10.0.0.5:7000"},
+	{"SLUICE_REDIS", "redis://[::1]:6380/3", "redis://[::1]:6380/3"},
+	{"SLUICE_REDIS", "redis://:s3cret@h:1/2", "redis://:***@h:1/2"},
+	{"SLUICE_REDIS", "redis://app:s3cret@h", "redis://app:***@h:6379"},
+	{"SLUICE_REDIS", "redis://app:s3c@r:et@h", "redis://app:***@h:6379"},
+	{"SLUICE_REDIS", "unix:///run/redis/redis.sock", "unix:///run/redis/redis.sock"},
+};
+
 #define N_VALID (sizeof valid_cases / sizeof valid_cases[0])
 #define N_ERROR (sizeof error_cases / sizeof error_cases[0])
+#define N_REDIS (sizeof redis_cases / sizeof redis_cases[0])
 
 /* print(parse(print(r))) == print(r) and parse(print(r)) == r. */
 static void assert_round_trip(const struct sl_rule *r)
@@ -620,6 +691,46 @@ static void test_policy_error(void **state)
 	assert_memory_equal(&p, &before, sizeof p); /* unchanged on error */
 }
 
+static void test_policy_redis(void **state)
+{
+	const struct policy_case *tc = *state;
+	char err[SL_ERR_MAX], text[SL_ERR_MAX];
+	struct sl_policy p;
+
+	sl_policy_init(&p);
+	if (sl_policy_parse_var(&p, tc->var, tc->value, err, sizeof err) != 0)
+		fail_msg("%s=\"%s\" should parse, got: %s", tc->var, tc->value, err);
+	assert_true(sl_redis_format(&p.redis, text, sizeof text) < sizeof text);
+	assert_string_equal(text, tc->expected);
+	assert_null(strstr(text, "s3c"));
+	const char *pw = strstr(tc->value, "s3c");
+	if (pw != NULL) { /* the password is kept whole: up to the last '@' */
+		size_t n = (size_t)(strrchr(tc->value, '@') - pw);
+		assert_int_equal(strlen(p.redis.pass), n);
+		assert_memory_equal(p.redis.pass, pw, n);
+	}
+}
+
+/* A redis=KEY rule needs SLUICE_REDIS, whatever order the variables come in. */
+static void test_policy_redis_needed(void **state)
+{
+	const char *without[] = {"SLUICE_CONNECT=500/s,redis=k", NULL};
+	const char *with[] = {"SLUICE_CONNECT=500/s,redis=k", "SLUICE_REDIS=unix:///r.sock", NULL};
+	char err[SL_ERR_MAX];
+	struct sl_policy p;
+
+	(void)state;
+	sl_policy_init(&p);
+	assert_int_equal(sl_policy_parse_env(&p, without, err, sizeof err), -1);
+	assert_string_equal(err, "SLUICE_REDIS=\"\": not set, but rule 1 (connect:500/s,redis=k) "
+				 "keeps its state on Redis (e.g. SLUICE_REDIS=redis://127.0.0.1:6379)");
+	assert_int_equal(p.n_rules, 0);
+	assert_int_equal(sl_policy_parse_env(&p, with, err, sizeof err), 0);
+	assert_int_equal(p.n_rules, 1);
+	assert_int_equal(p.redis.kind, SL_REDIS_UNIX);
+	assert_int_equal(p.rules[0].lease, 5); /* max(burst 3, 10 ms of 500/s) */
+}
+
 static void add_cases(struct CMUnitTest *t, size_t *n, const struct policy_case *cases,
 		      size_t count, CMUnitTestFunction fn)
 {
@@ -632,10 +743,12 @@ static void add_cases(struct CMUnitTest *t, size_t *n, const struct policy_case 
 
 int main(void)
 {
-	static struct CMUnitTest tests[N_VALID + N_ERROR];
+	static struct CMUnitTest tests[N_VALID + N_ERROR + N_REDIS + 1];
 	size_t n = 0;
 
 	add_cases(tests, &n, valid_cases, N_VALID, test_policy_valid);
 	add_cases(tests, &n, error_cases, N_ERROR, test_policy_error);
+	add_cases(tests, &n, redis_cases, N_REDIS, test_policy_redis);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_policy_redis_needed);
 	return _cmocka_run_group_tests("policy_cases", tests, n, NULL, NULL);
 }
