@@ -189,6 +189,17 @@ static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l)
 		sl__shm_hold(l, (int64_t)g->n);
 }
 
+/* How long a refused call should wait before it asks rule i again: the
+ * limiter's hint, or for a redis=KEY rule whose bank of leased units is
+ * empty (a concurrency limiter: no hint), the lease's retry time, after
+ * kicking the renewal thread. */
+static uint64_t sl_refusal_wait(const struct sl_rule *r, unsigned i, struct sl_decision d)
+{
+	if (d.wait_ns == 0 && r->redis_key[0] != '\0')
+		return sl__lease_retry_ns(i);
+	return d.wait_ns;
+}
+
 /*
  * The rest of rule i's charge at instant now when policing (max_wait 0,
  * which takes nothing when it refuses) did not admit the call at once; d is
@@ -216,7 +227,7 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 	if (d.verdict == SL_REFUSE && !c->defer && sl__nb_has(c, i)) {
 		if (c->op == SL_OP_SEND && !c->nb_partial && ((sl__st.byte_rules >> i) & 1))
 			return SL_NB_PARTIAL;
-		return sl__nb_refuse(c, i, now, d.wait_ns);
+		return sl__nb_refuse(c, i, now, sl_refusal_wait(r, i, d));
 	}
 	for (;;) {
 		uint64_t limit = now;
@@ -245,6 +256,7 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 		const uint32_t kind = l->kind == SL_KIND_TUNABLE ? l->params.kind : l->kind;
 		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
 		    (kind == SL_KIND_SLIDING || kind == SL_KIND_CONC)) {
+			d.wait_ns = sl_refusal_wait(r, i, d);
 			uint64_t at = sl_sat_add(now, d.wait_ns != 0 ? d.wait_ns : backoff);
 			if (d.wait_ns == 0 && backoff < 50000000u)
 				backoff *= 2;
@@ -253,6 +265,9 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 				if (sl_call_sleep(c, at) == EINTR)
 					return EINTR;
 				now = sl__clock_ns();
+				/* Ask again: a redis=KEY rule may have switched
+				 * limiter (Redis failed or came back). */
+				l = sl__limiter(i, c->fd, c->peer);
 				d = sl_limiter_acquire(l, n, now, 0);
 				continue;
 			}
@@ -340,11 +355,13 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 		if (avail > 0)
 			return avail;
 		const struct sl_rule *r = &sl__st.policy.rules[worst];
-		if (sl__nb_has(c, worst)) {
+		if (at != UINT64_MAX && sl__nb_has(c, worst)) {
 			*err = sl__nb_refuse(c, worst, now, at - now);
 			return 0;
 		}
-		if (!wait || r->action == SL_ACTION_REJECT || at > sl_call_limit(c, r)) {
+		/* at is UINT64_MAX when no wait helps (on-error=closed). */
+		if (!wait || r->action == SL_ACTION_REJECT || at > sl_call_limit(c, r) ||
+		    at == UINT64_MAX) {
 			sl_stats_add(&sl__st.stats[worst].refused, 1);
 			*err = sl_call_errno(c, r, false);
 			return 0;

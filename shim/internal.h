@@ -25,7 +25,9 @@
  *   poll.c    poll, ppoll, select, pselect: throttled fds hidden, timeouts
  *             shortened to the next ready instant;
  *   epoll.c   epoll_*: registrations mirrored, throttled directions taken
- *             out of the kernel's interest set until they are ready.
+ *             out of the kernel's interest set until they are ready;
+ *   lease.c   redis=KEY rules: units leased from Redis (redis.c, the
+ *             hiredis glue; redis_gcra.c, the server's script).
  *
  * Thread-safety: every function below may be called from any thread unless
  * its name ends in _unsync. No lock is ever held while sleeping; the only
@@ -210,6 +212,8 @@ struct sl_state {
 	uint32_t byte_rules;             /* rules counting bytes */
 	uint32_t reject_rules;           /* action == reject */
 	uint32_t conns_rules;            /* op == conns */
+	uint32_t proc_rules;  /* per=process rules whose limiter is always
+	                         rule_lim[i] (not redis=KEY: see lease.c) */
 	uint32_t eagain_rules; /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
 	uint32_t n_fd_rules, n_thread_rules;
@@ -339,6 +343,17 @@ void sl__scope_fd_reset(int fd);
 /* Allocate (once) and clear the peer table and thread pool. Init only. */
 int sl__scope_init_unsync(void);
 void sl__scope_reset_unsync(void);
+
+/* ---- lease.c -------------------------------------------------------------- */
+
+/* Set up the redis=KEY rules of p (after the limiters): empty banks, every
+ * rule dormant, hiredis loaded if any. Init only. Returns 0 or -1. */
+int sl__lease_init_unsync(const struct sl_policy *p);
+/* The limiter redis=KEY rule i uses now: its bank of leased units, or its
+ * on-error fallback while Redis fails. */
+struct sl_limiter *sl__lease_limiter(unsigned i);
+/* Rule i's bank refused a call: ask for units now; returns when to retry. */
+uint64_t sl__lease_retry_ns(unsigned i);
 
 /* ---- act.c ---------------------------------------------------------------- */
 

@@ -10,7 +10,8 @@
  *
  * Scopes (per=):
  *   process  one limiter per rule, sl__st.rule_lim (in the stats record,
- *            or in a shared file for shared=NAME);
+ *            or in a shared file for shared=NAME); a redis=KEY rule's comes
+ *            from lease.c (units leased from Redis, or its on-error mode);
  *   thread   a slot of a pool of SL_THREAD_SLOTS, taken on a thread's first
  *            throttled call and given back by a pthread key destructor when
  *            the thread exits; with the pool exhausted, threads share the
@@ -250,9 +251,12 @@ static struct sl_limiter *sl_peer_get(unsigned i, const struct sl_addr *a)
 
 /* sl__limiter for the scopes other than process. */
 static __attribute__((noinline)) struct sl_limiter *
-sl_limiter_scoped(const struct sl_rule *r, unsigned i, int fd, const struct sl_addr *peer)
+sl_limiter_scoped(unsigned i, int fd, const struct sl_addr *peer)
 {
+	const struct sl_rule *r = &sl__st.policy.rules[i];
 	struct sl_limiter *l = NULL;
+	if (r->redis_key[0] != '\0')
+		return sl__lease_limiter(i); /* per=process only */
 	switch (r->scope) {
 	case SL_SCOPE_THREAD: {
 		int s = sl_tslot_get();
@@ -276,11 +280,12 @@ sl_limiter_scoped(const struct sl_rule *r, unsigned i, int fd, const struct sl_a
 
 struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
 {
-	const struct sl_rule *r = &sl__st.policy.rules[i];
-	/* per=process, the default, is one load away. */
-	if (r->scope == SL_SCOPE_PROCESS)
+	/* per=process, the default, is one test and one load away; a
+	 * redis=KEY rule (per=process too) is not in proc_rules: lease.c
+	 * says which limiter it uses now. */
+	if ((sl__st.proc_rules >> i) & 1)
 		return sl__st.rule_lim[i];
-	return sl_limiter_scoped(r, i, fd, peer);
+	return sl_limiter_scoped(i, fd, peer);
 }
 
 /* Reset the per-fd limiters of fd (it is a new socket). */

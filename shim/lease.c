@@ -1,0 +1,451 @@
+/*
+ * lease.c - fleet-wide limits (redis=KEY): token leasing from Redis, the
+ * background renewal thread, and the on-error modes.
+ *
+ * The authoritative token bucket of a redis=KEY rule lives on the Redis
+ * server (redis_gcra.c). Asking it on every call would put a network round
+ * trip on the hot path, so each process leases a batch of units and spends
+ * it locally: the batch sits in a "bank", a core concurrency limiter of
+ * capacity L (the rule's lease=, by default max(burst, 10 ms of the rate))
+ * whose free slots are the units in hand. Spending is sl_limiter_acquire on
+ * the bank, the same lock-free call (one CAS) as any local rule; depositing
+ * a lease is a release. The bank never holds more than L, so
+ *
+ *   units admitted fleet-wide in any interval of length t
+ *     <= rate * t + max(burst, L)       (the server's bucket)
+ *      + N * L                          (what N processes held at its start)
+ *
+ * which is the precision traded for throughput: larger leases mean fewer
+ * round trips (about rate / (L/2) per second across the fleet, since a bank
+ * is topped up when half empty) and a looser short-term bound.
+ *
+ * The renewal thread (one per process, started on the first throttled call
+ * of a Redis rule, so a program that never makes one never connects) tops
+ * each bank up to L when it falls to L/2 or below, polling every quarter of
+ * a lease's worth of time (1 ms to 50 ms). A partial grant (the server's
+ * bucket is empty) is retried when the server says one more unit will be
+ * there. Unused units expire: when a bank has been neither spent from nor
+ * topped up for its TTL (ten leases' worth of time, 100 ms to 2 s), it is
+ * emptied and the rule goes dormant, so an idle process hoards nothing; the
+ * next call wakes the thread and waits (up to 300 ms) for a fresh lease.
+ * A dying process takes at most L units with it, which the server's bucket
+ * refills in L / rate.
+ *
+ * The hot path finds a rule's current limiter with one acquire load of
+ * sl_lease_cur[i]: the bank while Redis answers; while it does not (connect
+ * or command failed or took longer than 250 ms), the rule's on-error mode:
+ *   local   sl__st.rule_lim[i], the token bucket the rule would have as a local
+ *           rule (each process keeps the whole rate for itself);
+ *   open    a limiter that admits everything;
+ *   closed  a limiter that refuses everything at once (SL_NEVER): calls
+ *           fail with the rule's errno, whatever its action.
+ * The thread reconnects with back-off (50 ms doubling to 1 s) and switches
+ * back to the bank after its first successful lease.
+ *
+ * fork(): the child has no renewal thread and must not share the parent's
+ * connection or its leased units. An atfork child handler closes the
+ * child's copy of the socket, empties every bank and makes every rule
+ * dormant; the child's first throttled call starts its own thread.
+ *
+ * A call that finds its bank empty kicks the thread (the top-up starts at
+ * once rather than at the next poll) and retries after one unit's worth of
+ * time (200 us to 5 ms), instead of act.c's generic doubling back-off.
+ *
+ * Combining with shared (host-wide) scope later: the bank is a plain
+ * struct sl_limiter, so it can live in the shared segment like any other,
+ * with one renewal thread per host elected through the segment (the others
+ * only spend); the bound above then counts hosts instead of processes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "redis.h"
+
+#define SL_LEASE_POLL_MIN_NS 1000000ull        /* 1 ms */
+#define SL_LEASE_POLL_MAX_NS 50000000ull       /* 50 ms */
+#define SL_LEASE_TTL_MIN_NS 100000000ull       /* 100 ms */
+#define SL_LEASE_TTL_MAX_NS 2000000000ull      /* 2 s */
+#define SL_LEASE_RETRY_MIN_NS 100000ull        /* 100 us */
+#define SL_LEASE_BACKOFF_MIN_NS 50000000ull    /* 50 ms */
+#define SL_LEASE_BACKOFF_MAX_NS 1000000000ull  /* 1 s */
+#define SL_LEASE_TIMEOUT_NS 250000000ull       /* connect and each command */
+#define SL_LEASE_FIRST_WAIT_NS 300000000ull    /* a call waiting for a first lease */
+#define SL_LEASE_IDLE_NS 1000000000ull         /* the thread wakes at least this often */
+#define SL_LEASE_HINT_MIN_NS 200000ull         /* retry hint for a call the bank refused */
+#define SL_LEASE_HINT_MAX_NS 5000000ull
+
+struct sl_lease {
+	struct sl_limiter bank; /* concurrency limiter: free slots = units in hand */
+	uint64_t cap;           /* L */
+	uint64_t poll_ns, ttl_ns, hint_ns;
+	uint64_t worth_ns; /* time the server's rate takes to make L units */
+	double t_us, tau_us; /* the server's GCRA: us per unit, burst tolerance */
+	char key[SL_REDIS_KEY_MAX + 16]; /* "sluice:{KEY}" */
+	/* Renewal thread only. */
+	uint64_t retry_at_ns, last_grant_ns, last_use_ns, last_level;
+};
+
+static struct sl_lease sl_leases[SL_MAX_RULES];
+/* The limiter each Redis rule uses now: &bank, a fallback, or &sl_dormant. */
+static struct sl_limiter *_Atomic sl_lease_cur[SL_MAX_RULES];
+static struct sl_limiter sl_open;    /* admits everything */
+static struct sl_limiter sl_closed;  /* kind NONE: every acquire is SL_NEVER */
+static struct sl_limiter sl_dormant; /* a marker, never acquired from */
+static uint32_t sl_lease_rules;      /* rules with redis=KEY; init only */
+static struct sl_redis sl_lease_cfg;
+
+/* The thread's life: mutex and condition variable, never held across
+ * anything slow. */
+static pthread_mutex_t sl_lease_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sl_lease_cv;
+static bool sl_lease_once;
+static bool sl_lease_running, sl_lease_stop; /* under sl_lease_mu */
+static pthread_t sl_lease_tid;
+static _Atomic uint32_t sl_lease_wanted; /* dormant rules a call woke */
+static struct sl_rconn *sl_lease_conn;   /* the thread's; the fork child's */
+static int sl_lease_state;               /* thread only: 0 unknown, 1 up, -1 down */
+
+static uint64_t sl_clamp(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Empty a bank: take every unit in it. */
+static void sl_bank_drain(struct sl_limiter *b)
+{
+	for (;;) {
+		uint64_t a = sl_limiter_available(b, 0);
+		if (a == 0 || sl_limiter_acquire(b, a, 0, 0).verdict == SL_ADMIT)
+			return;
+	}
+}
+
+/* Put g leased units into a bank; what does not fit (the bank is full:
+ * refunds raced the top-up) is dropped. */
+static void sl_bank_deposit(struct sl_limiter *b, uint64_t g)
+{
+	while (g > 0) {
+		uint64_t held = sl_conc_held(&b->u.conc);
+		uint64_t k = g < held ? g : held;
+		if (k == 0 || sl_limiter_release(b, k) == SL_OK)
+			return;
+	}
+}
+
+/* Publish the limiter rule i uses from now on. Release: whatever the
+ * thread did to it (a deposit) is visible to the calls that load it. */
+static void sl_lease_set(unsigned i, struct sl_limiter *l)
+{
+	atomic_store_explicit(&sl_lease_cur[i], l, memory_order_release);
+}
+
+static struct sl_limiter *sl_lease_fallback(unsigned i)
+{
+	switch (sl__st.policy.rules[i].on_error) {
+	case SL_ON_ERROR_OPEN:
+		return &sl_open;
+	case SL_ON_ERROR_CLOSED:
+		return &sl_closed;
+	default:
+		return sl__st.rule_lim[i];
+	}
+}
+
+/* Redis does not answer: every rule to its on-error mode. */
+static void sl_lease_down(const char *why)
+{
+	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		sl_lease_set(i, sl_lease_fallback(i));
+		if (sl_lease_state >= 0)
+			sl_log(SL_LOG_WARN, "redis: %s: rule %u falls back to on-error=%s", why, i + 1,
+			       sl_on_error_name((enum sl_on_error)sl__st.policy.rules[i].on_error));
+	}
+	sl_lease_state = -1;
+}
+
+/*
+ * Look after rule i's bank at now: expire it if idle, top it up if half
+ * empty. `wanted`: a call found the rule dormant. Lowers *next to when the
+ * rule wants the thread again. Returns -1 if Redis failed (reason in why).
+ */
+static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, char *why,
+			 size_t whylen)
+{
+	struct sl_lease *ls = &sl_leases[i];
+	/* Relaxed: only this thread stores sl_lease_cur. */
+	struct sl_limiter *cur = atomic_load_explicit(&sl_lease_cur[i], memory_order_relaxed);
+	if (cur == &sl_dormant && !wanted)
+		return 0;
+	uint64_t level = sl_limiter_available(&ls->bank, now);
+	if (level < ls->last_level || wanted)
+		ls->last_use_ns = now;
+	if (cur == &ls->bank && now - ls->last_use_ns >= ls->ttl_ns &&
+	    now - ls->last_grant_ns >= ls->ttl_ns) {
+		/* Unused for a TTL: the units expire, the rule sleeps. */
+		sl_lease_set(i, &sl_dormant);
+		sl_bank_drain(&ls->bank);
+		ls->last_level = 0;
+		sl_log(SL_LOG_DEBUG, "redis: rule %u idle: lease expired", i + 1);
+		return 0;
+	}
+	if (level * 2 <= ls->cap && now >= ls->retry_at_ns) {
+		uint64_t want = ls->cap - level, got = 0, wait_ns = 0;
+		if (sl__redis_take(sl_lease_conn, ls->key, ls->t_us, ls->tau_us, want, &got, &wait_ns,
+				   why, whylen) < 0)
+			return -1;
+		now = sl__clock_ns();
+		sl_bank_deposit(&ls->bank, got);
+		if (got > 0)
+			ls->last_grant_ns = now;
+		/* Short of units: come back when half a lease will be there
+		 * (the first unit after wait_ns, the others one T apart), so
+		 * that contention does not turn into one round trip per unit. */
+		double more = (double)wait_ns + (double)(ls->cap / 2 > 1 ? ls->cap / 2 - 1 : 0) *
+							 ls->t_us * 1000.0;
+		uint64_t most = ls->worth_ns / 2 > ls->poll_ns ? ls->worth_ns / 2 : ls->poll_ns;
+		ls->retry_at_ns = got < want ? now + sl_clamp(more < (double)most ? (uint64_t)more
+										    : most,
+							       SL_LEASE_RETRY_MIN_NS, most)
+					     : 0;
+		if (got < want && ls->retry_at_ns < *next)
+			*next = ls->retry_at_ns;
+		level = sl_limiter_available(&ls->bank, now);
+	}
+	if (cur != &ls->bank)
+		sl_lease_set(i, &ls->bank); /* woken, or Redis is back */
+	ls->last_level = level;
+	if (now + ls->poll_ns < *next)
+		*next = now + ls->poll_ns;
+	return 0;
+}
+
+static void sl_lease_wait_until(uint64_t t_ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000u),
+			      .tv_nsec = (long)(t_ns % 1000000000u)};
+	pthread_cond_timedwait(&sl_lease_cv, &sl_lease_mu, &ts);
+}
+
+static void *sl_lease_main(void *arg)
+{
+	(void)arg;
+	sl__busy = 1; /* nothing this thread does is throttled */
+	char why[192];
+	uint64_t backoff = SL_LEASE_BACKOFF_MIN_NS, reconnect_at = 0;
+	pthread_mutex_lock(&sl_lease_mu);
+	while (!sl_lease_stop) {
+		pthread_mutex_unlock(&sl_lease_mu);
+		uint64_t now = sl__clock_ns(), next = now + SL_LEASE_IDLE_NS;
+		/* Relaxed: the bits carry no data; the mutex orders the wakeup. */
+		uint32_t wanted = atomic_exchange_explicit(&sl_lease_wanted, 0, memory_order_relaxed);
+		if (sl_lease_conn == NULL && now >= reconnect_at) {
+			sl_lease_conn = sl__redis_open(&sl_lease_cfg, SL_LEASE_TIMEOUT_NS, why,
+						       sizeof(why));
+			if (sl_lease_conn == NULL)
+				sl_lease_down(why);
+		}
+		for (uint32_t rest = sl_lease_conn != NULL ? sl_lease_rules : 0; rest != 0;
+		     rest &= rest - 1) {
+			unsigned i = (unsigned)__builtin_ctz(rest);
+			if (sl_lease_tend(i, now, (wanted >> i) & 1u, &next, why, sizeof(why)) < 0) {
+				sl__redis_close(sl_lease_conn);
+				sl_lease_conn = NULL;
+				sl_lease_down(why);
+				break;
+			}
+		}
+		if (sl_lease_conn != NULL) {
+			if (sl_lease_state != 1) {
+				char where[SL_PATH_MAX + 32];
+				sl_redis_format(&sl_lease_cfg, where, sizeof(where));
+				sl_log(SL_LOG_INFO, "redis: leasing from %s", where);
+			}
+			sl_lease_state = 1;
+			backoff = SL_LEASE_BACKOFF_MIN_NS;
+		} else {
+			if (now >= reconnect_at) {
+				reconnect_at = sl__clock_ns() + backoff;
+				backoff = backoff * 2 < SL_LEASE_BACKOFF_MAX_NS ? backoff * 2
+										 : SL_LEASE_BACKOFF_MAX_NS;
+			}
+			next = reconnect_at < next ? reconnect_at : next;
+		}
+		pthread_mutex_lock(&sl_lease_mu);
+		/* Relaxed: re-checked under the mutex that wakers signal with. */
+		if (!sl_lease_stop && atomic_load_explicit(&sl_lease_wanted, memory_order_relaxed) == 0)
+			sl_lease_wait_until(next);
+	}
+	pthread_mutex_unlock(&sl_lease_mu);
+	sl__redis_close(sl_lease_conn);
+	sl_lease_conn = NULL;
+	return NULL;
+}
+
+/* Start the thread if it is not running. Call with sl_lease_mu held. The
+ * thread blocks every signal: they belong to the program's threads. */
+static void sl_lease_start_locked(void)
+{
+	if (sl_lease_running || sl_lease_stop)
+		return;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int e = pthread_create(&sl_lease_tid, NULL, sl_lease_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e != 0) {
+		sl_log(SL_LOG_ERROR, "redis: cannot start the lease thread: %s", strerror(e));
+		return;
+	}
+	sl_lease_running = true;
+}
+
+/* Tell the thread that rule i wants units now (starting it if needed). */
+static void sl_lease_kick(unsigned i)
+{
+	/* Relaxed: the mutex below orders it with the thread's check. */
+	atomic_fetch_or_explicit(&sl_lease_wanted, 1u << i, memory_order_relaxed);
+	pthread_mutex_lock(&sl_lease_mu);
+	sl_lease_start_locked();
+	pthread_cond_signal(&sl_lease_cv);
+	pthread_mutex_unlock(&sl_lease_mu);
+}
+
+/* A call found rule i dormant: wake (or start) the thread and wait a
+ * little for a lease. Returns the limiter to use. */
+static struct sl_limiter *sl_lease_wake(unsigned i)
+{
+	sl_lease_kick(i);
+	uint64_t end = sl__clock_ns() + SL_LEASE_FIRST_WAIT_NS;
+	struct sl_limiter *l;
+	/* Acquire: pairs with sl_lease_set's release. */
+	while ((l = atomic_load_explicit(&sl_lease_cur[i], memory_order_acquire)) == &sl_dormant &&
+	       sl__clock_ns() < end) {
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000};
+		nanosleep(&ts, NULL);
+	}
+	return l == &sl_dormant ? &sl_leases[i].bank : l;
+}
+
+struct sl_limiter *sl__lease_limiter(unsigned i)
+{
+	/* Acquire: pairs with sl_lease_set's release, so the limiter found
+	 * (and a bank's deposit) is complete. */
+	struct sl_limiter *l = atomic_load_explicit(&sl_lease_cur[i], memory_order_acquire);
+	if (__builtin_expect(l == &sl_dormant, 0))
+		l = sl_lease_wake(i);
+	return l;
+}
+
+uint64_t sl__lease_retry_ns(unsigned i)
+{
+	sl_lease_kick(i);
+	return sl_leases[i].hint_ns;
+}
+
+/* Stop and join the thread (re-init only). */
+static void sl_lease_stop_thread(void)
+{
+	pthread_mutex_lock(&sl_lease_mu);
+	bool running = sl_lease_running;
+	sl_lease_stop = true;
+	pthread_cond_signal(&sl_lease_cv);
+	pthread_mutex_unlock(&sl_lease_mu);
+	if (running)
+		pthread_join(sl_lease_tid, NULL);
+	pthread_mutex_lock(&sl_lease_mu);
+	sl_lease_running = false;
+	sl_lease_stop = false;
+	pthread_mutex_unlock(&sl_lease_mu);
+}
+
+/* Every rule dormant with an empty bank. */
+static void sl_lease_reset_banks(void)
+{
+	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		sl_bank_drain(&sl_leases[i].bank);
+		sl_leases[i].last_level = 0;
+		sl_leases[i].retry_at_ns = 0;
+		sl_lease_set(i, &sl_dormant);
+	}
+}
+
+static void sl_lease_atfork_prepare(void)
+{
+	pthread_mutex_lock(&sl_lease_mu);
+}
+
+static void sl_lease_atfork_parent(void)
+{
+	pthread_mutex_unlock(&sl_lease_mu);
+}
+
+/* The child: no thread, not the parent's connection, not its units. */
+static void sl_lease_atfork_child(void)
+{
+	sl_lease_running = false;
+	sl_lease_stop = false;
+	sl__redis_abandon(sl_lease_conn);
+	sl_lease_conn = NULL;
+	sl_lease_state = 0;
+	atomic_store_explicit(&sl_lease_wanted, 0, memory_order_relaxed);
+	sl_lease_reset_banks();
+	pthread_mutex_unlock(&sl_lease_mu);
+}
+
+int sl__lease_init_unsync(const struct sl_policy *p)
+{
+	sl_lease_stop_thread();
+	sl__redis_close(sl_lease_conn);
+	sl_lease_conn = NULL;
+	sl_lease_state = 0;
+	sl_lease_rules = 0;
+	sl_lease_cfg = p->redis;
+	for (uint32_t i = 0; i < p->n_rules && i < SL_MAX_RULES; i++) {
+		const struct sl_rule *r = &p->rules[i];
+		if (r->redis_key[0] == '\0')
+			continue;
+		struct sl_lease *ls = &sl_leases[i];
+		memset(ls, 0, sizeof(*ls));
+		ls->cap = r->lease > r->burst ? r->lease : r->burst;
+		struct sl_params prm = {.kind = SL_KIND_CONC, .amount = ls->cap};
+		if (sl_limiter_init(&ls->bank, &prm, 0) != SL_OK)
+			return -1;
+		/* Worth of the lease in ns, and the server's GCRA in us. */
+		unsigned __int128 lease_ns = (unsigned __int128)ls->cap * r->period_ns / r->amount;
+		uint64_t worth = lease_ns > UINT64_MAX ? UINT64_MAX : (uint64_t)lease_ns;
+		ls->worth_ns = worth;
+		ls->poll_ns = sl_clamp(worth / 4, SL_LEASE_POLL_MIN_NS, SL_LEASE_POLL_MAX_NS);
+		ls->ttl_ns = sl_clamp(worth > UINT64_MAX / 10 ? UINT64_MAX : worth * 10,
+				      SL_LEASE_TTL_MIN_NS, SL_LEASE_TTL_MAX_NS);
+		ls->hint_ns = sl_clamp(r->period_ns / r->amount, SL_LEASE_HINT_MIN_NS,
+				       SL_LEASE_HINT_MAX_NS);
+		ls->t_us = (double)r->period_ns / 1000.0 / (double)r->amount;
+		ls->tau_us = (double)(r->burst > ls->cap ? r->burst : ls->cap) * ls->t_us;
+		snprintf(ls->key, sizeof(ls->key), "sluice:{%s}", r->redis_key);
+		sl_lease_rules |= 1u << i;
+	}
+	sl_lease_reset_banks();
+	if (sl_lease_rules == 0)
+		return 0;
+	if (sl__redis_load() != 0)
+		return -1;
+	if (!sl_lease_once) {
+		pthread_condattr_t a;
+		pthread_condattr_init(&a);
+		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+		pthread_cond_init(&sl_lease_cv, &a);
+		pthread_condattr_destroy(&a);
+		struct sl_params open = {.kind = SL_KIND_CONC, .amount = UINT64_MAX / 2};
+		sl_limiter_init(&sl_open, &open, 0);
+		pthread_atfork(sl_lease_atfork_prepare, sl_lease_atfork_parent, sl_lease_atfork_child);
+		sl_lease_once = true;
+	}
+	return 0;
+}

@@ -1,0 +1,244 @@
+/*
+ * redis.c - the Redis client glue of redis=KEY rules: hiredis through
+ * dlopen, connect/AUTH/SELECT with bounded timeouts, and EVALSHA of the
+ * GCRA script with SCRIPT LOAD on first use and again on NOSCRIPT (after a
+ * server restart or SCRIPT FLUSH).
+ *
+ * hiredis is loaded only when a rule has redis=KEY, so programs without
+ * Redis rules never map it, and sluice builds without its headers: the few
+ * types and functions used are declared here from hiredis 0.14's ABI, which
+ * the soname libhiredis.so.0.14 pins (Debian 12's libhiredis0.14).
+ *
+ * The connection's own socket calls are never throttled: the lease thread,
+ * the only user of a connection, runs with sl__busy set (every wrapper
+ * passes straight through), and the socket's fd is marked in the fd table
+ * as passing every kind of call, in case another thread ever touches it.
+ * Nothing here prints the password: AUTH's error replies do not contain it.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "redis.h"
+
+#define SL_HIREDIS_SONAME "libhiredis.so.0.14"
+
+/* hiredis 0.14: read.h's reply types, and the leading fields of
+ * redisReply and redisContext. */
+#define SL_HR_STRING 1
+#define SL_HR_ARRAY 2
+#define SL_HR_INTEGER 3
+#define SL_HR_ERROR 6
+
+struct sl_hreply {
+	int type;
+	long long integer;
+	size_t len;
+	char *str;
+	size_t elements;
+	struct sl_hreply **element;
+};
+
+struct sl_rconn {
+	int err;
+	char errstr[128];
+	int fd;
+};
+
+#define SL_HIREDIS_LIST(X)                                                                     \
+	X(struct sl_rconn *, redisConnectWithTimeout, (const char *, int, const struct timeval))  \
+	X(struct sl_rconn *, redisConnectUnixWithTimeout, (const char *, const struct timeval))   \
+	X(int, redisSetTimeout, (struct sl_rconn *, const struct timeval))                        \
+	X(void *, redisCommandArgv, (struct sl_rconn *, int, const char **, const size_t *))      \
+	X(void, freeReplyObject, (void *))                                                        \
+	X(void, redisFree, (struct sl_rconn *))
+
+static struct {
+#define SL_H_FIELD(ret, name, args) ret(*name) args;
+	SL_HIREDIS_LIST(SL_H_FIELD)
+#undef SL_H_FIELD
+} sl_h;
+static void *sl_h_lib;
+static char sl_sha[41];           /* the script's SHA1 once loaded; lease thread only */
+static _Atomic uint64_t sl_loads; /* SCRIPT LOAD replies */
+
+int sl__redis_load(void)
+{
+	if (sl_h_lib != NULL)
+		return 0;
+	void *lib = dlopen(SL_HIREDIS_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (lib == NULL) {
+		sl_log(SL_LOG_ERROR, "redis=KEY rules need %s (Debian: libhiredis0.14): %s",
+		       SL_HIREDIS_SONAME, dlerror());
+		return -1;
+	}
+#define SL_H_SYM(ret, name, args) {#name, (void **)&sl_h.name},
+	static const struct {
+		const char *name;
+		void **slot;
+	} syms[] = {SL_HIREDIS_LIST(SL_H_SYM)};
+#undef SL_H_SYM
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		*syms[i].slot = dlsym(lib, syms[i].name);
+		if (*syms[i].slot == NULL) {
+			sl_log(SL_LOG_ERROR, "%s has no %s", SL_HIREDIS_SONAME, syms[i].name);
+			dlclose(lib);
+			return -1;
+		}
+	}
+	sl_h_lib = lib;
+	return 0;
+}
+
+uint64_t sl__redis_script_loads(void)
+{
+	/* Relaxed: a counter for logs and tests. */
+	return atomic_load_explicit(&sl_loads, memory_order_relaxed);
+}
+
+/* Run one command; NULL (reason in why) if the connection failed. */
+static struct sl_hreply *sl_redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
+				      size_t whylen)
+{
+	size_t lens[8];
+	for (int i = 0; i < argc && i < 8; i++)
+		lens[i] = strlen(argv[i]);
+	struct sl_hreply *r = sl_h.redisCommandArgv(c, argc, argv, lens);
+	if (r == NULL)
+		snprintf(why, whylen, "%s", c->err != 0 ? c->errstr : "no reply");
+	return r;
+}
+
+/* A command whose reply must not be an error (AUTH, SELECT). 0 or -1. */
+static int sl_redis_cmd_ok(struct sl_rconn *c, int argc, const char **argv, char *why,
+			   size_t whylen)
+{
+	struct sl_hreply *r = sl_redis_cmd(c, argc, argv, why, whylen);
+	if (r == NULL)
+		return -1;
+	int ok = r->type != SL_HR_ERROR;
+	if (!ok)
+		snprintf(why, whylen, "%s: %s", argv[0], r->str != NULL ? r->str : "error");
+	sl_h.freeReplyObject(r);
+	return ok ? 0 : -1;
+}
+
+struct sl_rconn *sl__redis_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+				size_t whylen)
+{
+	struct timeval tv = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
+			     .tv_usec = (suseconds_t)(timeout_ns % 1000000000u / 1000u)};
+	struct sl_rconn *c = cfg->kind == SL_REDIS_UNIX
+				     ? sl_h.redisConnectUnixWithTimeout(cfg->path, tv)
+				     : sl_h.redisConnectWithTimeout(cfg->host, cfg->port, tv);
+	if (c == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	if (c->err != 0) {
+		snprintf(why, whylen, "%s", c->errstr);
+		sl_h.redisFree(c);
+		return NULL;
+	}
+	if ((unsigned)c->fd < SL_FD_MAX)
+		/* Release: like a classification, publishes "pass every call"
+		 * (pairs with the acquire in sl__fd_get; the fast path's relaxed
+		 * load needs nothing more). */
+		atomic_store_explicit(&sl__fdbits[c->fd], (uint8_t)(SL_FDB_READY | SL_FDB_PASS_ALL),
+				      memory_order_release);
+	sl_h.redisSetTimeout(c, tv);
+	char db[16];
+	snprintf(db, sizeof(db), "%u", cfg->db);
+	/* AUTH [USER] PASSWORD, then SELECT DB, each only when configured. */
+	const char *auth[] = {"AUTH", cfg->user, cfg->pass};
+	int auth_argc = 3;
+	if (cfg->user[0] == '\0') {
+		auth[1] = cfg->pass;
+		auth_argc = 2;
+	}
+	const char *sel[] = {"SELECT", db};
+	if ((cfg->pass[0] != '\0' && sl_redis_cmd_ok(c, auth_argc, auth, why, whylen) < 0) ||
+	    (cfg->db != 0 && sl_redis_cmd_ok(c, 2, sel, why, whylen) < 0)) {
+		sl_h.redisFree(c);
+		return NULL;
+	}
+	return c;
+}
+
+void sl__redis_close(struct sl_rconn *c)
+{
+	if (c != NULL)
+		sl_h.redisFree(c); /* closes the socket through our close(): forgotten */
+}
+
+void sl__redis_abandon(struct sl_rconn *c)
+{
+	if (c == NULL)
+		return;
+	int fd = c->fd;
+	SL_REAL(close)(fd);
+	sl__fd_forget(fd);
+}
+
+/* SCRIPT LOAD the GCRA script into sl_sha. 0 or -1. */
+static int sl_redis_script_load(struct sl_rconn *c, char *why, size_t whylen)
+{
+	const char *argv[] = {"SCRIPT", "LOAD", sl__redis_gcra_lua};
+	struct sl_hreply *r = sl_redis_cmd(c, 3, argv, why, whylen);
+	if (r == NULL)
+		return -1;
+	int ok = r->type == SL_HR_STRING && r->len == 40;
+	if (ok) {
+		memcpy(sl_sha, r->str, 40);
+		sl_sha[40] = '\0';
+		/* Relaxed: a counter. */
+		atomic_fetch_add_explicit(&sl_loads, 1, memory_order_relaxed);
+		sl_log(SL_LOG_INFO, "redis: script loaded (sha %s)", sl_sha);
+	} else {
+		snprintf(why, whylen, "SCRIPT LOAD: %s",
+			 r->type == SL_HR_ERROR && r->str != NULL ? r->str : "unexpected reply");
+	}
+	sl_h.freeReplyObject(r);
+	return ok ? 0 : -1;
+}
+
+int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us,
+		   uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+{
+	char t[40], tau[40], n[24];
+	snprintf(t, sizeof(t), "%.6f", t_us);
+	snprintf(tau, sizeof(tau), "%.6f", tau_us);
+	snprintf(n, sizeof(n), "%llu", (unsigned long long)want);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (sl_sha[0] == '\0' && sl_redis_script_load(c, why, whylen) < 0)
+			return -1;
+		const char *argv[] = {"EVALSHA", sl_sha, "1", key, t, tau, n};
+		struct sl_hreply *r = sl_redis_cmd(c, 7, argv, why, whylen);
+		if (r == NULL)
+			return -1;
+		if (r->type == SL_HR_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+			/* The server lost its script cache (restart, SCRIPT FLUSH). */
+			sl_h.freeReplyObject(r);
+			sl_sha[0] = '\0';
+			continue;
+		}
+		int ok = r->type == SL_HR_ARRAY && r->elements == 2 &&
+			 r->element[0]->type == SL_HR_INTEGER && r->element[1]->type == SL_HR_INTEGER &&
+			 r->element[0]->integer >= 0 && r->element[1]->integer >= 0;
+		if (ok) {
+			uint64_t g = (uint64_t)r->element[0]->integer;
+			*got = g < want ? g : want;
+			*wait_ns = (uint64_t)r->element[1]->integer * 1000u;
+		} else {
+			snprintf(why, whylen, "EVALSHA: %s",
+				 r->type == SL_HR_ERROR && r->str != NULL ? r->str : "unexpected reply");
+		}
+		sl_h.freeReplyObject(r);
+		return ok ? 0 : -1;
+	}
+	snprintf(why, whylen, "EVALSHA: NOSCRIPT right after SCRIPT LOAD");
+	return -1;
+}

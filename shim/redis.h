@@ -1,0 +1,45 @@
+/*
+ * redis.h - the shim's Redis client: hiredis, loaded with dlopen only when a
+ * rule says redis=KEY, and the GCRA script that leases tokens.
+ *
+ * API and thread-safety: sl__redis_load is called at init (not
+ * thread-safe). A connection is used by one thread at a time (the lease
+ * thread); its socket is marked internal in the fd table, and the thread
+ * runs with sl__busy set, so none of its calls is ever throttled.
+ */
+#ifndef SLUICE_SHIM_REDIS_H
+#define SLUICE_SHIM_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+struct sl_rconn; /* a hiredis redisContext */
+
+extern const char sl__redis_gcra_lua[];
+
+/* dlopen libhiredis.so.0.14 and resolve what we use (once). 0 or -1, with
+ * the reason logged. */
+int sl__redis_load(void);
+/* Connect (AUTH, SELECT as cfg says) with every operation bounded by
+ * timeout_ns. NULL on failure, with the reason (no password) in why. */
+struct sl_rconn *sl__redis_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+				size_t whylen);
+void sl__redis_close(struct sl_rconn *c);
+/* The child after fork: close our copy of the socket, leave the memory
+ * (the parent's thread may have been using it when fork happened). */
+void sl__redis_abandon(struct sl_rconn *c);
+/*
+ * Lease up to `want` units of limiter `key` (EVALSHA, loading the script
+ * first if needed and again on NOSCRIPT). On success returns 0 with *got
+ * units granted and, if fewer than want, *wait_ns until one more would be.
+ * Returns -1 (reason in why) when the connection failed or timed out: it
+ * must then be closed.
+ */
+int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us,
+		   uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
+/* Script loads so far (SCRIPT LOAD replies), for logs and tests. */
+uint64_t sl__redis_script_loads(void);
+
+#endif /* SLUICE_SHIM_REDIS_H */
