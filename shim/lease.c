@@ -376,6 +376,16 @@ static void sl_lease_reset_banks(void)
 	}
 }
 
+/* The condition variable waits on CLOCK_MONOTONIC, like sl__clock_ns. */
+static void sl_lease_cv_init(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&sl_lease_cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
 static void sl_lease_atfork_prepare(void)
 {
 	pthread_mutex_lock(&sl_lease_mu);
@@ -396,7 +406,11 @@ static void sl_lease_atfork_child(void)
 	sl_lease_state = 0;
 	atomic_store_explicit(&sl_lease_wanted, 0, memory_order_relaxed);
 	sl_lease_reset_banks();
-	pthread_mutex_unlock(&sl_lease_mu);
+	/* The parent's thread may have been waiting on the condition
+	 * variable: the child's copy counts a waiter that does not exist
+	 * here, so both are made anew rather than reused. */
+	pthread_mutex_init(&sl_lease_mu, NULL);
+	sl_lease_cv_init();
 }
 
 int sl__lease_init_unsync(const struct sl_policy *p)
@@ -437,11 +451,7 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 	if (sl__redis_load() != 0)
 		return -1;
 	if (!sl_lease_once) {
-		pthread_condattr_t a;
-		pthread_condattr_init(&a);
-		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-		pthread_cond_init(&sl_lease_cv, &a);
-		pthread_condattr_destroy(&a);
+		sl_lease_cv_init();
 		struct sl_params open = {.kind = SL_KIND_CONC, .amount = UINT64_MAX / 2};
 		sl_limiter_init(&sl_open, &open, 0);
 		pthread_atfork(sl_lease_atfork_prepare, sl_lease_atfork_parent, sl_lease_atfork_child);
