@@ -85,9 +85,9 @@ $(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
 
-$(BUILD)/bench/%: bench/%.c $(POLICY_A) $(CORE_A)
+$(BUILD)/bench/%: bench/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
+	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 
 $(BUILD)/sluice-core.pc: Makefile
 	@mkdir -p $(dir $@)
