@@ -419,6 +419,17 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 	return check_redis(r, sp, c);
 }
 
+/* An AMOUNT option (burst=, lease=) written at pos must be in the rate's unit. */
+static int check_unit(const struct sl_rule *r, const struct sl__ctx *c, size_t pos,
+		      enum sl_unit unit, const char *opt)
+{
+	if (unit == r->unit)
+		return 0;
+	if (r->unit == SL_UNIT_BYTES)
+		return sl__fail(c, pos, "%s must be in bytes like the rate (e.g. %s=64KiB)", opt, opt);
+	return sl__fail(c, pos, "%s must be a number of calls like the rate (no unit)", opt);
+}
+
 static int check_burst(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c,
 		       uint64_t burst)
 {
@@ -433,10 +444,8 @@ static int check_burst(struct sl_rule *r, const struct spec *sp, const struct sl
 		return 0;
 	}
 	size_t pos = sp->val_pos[O_BURST];
-	if (sp->burst_unit != r->unit)
-		return sl__fail(c, pos, r->unit == SL_UNIT_BYTES
-					? "burst must be in bytes like the rate (e.g. burst=64KiB)"
-					: "burst must be a number of calls like the rate (no unit)");
+	if (check_unit(r, c, pos, sp->burst_unit, "burst") < 0)
+		return -1;
 	sl__out_init(&o, rate, sizeof rate);
 	sl__out_rate(&o, r->amount, (enum sl_unit)r->unit, r->period_ns);
 	sl__out_init(&o, least, sizeof least);
@@ -464,10 +473,8 @@ static int check_lease(struct sl_rule *r, const struct spec *sp, const struct sl
 		return 0;
 	}
 	size_t pos = sp->val_pos[O_LEASE];
-	if (sp->lease_unit != r->unit)
-		return sl__fail(c, pos, r->unit == SL_UNIT_BYTES
-					? "lease must be in bytes like the rate (e.g. lease=64KiB)"
-					: "lease must be a number of calls like the rate (no unit)");
+	if (check_unit(r, c, pos, sp->lease_unit, "lease") < 0)
+		return -1;
 	if (r->lease < r->burst) {
 		sl__out_init(&o, least, sizeof least);
 		sl__out_amount(&o, r->burst, (enum sl_unit)r->unit);
