@@ -167,7 +167,11 @@ def spawn(mode, port, dur, gap, sluice, extra=()):
 
 
 def collect(p, timeout=60):
-    out, err = p.communicate(timeout=timeout)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()  # a forked grandchild, if any, ends at its own deadline
+        out, err = p.communicate()
     lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     if p.returncode != 0 or not lines:
         print("child rc=%s stderr=%r" % (p.returncode, err[-2000:]))
