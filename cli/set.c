@@ -156,11 +156,25 @@ static int set_shared(const char *name, const struct sl_rule *want)
 
 int sl__cli_set(int argc, char **argv)
 {
-	if (argc != 3 || strcmp(argv[1], "--help") == 0) {
+	bool help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+	if (help || argc != 3) {
 		fputs("Usage: sluice set PID|shared:NAME 'OP:SPEC'\n"
-		      "Change the limit of a running process's OP rule, or of a shared limiter.\n",
-		      argc == 2 ? stdout : stderr);
-		return argc == 2 ? 0 : 2;
+		      "Change a limit while it runs: the OP rule of process PID (a per=process rule;\n"
+		      "if PID has several OP rules, they are listed and nothing changes), or the\n"
+		      "limiter of shared=NAME rules. SPEC is the running rule with another rate (or\n"
+		      "count) or burst=; its other options must stay as they are. The change is\n"
+		      "atomic, keeps the limiter's state (debt, window counts, held connections)\n"
+		      "and applies from the next call. Only the owner of the process or limiter\n"
+		      "can change it. sluice stat shows the rules as they run.\n"
+		      "\n"
+		      "Examples: sluice set 1234 'send:2MiB/s'\n"
+		      "          sluice set 1234 'recv:10MiB/s,burst=256KiB'\n"
+		      "          sluice set 1234 'connect:20/s,to=10.0.0.0/8'\n"
+		      "          sluice set shared:uploads 'send:20MiB/s'\n"
+		      "Exit status: 0 when changed; 1 if the process or limiter is not found or\n"
+		      "refuses the change; 2 on a usage error or a SPEC that cannot apply.\n",
+		      help ? stdout : stderr);
+		return help ? 0 : 2;
 	}
 	struct sl_policy p;
 	char err[SL_ERR_MAX];

@@ -75,8 +75,64 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
+/* The rule options, for --help (sluice(1) and docs/rules.md say more). */
+static const struct sl_var_info rule_opts[] = {
+	{"burst=AMOUNT", "--send 1MiB/s,burst=64KiB",
+	 "token bucket: how much passes at once [5 ms of the rate]"},
+	{"algo=token|leaky|fixed|sliding", "--connect 3/7s,algo=sliding",
+	 "token or leaky bucket, fixed or sliding window [token]"},
+	{"action=delay|reject|dry-run", "--accept 50/s,action=reject",
+	 "wait, fail the call, or only count and log [delay]"},
+	{"max-delay=DURATION", "--send 1MiB/s,max-delay=2s",
+	 "refuse instead of waiting longer than this [none]"},
+	{"errno=NAME", "--connect 10/s,action=reject,errno=ETIMEDOUT",
+	 "the error of a refused call [per operation]"},
+	{"per=process|thread|fd|peer", "--recv 10MiB/s,per=fd",
+	 "who shares one limit [process]"},
+	{"to=CIDR[:PORT]", "--connect 10/s,to=10.0.0.0/8:443",
+	 "only these addresses (destination, listener or peer) [any]"},
+	{"port=N[-M]", "--send 1MiB/s,port=8000-8080", "only these remote ports [any]"},
+	{"family=inet|inet6|unix[+...]", "--send 1MiB/s,family=unix",
+	 "only these socket families [inet+inet6]"},
+	{"type=stream|dgram[+...]", "--send 100/s,type=dgram",
+	 "only these socket types [stream; stream+dgram for send, recv]"},
+	{"nonblock=eagain|sleep", "--send 1MiB/s,per=fd,nonblock=sleep",
+	 "non-blocking sockets: fail with EAGAIN and wake poll/epoll when ready, or sleep in the call [eagain]"},
+	{"shared=NAME", "--send 10MiB/s,shared=uploads",
+	 "one limit for every process of this user naming NAME (host-wide)"},
+	{"redis=KEY", "--connect 5000/s,redis=api",
+	 "one token bucket on the SLUICE_REDIS server for every process naming KEY"},
+	{"on-error=local|open|closed", "--connect 5000/s,redis=api,on-error=closed",
+	 "redis= while Redis does not answer: own rate, pass all, refuse all [local]"},
+	{"lease=AMOUNT", "--send 100MiB/s,redis=up,lease=4MiB",
+	 "redis=: units taken from the server at once [max(burst, 10 ms of the rate)]"},
+};
+
+/* One entry of --help: its name (alone on its line if longer than 20), its
+ * help wrapped at word boundaries to 79 columns from column 23, then an
+ * example at column 25, or further left if it would not fit. */
+static void usage_entry(FILE *out, const char *name, const char *help, const char *eg)
+{
+	enum { COL = 23, WIDTH = 79 };
+	int col = strlen(name) > 20 ? fprintf(out, "  %s\n%*s", name, COL - 1, "") - (int)strlen(name) - 3
+				    : fprintf(out, "  %-20s", name);
+	while (*help != '\0') {
+		size_t word = strcspn(help, " ");
+		if (col > COL && col + 1 + (int)word > WIDTH)
+			col = fprintf(out, "\n%*s", COL - 1, "") - 1;
+		col += fprintf(out, " %.*s", (int)word, help);
+		help += word;
+		help += strspn(help, " ");
+	}
+	int eg_col = WIDTH - 5 - (int)strlen(eg);
+	eg_col = eg_col > COL + 2 ? COL + 2 : eg_col < 4 ? 4 : eg_col;
+	fprintf(out, "\n%*se.g. %s\n", eg_col, "", eg);
+}
+
 static void usage(FILE *out)
 {
+	char eg[ENV_VALUE_MAX];
+
 	fputs("Usage: sluice [OPTION]... [--] PROGRAM [ARG]...\n"
 	      "       sluice --check [OPTION]... [[--] PROGRAM]\n"
 	      "       sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
@@ -86,31 +142,61 @@ static void usage(FILE *out)
 	      "  --connect SPEC  limit connect() calls         e.g. --connect 10/s\n"
 	      "  --accept SPEC   limit accept() calls          e.g. --accept 5/s,action=reject\n"
 	      "  --send SPEC     limit bytes or messages sent  e.g. --send 1MiB/s\n"
-	      "  --recv SPEC     limit bytes or messages read  e.g. --recv 512KiB/s,burst=64KiB\n"
+	      "  --recv SPEC     limit bytes or messages read  e.g. --recv 512KiB/s,per=fd\n"
 	      "  --conns SPEC    limit open connections        e.g. --conns 4\n"
-	      "  --rules RULES   OP:SPEC rules separated by ';' e.g. --rules 'connect:5/s;recv:1MiB/s'\n"
-	      "  --stats PATH    write counters to PATH when the program exits\n"
-	      "  -v, --verbose   print the rules in canonical form and the library to stderr\n"
+	      "  --rules RULES   OP:SPEC rules separated by ';'\n"
+	      "                                  e.g. --rules 'connect:5/s;recv:1MiB/s'\n"
+	      "  --stats PATH    write counters to PATH when the program exits (%p: the pid)\n"
+	      "                                  e.g. --stats /tmp/sluice-%p.json\n"
+	      "  -v, --verbose   print the library and the rules in canonical form to stderr\n"
+	      "                                  e.g. sluice -v --send 1MiB/s -- curl ...\n"
 	      "      --check     validate and print the rules (and check PROGRAM), run nothing\n"
+	      "                                  e.g. sluice --check --conns 4 -- ./server\n"
 	      "  -h, --help      print this help\n"
 	      "      --version   print the version\n"
 	      "\n"
 	      "A flag sets the matching SLUICE_* variable; if that variable is already set to\n"
 	      "another value, the flag adds an OP:SPEC rule to SLUICE_RULES instead. Every\n"
-	      "matching rule applies. SPEC: RATE or COUNT, then ,OPTION=VALUE... (see sluice(1)).\n"
+	      "matching rule applies. OP is connect, accept, send, recv or conns.\n"
+	      "\n"
+	      "SPEC is RATE (COUNT for conns), then ,OPTION=VALUE... (see sluice(1)):\n"
+	      "  RATE = AMOUNT/[N]PERIOD, AMOUNT = N[B|KB|MB|GB|KiB|MiB|GiB] (no unit: calls,\n"
+	      "  messages for send and recv), PERIOD = us|ms|s|min|h   e.g. 100/s 1MiB/s 3/7s\n",
+	      out);
+	for (size_t i = 0; i < sizeof rule_opts / sizeof rule_opts[0]; i++)
+		usage_entry(out, rule_opts[i].name, rule_opts[i].help, rule_opts[i].example);
+	fputs("\nOn a non-blocking socket (O_NONBLOCK, MSG_DONTWAIT) a delay never sleeps in the\n"
+	      "call unless nonblock=sleep: send/recv move what the limit allows now or fail\n"
+	      "with EAGAIN, accept fails with EAGAIN, connect returns EINPROGRESS and starts\n"
+	      "when its slot comes; poll, select and epoll report the fd when it is ready.\n"
+	      "\n"
+	      "Subcommands (this user's processes and limiters only):\n",
+	      out);
+	usage_entry(out, "stat [--json|--prometheus] [--watch[=S]] [PID]",
+		    "show running processes' rules, counters and available units",
+		    "sluice stat --watch=2 1234");
+	usage_entry(out, "set PID|shared:NAME 'OP:SPEC'",
+		    "change a running limit (rate or count, burst) in place",
+		    "sluice set shared:uploads 'send:20MiB/s'");
+	fputs("  (sluice stat --help and sluice set --help say more; to run a program called\n"
+	      "  stat or set: sluice -- stat.)\n"
 	      "\n"
 	      "Environment (read by libsluice.so in PROGRAM, validated here first):\n",
 	      out);
-	for (size_t i = 0; i < sl_policy_nvars; i++)
-		fprintf(out, "  %-20s %s\n  %-20s   e.g. %s=\"%s\"\n", sl_policy_vars[i].name,
-			sl_policy_vars[i].help, "", sl_policy_vars[i].name,
-			sl_policy_vars[i].example);
-	fputs("  SLUICE_LIBRARY       libsluice.so to preload instead of the one found beside\n"
-	      "                       sluice (read by the launcher only, not passed on)\n"
-	      "                         e.g. SLUICE_LIBRARY=\"/opt/sluice/lib/sluice/libsluice.so\"\n"
+	for (size_t i = 0; i < sl_policy_nvars; i++) {
+		snprintf(eg, sizeof(eg), "%s=\"%s\"", sl_policy_vars[i].name,
+			 sl_policy_vars[i].example);
+		usage_entry(out, sl_policy_vars[i].name, sl_policy_vars[i].help, eg);
+	}
+	usage_entry(out, "SLUICE_LIBRARY",
+		    "libsluice.so to preload instead of the one found beside sluice (read by the "
+		    "launcher only, not passed on)",
+		    "SLUICE_LIBRARY=\"/opt/sluice/lib/sluice/libsluice.so\"");
+	fputs("The password of SLUICE_REDIS is never printed (--check and -v show it as ***).\n"
 	      "\n"
 	      "Exit status: PROGRAM's; 2 on a usage or policy error; 127 if PROGRAM is not\n"
-	      "found; 126 if it cannot be executed.\n",
+	      "found; 126 if it cannot be executed. stat and set: 0 on success, 1 if the\n"
+	      "process or limiter is not found, 2 on a usage error or a SPEC set cannot apply.\n",
 	      out);
 }
 

@@ -267,7 +267,25 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 static void stat_usage(FILE *out)
 {
 	fputs("Usage: sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
-	      "List the processes of this user running sluice, their rules and counters.\n",
+	      "List the processes of this user running sluice (or only PID): each rule as it\n"
+	      "runs now (and as it started, if sluice set changed it), its counters (calls,\n"
+	      "admitted, delayed, refused, bytes, total and longest delay) and what its\n"
+	      "limiter would admit now (tokens, room in the window, free conns slots).\n"
+	      "\n"
+	      "  --json             one JSON object {\"processes\":[...]}: the SLUICE_STATS\n"
+	      "                     fields and \"available\", \"configured\", \"shared\"\n"
+	      "  --prometheus       Prometheus text exposition format 0.0.4\n"
+	      "  --watch[=SECONDS]  report again every SECONDS (0.1 to 3600, default 1)\n"
+	      "                     until interrupted\n"
+	      "  -h, --help         print this help\n"
+	      "\n"
+	      "It reads /dev/shm/sluice-UID-stat-PID, which every process with rules keeps,\n"
+	      "and removes those of processes that died.\n"
+	      "Examples: sluice stat\n"
+	      "          sluice stat --json 1234\n"
+	      "          sluice stat --prometheus 1234\n"
+	      "          sluice stat --watch=0.5\n"
+	      "Exit status: 0; 1 if PID runs no sluice; 2 on a usage error.\n",
 	      out);
 }
 

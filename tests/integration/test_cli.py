@@ -81,8 +81,34 @@ class Cli(unittest.TestCase):
                      "--stats", "-v", "--check", "--help", "--version"]:
             self.assertIn(flag, r.stdout)
         for var in ["SLUICE_CONNECT", "SLUICE_ACCEPT", "SLUICE_SEND", "SLUICE_RECV",
-                    "SLUICE_CONNS", "SLUICE_RULES", "SLUICE_STATS", "SLUICE_LIBRARY"]:
+                    "SLUICE_CONNS", "SLUICE_RULES", "SLUICE_STATS", "SLUICE_LIBRARY",
+                    "SLUICE_LOG", "SLUICE_LOG_FILE", "SLUICE_ONLY", "SLUICE_SKIP",
+                    "SLUICE_CONFIG_ERROR", "SLUICE_REDIS"]:
             self.assertRegex(r.stdout, rf"{var}=\S", f"no example for {var}")
+        for opt in ["burst", "algo", "action", "max-delay", "errno", "per", "to", "port",
+                    "family", "type", "nonblock", "shared", "redis", "on-error", "lease"]:
+            self.assertRegex(r.stdout, rf"(?m)^  {opt}=", f"no line for option {opt}")
+            self.assertRegex(r.stdout, rf"e\.g\. --\w+ \S*,{opt}=", f"no example for {opt}")
+        for sub in ["sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]",
+                    "sluice set PID|shared:NAME 'OP:SPEC'", "e.g. sluice stat", "e.g. sluice set"]:
+            self.assertIn(sub, r.stdout)
+        self.assertEqual([l for l in r.stdout.splitlines() if len(l) > 79], [])
+
+    def test_subcommand_help_and_usage_errors(self):
+        for sub, words in [("stat", ["--json", "--prometheus", "--watch", "sluice-UID-stat-PID"]),
+                           ("set", ["shared:NAME", "burst=", "owner", "sluice set 1234 '"])]:
+            r = run([sub, "--help"])
+            self.check(r, 0)
+            self.assertTrue(r.stdout.startswith(f"Usage: sluice {sub} "), r.stdout)
+            for w in words:
+                self.assertIn(w, r.stdout)
+            self.assertEqual([l for l in r.stdout.splitlines() if len(l) > 79], [])
+        for args in [["stat", "--bogus"], ["stat", "1", "2"], ["stat", "--watch=0"],
+                     ["set"], ["set", "1234"], ["set", "1", "send:1MiB/s", "x"],
+                     ["set", "nopid", "send:1MiB/s"], ["set", "1", "send:1Mib/s"]]:
+            r = run(args)
+            self.check(r, 2)
+            self.assertEqual(r.stdout, "")
 
     def test_version(self):
         r = run(["--version"])
