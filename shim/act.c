@@ -171,20 +171,24 @@ void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_
 	(void)c;
 	if (unused == 0)
 		return;
-	uint64_t now = sl__clock_ns();
+	/* The slot's instant, not the clock now: a fixed window gives back
+	 * only while the refund's now is in the window the units were taken
+	 * in, and a slot reserved ahead may lie in a later one. */
 	for (uint32_t rest = g->rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		sl_limiter_refund(g->lim[i], unused, now);
+		sl_limiter_refund(g->lim[i], unused, g->at_ns[i]);
 		sl__shm_hold(g->lim[i], -(int64_t)unused);
 	}
 }
 
-/* Record that rule i's limiter l took the call's units (and count them
- * for dead-holder recovery if l is a shared conns limiter). */
-static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l)
+/* Record that rule i's limiter l took the call's units for a slot at at_ns
+ * (and count them for dead-holder recovery if l is a shared conns
+ * limiter). */
+static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l, uint64_t at_ns)
 {
 	g->rules |= (uint32_t)1 << i;
 	g->lim[i] = l;
+	g->at_ns[i] = at_ns;
 	if (l->kind == SL_KIND_TUNABLE && l->params.kind == SL_KIND_CONC)
 		sl__shm_hold(l, (int64_t)g->n);
 }
@@ -237,7 +241,7 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 				d = sl_limiter_acquire(l, n, now, limit - now);
 		}
 		if (d.verdict == SL_ADMIT) {
-			sl_grant_add(g, i, l);
+			sl_grant_add(g, i, l, sl_sat_add(now, d.wait_ns));
 			if (d.wait_ns > 0) {
 				c->delayed_rules |= (uint32_t)1 << i;
 				if (sl_sat_add(now, d.wait_ns) > *due)
@@ -294,7 +298,7 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 		struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
 		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
 		if (__builtin_expect(d.verdict == SL_ADMIT && d.wait_ns == 0, 1))
-			sl_grant_add(g, i, l);
+			sl_grant_add(g, i, l, now);
 		else
 			err = sl_admit_slow(c, i, l, n, g, now, &due, d);
 	}
@@ -382,9 +386,10 @@ void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 	uint64_t now = sl__clock_ns();
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		/* Reserve: the units were already received, so they go on the
-		 * bucket's account as debt that later calls wait for. */
-		sl_limiter_acquire(sl__limiter(i, c->fd, c->peer), n, now, UINT64_MAX);
+		/* The units were already received: they go on the limiter's
+		 * account as debt that later calls wait for, whatever it says
+		 * (a policing acquire would drop a charge over the limit). */
+		sl_limiter_charge(sl__limiter(i, c->fd, c->peer), n, now);
 	}
 }
 

@@ -361,6 +361,8 @@ uint64_t sl__lease_retry_ns(unsigned i);
 struct sl_grant {
 	uint32_t rules;                         /* rules charged */
 	struct sl_limiter *lim[SL_MAX_RULES];   /* their limiters */
+	uint64_t at_ns[SL_MAX_RULES];           /* the instant of each one's slot
+	                                           (its refund's now) */
 	uint64_t n;                             /* units charged to each */
 };
 
@@ -401,12 +403,14 @@ void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_ad
  * waiting) and nothing stays charged.
  */
 int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g);
-/* Give back `unused` units of each limiter of g. */
+/* Give back `unused` units of each limiter of g, as of its slot's instant
+ * (a fixed window gives back only units of the window they were taken in). */
 void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_t unused);
 /* Units the rules in `rules` admit right now (the smallest). Waits until it
  * is at least 1 if `wait` (then returns 0 with *err set on refusal). */
 uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err);
-/* Charge n units after the fact (a receive): reserve, never refuse. */
+/* Charge n units after the fact (a receive): taken as debt, never refused
+ * (sl_limiter_charge). */
 void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n);
 /* Count n bytes against the stats of rules. */
 void sl__stats_bytes(uint32_t rules, uint64_t n);

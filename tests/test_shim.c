@@ -427,6 +427,59 @@ static void test_shim_dry_run_stats(void **state)
 	assert_int_equal(line[strlen(line) - 1], '\n');
 }
 
+/* A UDP socket on loopback connected to itself (classified as inet dgram). */
+static int udp_self(void)
+{
+	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(in);
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(u >= 0);
+	assert_int_equal(bind(u, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_int_equal(getsockname(u, (struct sockaddr *)&in, &l), 0);
+	assert_int_equal(SL_REAL(connect)(u, (struct sockaddr *)&in, sizeof(in)), 0);
+	return u;
+}
+
+/* Received bytes are charged even when they are over what the limiter
+ * admits: a 1400-byte datagram fills a 1000 B/s sliding window, so the next
+ * receive waits (a policing charge used to drop it: unthrottled). */
+static void test_shim_recv_charge_over_limit(void **state)
+{
+	(void)state;
+	static char buf[1400];
+	use_policy("SLUICE_RECV", "1000B/s,algo=sliding");
+	int u = udp_self();
+	assert_int_equal(recv(u, buf, sizeof(buf), 0), 1400);
+	assert_int_equal(n_sleeps, 0);
+	assert_int_equal(recv(u, buf, sizeof(buf), 0), 1400);
+	assert_int_equal(n_sleeps, 1);
+	expect_event(1, events[1].t, 1400);
+	assert_true(events[1].t > T0);
+	close(u);
+}
+
+/* A reservation in the next fixed window given back after a signal is
+ * given back to that window (the slot's instant, not the clock's): the
+ * next window then admits its full N at once. */
+static void test_shim_refund_slot_window(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	use_policy("SLUICE_SEND", "1000B/s,algo=fixed");
+	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	sleep_eintr_at = 0;
+	errno = 0;
+	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_int_equal(errno, EINTR);
+	assert_int_equal(fake_now, T0 + MS);
+	fake_now = T0 + SEC;
+	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_int_equal(n_sleeps, 1);
+	expect_event(1, T0 + SEC, 1000);
+}
+
+
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -443,6 +496,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_conns_dup_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_accept_reject, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_dry_run_stats, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_recv_charge_over_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_refund_slot_window, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
