@@ -333,19 +333,24 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			 * the fd's mode asked. */
 			if ((c->nb_want == 0 || a < c->nb_want) && sl__nb_has(c, i))
 				need = sl__nb_need(c, i);
+			/* A dry-run rule never shortens what the call moves. */
+			bool dry = r->action == SL_ACTION_DRYRUN;
 			if (a >= need) {
-				avail = a < avail ? a : avail;
+				avail = a < avail && !dry ? a : avail;
 				continue;
 			}
 			/* Police `need` units only to learn when they would
-			 * come; if admitted after all, give them back. */
+			 * come: available() is exact, so this refuses and takes
+			 * nothing unless units came back in between (another
+			 * thread's refund); then they are given back at the
+			 * acquire's own instant. */
 			struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
 			if (d.verdict == SL_ADMIT) {
 				sl_limiter_refund(l, need, now);
-				avail = need < avail ? need : avail;
+				avail = need < avail && !dry ? need : avail;
 				continue;
 			}
-			if (r->action == SL_ACTION_DRYRUN) {
+			if (dry) {
 				sl_dry_run_note(c, i, d.verdict == SL_NEVER, d.wait_ns);
 				continue;
 			}

@@ -159,12 +159,16 @@ static ssize_t sl_io_xfer(const struct sl_io *io, size_t off, size_t len)
 	return sl_io_xfer_piece(io, off, len);
 }
 
-/* The smallest piece any of the byte rules allows. */
+/* The smallest piece any of the byte rules allows; dry-run rules never
+ * split a transfer. */
 static uint64_t sl_piece(uint32_t bytes)
 {
 	uint64_t p = UINT64_MAX;
 	for (uint32_t rest = bytes; rest != 0; rest &= rest - 1) {
-		uint64_t m = sl__piece_max((unsigned)__builtin_ctz(rest));
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		if (sl__st.policy.rules[i].action == SL_ACTION_DRYRUN)
+			continue;
+		uint64_t m = sl__piece_max(i);
 		p = m < p ? m : p;
 	}
 	return p;

@@ -478,6 +478,23 @@ static void test_shim_refund_slot_window(void **state)
 	expect_event(1, T0 + SEC, 1000);
 }
 
+/* dry-run changes nothing the program sees: a receive is not shortened and
+ * a send is not split, however far over the rule they are. */
+static void test_shim_dry_run_transparent(void **state)
+{
+	struct fix *f = *state;
+	static char buf[10000];
+	add_policy("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_RECV",
+		   "1000B/s,burst=1000B,action=dry-run");
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_int_equal(n_events, 1);
+	expect_event(0, T0, 10000);
+	for (int i = 1; i <= 3; i++) {
+		assert_int_equal(recv(f->cli, buf, 5000, 0), 5000);
+		expect_event(i, T0, 5000);
+	}
+	assert_int_equal(n_sleeps, 0);
+}
 
 
 int main(void)
@@ -498,6 +515,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_dry_run_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_charge_over_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_refund_slot_window, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_dry_run_transparent, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
