@@ -298,7 +298,8 @@ void sl__scope_fd_reset(int fd)
 /*
  * The largest piece a split transfer may charge at once to byte rule i: the
  * burst for a token bucket; for a leaky bucket its capacity, or 10 ms worth
- * of bytes when the capacity is unbounded; the window's size for windows.
+ * of bytes when the capacity is unbounded; the window's size for a fixed
+ * window, 10 ms worth of a sliding one (at most N/32).
  */
 uint64_t sl__piece_max(unsigned i)
 {
@@ -316,6 +317,17 @@ uint64_t sl__piece_max(unsigned i)
 			m = r->period_ns ? (uint64_t)(b / r->period_ns) : r->amount;
 		}
 		break;
+	case SL_ALGO_SLIDING: {
+		/* A sliding window cannot reserve: a piece of p waits until the
+		 * estimate is N - p, so the steady rate is (N - p) per window
+		 * (p = N, half the rate: it waits for an empty estimate, two
+		 * windows after a full one). 10 ms worth, at most N/32, keeps
+		 * it within 1% (W = 1 s) to 3% (W <= 320 ms) of the rate. */
+		unsigned __int128 b = (unsigned __int128)r->amount * 10000000u;
+		uint64_t ten_ms = r->period_ns ? (uint64_t)(b / r->period_ns) : r->amount;
+		m = r->amount / 32 < ten_ms ? r->amount / 32 : ten_ms;
+		break;
+	}
 	default:
 		m = r->amount;
 		break;

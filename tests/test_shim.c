@@ -33,7 +33,7 @@
 #define MS 1000000ull
 #define SEC 1000000000ull
 #define T0 (5 * SEC)
-#define MAX_EVENTS 64
+#define MAX_EVENTS 512
 
 /* ---- fakes -------------------------------------------------------------- */
 
@@ -496,6 +496,22 @@ static void test_shim_dry_run_transparent(void **state)
 	assert_int_equal(n_sleeps, 0);
 }
 
+/* A sliding window's send is cut in pieces of 10 ms worth, so it keeps
+ * close to the rate: 24000 bytes at 8000 B/s (window 1 s) are out by the
+ * end of the third window (8000 at once, then 8000 in each of the next
+ * two), not at 4 s as with whole-window pieces (half the rate). */
+static void test_shim_sliding_pieces(void **state)
+{
+	struct fix *f = *state;
+	static char buf[24000];
+	use_policy("SLUICE_SEND", "8000B/s,algo=sliding");
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 24000);
+	assert_true(n_events > 3);
+	for (int i = 0; i < n_events; i++)
+		assert_true(events[i].len <= 80);
+	assert_true(events[n_events - 1].t >= T0 + 2900 * MS);
+	assert_true(events[n_events - 1].t <= T0 + 3050 * MS);
+}
 
 int main(void)
 {
@@ -516,6 +532,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_recv_charge_over_limit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_refund_slot_window, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_dry_run_transparent, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_sliding_pieces, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
