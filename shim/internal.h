@@ -455,6 +455,19 @@ ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, in
 /* Rules of `rules` with action reject. */
 uint32_t sl__rejecting(uint32_t rules);
 size_t sl__iov_total(const struct iovec *iov, size_t cnt);
+/* True if p can never be a valid user pointer (below the lowest mappable
+ * address, 64 KiB by default: NULL, small integers). The vector wrappers
+ * read the caller's iovec/msghdr to size the call; with such a pointer they
+ * let the real call fail with EFAULT instead of faulting in the shim. */
+static inline bool sl__bad_ptr(const void *p)
+{
+	return (uintptr_t)p < 65536u;
+}
+/* The same for a msghdr and its iovec array. */
+static inline bool sl__bad_msg(const struct msghdr *m)
+{
+	return sl__bad_ptr(m) || (m->msg_iovlen != 0 && sl__bad_ptr(m->msg_iov));
+}
 
 /* ---- ready.c: non-blocking calls ------------------------------------------ */
 

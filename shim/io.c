@@ -363,7 +363,7 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 static __attribute__((noinline)) ssize_t
 sl_sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
-	if (sl__fd_pass(fd, SL_K_SEND))
+	if (sl__fd_pass(fd, SL_K_SEND) || sl__bad_msg(msg))
 		return SL_REAL(sendmsg)(fd, msg, flags);
 	struct sl_io io = {.how = SL_IO_SENDMSG, .fd = fd, .msg = (struct msghdr *)msg,
 			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen), .flags = flags};
@@ -400,7 +400,8 @@ SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 static __attribute__((noinline)) ssize_t
 sl_writev_slow(int fd, const struct iovec *iov, int cnt)
 {
-	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX)
+	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX ||
+	    (cnt > 0 && sl__bad_ptr(iov)))
 		return SL_REAL(writev)(fd, iov, cnt);
 	struct sl_io io = {.how = SL_IO_WRITEV, .fd = fd, .iov = iov, .iovcnt = cnt,
 			   .total = sl__iov_total(iov, (size_t)cnt)};

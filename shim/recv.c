@@ -66,7 +66,7 @@ SL_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 static __attribute__((noinline)) ssize_t
 sl_recvmsg_slow(int fd, struct msghdr *msg, int flags)
 {
-	if (sl__fd_pass(fd, SL_K_RECV))
+	if (sl__fd_pass(fd, SL_K_RECV) || sl__bad_msg(msg))
 		return SL_REAL(recvmsg)(fd, msg, flags);
 	struct sl_io io = {.how = SL_IO_RECVMSG, .fd = fd, .msg = msg, .flags = flags,
 			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen)};
@@ -103,7 +103,8 @@ SL_EXPORT ssize_t read(int fd, void *buf, size_t n)
 static __attribute__((noinline)) ssize_t
 sl_readv_slow(int fd, const struct iovec *iov, int cnt)
 {
-	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX)
+	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX ||
+	    (cnt > 0 && sl__bad_ptr(iov)))
 		return SL_REAL(readv)(fd, iov, cnt);
 	struct sl_io io = {.how = SL_IO_READV, .fd = fd, .iov = iov, .iovcnt = cnt,
 			   .total = sl__iov_total(iov, (size_t)cnt)};

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -513,6 +514,31 @@ static void test_shim_sliding_pieces(void **state)
 	assert_true(events[n_events - 1].t <= T0 + 3050 * MS);
 }
 
+/* Bad iovec or msghdr pointers reach the real call (EFAULT), on a matched
+ * fd too: the shim does not fault reading them. */
+static void test_shim_bad_pointers_efault(void **state)
+{
+	struct fix *f = *state;
+	add_policy("SLUICE_SEND", "1000B/s", "SLUICE_RECV", "1000B/s");
+	const struct iovec *volatile bad = (const struct iovec *)16; /* opaque to -Werror */
+	errno = 0;
+	assert_int_equal(writev(f->cli, bad, 2), -1);
+	assert_int_equal(errno, EFAULT);
+	errno = 0;
+	assert_int_equal(sendmsg(f->cli, NULL, 0), -1);
+	assert_int_equal(errno, EFAULT);
+	errno = 0;
+	assert_int_equal(readv(f->cli, bad, 2), -1);
+	assert_int_equal(errno, EFAULT);
+	errno = 0;
+	assert_int_equal(recvmsg(f->cli, NULL, MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EFAULT);
+	struct msghdr m = {.msg_iov = (struct iovec *)8, .msg_iovlen = 1};
+	errno = 0;
+	assert_int_equal(sendmsg(f->cli, &m, 0), -1);
+	assert_int_equal(errno, EFAULT);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -533,6 +559,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_refund_slot_window, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_dry_run_transparent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_sliding_pieces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_bad_pointers_efault, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
