@@ -199,7 +199,7 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 	}
 	if (kind == 0)
 		memset(&r, 0, sizeof(r));
-	else
+	else if (!(b & SL_FDB_KEEP)) /* a new socket, not a reconnected one */
 		sl__scope_fd_reset(fd);
 	struct sl_fdrec *dst = &sl_fdrecs[fd];
 	memcpy(dst->cand, r.cand, sizeof(r.cand));
@@ -217,7 +217,8 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 	 * loads in sl__fd_rec and above); then drop BUSY. */
 	atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_READY | pass),
 				 memory_order_release);
-	atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY, memory_order_release);
+	atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~(SL_FDB_BUSY | SL_FDB_KEEP),
+				  memory_order_release);
 	return dst;
 }
 
@@ -270,13 +271,19 @@ static void sl_conn_put(uint32_t c)
 	cn->n = 0;
 }
 
-/* Mark fd unknown but keep its connection (its peer changed). */
+/* Mark fd unknown but keep its connection (its peer changed), and its
+ * per-fd limiters if it was classified (it is the same socket: SL_FDB_KEEP
+ * tells the reclassification not to reset them). */
 void sl__fd_invalidate(int fd)
 {
 	if ((unsigned)fd >= SL_FD_MAX)
 		return;
 	/* Relaxed: the next reader reclassifies and publishes with release. */
-	atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)SL_FDB_CONN, memory_order_relaxed);
+	uint8_t b = atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_CONN | SL_FDB_KEEP),
+					      memory_order_relaxed);
+	if ((b & SL_FDB_READY) && (b & SL_FDB_PASS_ALL) != SL_FDB_PASS_ALL)
+		atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)SL_FDB_KEEP,
+					 memory_order_relaxed);
 }
 
 void sl__fd_forget(int fd)

@@ -265,6 +265,7 @@ bool sl__shm_reclaim(struct sl_limiter *l);
 #define SL_FDB_READY 0x10u /* the fd's record is published */
 #define SL_FDB_BUSY 0x20u  /* a thread is classifying it */
 #define SL_FDB_CONN 0x40u  /* the record holds a connection */
+#define SL_FDB_KEEP 0x80u  /* reclassify, but keep the per-fd limiters (connect) */
 
 /* An address as rules see it. family: 0 unknown, 4, 6, or 1 (AF_UNIX). */
 struct sl_addr {

@@ -539,6 +539,31 @@ static void test_shim_bad_pointers_efault(void **state)
 	assert_int_equal(errno, EFAULT);
 }
 
+/* per=fd limiters belong to the socket: a connect() that changes its peer
+ * reclassifies the fd but keeps its bucket (it used to start a full one). */
+static void test_shim_per_fd_survives_connect(void **state)
+{
+	(void)state;
+	static char buf[10];
+	use_policy("SLUICE_SEND", "1/s,burst=1,per=fd");
+	int u = udp_self();
+	struct sockaddr_in in;
+	socklen_t l = sizeof(in);
+	assert_int_equal(getsockname(u, (struct sockaddr *)&in, &l), 0);
+	assert_int_equal(send(u, buf, sizeof(buf), 0), 10);
+	assert_int_equal(connect(u, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_int_equal(send(u, buf, sizeof(buf), 0), 10);
+	assert_int_equal(n_sleeps, 1);
+	expect_event(1, T0 + SEC, 10);
+	close(u);
+	/* A new socket on the same fd number starts with a full bucket. */
+	u = udp_self();
+	assert_int_equal(send(u, buf, sizeof(buf), 0), 10);
+	assert_int_equal(n_sleeps, 1);
+	close(u);
+}
+
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -560,6 +585,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_dry_run_transparent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_sliding_pieces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_bad_pointers_efault, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_per_fd_survives_connect, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
