@@ -262,13 +262,19 @@ static void sl_conn_release(struct sl_limiter *l)
 static void sl_conn_put(uint32_t c)
 {
 	struct sl_conn *cn = &sl_conns[c - 1];
+	/* Copied before the reference is dropped: once refs is 0 another
+	 * thread's sl__fd_set_conn may claim and rewrite the record. The
+	 * creator wrote them before publishing c (release in sl_fd_attach),
+	 * and we hold a reference, so they are stable until the fetch_sub. */
+	struct sl_limiter *lims[SL_CONN_RULES];
+	uint32_t n = cn->n;
+	memcpy(lims, cn->lims, sizeof(lims));
 	/* acq_rel: the last dropper must see the lims written by the creator
 	 * (release in sl__fd_set_conn) before releasing them. */
 	if (atomic_fetch_sub_explicit(&cn->refs, 1, memory_order_acq_rel) != 1)
 		return;
-	for (uint32_t i = 0; i < cn->n; i++)
-		sl_conn_release(cn->lims[i]);
-	cn->n = 0;
+	for (uint32_t i = 0; i < n; i++)
+		sl_conn_release(lims[i]);
 }
 
 /* Mark fd unknown but keep its connection (its peer changed), and its
