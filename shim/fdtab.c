@@ -359,3 +359,13 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		sl_conn_release(lims[i]);
 }
+
+void sl__fdtab_after_fork_unsync(void)
+{
+	/* Only the forking thread lives on in the child: a BUSY bit another
+	 * thread held while classifying would stay set for good. */
+	for (int fd = 0; fd < SL_FD_MAX; fd++)
+		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_BUSY)
+			atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
+						  memory_order_relaxed);
+}

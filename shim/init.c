@@ -166,6 +166,8 @@ static void sl_atfork_child(void)
 {
 	sl__shm_rec_fork_child();
 	sl__stats_reset();
+	sl__fdtab_after_fork_unsync();
+	sl__scope_after_fork_unsync();
 }
 
 /* Parse environ; on error decide between exit 2 and running unthrottled. */

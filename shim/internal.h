@@ -319,6 +319,8 @@ void sl__fd_invalidate(int fd);
 /* Allocate (once) and clear the table. Init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void);
 void sl__fdtab_reset_unsync(void);
+/* The child after fork: clear the BUSY bits of threads that are gone. */
+void sl__fdtab_after_fork_unsync(void);
 /* Zeroed private anonymous memory, reserved lazily (MAP_NORESERVE). */
 void *sl__map(size_t bytes);
 /* Convert a sockaddr to an sl_addr; false if the family is not known. */
@@ -344,6 +346,8 @@ void sl__scope_fd_reset(int fd);
 /* Allocate (once) and clear the peer table and thread pool. Init only. */
 int sl__scope_init_unsync(void);
 void sl__scope_reset_unsync(void);
+/* The child after fork: free the thread slots of threads that are gone. */
+void sl__scope_after_fork_unsync(void);
 
 /* ---- lease.c -------------------------------------------------------------- */
 

@@ -98,6 +98,18 @@ void sl__scope_reset_unsync(void)
 	sl_tslot = 0;
 }
 
+void sl__scope_after_fork_unsync(void)
+{
+	/* Only the forking thread lives on in the child: the other threads'
+	 * slots would never be freed (their thread-exit handlers never run). */
+	for (size_t i = 0; i < SL_THREAD_SLOTS / 64; i++) {
+		uint64_t own = sl_tslot != 0 && (size_t)(sl_tslot - 1) / 64 == i
+				       ? (uint64_t)1 << ((sl_tslot - 1) % 64)
+				       : 0;
+		atomic_store_explicit(&sl_tslot_used[i], own, memory_order_relaxed);
+	}
+}
+
 /* Limiter parameters of rule r. */
 void sl__rule_params(const struct sl_rule *r, struct sl_params *p)
 {

@@ -563,6 +563,15 @@ static void test_shim_per_fd_survives_connect(void **state)
 	close(u);
 }
 
+/* The child after fork clears BUSY bits: the thread that held one is gone. */
+static void test_shim_fork_clears_busy(void **state)
+{
+	struct fix *f = *state;
+	atomic_fetch_or(&sl__fdbits[f->cli], SL_FDB_BUSY);
+	sl__fdtab_after_fork_unsync();
+	assert_int_equal(atomic_load(&sl__fdbits[f->cli]) & SL_FDB_BUSY, 0);
+	sl__scope_after_fork_unsync();
+}
 
 int main(void)
 {
@@ -586,6 +595,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_sliding_pieces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_bad_pointers_efault, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_per_fd_survives_connect, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_fork_clears_busy, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
