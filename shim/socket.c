@@ -133,6 +133,14 @@ static void sl_reset(int fd)
 	SL_REAL(close)(fd);
 }
 
+/* Make the rest of call c wait for nothing: its deadline is now passed,
+ * so delay rules police (as if the socket's timeout had run out). */
+static void sl_call_no_wait(struct sl_call *c)
+{
+	c->timeout_known = true;
+	c->timeout_ns = 0;
+}
+
 /* The real accept or accept4 (flags < 0 means plain accept). */
 static int sl_accept_real(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
@@ -189,18 +197,31 @@ static int sl_accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags
 	}
 	struct sl_addr peer;
 	c.peer = sl__addr_from(&peer, (struct sockaddr *)&ss, sslen) ? &peer : NULL;
+	/* A signal while waiting after the real accept: the program keeps
+	 * the connection, but never without its conns slots: it takes them
+	 * only if they are free now (sl_call_no_wait), else the connection
+	 * is reset and the call fails with EINTR. */
 	err = sl__admit(&c, rules & ~pre & ~conns, 1, &g2);
-	if (err == 0)
+	bool intr = err == EINTR;
+	if (intr)
+		sl_call_no_wait(&c);
+	if (err == 0 || intr) {
 		err = sl__admit(&c, conns, 1, &gc);
-	if (err != 0 && err != EINTR) {
+		if (err == EINTR) {
+			intr = true;
+			sl_call_no_wait(&c);
+			err = sl__admit(&c, conns, 1, &gc);
+		}
+		err = intr && err != 0 ? EINTR : err;
+	}
+	if (err != 0) {
 		sl__grant_refund(&c, &g, 1);
 		sl__grant_refund(&c, &g2, 1);
 		sl_reset(r);
 		return sl_fail(&c, rules, err);
 	}
 	struct sl_limiter *lims[SL_MAX_RULES];
-	if (err == 0)
-		sl__fd_set_conn(r, lims, sl_grant_conns(&gc, lims));
+	sl__fd_set_conn(r, lims, sl_grant_conns(&gc, lims));
 	sl__call_end(&c, rules, true);
 	sl__busy = 0;
 	errno = e;

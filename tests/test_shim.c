@@ -573,6 +573,36 @@ static void test_shim_fork_clears_busy(void **state)
 	sl__scope_after_fork_unsync();
 }
 
+/* A signal during a wait after the real accept (per=peer) does not let the
+ * connection skip its conns slot: with none free it is reset and the call
+ * fails with EINTR; with one free it is returned holding it. */
+static void test_shim_accept_eintr_conns(void **state)
+{
+	struct fix *f = *state;
+	add_policy("SLUICE_ACCEPT", "1/s,burst=1,per=peer", "SLUICE_CONNS", "1,action=reject");
+	int a = socket(AF_INET, SOCK_STREAM, 0);
+	accept_fd = a;
+	assert_int_equal(accept4(f->lst, NULL, NULL, 0), a);
+	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
+	sleep_eintr_at = 0;
+	errno = 0;
+	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
+	assert_int_equal(errno, EINTR);
+	assert_int_equal(fcntl(accept_fd, F_GETFD), -1); /* reset and closed */
+	close(a); /* frees the slot */
+	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
+	sleep_eintr_at = 1;
+	assert_int_equal(accept4(f->lst, NULL, NULL, 0), accept_fd);
+	/* It holds the slot: the next accept is refused by conns. */
+	int b = accept_fd;
+	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
+	fake_now += 10 * SEC;
+	errno = 0;
+	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
+	assert_int_equal(errno, ECONNABORTED);
+	close(b);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -596,6 +626,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_bad_pointers_efault, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_per_fd_survives_connect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_fork_clears_busy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_accept_eintr_conns, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
