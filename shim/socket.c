@@ -43,6 +43,7 @@ const int sl__socket_anchor = 1;
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1u << 2)
 #endif
+#define SL_CLOSE_RANGE_FLAGS ((1u << 1) | CLOSE_RANGE_CLOEXEC) /* UNSHARE | CLOEXEC */
 
 /* Collect the conns limiters of a grant into lims; returns how many. */
 static unsigned sl_grant_conns(const struct sl_grant *g, struct sl_limiter **lims)
@@ -232,8 +233,11 @@ static int sl_accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags
 static int sl_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
 	struct sl_fdrec rec;
-	if (sl__fd_pass(fd, SL_K_ACCEPT) || sl__busy || !sl__fd_get(fd, &rec) ||
-	    rec.match[SL_K_ACCEPT] == 0) {
+	/* Arguments the kernel refuses go to it as they are: flags it does not
+	 * know (EINVAL), an address without its length (EFAULT). */
+	if (sl__fd_pass(fd, SL_K_ACCEPT) || sl__busy ||
+	    (flags > 0 && (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != 0) ||
+	    (sa != NULL && len == NULL) || !sl__fd_get(fd, &rec) || rec.match[SL_K_ACCEPT] == 0) {
 		int r = sl_accept_real(fd, sa, len, flags);
 		if (r >= 0)
 			sl__fd_forget(r);
@@ -249,7 +253,9 @@ SL_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
 
 SL_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
-	return sl_accept(fd, sa, len, flags < 0 ? 0 : flags);
+	if (flags < 0) /* invalid (EINVAL); negative means plain accept below */
+		return SL_REAL(accept4)(fd, sa, len, flags);
+	return sl_accept(fd, sa, len, flags);
 }
 
 /* New sockets start unknown, whatever their fd number was used for. */
@@ -281,7 +287,11 @@ SL_EXPORT int close(int fd)
 
 SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-	if (first <= last && !((unsigned)flags & CLOSE_RANGE_CLOEXEC))
+	/* Forgotten before the real call (as close does: after it, another
+	 * thread may already have the numbers again), so only when it cannot
+	 * fail with EINVAL: a failed call must keep what it did not close. */
+	if (first <= last && ((unsigned)flags & ~SL_CLOSE_RANGE_FLAGS) == 0 &&
+	    !((unsigned)flags & CLOSE_RANGE_CLOEXEC))
 		for (unsigned fd = first; fd <= last && fd < SL_FD_MAX; fd++)
 			if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
 				sl__fd_forget((int)fd);

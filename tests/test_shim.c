@@ -51,6 +51,7 @@ static int sleep_eintr_at = -1; /* the sleep (0-based) that returns EINTR */
 static ssize_t short_at_len = -1; /* a piece this long returns half */
 static int n_connects, n_accepts;
 static int accept_fd = -1;
+static int accept_flags; /* the flags the fake accept4 last saw */
 
 static uint64_t fake_clock(void)
 {
@@ -107,8 +108,13 @@ static int fake_connect(int fd, const struct sockaddr *sa, socklen_t len)
 
 static int fake_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 {
-	(void)fd, (void)flags;
+	(void)fd;
 	n_accepts++;
+	accept_flags = flags;
+	if (sa != NULL && len == NULL) { /* as the kernel */
+		errno = EFAULT;
+		return -1;
+	}
 	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(4000),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	if (sa != NULL && len != NULL) {
@@ -603,6 +609,37 @@ static void test_shim_accept_eintr_conns(void **state)
 	close(b);
 }
 
+/* Calls the kernel would refuse reach it unchanged: accept4 with flags it
+ * does not know or an address but no length; close_range with bad
+ * flags fails and keeps the conns slot of the fd it did not close. */
+static void test_shim_invalid_args(void **state)
+{
+	struct fix *f = *state;
+	add_policy("SLUICE_ACCEPT", "1/s", "SLUICE_CONNS", "1,action=reject");
+	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
+	accept4(f->lst, NULL, NULL, -1);
+	assert_int_equal(accept_flags, -1);
+	accept4(f->lst, NULL, NULL, 0x4000);
+	assert_int_equal(accept_flags, 0x4000);
+	struct sockaddr_in in;
+	errno = 0;
+	assert_int_equal(accept4(f->lst, (struct sockaddr *)&in, NULL, 0), -1);
+	assert_int_equal(errno, EFAULT);
+	close(accept_fd);
+	in = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(9),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
+	errno = 0;
+	assert_int_equal(close_range((unsigned)s1, (unsigned)s1, 0x40), -1);
+	assert_int_equal(errno, EINVAL);
+	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	close(s1);
+	close(s2);
+}
+
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -627,6 +664,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_per_fd_survives_connect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_fork_clears_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_accept_eintr_conns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_invalid_args, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
