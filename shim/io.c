@@ -27,7 +27,8 @@
  * sender; the bytes actually received are charged afterwards (as debt that
  * later receives wait for). A datagram's size cannot be chosen, so datagram
  * receives are not shortened, only charged. MSG_WAITALL loops over pieces
- * until the request is complete. MSG_PEEK is neither charged nor delayed.
+ * until the request is complete. MSG_PEEK and MSG_ERRQUEUE (the socket's
+ * error queue, not its data) are neither charged nor delayed.
  *
  * sendmmsg sends one message per real call so that each can be charged and
  * waited for; recvmmsg receives at most as many messages as message rules
@@ -272,7 +273,8 @@ ssize_t sl__io_send(struct sl_io *io)
 ssize_t sl__io_recv(struct sl_io *io)
 {
 	const struct sl_fdrec *rec;
-	if (sl__busy || (io->flags & MSG_PEEK) || (rec = sl__fd_rec(io->fd)) == NULL ||
+	if (sl__busy || (io->flags & (MSG_PEEK | MSG_ERRQUEUE)) ||
+	    (rec = sl__fd_rec(io->fd)) == NULL ||
 	    rec->match[SL_K_RECV] == 0)
 		return sl_io_xfer(io, 0, io->total);
 	int saved = errno;

@@ -185,7 +185,7 @@ SL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 		       struct timespec *timeout)
 {
 	struct sl_fdrec rec;
-	if (sl__fd_pass(fd, SL_K_RECV) || sl__busy || (flags & MSG_PEEK) ||
+	if (sl__fd_pass(fd, SL_K_RECV) || sl__busy || (flags & (MSG_PEEK | MSG_ERRQUEUE)) ||
 	    !sl__fd_get(fd, &rec) || rec.match[SL_K_RECV] == 0)
 		return SL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
 	int saved = errno, err = 0;

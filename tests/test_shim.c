@@ -639,6 +639,20 @@ static void test_shim_invalid_args(void **state)
 	close(s2);
 }
 
+/* recvmsg(MSG_ERRQUEUE) reads the error queue: never delayed nor charged. */
+static void test_shim_errqueue_passthrough(void **state)
+{
+	struct fix *f = *state;
+	static char buf[5000];
+	use_policy("SLUICE_RECV", "1000B/s,burst=1000B");
+	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 1000);
+	struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
+	errno = 0;
+	assert_int_equal(recvmsg(f->cli, &m, MSG_ERRQUEUE), -1);
+	assert_int_equal(errno, EAGAIN); /* the real call: the queue is empty */
+	assert_int_equal(n_sleeps, 0);
+}
 
 int main(void)
 {
@@ -665,6 +679,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_fork_clears_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_accept_eintr_conns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_invalid_args, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_errqueue_passthrough, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
