@@ -17,6 +17,10 @@
  * returns the full count like a slow link, or the bytes sent so far when a
  * later piece fails or is interrupted (the error is dropped, as the kernel
  * does). A short piece (non-blocking socket, buffer full) ends the call.
+ * One-shot parts go with one piece: MSG_FASTOPEN, the destination address
+ * and ancillary data with the first, MSG_OOB with the last; a socket that
+ * MSG_FASTOPEN connected is classified again (connect rules and conns do
+ * not see such a connection).
  * With a reject rule the call sends at most what is available now (a partial
  * count) and fails only when nothing is. Datagrams are never split: one
  * datagram larger than a piece is refused with the rule's errno. Message
@@ -128,11 +132,25 @@ static ssize_t sl_io_real(const struct sl_io *io, char *b, size_t len, size_t bu
 /* The real transfer of a piece [off, off + len) that is not the whole call:
  * the iovecs and the message are cut to the piece. Out of line: its
  * IOV_MAX iovecs stay off the whole call's stack. */
-static __attribute__((noinline)) ssize_t sl_io_xfer_piece(const struct sl_io *io, size_t off,
+static __attribute__((noinline)) ssize_t sl_io_xfer_piece(const struct sl_io *whole, size_t off,
 							  size_t len)
 {
 	struct iovec v[IOV_MAX];
 	struct msghdr m;
+	struct sl_io piece = *whole, *io = &piece;
+	if (io->how <= SL_IO_SENDFILE64) {
+		/* One-shot parts of a send go with one piece: a TCP Fast Open
+		 * connect and the destination with the first (after it the
+		 * socket is connected: EISCONN), the urgent mark with the last
+		 * byte of the call, not of every piece. */
+		if (off != 0) {
+			io->flags &= ~MSG_FASTOPEN;
+			io->addr = NULL;
+			io->addrlen = 0;
+		}
+		if (off + len < io->total)
+			io->flags &= ~MSG_OOB;
+	}
 	const struct iovec *iov = io->msg != NULL ? io->msg->msg_iov : io->iov;
 	int cnt = io->msg != NULL ? (int)io->msg->msg_iovlen : io->iovcnt;
 	if (iov != NULL) {
@@ -146,6 +164,10 @@ static __attribute__((noinline)) ssize_t sl_io_xfer_piece(const struct sl_io *io
 		if (off != 0) { /* ancillary data and the name go with the first piece */
 			m.msg_control = NULL;
 			m.msg_controllen = 0;
+			if (io->how == SL_IO_SENDMSG) {
+				m.msg_name = NULL;
+				m.msg_namelen = 0;
+			}
 		}
 	}
 	return sl_io_real(io, io->buf + off, len, io->buflen - off, iov, cnt, &m, off == 0);
@@ -345,11 +367,17 @@ static __attribute__((noinline)) ssize_t
 sl_sendto_slow(int fd, const void *buf, size_t n, int flags,
 			 const struct sockaddr *to, socklen_t tolen)
 {
-	if (sl__fd_pass(fd, SL_K_SEND))
-		return SL_REAL(sendto)(fd, buf, n, flags, to, tolen);
-	struct sl_io io = {.how = SL_IO_SENDTO, .fd = fd, .buf = (char *)buf, .total = n,
-			   .flags = flags, .addr = (struct sockaddr *)to, .addrlen = tolen};
-	return sl__io_send(&io);
+	ssize_t r;
+	if (sl__fd_pass(fd, SL_K_SEND)) {
+		r = SL_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	} else {
+		struct sl_io io = {.how = SL_IO_SENDTO, .fd = fd, .buf = (char *)buf, .total = n,
+				   .flags = flags, .addr = (struct sockaddr *)to, .addrlen = tolen};
+		r = sl__io_send(&io);
+	}
+	if (flags & MSG_FASTOPEN) /* it connected the socket: classify it again */
+		sl__fd_invalidate(fd);
+	return r;
 }
 
 SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
@@ -357,7 +385,8 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 {
 	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
 	SL_REAL_TYPE(sendto) fn = SL_REAL_LOAD(sendto);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL, 1))
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL && !(flags & MSG_FASTOPEN),
+			     1))
 		return fn(fd, buf, n, flags, to, tolen);
 	return sl_sendto_slow(fd, buf, n, flags, to, tolen);
 }
@@ -365,18 +394,26 @@ SL_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 static __attribute__((noinline)) ssize_t
 sl_sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
-	if (sl__fd_pass(fd, SL_K_SEND) || sl__bad_msg(msg))
-		return SL_REAL(sendmsg)(fd, msg, flags);
-	struct sl_io io = {.how = SL_IO_SENDMSG, .fd = fd, .msg = (struct msghdr *)msg,
-			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen), .flags = flags};
-	return sl__io_send(&io);
+	ssize_t r;
+	if (sl__fd_pass(fd, SL_K_SEND) || sl__bad_msg(msg)) {
+		r = SL_REAL(sendmsg)(fd, msg, flags);
+	} else {
+		struct sl_io io = {.how = SL_IO_SENDMSG, .fd = fd, .msg = (struct msghdr *)msg,
+				   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen),
+				   .flags = flags};
+		r = sl__io_send(&io);
+	}
+	if (flags & MSG_FASTOPEN) /* it connected the socket: classify it again */
+		sl__fd_invalidate(fd);
+	return r;
 }
 
 SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	/* The fast path: a pass bit and a resolved pointer, then a tail call. */
 	SL_REAL_TYPE(sendmsg) fn = SL_REAL_LOAD(sendmsg);
-	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL, 1))
+	if (__builtin_expect(sl__fd_pass(fd, SL_K_SEND) && fn != NULL && !(flags & MSG_FASTOPEN),
+			     1))
 		return fn(fd, msg, flags);
 	return sl_sendmsg_slow(fd, msg, flags);
 }

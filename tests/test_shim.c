@@ -86,6 +86,16 @@ static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
 	return record(len);
 }
 
+static int sendto_flags[MAX_EVENTS]; /* flags, and 1 << 30 if an address came */
+
+static ssize_t fake_sendto(int fd, const void *b, size_t len, int flags,
+			   const struct sockaddr *to, socklen_t tolen)
+{
+	(void)fd, (void)b, (void)tolen;
+	sendto_flags[n_events] = flags | (to != NULL ? 1 << 30 : 0);
+	return record(len);
+}
+
 static ssize_t fake_write(int fd, const void *b, size_t len)
 {
 	(void)fd, (void)b;
@@ -177,6 +187,7 @@ static int setup(void **state)
 	assert_true(f.srv >= 0);
 	assert_int_equal(pipe(f.pipefd), 0);
 	sl__real.send = fake_send;
+	sl__real.sendto = fake_sendto;
 	sl__real.write = fake_write;
 	sl__real.recv = fake_recv;
 	sl__real.connect = fake_connect;
@@ -654,6 +665,25 @@ static void test_shim_errqueue_passthrough(void **state)
 	assert_int_equal(n_sleeps, 0);
 }
 
+/* A split sendto sends its one-shot parts once: MSG_FASTOPEN and the
+ * address with the first piece, MSG_OOB with the last. */
+static void test_shim_send_one_shot_flags(void **state)
+{
+	struct fix *f = *state;
+	static char buf[3000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	struct sockaddr_in in;
+	socklen_t l = sizeof(in);
+	assert_int_equal(getpeername(f->cli, (struct sockaddr *)&in, &l), 0);
+	assert_int_equal(sendto(f->cli, buf, sizeof(buf), MSG_FASTOPEN | MSG_OOB,
+				(struct sockaddr *)&in, l),
+			 3000);
+	assert_int_equal(n_events, 3);
+	assert_int_equal(sendto_flags[0], MSG_FASTOPEN | 1 << 30);
+	assert_int_equal(sendto_flags[1], 0);
+	assert_int_equal(sendto_flags[2], MSG_OOB);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -680,6 +710,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_accept_eintr_conns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_invalid_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_errqueue_passthrough, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_send_one_shot_flags, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
