@@ -684,6 +684,27 @@ static void test_shim_send_one_shot_flags(void **state)
 	assert_int_equal(sendto_flags[2], MSG_OOB);
 }
 
+/* Rules without family= are for inet and inet6 only: a unix socket (a
+ * journald stdout, say) is not throttled unless family=unix is given. */
+static void test_shim_unix_default_family(void **state)
+{
+	(void)state;
+	int sv[2];
+	use_policy("SLUICE_SEND", "1/s,action=reject");
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(write(sv[0], "x", 1), 1);
+	assert_true(sl__fd_pass(sv[0], SL_K_SEND));
+	use_policy("SLUICE_SEND", "1/s,action=reject,family=unix");
+	sl__fd_forget(sv[0]);
+	assert_int_equal(write(sv[0], "x", 1), 1);
+	errno = 0;
+	assert_int_equal(write(sv[0], "x", 1), -1);
+	assert_int_equal(errno, EAGAIN);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -711,6 +732,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_invalid_args, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_errqueue_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_send_one_shot_flags, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_unix_default_family, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
