@@ -15,6 +15,7 @@
  *   act.c     the decision loop: acquire, sleep to absolute deadlines,
  *             refuse, refund, socket timeouts, EINTR;
  *   socket.c  connect, accept, close, dup, fcntl and friends;
+ *   stdio.c   fclose: a socket closed through stdio is forgotten too;
  *   io.c      the send family, and the split-transfer engine of both sides;
  *   recv.c    the receive family's wrappers;
  *   stats.c   SLUICE_STATS, written at exit;
@@ -49,6 +50,7 @@
 #include <stdint.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -94,6 +96,7 @@
 	  (int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *))                     \
 	X(int, close, (int))                                                                      \
 	X(int, close_range, (unsigned int, unsigned int, int))                                    \
+	X(int, fclose, (FILE *))                                                                  \
 	X(int, dup, (int))                                                                        \
 	X(int, dup2, (int, int))                                                                  \
 	X(int, dup3, (int, int, int))                                                             \
@@ -473,6 +476,10 @@ static inline bool sl__bad_msg(const struct msghdr *m)
 {
 	return sl__bad_ptr(m) || (m->msg_iovlen != 0 && sl__bad_ptr(m->msg_iov));
 }
+
+/* ---- stdio.c ----------------------------------------------------------------- */
+
+extern const int sl__stdio_anchor;
 
 /* ---- ready.c: non-blocking calls ------------------------------------------ */
 

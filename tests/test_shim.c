@@ -705,10 +705,30 @@ static void test_shim_unix_default_family(void **state)
 	close(sv[1]);
 }
 
+/* A socket closed through stdio (fdopen, fclose) is forgotten: a file that
+ * gets its fd number next is not taken for the socket. */
+static void test_shim_fclose_forgets(void **state)
+{
+	(void)state;
+	use_policy("SLUICE_SEND", "1/s,action=reject");
+	int u = udp_self();
+	assert_int_equal(send(u, "x", 1, 0), 1);
+	assert_true(atomic_load(&sl__fdbits[u]) != 0);
+	FILE *fp = fdopen(u, "w");
+	assert_non_null(fp);
+	assert_int_equal(fclose(fp), 0);
+	assert_int_equal(atomic_load(&sl__fdbits[u]), 0);
+	int fd = open("/dev/null", O_WRONLY);
+	assert_int_equal(fd, u);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(write(fd, "x", 1), 1);
+	close(fd);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__io_anchor + sl__recv_anchor + sl__socket_anchor, 3);
+	assert_int_equal(sl__io_anchor + sl__recv_anchor + sl__socket_anchor + sl__stdio_anchor, 4);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_send_pieces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_send_partial, setup, teardown),
@@ -733,6 +753,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_errqueue_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_send_one_shot_flags, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_unix_default_family, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_fclose_forgets, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
