@@ -15,10 +15,24 @@
  *                 every rule polices first, and only a refusal asks for
  *                 the limit of a reservation)
  *                 the call fails with EAGAIN, as the kernel's would;
- *   a signal      the reservation is given back and the call fails with
- *                 EINTR having transferred nothing (callers return a partial
- *                 count instead when an earlier piece went out). SA_RESTART
- *                 is not emulated: the wait is not resumed.
+ *   a signal      the wait is resumed, as the kernel restarts a socket
+ *                 call, when (1) every handler the program has installed
+ *                 for an asynchronous signal has SA_RESTART and (2) the
+ *                 socket has no SO_SNDTIMEO/SO_RCVTIMEO for the call (the
+ *                 kernel never restarts a socket call with a timeout).
+ *                 Otherwise the reservation is given back and the call
+ *                 fails with EINTR having transferred nothing (callers
+ *                 return a partial count instead when an earlier piece went
+ *                 out). Which signal interrupted the sleep cannot be known,
+ *                 so (1) is judged on all of them: a program with any
+ *                 non-restarting handler (a SIGALRM timeout, a shutdown
+ *                 flag) may rely on EINTR, and keeps it; the price is that
+ *                 it also sees EINTR for its SA_RESTART signals during a
+ *                 wait. The dispositions are read (sigaction, about 64
+ *                 calls) only after an EINTR; handlers of synchronous
+ *                 signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+ *                 SIGSYS: sanitizers, crash reporters) are left out, as they
+ *                 cannot interrupt a sleep.
  *
  * Non-blocking calls (ready.c): a delay rule with nonblock=eagain does not
  * wait on a call that must not block (c->nb_rules): it polices, and its
@@ -37,6 +51,7 @@
  * others took.
  */
 #include <errno.h>
+#include <signal.h>
 #include <sys/time.h>
 
 #include "internal.h"
@@ -127,13 +142,41 @@ static int sl_call_errno(struct sl_call *c, const struct sl_rule *r, bool never)
 	return sl_rule_errno(r, c->op);
 }
 
+/* True if every handler installed for an asynchronous signal has
+ * SA_RESTART (see the file comment). */
+static bool sl_sig_all_restart(void)
+{
+	for (int s = 1; s < NSIG; s++) {
+		struct sigaction sa;
+		if (s == SIGSEGV || s == SIGBUS || s == SIGFPE || s == SIGILL || s == SIGTRAP ||
+		    s == SIGSYS || sigaction(s, NULL, &sa) != 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
+/* True if a wait of call c that a signal interrupted is to be resumed, as
+ * the kernel would restart the call. errno is preserved. */
+static bool sl_call_restarts(struct sl_call *c)
+{
+	int saved = errno;
+	bool r = sl_call_timeout(c) == UINT64_MAX && sl_sig_all_restart();
+	errno = saved;
+	return r;
+}
+
 /* Sleep until t, counting the time slept. Returns 0 or EINTR. */
 static int sl_call_sleep(struct sl_call *c, uint64_t t)
 {
 	uint64_t before = sl__clock_ns();
 	if (t <= before)
 		return 0;
-	int e = sl__sleep_until(t);
+	int e;
+	while ((e = sl__sleep_until(t)) == EINTR && sl_call_restarts(c))
+		;
 	uint64_t after = sl__clock_ns();
 	c->waited_ns += after > before ? after - before : 0;
 	return e;

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -136,6 +138,21 @@ static int fake_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 
 /* ---- fixture -------------------------------------------------------------- */
 
+static void on_signal(int sig)
+{
+	(void)sig;
+}
+
+/* Install a handler for sig, with SA_RESTART if restart, or SIG_DFL. */
+static void handle(int sig, bool on, bool restart)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on ? on_signal : SIG_DFL;
+	sa.sa_flags = restart ? SA_RESTART : 0;
+	assert_int_equal(sigaction(sig, &sa, NULL), 0);
+}
+
 struct fix {
 	int lst, cli, srv; /* a connected loopback TCP pair and its listener */
 	int pipefd[2];
@@ -172,6 +189,9 @@ static int setup(void **state)
 	n_events = n_sleeps = n_connects = n_accepts = 0;
 	sleep_eintr_at = -1;
 	short_at_len = -1;
+	/* A handler without SA_RESTART: a signal in a wait is EINTR (see
+	 * test_shim_sa_restart for the other case). */
+	handle(SIGUSR2, true, false);
 	use_policy(NULL, NULL);
 	sl_real_resolve_all();
 	f.saved = sl__real;
@@ -200,6 +220,7 @@ static int teardown(void **state)
 {
 	struct fix *f = *state;
 	sl__real = f->saved;
+	handle(SIGUSR2, false, false);
 	use_policy(NULL, NULL);
 	close(f->lst);
 	close(f->cli);
@@ -725,6 +746,30 @@ static void test_shim_fclose_forgets(void **state)
 	close(fd);
 }
 
+/* When every installed handler has SA_RESTART, a signal during a wait
+ * resumes it, as the kernel restarts a socket call: the full count; with a
+ * socket timeout the kernel would not restart, and neither does the shim. */
+static void test_shim_sa_restart(void **state)
+{
+	struct fix *f = *state;
+	static char buf[3000];
+	handle(SIGUSR2, false, false);
+	handle(SIGUSR1, true, true);
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	sleep_eintr_at = 0;
+	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 3000);
+	assert_int_equal(n_events, 3);
+	expect_event(1, T0 + SEC, 1000);
+	assert_int_equal(n_sleeps, 3);
+	struct timeval tv = {.tv_sec = 100};
+	assert_int_equal(setsockopt(f->cli, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	sleep_eintr_at = 3;
+	errno = 0;
+	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_int_equal(errno, EINTR);
+	handle(SIGUSR1, false, false);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -754,6 +799,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_send_one_shot_flags, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_unix_default_family, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_fclose_forgets, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_sa_restart, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
