@@ -17,8 +17,8 @@ for round in 1 2 3 4 5; do
 	b=$(env -u SL_BUILD LD_PRELOAD="$lib" SLUICE_SEND=1000000000/s "$bin" send $n | awk '{print $2}')
 	c=$(env -u SL_BUILD LD_PRELOAD="$lib" SLUICE_SEND="1000000000/s,shared=$name" "$bin" send $n | awk '{print $2}')
 	echo "round $round: none $a ns, process $b ns, shared $c ns"
-done | tee /dev/stderr | awk '
-	{ a[NR]=$4; b[NR]=$7; c[NR]=$10 }
+done | awk '
+	{ print; a[NR]=$4; b[NR]=$7; c[NR]=$10 }
 	function med(x, n,  i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t } return x[int((n + 1) / 2)] }
 	END { ma = med(a, NR); mb = med(b, NR); mc = med(c, NR);
 	      printf "median ns/call: none %.1f, process %.1f, shared %.1f; shared/process %.3f (target <= 1.10)\n", ma, mb, mc, mc / mb }'
