@@ -92,7 +92,7 @@ void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_ad
 	c->timeout_known = timeout_opt == 0;
 	c->start_fresh = true;
 	c->defer = c->nb_partial = false;
-	c->delayed_rules = c->nb_rules = c->nb_maybe = 0;
+	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = 0;
 	c->waited_ns = c->nb_want = c->ready_ns = 0;
 }
 
@@ -314,7 +314,7 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 				now = sl__clock_ns();
 				/* Ask again: a redis=KEY rule may have switched
 				 * limiter (Redis failed or came back). */
-				l = sl__limiter(i, c->fd, c->peer);
+				l = sl__limiter(c, i);
 				d = sl_limiter_acquire(l, n, now, 0);
 				continue;
 			}
@@ -338,7 +338,7 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 	for (uint32_t rest = rules; rest != 0 && err == 0; rest &= rest - 1) {
 		/* Police every rule first: a call none of them delays ends here. */
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
+		struct sl_limiter *l = sl__limiter(c, i);
 		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
 		if (__builtin_expect(d.verdict == SL_ADMIT && d.wait_ns == 0, 1))
 			sl_grant_add(g, i, l, now);
@@ -369,7 +369,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 			unsigned i = (unsigned)__builtin_ctz(rest);
 			const struct sl_rule *r = &sl__st.policy.rules[i];
-			struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
+			struct sl_limiter *l = sl__limiter(c, i);
 			uint64_t a = sl_limiter_available(l, now), need = 1;
 			/* An nb rule needs sl__nb_need units, never more than
 			 * the call still wants: only when fewer are there is
@@ -437,7 +437,7 @@ void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 		/* The units were already received: they go on the limiter's
 		 * account as debt that later calls wait for, whatever it says
 		 * (a policing acquire would drop a charge over the limit). */
-		sl_limiter_charge(sl__limiter(i, c->fd, c->peer), n, now);
+		sl_limiter_charge(sl__limiter(c, i), n, now);
 	}
 }
 
@@ -463,6 +463,9 @@ void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t byt
 			sl_stats_max(&s->max_delay_ns, c->waited_ns);
 		}
 	}
+	/* Last, a tail call: the hot path (nothing pinned) stays a leaf. */
+	if (c->pinned != 0) /* per=peer: the call is done with its limiters */
+		sl__peer_unpin_call(c);
 }
 
 void sl__call_end(struct sl_call *c, uint32_t rules, bool ok)

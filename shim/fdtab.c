@@ -255,6 +255,7 @@ static void sl_conn_release(struct sl_limiter *l)
 {
 	sl_limiter_release(l, 1);
 	sl__shm_hold(l, -1);
+	sl__peer_unpin(l); /* last: l may be re-used once unpinned */
 }
 
 /* Drop one reference to connection record c (index + 1); the last one
@@ -334,6 +335,9 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 {
 	if (n == 0)
 		return;
+	/* Each slot keeps its per=peer entry (given back by sl_conn_release). */
+	for (unsigned i = 0; i < n; i++)
+		sl__peer_pin(lims[i]);
 	if ((unsigned)fd >= SL_FD_MAX || sl_fdrecs == NULL) {
 		for (unsigned i = 0; i < n; i++)
 			sl_conn_release(lims[i]);

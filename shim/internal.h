@@ -337,8 +337,28 @@ bool sl__addr_from(struct sl_addr *a, const struct sockaddr *sa, socklen_t len);
 uint32_t sl__match(uint32_t cand, unsigned family, unsigned type, const struct sl_addr *a);
 /* Rules (any op) whose family and type filters fit. */
 uint32_t sl__match_socket(unsigned family, unsigned type);
-/* The limiter of rule i for a call on fd with peer address `peer`. */
-struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer);
+struct sl_call; /* act.c */
+/* sl__limiter for the scopes other than process (and redis=KEY rules). */
+struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i);
+/* The limiter of rule i for call c (its fd, its peer address). A per=peer
+ * limiter stays the call's, and its entry pinned (never evicted), until
+ * sl__call_end: the call may sleep on it, hold a grant on it, refund it. */
+static inline struct sl_limiter *sl__limiter(struct sl_call *c, unsigned i)
+{
+	/* per=process, the default, is one test and one load away; a
+	 * redis=KEY rule (per=process too) is not in proc_rules: lease.c
+	 * says which limiter it uses now. */
+	if ((sl__st.proc_rules >> i) & 1)
+		return sl__st.rule_lim[i];
+	return sl__limiter_scoped(c, i);
+}
+/* Unpin the peer table entries call c pinned (sl__call_end does). */
+void sl__peer_unpin_call(struct sl_call *c);
+/* If l is a per=peer limiter, pin its entry once more (the caller holds a
+ * pin on it already) / drop one pin: a connection's conns slot (fdtab.c)
+ * keeps its entry until the slot is given back. Others: nothing. */
+void sl__peer_pin(struct sl_limiter *l);
+void sl__peer_unpin(struct sl_limiter *l);
 /* Units one piece of a split transfer may take under byte rule i. */
 uint64_t sl__piece_max(unsigned i);
 /* Limiter parameters of a rule; (re)initialise limiter l for rule i. */
@@ -364,6 +384,8 @@ struct sl_limiter *sl__lease_limiter(unsigned i);
 uint64_t sl__lease_retry_ns(unsigned i);
 
 /* ---- act.c ---------------------------------------------------------------- */
+
+#define SL_PIN_NONE UINT16_MAX /* sl_call.pin: the rule uses its process limiter */
 
 /* What one call is being charged to. */
 struct sl_grant {
@@ -391,9 +413,12 @@ struct sl_call {
 	uint32_t delayed_rules;  /* rules that made this call wait */
 	uint32_t nb_rules;       /* rules whose wait becomes EAGAIN (ready.c) */
 	uint32_t nb_maybe;       /* nb_rules if the fd is O_NONBLOCK, not read yet */
+	uint32_t pinned;         /* per=peer rules whose limiter the call chose */
 	uint64_t waited_ns;      /* time slept so far */
 	uint64_t nb_want;        /* units the call still wants (sizes an nb wait) */
 	uint64_t ready_ns;       /* nb/defer: the instant the call would have waited for */
+	uint16_t pin[SL_MAX_RULES]; /* per rule in `pinned`: the peer table entry
+	                               the call pins (match.c), or SL_PIN_NONE */
 };
 
 /* Start a call: reads the clock once into start_ns, and the call's first

@@ -22,10 +22,18 @@
  *   peer     a bounded hash table of SL_PEER_SLOTS (rule, remote address)
  *            entries, the port left out. Lookups probe 8 entries; a miss
  *            evicts, clock-style, an entry not used since the hand last
- *            passed, never one that holds conns slots. With every candidate
- *            pinned, the process limiter serves the call. An evicted
- *            peer starts again with a full bucket, so eviction can only
- *            loosen the limit for peers beyond the table's size.
+ *            passed, never a pinned one. With every candidate pinned, the
+ *            process limiter serves the call. An evicted peer starts again
+ *            with a full bucket, so eviction can only loosen the limit for
+ *            peers beyond the table's size.
+ *
+ * Pins: an entry's limiter is used outside the lock (a call sleeps on it,
+ * holds a grant it may refund, a connection holds a conns slot of it), so
+ * every user counts itself in the entry's `pins`: a call from its first
+ * lookup to sl__call_end (the call remembers the entry, and asks the table
+ * only once per rule), a connection from sl__fd_set_conn until its slot is
+ * given back. Only an entry with no pin (and no slot held) is re-keyed and
+ * re-initialised, so nobody reads it while the lock holder writes it.
  *
  * The peer table has the shim's only lock, a spinlock held for a few probes
  * and never across a sleep or a call into libc; pthread_atfork takes it
@@ -37,13 +45,15 @@
 #include "internal.h"
 
 struct sl_peer_ent {
-	struct sl_limiter lim;
+	struct sl_limiter lim; /* first: sl__peer_pin finds the entry from it */
+	_Atomic uint32_t pins; /* calls and connections using lim */
 	uint32_t rule_plus1; /* 0: empty */
 	uint32_t ref;        /* clock bit */
 	struct sl_addr key;  /* port zero */
 };
 
 static struct sl_peer_ent *sl_peers; /* [SL_PEER_SLOTS] */
+_Static_assert(SL_PEER_SLOTS < SL_PIN_NONE, "sl_call.pin holds an entry's index");
 static atomic_flag sl_peer_lock = ATOMIC_FLAG_INIT;
 static pthread_key_t sl_tslot_key;
 static bool sl_scope_once;
@@ -220,16 +230,66 @@ static uint32_t sl_peer_hash(unsigned rule, const struct sl_addr *k)
 	return h;
 }
 
+/* True if e may be in use outside the lock: pinned, or holding conns
+ * slots. Under the lock. */
 static bool sl_peer_pinned(const struct sl_peer_ent *e)
 {
-	return e->lim.kind == SL_KIND_CONC && sl_conc_held(&e->lim.u.conc) != 0;
+	/* Acquire pairs with the release in sl_peer_unpin_ent: the last
+	 * user's accesses to e->lim happen before it is re-initialised. */
+	return atomic_load_explicit(&e->pins, memory_order_acquire) != 0 ||
+	       (e->lim.kind == SL_KIND_CONC && sl_conc_held(&e->lim.u.conc) != 0);
 }
 
-/* The per-peer limiter of rule i for address a; NULL if the table is full
- * of pinned entries around a's home. */
-static struct sl_limiter *sl_peer_get(unsigned i, const struct sl_addr *a)
+static void sl_peer_unpin_ent(struct sl_peer_ent *e)
 {
-	struct sl_addr key = *a;
+	/* Release: this user's accesses to e->lim happen before an evictor's
+	 * re-initialisation (acquire in sl_peer_pinned). */
+	atomic_fetch_sub_explicit(&e->pins, 1, memory_order_release);
+}
+
+/* The entry whose limiter is l, or NULL if l is not in the peer table. */
+static struct sl_peer_ent *sl_peer_of(struct sl_limiter *l)
+{
+	uintptr_t off = (uintptr_t)l - (uintptr_t)sl_peers;
+	if (sl_peers == NULL || off >= sizeof(struct sl_peer_ent) * SL_PEER_SLOTS)
+		return NULL;
+	return (struct sl_peer_ent *)l; /* lim is the first member */
+}
+
+void sl__peer_pin(struct sl_limiter *l)
+{
+	struct sl_peer_ent *e = sl_peer_of(l);
+	/* Relaxed, outside the lock: the caller's own pin keeps the count
+	 * above zero, so no evictor can be deciding on this entry. */
+	if (e != NULL)
+		atomic_fetch_add_explicit(&e->pins, 1, memory_order_relaxed);
+}
+
+void sl__peer_unpin(struct sl_limiter *l)
+{
+	struct sl_peer_ent *e = sl_peer_of(l);
+	if (e != NULL)
+		sl_peer_unpin_ent(e);
+}
+
+void sl__peer_unpin_call(struct sl_call *c)
+{
+	for (uint32_t rest = c->pinned; rest != 0; rest &= rest - 1) {
+		uint16_t p = c->pin[__builtin_ctz(rest)];
+		if (p != SL_PIN_NONE)
+			sl_peer_unpin_ent(&sl_peers[p]);
+	}
+	c->pinned = 0;
+}
+
+/* The per-peer limiter of rule i for call c's peer, its entry pinned for
+ * the call; the rule's process limiter if the table is full of pinned
+ * entries around the peer's home (for the rest of the call too). */
+static struct sl_limiter *sl_peer_get(struct sl_call *c, unsigned i)
+{
+	if ((c->pinned >> i) & 1)
+		return c->pin[i] != SL_PIN_NONE ? &sl_peers[c->pin[i]].lim : sl__st.rule_lim[i];
+	struct sl_addr key = *c->peer;
 	key.port = 0;
 	uint32_t h = sl_peer_hash(i, &key);
 	struct sl_peer_ent *found = NULL, *victim = NULL;
@@ -250,21 +310,27 @@ static struct sl_limiter *sl_peer_get(unsigned i, const struct sl_addr *a)
 		}
 	}
 	if (found == NULL && victim != NULL) {
+		/* Unpinned: no other thread reads it (see the file comment). */
 		victim->rule_plus1 = i + 1;
 		victim->key = key;
 		sl__limiter_reset(&victim->lim, i, sl__clock_ns());
 		found = victim;
 	}
-	if (found != NULL)
+	if (found != NULL) {
 		found->ref = 1;
+		/* Relaxed: under the lock, which every evictor takes. */
+		atomic_fetch_add_explicit(&found->pins, 1, memory_order_relaxed);
+	}
 	sl_peer_lock_drop();
-	return found != NULL ? &found->lim : NULL;
+	c->pinned |= (uint32_t)1 << i;
+	c->pin[i] = found != NULL ? (uint16_t)(found - sl_peers) : SL_PIN_NONE;
+	return found != NULL ? &found->lim : sl__st.rule_lim[i];
 }
 
 /* sl__limiter for the scopes other than process. */
-static __attribute__((noinline)) struct sl_limiter *
-sl_limiter_scoped(unsigned i, int fd, const struct sl_addr *peer)
+struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i)
 {
+	int fd = c->fd;
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	struct sl_limiter *l = NULL;
 	if (r->redis_key[0] != '\0')
@@ -281,23 +347,13 @@ sl_limiter_scoped(unsigned i, int fd, const struct sl_addr *peer)
 			l = &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + sl__st.scope_slot[i]];
 		break;
 	case SL_SCOPE_PEER:
-		if (peer != NULL && peer->family != 0)
-			l = sl_peer_get(i, peer);
+		if (c->peer != NULL && c->peer->family != 0)
+			return sl_peer_get(c, i);
 		break;
 	default:
 		break;
 	}
 	return l != NULL ? l : sl__st.rule_lim[i];
-}
-
-struct sl_limiter *sl__limiter(unsigned i, int fd, const struct sl_addr *peer)
-{
-	/* per=process, the default, is one test and one load away; a
-	 * redis=KEY rule (per=process too) is not in proc_rules: lease.c
-	 * says which limiter it uses now. */
-	if ((sl__st.proc_rules >> i) & 1)
-		return sl__st.rule_lim[i];
-	return sl_limiter_scoped(i, fd, peer);
 }
 
 /* Reset the per-fd limiters of fd (it is a new socket). */

@@ -183,7 +183,7 @@ static uint64_t sl_nb_next(struct sl_call *c, uint64_t now)
 	uint64_t t = 0;
 	for (uint32_t rest = c->nb_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_limiter *l = sl__limiter(i, c->fd, c->peer);
+		struct sl_limiter *l = sl__limiter(c, i);
 		uint64_t need = sl__nb_need(c, i);
 		struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
 		if (d.verdict == SL_ADMIT) {
