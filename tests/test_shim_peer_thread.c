@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -79,12 +80,16 @@ static uint64_t available_to(const struct sl_addr *a)
 	return n;
 }
 
-/* One call of 1 byte to each of FILL other peers (from `first` on), each
- * ended at once. Returns how many were served by a per-peer limiter (not
- * the process limiter a full neighbourhood falls back to). */
+static const struct sl_limiter *watch; /* a limiter churn looks out for */
+static int watch_hits;                  /* churn's calls that were given it */
+
+/* One call of 1 unit to each of FILL other peers (from `first` on), given
+ * back and ended at once. Returns how many were served by a per-peer
+ * limiter (not the process limiter a full neighbourhood falls back to). */
 static int churn(uint32_t first)
 {
 	int peer_served = 0;
+	watch_hits = 0;
 	for (uint32_t k = first; k < first + FILL; k++) {
 		struct sl_addr a = peer_addr(k);
 		struct sl_call c;
@@ -92,6 +97,8 @@ static int churn(uint32_t first)
 		sl__call_begin(&c, -1, SL_OP_SEND, &a, 0);
 		assert_int_equal(sl__admit(&c, 1, 1, &g), 0);
 		peer_served += g.lim[0] != sl__st.rule_lim[0];
+		watch_hits += g.lim[0] == watch;
+		sl__grant_refund(&c, &g, 1);
 		sl__call_end(&c, 1, true);
 	}
 	return peer_served;
@@ -129,15 +136,47 @@ static void test_peer_grant_survives_eviction(void **state)
 	sl__call_begin(&c, -1, SL_OP_SEND, &a, 0);
 	assert_int_equal(sl__admit(&c, 1, 1000, &g), 0);
 	assert_true(g.lim[0] != sl__st.rule_lim[0]);
+	watch = g.lim[0];
 	/* The others are served by peer entries, evicting one another. */
 	assert_true(churn(0) > FILL / 2);
+	assert_int_equal(watch_hits, 0);
 	assert_int_equal(available_to(&a), 0);
 	sl__grant_refund(&c, &g, 400);
 	sl__call_end(&c, 1, false);
 	assert_int_equal(available_to(&a), 400);
 	/* No pin left: A's entry goes the way of the others. */
 	assert_true(churn(FILL) > FILL / 2);
+	assert_true(watch_hits > 0);
 	assert_int_equal(available_to(&a), 1000);
+}
+
+/* A connection's conns slot keeps its peer's entry until the fd is
+ * forgotten (closed), then the entry is evicted like any other. */
+static void test_peer_conns_slot_pins(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	use_policy("SLUICE_CONNS", "1,per=peer");
+	struct sl_addr a = peer_addr(0xfffffd);
+	struct sl_call c;
+	struct sl_grant g;
+	sl__call_begin(&c, p[0], SL_OP_CONNECT, &a, 0);
+	assert_int_equal(sl__admit(&c, 1, 1, &g), 0);
+	struct sl_limiter *lims[1] = {g.lim[0]};
+	assert_true(lims[0] != sl__st.rule_lim[0]);
+	sl__fd_set_conn(p[0], lims, 1);
+	sl__call_end(&c, 1, true);
+	watch = lims[0];
+	assert_true(churn(0) > FILL / 2);
+	assert_int_equal(watch_hits, 0);
+	assert_int_equal(available_to(&a), 0);
+	sl__fd_forget(p[0]);
+	assert_int_equal(available_to(&a), 1);
+	assert_true(churn(FILL) > FILL / 2);
+	assert_true(watch_hits > 0);
+	close(p[0]);
+	close(p[1]);
 }
 
 /* A call that sleeps for a second piece keeps the entry of its first: the
@@ -255,6 +294,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_peer_grant_survives_eviction, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_sleep_survives_eviction, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_conns_slot_pins, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_threads, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
