@@ -31,7 +31,7 @@
 
 #include <cmocka.h>
 
-#include "../shim/internal.h"
+#include "test_shim.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -159,16 +159,6 @@ struct fix {
 	struct sl_real saved;
 };
 
-static void use_policy(const char *var, const char *value)
-{
-	struct sl_policy p;
-	char err[SL_ERR_MAX];
-	sl_policy_init(&p);
-	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
-		fail_msg("%s=%s: %s", var, value, err);
-	assert_int_equal(sl__state_init_unsync(&p), 0);
-}
-
 static void add_policy(const char *var1, const char *v1, const char *var2, const char *v2)
 {
 	struct sl_policy p;
@@ -195,16 +185,8 @@ static int setup(void **state)
 	use_policy(NULL, NULL);
 	sl_real_resolve_all();
 	f.saved = sl__real;
-	struct sockaddr_in in = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(in);
-	f.lst = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(bind(f.lst, (struct sockaddr *)&in, sizeof(in)), 0);
-	assert_int_equal(listen(f.lst, 8), 0);
-	assert_int_equal(getsockname(f.lst, (struct sockaddr *)&in, &l), 0);
-	f.cli = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(f.cli, (struct sockaddr *)&in, sizeof(in)), 0);
-	f.srv = accept(f.lst, NULL, NULL);
-	assert_true(f.srv >= 0);
+	struct sockaddr_in in;
+	loopback_pair(&f.lst, &f.cli, &f.srv, &in);
 	assert_int_equal(pipe(f.pipefd), 0);
 	sl__real.send = fake_send;
 	sl__real.sendto = fake_sendto;

@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "../shim/internal.h"
+#include "test_shim.h"
 
 #define SEC 1000000000ull
 #define FILL (4 * SL_PEER_SLOTS) /* peers that churn through the table */
@@ -43,16 +43,6 @@ static int fake_sleep(uint64_t deadline)
 	if (deadline > fake_now)
 		fake_now = deadline;
 	return 0;
-}
-
-static void use_policy(const char *var, const char *value)
-{
-	struct sl_policy p;
-	char err[SL_ERR_MAX];
-	sl_policy_init(&p);
-	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
-		fail_msg("%s=%s: %s", var, value, err);
-	assert_int_equal(sl__state_init_unsync(&p), 0);
 }
 
 /* Peer number k: 10.x.y.z, port k (the port is not part of the key). */

@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "../shim/internal.h"
+#include "test_shim.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -134,16 +134,6 @@ struct fix {
 	char buf[4096];
 };
 
-static void use_policy(const char *var, const char *value)
-{
-	struct sl_policy p;
-	char err[SL_ERR_MAX];
-	sl_policy_init(&p);
-	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
-		fail_msg("%s=%s: %s", var, value, err);
-	assert_int_equal(sl__state_init_unsync(&p), 0);
-}
-
 static void set_nonblock(int fd)
 {
 	assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
@@ -159,18 +149,7 @@ static int setup(void **state)
 	use_policy(NULL, NULL);
 	sl_real_resolve_all();
 	saved = sl__real;
-	memset(&f.addr, 0, sizeof(f.addr));
-	f.addr.sin_family = AF_INET;
-	f.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t l = sizeof(f.addr);
-	f.lst = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(bind(f.lst, (struct sockaddr *)&f.addr, sizeof(f.addr)), 0);
-	assert_int_equal(listen(f.lst, 8), 0);
-	assert_int_equal(getsockname(f.lst, (struct sockaddr *)&f.addr, &l), 0);
-	f.cli = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(f.cli, (struct sockaddr *)&f.addr, sizeof(f.addr)), 0);
-	f.srv = accept(f.lst, NULL, NULL);
-	assert_true(f.srv >= 0);
+	loopback_pair(&f.lst, &f.cli, &f.srv, &f.addr);
 	memset(f.buf, 'x', sizeof(f.buf));
 	sl__real.ppoll = fake_ppoll;
 	sl__real.pselect = fake_pselect;

@@ -1,0 +1,49 @@
+/*
+ * test_shim.h - what the shim's unit tests share: installing a policy from
+ * one SLUICE_* variable, and a connected loopback TCP pair with its
+ * listener. Each test file keeps its own fakes (they count different
+ * things).
+ */
+#ifndef SLUICE_TEST_SHIM_H
+#define SLUICE_TEST_SHIM_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include "../shim/internal.h"
+
+/* Make the shim's state what one variable (or none, var == NULL) says. */
+static inline void use_policy(const char *var, const char *value)
+{
+	struct sl_policy p;
+	char err[SL_ERR_MAX];
+	sl_policy_init(&p);
+	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
+		fail_msg("%s=%s: %s", var, value, err);
+	assert_int_equal(sl__state_init_unsync(&p), 0);
+}
+
+/* A listener on 127.0.0.1 (port chosen by the kernel, written to *addr),
+ * a client connected to it and the accepted server side. */
+static inline void loopback_pair(int *lst, int *cli, int *srv, struct sockaddr_in *addr)
+{
+	*addr = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(*addr);
+	*lst = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(*lst, (struct sockaddr *)addr, sizeof(*addr)), 0);
+	assert_int_equal(listen(*lst, 8), 0);
+	assert_int_equal(getsockname(*lst, (struct sockaddr *)addr, &l), 0);
+	*cli = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(*cli, (struct sockaddr *)addr, sizeof(*addr)), 0);
+	*srv = accept(*lst, NULL, NULL);
+	assert_true(*srv >= 0);
+}
+
+#endif /* SLUICE_TEST_SHIM_H */
