@@ -305,7 +305,10 @@ struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint
 	struct sl_limiter *l = current(tun_of(head), &g);
 	if (l->kind == SL_KIND_CONC)
 		return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
-	struct sl_decision d = sl_limiter_acquire(l, n, now_ns, max_wait_ns);
+	/* Buckets straight to GCRA: the shim's per=process limiters. */
+	struct sl_decision d = l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN
+				       ? sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns)
+				       : sl_limiter_acquire(l, n, now_ns, max_wait_ns);
 	if (d.verdict != SL_ADMIT || n == 0)
 		return d;
 	/* F2, as in the loop. */

@@ -449,19 +449,12 @@ void sl__stats_bytes(uint32_t rules, uint64_t n)
 
 void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes)
 {
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_rstats *s = &sl__st.stats[i];
-		sl_stats_add(&s->calls, 1);
-		if (ok)
-			sl_stats_add(&s->admitted, 1);
-		if (bytes != 0)
-			sl_stats_add(&s->bytes, bytes);
-		if (c->delayed_rules & ((uint32_t)1 << i)) {
-			sl_stats_add(&s->delayed, 1);
-			sl_stats_add(&s->delay_ns, c->waited_ns);
-			sl_stats_max(&s->max_delay_ns, c->waited_ns);
-		}
+	sl__stats_end(rules, ok, bytes);
+	for (uint32_t rest = rules & c->delayed_rules; rest != 0; rest &= rest - 1) {
+		struct sl_rstats *s = &sl__st.stats[__builtin_ctz(rest)];
+		sl_stats_add(&s->delayed, 1);
+		sl_stats_add(&s->delay_ns, c->waited_ns);
+		sl_stats_max(&s->max_delay_ns, c->waited_ns);
 	}
 	/* Last, a tail call: the hot path (nothing pinned) stays a leaf. */
 	if (c->pinned != 0) /* per=peer: the call is done with its limiters */

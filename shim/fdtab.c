@@ -5,7 +5,7 @@
  * "classified, and no rule of call kind k can match this fd", so the call
  * goes straight to libc. 0 means unknown: the next wrapper that sees it
  * classifies the fd once (getsockopt SO_TYPE and SO_DOMAIN, getsockname,
- * getpeername), stores the details in sl_fdrecs[fd] and publishes the bits
+ * getpeername), stores the details in sl__fdrecs[fd] and publishes the bits
  * with a release. Files, pipes and ttys end up with every pass bit set.
  *
  * The classification is forgotten on close, close_range, dup2/dup3 onto the
@@ -44,7 +44,7 @@ struct sl_conn {
 	struct sl_limiter *lims[SL_CONN_RULES];
 };
 
-static struct sl_fdrec *sl_fdrecs;  /* [SL_FD_MAX], mmap'd by sl__fdtab_init */
+struct sl_fdrec *sl__fdrecs;  /* [SL_FD_MAX], mmap'd by sl__fdtab_init */
 static struct sl_conn *sl_conns;    /* [SL_FD_MAX] */
 static _Atomic int sl_fd_big_logged;
 
@@ -60,15 +60,15 @@ void *sl__map(size_t bytes)
  * thread-safe: init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void)
 {
-	if (sl_fdrecs == NULL || sl_conns == NULL) {
-		if (sl_fdrecs == NULL)
-			sl_fdrecs = sl__map(sizeof(struct sl_fdrec) * SL_FD_MAX);
+	if (sl__fdrecs == NULL || sl_conns == NULL) {
+		if (sl__fdrecs == NULL)
+			sl__fdrecs = sl__map(sizeof(struct sl_fdrec) * SL_FD_MAX);
 		if (sl_conns == NULL)
 			sl_conns = sl__map(sizeof(struct sl_conn) * SL_FD_MAX);
 		/* Fresh mappings are zero, and so is sl__fdbits until the first
 		 * init (no wrapper sets a bit before it): clearing them would
 		 * only make 10 MB resident in every process. */
-		return sl_fdrecs == NULL || sl_conns == NULL ? -1 : 0;
+		return sl__fdrecs == NULL || sl_conns == NULL ? -1 : 0;
 	}
 	sl__fdtab_reset_unsync();
 	return 0;
@@ -78,8 +78,8 @@ void sl__fdtab_reset_unsync(void)
 {
 	for (size_t i = 0; i < SL_FD_MAX; i++)
 		atomic_store_explicit(&sl__fdbits[i], 0, memory_order_relaxed);
-	if (sl_fdrecs != NULL) {
-		memset(sl_fdrecs, 0, sizeof(struct sl_fdrec) * SL_FD_MAX);
+	if (sl__fdrecs != NULL) {
+		memset(sl__fdrecs, 0, sizeof(struct sl_fdrec) * SL_FD_MAX);
 		memset(sl_conns, 0, sizeof(struct sl_conn) * SL_FD_MAX);
 	}
 }
@@ -174,7 +174,7 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 {
 	for (int spins = 0;; spins++) {
 		if (b & SL_FDB_READY)
-			return &sl_fdrecs[fd];
+			return &sl__fdrecs[fd];
 		if (b & SL_FDB_BUSY) {
 			if (spins > 1000)
 				return NULL;
@@ -201,7 +201,7 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 		memset(&r, 0, sizeof(r));
 	else if (!(b & SL_FDB_KEEP)) /* a new socket, not a reconnected one */
 		sl__scope_fd_reset(fd);
-	struct sl_fdrec *dst = &sl_fdrecs[fd];
+	struct sl_fdrec *dst = &sl__fdrecs[fd];
 	memcpy(dst->cand, r.cand, sizeof(r.cand));
 	memcpy(dst->match, r.match, sizeof(r.match));
 	dst->family = r.family;
@@ -237,7 +237,7 @@ const struct sl_fdrec *sl__fd_rec(int fd)
 	 * record's fields are complete. */
 	uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
 	if (__builtin_expect(b & SL_FDB_READY, 1))
-		return &sl_fdrecs[fd];
+		return &sl__fdrecs[fd];
 	return sl_fd_rec_slow(fd, b);
 }
 
@@ -296,13 +296,13 @@ void sl__fd_invalidate(int fd)
 void sl__fd_forget(int fd)
 {
 	sl__ready_forget(fd);
-	if ((unsigned)fd >= SL_FD_MAX || sl_fdrecs == NULL)
+	if ((unsigned)fd >= SL_FD_MAX || sl__fdrecs == NULL)
 		return;
 	/* Relaxed: nothing is published by clearing. */
 	uint8_t b = atomic_exchange_explicit(&sl__fdbits[fd], 0, memory_order_relaxed);
 	if (!(b & SL_FDB_CONN))
 		return;
-	uint32_t c = atomic_exchange_explicit(&sl_fdrecs[fd].conn, 0, memory_order_acquire);
+	uint32_t c = atomic_exchange_explicit(&sl__fdrecs[fd].conn, 0, memory_order_acquire);
 	if (c != 0)
 		sl_conn_put(c);
 }
@@ -311,7 +311,7 @@ void sl__fd_forget(int fd)
 static void sl_fd_attach(int fd, uint32_t c)
 {
 	/* Release: publishes the record's contents to the fd's closer. */
-	uint32_t old = atomic_exchange_explicit(&sl_fdrecs[fd].conn, c, memory_order_acq_rel);
+	uint32_t old = atomic_exchange_explicit(&sl__fdrecs[fd].conn, c, memory_order_acq_rel);
 	atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)SL_FDB_CONN, memory_order_relaxed);
 	if (old != 0)
 		sl_conn_put(old);
@@ -320,9 +320,9 @@ static void sl_fd_attach(int fd, uint32_t c)
 void sl__fd_dup(int oldfd, int newfd)
 {
 	sl__fd_forget(newfd);
-	if ((unsigned)oldfd >= SL_FD_MAX || (unsigned)newfd >= SL_FD_MAX || sl_fdrecs == NULL)
+	if ((unsigned)oldfd >= SL_FD_MAX || (unsigned)newfd >= SL_FD_MAX || sl__fdrecs == NULL)
 		return;
-	uint32_t c = atomic_load_explicit(&sl_fdrecs[oldfd].conn, memory_order_acquire);
+	uint32_t c = atomic_load_explicit(&sl__fdrecs[oldfd].conn, memory_order_acquire);
 	if (c == 0)
 		return;
 	/* Relaxed: the reference is taken while oldfd holds one, so the record
@@ -338,7 +338,7 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 	/* Each slot keeps its per=peer entry (given back by sl_conn_release). */
 	for (unsigned i = 0; i < n; i++)
 		sl__peer_pin(lims[i]);
-	if ((unsigned)fd >= SL_FD_MAX || sl_fdrecs == NULL) {
+	if ((unsigned)fd >= SL_FD_MAX || sl__fdrecs == NULL) {
 		for (unsigned i = 0; i < n; i++)
 			sl_conn_release(lims[i]);
 		return;

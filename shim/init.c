@@ -54,7 +54,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	sl__log_set_file(p->log_file);
 	memset(st->kind_rules, 0, sizeof(st->kind_rules));
 	st->byte_rules = st->conns_rules = st->reject_rules = st->eagain_rules = 0;
-	st->proc_rules = 0;
+	st->proc_rules = st->fast_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT, [SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,
@@ -80,8 +80,11 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->byte_rules |= bit;
 		if (r->action == SL_ACTION_REJECT)
 			st->reject_rules |= bit;
-		if (r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0')
+		if (r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0') {
 			st->proc_rules |= bit;
+			if (r->op != SL_OP_CONNS && r->action != SL_ACTION_DRYRUN)
+				st->fast_rules |= bit;
+		}
 		if (r->scope == SL_SCOPE_FD)
 			st->scope_slot[i] = (uint8_t)st->n_fd_rules++;
 		else if (r->scope == SL_SCOPE_THREAD)

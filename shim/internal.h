@@ -217,6 +217,9 @@ struct sl_state {
 	uint32_t conns_rules;            /* op == conns */
 	uint32_t proc_rules;  /* per=process rules whose limiter is always
 	                         rule_lim[i] (not redis=KEY: see lease.c) */
+	uint32_t fast_rules;  /* proc_rules counting calls or bytes, not dry-run:
+	                         a transfer they all admit at once takes the
+	                         fast path (sl__io_send) */
 	uint32_t eagain_rules; /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
 	uint32_t n_fd_rules, n_thread_rules;
@@ -310,6 +313,16 @@ bool sl__fd_get(int fd, struct sl_fdrec *out);
  * connect on it), so a caller copies out what it uses before anything that
  * may race with that: the hot path's alternative to sl__fd_get. */
 const struct sl_fdrec *sl__fd_rec(int fd);
+extern struct sl_fdrec *sl__fdrecs; /* [SL_FD_MAX] */
+/* sl__fd_rec with its common case inline: the record of a classified fd.
+ * Acquire: READY means the record's fields are complete (as in sl__fd_rec). */
+static inline const struct sl_fdrec *sl__fd_rec_hot(int fd)
+{
+	if ((unsigned)fd < SL_FD_MAX &&
+	    (atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY))
+		return &sl__fdrecs[fd];
+	return sl__fd_rec(fd);
+}
 /* Forget what is known of fd: it was closed or replaced. Releases the
  * connection slot it held when it was the last fd of the connection. */
 void sl__fd_forget(int fd);
@@ -452,6 +465,20 @@ void sl__stats_bytes(uint32_t rules, uint64_t n);
 void sl__call_end(struct sl_call *c, uint32_t rules, bool ok);
 /* sl__call_end and sl__stats_bytes(rules, bytes) in one pass. */
 void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes);
+/* The stats of a call of `rules` that waited for none of them: one call
+ * seen by each, admitted if ok, `bytes` moved. Relaxed: statistics, read
+ * by `sluice stat` and at exit; nothing is published through them. */
+static inline void sl__stats_end(uint32_t rules, bool ok, uint64_t bytes)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		struct sl_rstats *s = &sl__st.stats[__builtin_ctz(rest)];
+		atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
+		if (ok)
+			atomic_fetch_add_explicit(&s->admitted, 1, memory_order_relaxed);
+		if (bytes != 0)
+			atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+	}
+}
 
 /* ---- io.c ------------------------------------------------------------------ */
 

@@ -218,12 +218,112 @@ ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, in
 	return -1;
 }
 
-/* The send side of every wrapper, past its pass test. */
-ssize_t sl__io_send(struct sl_io *io)
+/*
+ * The fast path. A send whose rules are all fast_rules (per=process, calls
+ * or bytes, not dry-run), small enough that no byte rule splits it, is first
+ * policed at one clock reading. If every rule admits it at once it goes out
+ * as it is, what the kernel did not take is given back, and the stats count
+ * it: what the general path does with such a call, without its bookkeeping
+ * for waits, pieces and errnos. If a rule would make it wait or refuse it,
+ * what was taken is given back and the general path decides as usual.
+ */
+
+/* Units a transfer of `total` bytes charges rule i. */
+static inline uint64_t sl_units(unsigned i, size_t total)
+{
+	return (sl__st.byte_rules >> i) & 1 ? (uint64_t)total : 1;
+}
+
+/* Give back, at now, what `rules` took for a transfer of `total` bytes that
+ * returned r: a byte rule the bytes not moved, a message rule its one unit
+ * if nothing moved (as the general path does). */
+static void sl_fast_give(uint32_t rules, size_t total, ssize_t r, uint64_t now)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		uint64_t back = (sl__st.byte_rules >> i) & 1 ? (r < 0 ? total : total - (size_t)r)
+							     : r < 0;
+		if (back != 0)
+			sl_limiter_refund(sl__st.rule_lim[i], back, now);
+	}
+}
+
+/* A short send on the fast path: an nb fd is marked throttled if its next
+ * call's tokens are missing, as sl__nb_end does for the general path. */
+static __attribute__((noinline)) void sl_fast_cut(int fd, int flags, uint32_t rules,
+						  size_t left)
+{
+	struct sl_call c;
+	sl__busy = 1;
+	sl__call_begin(&c, fd, SL_OP_SEND, NULL, SO_SNDTIMEO);
+	sl__nb_begin(&c, flags, rules);
+	sl__nb_end(&c, SL_DIR_OUT, true, left);
+	sl__busy = 0;
+}
+
+/* A send admitted by the fast path: its rules and the clock reading. */
+struct sl_fast {
+	uint32_t rules;
+	uint64_t now;
+};
+
+/* The record of fd for a send the shim acts on; NULL if the call passes
+ * through (re-entered, not classified a socket, no send rule can match). */
+static inline const struct sl_fdrec *sl_send_rec(int fd)
 {
 	const struct sl_fdrec *rec;
-	if (sl__busy || (rec = sl__fd_rec(io->fd)) == NULL || rec->cand[SL_K_SEND] == 0)
-		return sl_io_xfer(io, 0, io->total);
+	if (sl__busy || (rec = sl__fd_rec_hot(fd)) == NULL || rec->cand[SL_K_SEND] == 0)
+		return NULL;
+	return rec;
+}
+
+/* Police a send of `total` bytes on rec's fd (`to`: its destination
+ * address, NULL if none) with the fast path: true if every rule admits it
+ * at once (then send it and pass the result to sl_fast_end); false, having
+ * charged nothing, if the general path must decide. errno is left alone. */
+static inline bool sl_fast_begin(struct sl_fast *f, const struct sl_fdrec *rec, size_t total,
+				 const void *to)
+{
+	const uint32_t rules = rec->match[SL_K_SEND];
+	if (rules == 0 || (rules & ~sl__st.fast_rules) != 0 || total > sl__st.piece_min ||
+	    (to != NULL && rec->peer.family == 0))
+		return false;
+	const uint64_t now = sl__clock_ns();
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_decision d =
+			sl_limiter_acquire(sl__st.rule_lim[i], sl_units(i, total), now, 0);
+		if (__builtin_expect(d.verdict != SL_ADMIT, 0)) {
+			sl_fast_give(rules & ~rest, total, -1, now);
+			return false;
+		}
+	}
+	f->rules = rules;
+	f->now = now;
+	return true;
+}
+
+/* End a send that sl_fast_begin admitted: r is what the real call returned
+ * (and errno its errno). Gives back what the kernel did not take, counts the
+ * call; returns r with errno unchanged. */
+static inline ssize_t sl_fast_end(const struct sl_fast *f, int fd, int flags, size_t total, ssize_t r)
+{
+	if (__builtin_expect((size_t)r != total, 0)) {
+		int e = errno;
+		sl_fast_give(f->rules, total, r, f->now);
+		if (r > 0)
+			sl_fast_cut(fd, flags, f->rules, total - (size_t)r);
+		errno = e;
+	}
+	sl__stats_end(f->rules, r >= 0, r > 0 ? (uint64_t)r : 0);
+	return r;
+}
+
+/* The general path of a send on rec's fd (sl_send_rec). */
+static __attribute__((noinline)) ssize_t sl_io_send_general(struct sl_io *io,
+							    const struct sl_fdrec *rec)
+{
+	const struct sockaddr *to = io->msg != NULL ? io->msg->msg_name : io->addr;
 	int saved = errno;
 	sl__busy = 1;
 	/* Copied out: the record may be rewritten if the program races a
@@ -232,7 +332,6 @@ ssize_t sl__io_send(struct sl_io *io)
 	bool stream = rec->stream;
 	struct sl_addr dst = rec->peer;
 	const struct sl_addr *peer = dst.family != 0 ? &dst : NULL;
-	const struct sockaddr *to = io->msg != NULL ? io->msg->msg_name : io->addr;
 	socklen_t tolen = io->msg != NULL ? io->msg->msg_namelen : io->addrlen;
 	if (peer == NULL && to != NULL && sl__addr_from(&dst, to, tolen)) {
 		peer = &dst;
@@ -291,6 +390,18 @@ ssize_t sl__io_send(struct sl_io *io)
 	return sl__io_end(&c, rules, done, r, err, e);
 }
 
+/* The send side of every wrapper, past its pass test. */
+ssize_t sl__io_send(struct sl_io *io)
+{
+	const struct sl_fdrec *rec = sl_send_rec(io->fd);
+	struct sl_fast f;
+	if (rec == NULL)
+		return sl_io_xfer(io, 0, io->total);
+	if (sl_fast_begin(&f, rec, io->total, io->msg != NULL ? io->msg->msg_name : io->addr))
+		return sl_fast_end(&f, io->fd, io->flags, io->total, sl_io_xfer(io, 0, io->total));
+	return sl_io_send_general(io, rec);
+}
+
 /* The receive side of every wrapper, past its pass test. */
 ssize_t sl__io_recv(struct sl_io *io)
 {
@@ -347,11 +458,15 @@ ssize_t sl__io_recv(struct sl_io *io)
 static __attribute__((noinline)) ssize_t
 sl_send_slow(int fd, const void *buf, size_t n, int flags)
 {
-	if (sl__fd_pass(fd, SL_K_SEND))
+	const struct sl_fdrec *rec;
+	struct sl_fast f;
+	if (sl__fd_pass(fd, SL_K_SEND) || (rec = sl_send_rec(fd)) == NULL)
 		return SL_REAL(send)(fd, buf, n, flags);
+	if (sl_fast_begin(&f, rec, n, NULL))
+		return sl_fast_end(&f, fd, flags, n, SL_REAL(send)(fd, buf, n, flags));
 	struct sl_io io = {.how = SL_IO_SEND, .fd = fd, .buf = (char *)buf, .total = n,
 			   .flags = flags};
-	return sl__io_send(&io);
+	return sl_io_send_general(&io, rec);
 }
 
 SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -421,10 +536,14 @@ SL_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 static __attribute__((noinline)) ssize_t
 sl_write_slow(int fd, const void *buf, size_t n)
 {
-	if (sl__fd_pass(fd, SL_K_SEND))
+	const struct sl_fdrec *rec;
+	struct sl_fast f;
+	if (sl__fd_pass(fd, SL_K_SEND) || (rec = sl_send_rec(fd)) == NULL)
 		return SL_REAL(write)(fd, buf, n);
+	if (sl_fast_begin(&f, rec, n, NULL))
+		return sl_fast_end(&f, fd, 0, n, SL_REAL(write)(fd, buf, n));
 	struct sl_io io = {.how = SL_IO_WRITE, .fd = fd, .buf = (char *)buf, .total = n};
-	return sl__io_send(&io);
+	return sl_io_send_general(&io, rec);
 }
 
 SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)

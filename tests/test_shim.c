@@ -45,31 +45,12 @@ struct event {
 	size_t len;
 };
 
-static uint64_t fake_now;
 static struct event events[MAX_EVENTS];
 static int n_events;
-static int n_sleeps;
-static int sleep_eintr_at = -1; /* the sleep (0-based) that returns EINTR */
 static ssize_t short_at_len = -1; /* a piece this long returns half */
 static int n_connects, n_accepts;
 static int accept_fd = -1;
 static int accept_flags; /* the flags the fake accept4 last saw */
-
-static uint64_t fake_clock(void)
-{
-	return fake_now;
-}
-
-static int fake_sleep(uint64_t deadline)
-{
-	if (n_sleeps++ == sleep_eintr_at) {
-		fake_now += MS; /* a signal arrives 1 ms into the wait */
-		return EINTR;
-	}
-	if (deadline > fake_now)
-		fake_now = deadline;
-	return 0;
-}
 
 static ssize_t record(size_t len)
 {
@@ -177,7 +158,7 @@ static int setup(void **state)
 	sl__clock_ns = fake_clock;
 	sl__sleep_until = fake_sleep;
 	n_events = n_sleeps = n_connects = n_accepts = 0;
-	sleep_eintr_at = -1;
+	fake_sleep_eintr_at = -1;
 	short_at_len = -1;
 	/* A handler without SA_RESTART: a signal in a wait is EINTR (see
 	 * test_shim_sa_restart for the other case). */
@@ -261,11 +242,11 @@ static void test_shim_send_eintr(void **state)
 	struct fix *f = *state;
 	static char buf[3000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
-	sleep_eintr_at = 0;
+	fake_sleep_eintr_at = 0;
 	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 1000);
 	assert_int_equal(n_events, 1);
 	errno = 0;
-	sleep_eintr_at = 1;
+	fake_sleep_eintr_at = 1;
 	assert_int_equal(send(f->cli, buf, 100, 0), -1);
 	assert_int_equal(errno, EINTR);
 	assert_int_equal(n_events, 1);
@@ -488,7 +469,7 @@ static void test_shim_refund_slot_window(void **state)
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,algo=fixed");
 	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
-	sleep_eintr_at = 0;
+	fake_sleep_eintr_at = 0;
 	errno = 0;
 	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
 	assert_int_equal(errno, EINTR);
@@ -604,14 +585,14 @@ static void test_shim_accept_eintr_conns(void **state)
 	accept_fd = a;
 	assert_int_equal(accept4(f->lst, NULL, NULL, 0), a);
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
-	sleep_eintr_at = 0;
+	fake_sleep_eintr_at = 0;
 	errno = 0;
 	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
 	assert_int_equal(errno, EINTR);
 	assert_int_equal(fcntl(accept_fd, F_GETFD), -1); /* reset and closed */
 	close(a); /* frees the slot */
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
-	sleep_eintr_at = 1;
+	fake_sleep_eintr_at = 1;
 	assert_int_equal(accept4(f->lst, NULL, NULL, 0), accept_fd);
 	/* It holds the slot: the next accept is refused by conns. */
 	int b = accept_fd;
@@ -738,14 +719,14 @@ static void test_shim_sa_restart(void **state)
 	handle(SIGUSR2, false, false);
 	handle(SIGUSR1, true, true);
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
-	sleep_eintr_at = 0;
+	fake_sleep_eintr_at = 0;
 	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 3000);
 	assert_int_equal(n_events, 3);
 	expect_event(1, T0 + SEC, 1000);
 	assert_int_equal(n_sleeps, 3);
 	struct timeval tv = {.tv_sec = 100};
 	assert_int_equal(setsockopt(f->cli, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
-	sleep_eintr_at = 3;
+	fake_sleep_eintr_at = 3;
 	errno = 0;
 	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
 	assert_int_equal(errno, EINTR);

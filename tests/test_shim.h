@@ -1,13 +1,15 @@
 /*
  * test_shim.h - what the shim's unit tests share: installing a policy from
  * one SLUICE_* variable, and a connected loopback TCP pair with its
- * listener. Each test file keeps its own fakes (they count different
- * things).
+ * listener, and a fake clock with a fake sleep (the shim's sl__clock_ns and
+ * sl__sleep_until). Each test file keeps its own fakes of libc (they count
+ * different things).
  */
 #ifndef SLUICE_TEST_SHIM_H
 #define SLUICE_TEST_SHIM_H
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,32 @@
 #include <cmocka.h>
 
 #include "../shim/internal.h"
+
+/* The fake clock: time stands still unless a test or a fake sleep moves
+ * it. Point sl__clock_ns at fake_clock and sl__sleep_until at fake_sleep;
+ * reset the counters in the test's setup. */
+static uint64_t fake_now __attribute__((unused));
+static int n_clock_reads __attribute__((unused));
+static int n_sleeps __attribute__((unused));
+/* The sleep (0-based) that a signal interrupts 1 ms in (EINTR); -1: none. */
+static int fake_sleep_eintr_at __attribute__((unused)) = -1;
+
+static inline uint64_t fake_clock(void)
+{
+	n_clock_reads++;
+	return fake_now;
+}
+
+static inline int fake_sleep(uint64_t deadline)
+{
+	if (n_sleeps++ == fake_sleep_eintr_at) {
+		fake_now += 1000000u;
+		return EINTR;
+	}
+	if (deadline > fake_now)
+		fake_now = deadline;
+	return 0;
+}
 
 /* Make the shim's state what one variable (or none, var == NULL) says. */
 static inline void use_policy(const char *var, const char *value)

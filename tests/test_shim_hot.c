@@ -24,13 +24,12 @@
 
 #include <cmocka.h>
 
-#include "../shim/internal.h"
+#include "test_shim.h"
 
 #define MS 1000000ull
 #define T0 (5 * 1000000000ull)
 
-static uint64_t fake_now;
-static int n_clock_reads, n_timeout_reads, n_sleeps, n_sent, n_getfl;
+static int n_timeout_reads, n_sent, n_getfl;
 static uint64_t last_sent_at;
 
 int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
@@ -41,20 +40,6 @@ int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (level == SOL_SOCKET && (name == SO_SNDTIMEO || name == SO_RCVTIMEO))
 		n_timeout_reads++;
 	return next(fd, level, name, val, len);
-}
-
-static uint64_t fake_clock(void)
-{
-	n_clock_reads++;
-	return fake_now;
-}
-
-static int fake_sleep(uint64_t deadline)
-{
-	n_sleeps++;
-	if (deadline > fake_now)
-		fake_now = deadline;
-	return 0;
 }
 
 static ssize_t fake_send(int fd, const void *b, size_t len, int flags)

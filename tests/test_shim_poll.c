@@ -46,23 +46,9 @@ struct wait_rec {
 	bool in_wset;        /* select: the watched fd is in the write set */
 };
 
-static uint64_t fake_now;
 static struct wait_rec waits[MAX_WAITS];
-static int n_waits, n_sleeps, watch_fd;
+static int n_waits, watch_fd;
 static struct sl_real saved;
-
-static uint64_t fake_clock(void)
-{
-	return fake_now;
-}
-
-static int fake_sleep(uint64_t deadline)
-{
-	n_sleeps++;
-	if (deadline > fake_now)
-		fake_now = deadline;
-	return 0;
-}
 
 static struct wait_rec *record(uint64_t timeout_ns)
 {
