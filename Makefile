@@ -82,8 +82,8 @@ $(CLI): $(CLI_OBJ) $(POLICY_A) $(CORE_A)
 # Unit tests link the archives: only what a test references is pulled in, so
 # a policy test never interposes libc.
 $(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
+	@mkdir -p $(dir $@) $(BUILD)/obj/tests
+	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
 
 # A bench program links the shim archive only if it includes the shim's
 # internal header (bench/lease_hot.c): in any other the archive's send()

@@ -29,16 +29,17 @@
 #define SEC 1000000000ull
 #define FILL (4 * SL_PEER_SLOTS) /* peers that churn through the table */
 
-static uint64_t fake_now;
 static uint64_t (*real_clock)(void);
 static int (*real_sleep)(uint64_t);
 
-static uint64_t fake_clock(void)
+/* test_shim.h's fake clock and sleep without their counters: threads call
+ * these, and the counters are plain ints. */
+static uint64_t frozen_clock(void)
 {
 	return fake_now;
 }
 
-static int fake_sleep(uint64_t deadline)
+static int frozen_sleep(uint64_t deadline)
 {
 	if (deadline > fake_now)
 		fake_now = deadline;
@@ -98,8 +99,8 @@ static int setup(void **state)
 {
 	(void)state;
 	fake_now = 5 * SEC;
-	sl__clock_ns = fake_clock;
-	sl__sleep_until = fake_sleep;
+	sl__clock_ns = frozen_clock;
+	sl__sleep_until = frozen_sleep;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=peer");
 	return 0;
 }
@@ -178,7 +179,7 @@ static int churning_sleep(uint64_t deadline)
 {
 	if (sleeps_churning++ == 0)
 		churn(0);
-	return fake_sleep(deadline);
+	return frozen_sleep(deadline);
 }
 
 static void test_peer_sleep_survives_eviction(void **state)
