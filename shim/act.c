@@ -56,25 +56,6 @@
 
 #include "internal.h"
 
-static uint64_t sl_clock_default(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int sl_sleep_default(uint64_t deadline_ns)
-{
-	struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
-			      .tv_nsec = (long)(deadline_ns % 1000000000u)};
-	/* Returns 0 at the deadline, EINTR after a signal handler ran; EINVAL
-	 * cannot happen with a normalised timespec. */
-	return clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR ? EINTR : 0;
-}
-
-uint64_t (*sl__clock_ns)(void) = sl_clock_default;
-int (*sl__sleep_until)(uint64_t deadline_ns) = sl_sleep_default;
-
 static uint64_t sl_sat_add(uint64_t a, uint64_t b)
 {
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;

@@ -167,6 +167,7 @@ static bool sl_program_selected(const struct sl_policy *p)
 
 static void sl_atfork_child(void)
 {
+	sl__clock_fork_child();
 	sl__shm_rec_fork_child();
 	sl__stats_reset();
 	sl__fdtab_after_fork_unsync();
@@ -216,6 +217,8 @@ __attribute__((constructor)) static void sl_init(void)
 	sl__st.active = sl__st.active && sl_program_selected(&p);
 	if (!sl__st.active)
 		sl__shm_rec_remove(); /* nothing to report or retune here */
+	if (sl__st.active)
+		sl__clock_init();
 	if (sl__st.policy.n_rules > 0)
 		pthread_atfork(NULL, NULL, sl_atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
