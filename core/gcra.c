@@ -24,7 +24,8 @@
  * for the rest (gcra_acquire_slow).
  * Parameters are read-only after init. tat only changes through a CAS, and
  * no other memory is published through it, so every access is relaxed (see
- * the comments at each one).
+ * the comments at each one), except the admitting CAS, seq_cst for
+ * tunable.c (SL__ADMIT_ORDER).
  */
 #include "internal.h"
 
@@ -166,10 +167,11 @@ gcra_acquire_slow(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t elapsed, uint
 			t = sl__max(t, wait > max_wait ? wait - max_wait : 0);
 			return sl__decide(SL_REFUSE, sl__ticks_to_ns(t, ts));
 		}
-		/* Relaxed on success: tat publishes no other memory, and the CAS
-		 * alone orders racing acquires (one modification order of tat).
-		 * Relaxed on failure: the reloaded tat is just a new guess. */
-		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, end, memory_order_relaxed,
+		/* tat publishes no other memory, and the CAS alone orders racing
+		 * acquires (one modification order of tat); seq_cst on success
+		 * only for tunable.c (SL__ADMIT_ORDER). Relaxed on failure: the
+		 * reloaded tat is just a new guess. */
+		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, end, SL__ADMIT_ORDER,
 							  memory_order_relaxed))
 			return sl__decide(SL_ADMIT, sl__ticks_to_ns(wait, ts));
 	}
@@ -213,12 +215,10 @@ gcra_acquire_short(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t now_ns, uint
 		if (tat < thresh1) {
 			/* Act now: end <= now + tol, so it cannot wrap. */
 			const uint64_t end = sl__max(tat, now) + cost;
-			/* Relaxed on success: tat publishes no other memory, and
-			 * the CAS alone orders racing acquires (one modification
-			 * order of tat). Relaxed on failure: the reloaded tat is
-			 * just a new guess. */
+			/* As in gcra_acquire_slow: SL__ADMIT_ORDER on success,
+			 * relaxed on failure. */
 			if (atomic_compare_exchange_weak_explicit(tat_p, &tat, end,
-								  memory_order_relaxed,
+								  SL__ADMIT_ORDER,
 								  memory_order_relaxed))
 				return sl__decide(SL_ADMIT, 0);
 			continue;
@@ -235,8 +235,8 @@ gcra_acquire_short(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t now_ns, uint
 		 * wait has shrunk to it. */
 		if (q >= max_wait_ns)
 			return sl__decide(SL_REFUSE, q + 1 - max_wait_ns);
-		/* Relaxed: as above. */
-		if (atomic_compare_exchange_weak_explicit(tat_p, &tat, end, memory_order_relaxed,
+		/* As above. */
+		if (atomic_compare_exchange_weak_explicit(tat_p, &tat, end, SL__ADMIT_ORDER,
 							  memory_order_relaxed))
 			return sl__decide(SL_ADMIT, q + 1);
 	}

@@ -30,6 +30,11 @@ __extension__ typedef unsigned __int128 sl__u128;
 /* Every limiter stays exact for at least this long after its epoch. */
 #define SL__HORIZON_NS (UINT64_C(1) << 56)
 
+/* The order of the CAS by which a token or leaky bucket admits: seq_cst,
+ * so that a tunable limiter (tunable.c) can check its generation after it
+ * without a fence. On x86-64 it is the same instruction as relaxed. */
+#define SL__ADMIT_ORDER memory_order_seq_cst
+
 static inline uint64_t sl__min(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;

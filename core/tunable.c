@@ -30,6 +30,15 @@
  * looser). Refunds and releases act on the current slot; a refund that
  * lands on a slot just retired is lost (stricter again).
  *
+ * Token and leaky slots, the common case, need no F2: their admitting CAS
+ * is seq_cst (SL__ADMIT_ORDER in gcra.c), and so are the second load of gen,
+ * the retuner's store of gen and its snapshot s2. In the single order S of
+ * seq_cst operations the CAS precedes the second load (program order), and
+ * the store precedes s2. If the load reads the old gen, it precedes the
+ * store in S (a seq_cst load reads the last seq_cst store before it), so
+ * the CAS precedes s2 in S, hence in tat's modification order: s2 includes
+ * it, as in the fence argument.
+ *
  * A concurrency limit keeps its count in the head (head.u.tun.held) and only
  * the limit in the slots, so a retune changes the limit without touching
  * what is held; releases always reach the one count.
@@ -81,7 +90,8 @@ static _Atomic uint64_t *slot_word(struct sl_limiter *l)
  * load may), and it takes part in the fence argument above. */
 static uint64_t snapshot(_Atomic uint64_t *w)
 {
-	return atomic_fetch_or_explicit(w, 0, memory_order_relaxed);
+	/* seq_cst: s2 of the argument for token and leaky slots (top). */
+	return atomic_fetch_or_explicit(w, 0, memory_order_seq_cst);
 }
 
 /* ceil of units in `ticks` at g's rate. */
@@ -237,9 +247,10 @@ enum sl_status sl_tunable_retune(struct sl_tunable *t, const struct sl_params *p
 				      memory_order_relaxed);
 	}
 	*nw = next;
-	/* Release: publishes the new slot's parameters and state to every
-	 * acquirer that loads this gen (acquire in sl__tunable_acquire). */
-	atomic_store_explicit(&h->gen, g + 1, memory_order_release);
+	/* Release (seq_cst, which includes it): publishes the new slot's
+	 * parameters and state to every acquirer that loads this gen (acquire
+	 * in sl__tunable_acquire); seq_cst for the argument at the top. */
+	atomic_store_explicit(&h->gen, g + 1, memory_order_seq_cst);
 	/* Relaxed: a report for `sluice stat`; nothing is read through it. */
 	atomic_store_explicit(&h->retune_ns, now_ns, memory_order_relaxed);
 	if (ow == NULL)
@@ -305,17 +316,24 @@ struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint
 	struct sl_limiter *l = current(tun_of(head), &g);
 	if (l->kind == SL_KIND_CONC)
 		return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
-	/* Buckets straight to GCRA: the shim's per=process limiters. */
-	struct sl_decision d = l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN
-				       ? sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns)
-				       : sl_limiter_acquire(l, n, now_ns, max_wait_ns);
-	if (d.verdict != SL_ADMIT || n == 0)
-		return d;
-	/* F2, as in the loop. */
-	atomic_thread_fence(memory_order_seq_cst);
-	/* Relaxed: the fence orders it; only equality matters. */
-	if (atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
-		return d;
+	struct sl_decision d;
+	if (l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN) {
+		/* Buckets (the shim's per=process limiters) straight to GCRA,
+		 * whose seq_cst CAS makes F2 unneeded: a seq_cst load (top). */
+		d = sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns);
+		if (d.verdict != SL_ADMIT || n == 0 ||
+		    atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == g)
+			return d;
+	} else {
+		d = sl_limiter_acquire(l, n, now_ns, max_wait_ns);
+		if (d.verdict != SL_ADMIT || n == 0)
+			return d;
+		/* F2, as in the loop. */
+		atomic_thread_fence(memory_order_seq_cst);
+		/* Relaxed: the fence orders it; only equality matters. */
+		if (atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
+			return d;
+	}
 	sl_limiter_refund(l, n, now_ns);
 	return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
 }
