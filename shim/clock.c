@@ -12,7 +12,8 @@
  *     ns = base_ns + (tsc - base_tsc) * mult / 2^32
  *
  * - The first line is fitted SL_FIT_FIRST_NS after the constructor's
- *   sample; until then the clock is clock_gettime's.
+ *   sample; until then the clock is clock_gettime's. No line is ever fitted
+ *   on a shorter stretch.
  * - A line is good for twice the stretch it was fitted on, at most
  *   SL_FIT_SPAN_NS: then the first reader past it reads clock_gettime and
  *   fits the next line through the last base, so mult follows NTP's
@@ -25,9 +26,13 @@
  *   what it claims): every reading is clock_gettime's from then on.
  * Readers never wait: the line is behind a sequence number that only the
  * refitting thread makes odd; a reader that sees it odd, or changed while
- * it read the line, reads clock_gettime. Two readings through successive
- * lines can go back by the error of a line (a microsecond): the core takes
- * any now, and one in the past only makes it refuse more.
+ * it read the line, reads clock_gettime. A line's error is that of its two
+ * samples, tens of ns here (tests/test_shim_clock_thread.c measures it), at
+ * worst a few µs (samples up to SL_PAIR_MAX_TICKS wide); a change of the
+ * clock's rate (NTP) adds that change times the span until the next refit,
+ * and beyond the self-check's tolerance the TSC is turned off. Two readings
+ * through successive lines can go back by that error: the core takes any
+ * now, and one in the past only makes it refuse more.
  *
  * sl__clock_line_fit and sl__clock_line_ns are pure (tests/test_shim_clock.c
  * drives them with made-up TSC rates).
@@ -98,6 +103,8 @@ enum sl_fit sl__clock_line_fit(struct sl_clock_line *l, uint64_t tsc, uint64_t n
 		return SL_FIT_OK;
 	}
 	const uint64_t dt = tsc - l->base_tsc, dns = ns - l->base_ns;
+	if (dns < SL_FIT_FIRST_NS)
+		return SL_FIT_WAIT; /* too short a stretch for a line */
 	if (l->mult != 0) {
 		/* The line's error over the stretch since its base. */
 		const unsigned __int128 pred = (unsigned __int128)dt * l->mult >> 32;
@@ -105,8 +112,6 @@ enum sl_fit sl__clock_line_fit(struct sl_clock_line *l, uint64_t tsc, uint64_t n
 			pred > UINT64_MAX ? UINT64_MAX : sl_absdiff((uint64_t)pred, dns);
 		if (err > dns / 1000000u * SL_FIT_PPM + SL_FIT_SLACK_NS)
 			return SL_FIT_OFF;
-	} else if (dns < SL_FIT_FIRST_NS) {
-		return SL_FIT_WAIT; /* too short a stretch for the first line */
 	}
 	const unsigned __int128 m = ((unsigned __int128)dns << 32) / dt;
 	/* ns per tick in [2^-32, 1024): a TSC between ~1 MHz and 2^32 GHz. */
@@ -162,20 +167,27 @@ static void sl_live_store(const struct sl_clock_line *l)
 	atomic_store_explicit(&sl_live.span, l->span, memory_order_relaxed);
 }
 
-/* Past the line (or none yet): fit the next one from a fresh sample if no
- * other thread is at it; clock_gettime's reading either way. */
+/* Past the line (or none yet): clock_gettime's reading, and the next line
+ * fitted from a fresh sample if the stretch since the base is long enough
+ * and no other thread is at it. */
 static __attribute__((noinline)) uint64_t sl_clock_refit(void)
 {
-	/* Relaxed: off only ever goes from false to true; a stale false costs
-	 * one refit attempt more. */
-	if (atomic_load_explicit(&sl_live.off, memory_order_relaxed))
-		return sl_clock_vdso();
+	const uint64_t now = sl_clock_vdso();
+	/* Relaxed: off only ever goes from false to true (a stale false costs
+	 * one refit more), and base_ns only decides whether to try (the fit
+	 * reads the fields again inside the section). */
+	if (atomic_load_explicit(&sl_live.off, memory_order_relaxed) ||
+	    now - atomic_load_explicit(&sl_live.base_ns, memory_order_relaxed) < SL_FIT_FIRST_NS)
+		return now;
 	uint32_t s = atomic_load_explicit(&sl_live.seq, memory_order_relaxed);
 	/* Acquire: the fields written by the refit that made seq s. */
 	if ((s & 1) || !atomic_compare_exchange_strong_explicit(&sl_live.seq, &s, s + 1,
 								 memory_order_acquire,
 								 memory_order_relaxed))
-		return sl_clock_vdso();
+		return now;
+	/* The writer's side of the seqlock: seq odd before any field changes
+	 * (pairs with the readers' acquire fence). */
+	atomic_thread_fence(memory_order_release);
 	uint64_t tsc, ns = sl_sample(&tsc);
 	/* Relaxed: the writer's own fields, inside the odd section. */
 	struct sl_clock_line l = {
@@ -216,10 +228,9 @@ static uint64_t sl_clock_tsc(void)
 	};
 	atomic_thread_fence(memory_order_acquire);
 	uint64_t ns;
-	if (__builtin_expect(!(s & 1) &&
-				     atomic_load_explicit(&sl_live.seq, memory_order_relaxed) == s &&
-				     sl__clock_line_ns(&l, tsc, &ns),
-			     1))
+	if ((s & 1) || atomic_load_explicit(&sl_live.seq, memory_order_relaxed) != s)
+		return sl_clock_vdso(); /* a refit is under way */
+	if (__builtin_expect(sl__clock_line_ns(&l, tsc, &ns), 1))
 		return ns;
 	return sl_clock_refit();
 }
@@ -228,7 +239,7 @@ static uint64_t sl_clock_tsc(void)
 static bool sl_tsc_usable(void)
 {
 	unsigned a, b, c, d;
-	if (__get_cpuid_max(0x80000000u, NULL) < 0x80000007u)
+	if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000007u)
 		return false;
 	__cpuid(0x80000007u, a, b, c, d);
 	if (!(d & (1u << 8))) /* invariant TSC */

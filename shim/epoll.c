@@ -18,7 +18,7 @@
  * registration: the kernel holds a token (a magic in the top 16 bits, the
  * slot and the fd) and epoll_wait puts the program's data back. Each fd has
  * SL_EP_SLOTS slots (one per epoll set it is in); a registration beyond
- * that fails with ENOMEM (logged), and fds at or above SL_FD_MAX pass
+ * that fails with ENOMEM (logged), and fds at or above sl__fd_cap pass
  * through with their own data and are never hidden. Events that do not
  * carry the magic (a registration made before the shim was active) pass
  * through unchanged.
@@ -74,7 +74,7 @@ struct sl_epfd {
 	struct sl_epreg r[SL_EP_SLOTS];
 };
 
-static struct sl_epfd *sl_eps; /* [SL_FD_MAX], mmap'd */
+static struct sl_epfd *sl_eps; /* [sl__fd_cap], mmap'd */
 static _Atomic uint32_t sl_ep_hi; /* 1 + the highest fd with a slot */
 static _Atomic int sl_ep_full_logged;
 
@@ -83,7 +83,7 @@ int sl__ep_init_unsync(bool on)
 	if (!on && sl_eps == NULL)
 		return 0;
 	if (sl_eps == NULL) {
-		sl_eps = sl__map(sizeof(*sl_eps) * SL_FD_MAX);
+		sl_eps = sl__map(sizeof(*sl_eps) * sl__fd_cap);
 		if (sl_eps == NULL)
 			return -1;
 	} else {
@@ -112,7 +112,7 @@ static void sl_ep_unlock(struct sl_epfd *e)
 bool sl__ep_has(int fd)
 {
 	/* Relaxed: a hint; the slots are read under the lock. */
-	return sl_eps != NULL && (unsigned)fd < SL_FD_MAX &&
+	return sl_eps != NULL && (unsigned)fd < sl__fd_cap &&
 	       atomic_load_explicit(&sl_eps[fd].n, memory_order_relaxed) != 0;
 }
 
@@ -281,7 +281,7 @@ static int sl_ep_mod(int fd, int s, const struct epoll_event *ev, uint32_t hidde
 
 SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	if (sl__busy || !sl__ready_on() || sl_eps == NULL || (unsigned)fd >= SL_FD_MAX ||
+	if (sl__busy || !sl__ready_on() || sl_eps == NULL || (unsigned)fd >= sl__fd_cap ||
 	    epfd < 0 || (ev == NULL && op != EPOLL_CTL_DEL))
 		return SL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	uint64_t until = UINT64_MAX;
@@ -351,7 +351,7 @@ static int sl_ep_translate(struct epoll_event *ev, int n)
 			continue;
 		}
 		uint32_t fd = (uint32_t)u, s = (uint32_t)(u >> 32) & 0xffffu;
-		if (fd >= SL_FD_MAX || s >= SL_EP_SLOTS)
+		if (fd >= sl__fd_cap || s >= SL_EP_SLOTS)
 			continue;
 		struct sl_epreg *g = &sl_eps[fd].r[s];
 		/* Relaxed: a stale answer drops or delivers one event, which the

@@ -21,8 +21,11 @@
  * record is referenced by at least one fd, so it cannot run out), found by
  * probing from the fd's own index.
  *
- * fds at or above SL_FD_MAX are not tracked: their calls pass through,
- * with one warning.
+ * fds at or above sl__fd_cap are not tracked: their calls pass through,
+ * with one warning. The cap is the RLIMIT_NOFILE hard limit when the tables
+ * are first mapped (so a process that may open a million fds tracks them
+ * all), at least SL_FD_MIN, at most SL_FD_LIMIT; the tables are mapped
+ * MAP_NORESERVE, so only the pages of fds in use are ever resident.
  *
  * Thread-safety: all functions are thread-safe. Two threads classifying the
  * same fd agree through the BUSY bit; the loser waits for the winner.
@@ -32,11 +35,13 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 
 #include "internal.h"
 
-_Atomic uint8_t sl__fdbits[SL_FD_MAX];
+_Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
+uint32_t sl__fd_cap;
 
 struct sl_conn {
 	_Atomic uint32_t refs; /* fds referring to the connection; 0 = free */
@@ -44,9 +49,10 @@ struct sl_conn {
 	struct sl_limiter *lims[SL_CONN_RULES];
 };
 
-struct sl_fdrec *sl__fdrecs;  /* [SL_FD_MAX], mmap'd by sl__fdtab_init */
-static struct sl_conn *sl_conns;    /* [SL_FD_MAX] */
+struct sl_fdrec *sl__fdrecs;  /* [sl__fd_cap], mmap'd by sl__fdtab_init */
+static struct sl_conn *sl_conns;    /* [sl__fd_cap] */
 static _Atomic int sl_fd_big_logged;
+static _Atomic uint32_t sl_fd_busy_hi; /* 1 + the highest fd ever classified */
 
 /* Map `bytes` of zeroed private memory, reserved lazily. NULL on failure. */
 void *sl__map(size_t bytes)
@@ -56,15 +62,25 @@ void *sl__map(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+void sl__fd_cap_init_unsync(void)
+{
+	if (sl__fd_cap != 0)
+		return; /* the tables are sized by it: it never changes */
+	struct rlimit rl;
+	uint64_t cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_max : 0;
+	cap = cap < SL_FD_MIN ? SL_FD_MIN : cap > SL_FD_LIMIT ? SL_FD_LIMIT : cap;
+	sl__fd_cap = (uint32_t)((cap + 63) / 64 * 64); /* whole words of ready.c's bitmap */
+}
+
 /* Allocate the records (once; later calls just clear them). Not
  * thread-safe: init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void)
 {
 	if (sl__fdrecs == NULL || sl_conns == NULL) {
 		if (sl__fdrecs == NULL)
-			sl__fdrecs = sl__map(sizeof(struct sl_fdrec) * SL_FD_MAX);
+			sl__fdrecs = sl__map(sizeof(struct sl_fdrec) * sl__fd_cap);
 		if (sl_conns == NULL)
-			sl_conns = sl__map(sizeof(struct sl_conn) * SL_FD_MAX);
+			sl_conns = sl__map(sizeof(struct sl_conn) * sl__fd_cap);
 		/* Fresh mappings are zero, and so is sl__fdbits until the first
 		 * init (no wrapper sets a bit before it): clearing them would
 		 * only make 10 MB resident in every process. */
@@ -76,11 +92,11 @@ int sl__fdtab_init_unsync(void)
 
 void sl__fdtab_reset_unsync(void)
 {
-	for (size_t i = 0; i < SL_FD_MAX; i++)
+	for (size_t i = 0; i < sl__fd_cap; i++)
 		atomic_store_explicit(&sl__fdbits[i], 0, memory_order_relaxed);
 	if (sl__fdrecs != NULL) {
-		memset(sl__fdrecs, 0, sizeof(struct sl_fdrec) * SL_FD_MAX);
-		memset(sl_conns, 0, sizeof(struct sl_conn) * SL_FD_MAX);
+		memset(sl__fdrecs, 0, sizeof(struct sl_fdrec) * sl__fd_cap);
+		memset(sl_conns, 0, sizeof(struct sl_conn) * sl__fd_cap);
 	}
 }
 
@@ -172,6 +188,12 @@ static void sl_fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
  * Returns the record, or NULL if the call should pass through. */
 static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, uint8_t b)
 {
+	/* Relaxed: only bounds the scan after fork (one thread then). */
+	uint32_t hi = atomic_load_explicit(&sl_fd_busy_hi, memory_order_relaxed);
+	while (hi <= (uint32_t)fd &&
+	       !atomic_compare_exchange_weak_explicit(&sl_fd_busy_hi, &hi, (uint32_t)fd + 1,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 	for (int spins = 0;; spins++) {
 		if (b & SL_FDB_READY)
 			return &sl__fdrecs[fd];
@@ -226,11 +248,18 @@ const struct sl_fdrec *sl__fd_rec(int fd)
 {
 	if (!sl__st.ready)
 		return NULL;
-	if ((unsigned)fd >= SL_FD_MAX) {
+	if ((unsigned)fd >= sl__fd_cap) {
 		if (fd >= 0 && sl__st.active &&
 		    !atomic_exchange_explicit(&sl_fd_big_logged, 1, memory_order_relaxed))
-			sl_log(SL_LOG_WARN, "fd %d is beyond the table (%d): such fds pass through",
-			       fd, SL_FD_MAX);
+			sl_log(SL_LOG_WARN,
+			       "fd %d is beyond the table (%u fds: the RLIMIT_NOFILE hard limit "
+			       "at start, at most %u): such fds pass through",
+			       fd, sl__fd_cap, SL_FD_LIMIT);
+		/* Relaxed: the bits carry nothing else. Every later call on
+		 * this number passes at once; no record is ever READY here. */
+		if ((unsigned)fd < SL_FD_LIMIT)
+			atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)SL_FDB_PASS_ALL,
+						 memory_order_relaxed);
 		return NULL;
 	}
 	/* Acquire pairs with the release in sl_fd_rec_slow: READY means the
@@ -283,7 +312,7 @@ static void sl_conn_put(uint32_t c)
  * tells the reclassification not to reset them). */
 void sl__fd_invalidate(int fd)
 {
-	if ((unsigned)fd >= SL_FD_MAX)
+	if ((unsigned)fd >= sl__fd_cap)
 		return;
 	/* Relaxed: the next reader reclassifies and publishes with release. */
 	uint8_t b = atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_CONN | SL_FDB_KEEP),
@@ -296,7 +325,7 @@ void sl__fd_invalidate(int fd)
 void sl__fd_forget(int fd)
 {
 	sl__ready_forget(fd);
-	if ((unsigned)fd >= SL_FD_MAX || sl__fdrecs == NULL)
+	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
 		return;
 	/* Relaxed: nothing is published by clearing. */
 	uint8_t b = atomic_exchange_explicit(&sl__fdbits[fd], 0, memory_order_relaxed);
@@ -320,7 +349,7 @@ static void sl_fd_attach(int fd, uint32_t c)
 void sl__fd_dup(int oldfd, int newfd)
 {
 	sl__fd_forget(newfd);
-	if ((unsigned)oldfd >= SL_FD_MAX || (unsigned)newfd >= SL_FD_MAX || sl__fdrecs == NULL)
+	if ((unsigned)oldfd >= sl__fd_cap || (unsigned)newfd >= sl__fd_cap || sl__fdrecs == NULL)
 		return;
 	uint32_t c = atomic_load_explicit(&sl__fdrecs[oldfd].conn, memory_order_acquire);
 	if (c == 0)
@@ -338,13 +367,13 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 	/* Each slot keeps its per=peer entry (given back by sl_conn_release). */
 	for (unsigned i = 0; i < n; i++)
 		sl__peer_pin(lims[i]);
-	if ((unsigned)fd >= SL_FD_MAX || sl__fdrecs == NULL) {
+	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL) {
 		for (unsigned i = 0; i < n; i++)
 			sl_conn_release(lims[i]);
 		return;
 	}
-	for (uint32_t probe = 0; probe < SL_FD_MAX; probe++) {
-		uint32_t i = ((uint32_t)fd + probe) % SL_FD_MAX;
+	for (uint32_t probe = 0; probe < sl__fd_cap; probe++) {
+		uint32_t i = ((uint32_t)fd + probe) % sl__fd_cap;
 		uint32_t expect = 0;
 		/* Acquire: the previous owner's last writes are done. */
 		if (!atomic_compare_exchange_strong_explicit(&sl_conns[i].refs, &expect, 1,
@@ -368,7 +397,8 @@ void sl__fdtab_after_fork_unsync(void)
 {
 	/* Only the forking thread lives on in the child: a BUSY bit another
 	 * thread held while classifying would stay set for good. */
-	for (int fd = 0; fd < SL_FD_MAX; fd++)
+	const uint32_t hi = atomic_load_explicit(&sl_fd_busy_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < hi; fd++)
 		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_BUSY)
 			atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
 						  memory_order_relaxed);

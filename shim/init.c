@@ -48,6 +48,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 {
 	struct sl_state *st = &sl__st;
 	st->ready = false;
+	sl__fd_cap_init_unsync();
 	st->active = false;
 	st->policy = *p;
 	sl__log_level = (int)p->log_level;
@@ -82,7 +83,11 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->reject_rules |= bit;
 		if (r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0') {
 			st->proc_rules |= bit;
-			if (r->op != SL_OP_CONNS && r->action != SL_ACTION_DRYRUN)
+			/* Not sliding windows: their refund rounds down what
+			 * their acquire rounded up (a quantum may stay taken
+			 * when the fast path gives back). */
+			if (r->op != SL_OP_CONNS && r->action != SL_ACTION_DRYRUN &&
+			    r->algo != SL_ALGO_SLIDING)
 				st->fast_rules |= bit;
 		}
 		if (r->scope == SL_SCOPE_FD)
@@ -117,7 +122,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		uint64_t m = sl__piece_max((unsigned)__builtin_ctz(rest));
 		st->piece_min = m < st->piece_min ? m : st->piece_min;
 	}
-	st->fd_lims = sl_remap(st->fd_lims, &sl_fd_lims_bytes, (size_t)SL_FD_MAX * st->n_fd_rules);
+	st->fd_lims = sl_remap(st->fd_lims, &sl_fd_lims_bytes, (size_t)sl__fd_cap * st->n_fd_rules);
 	st->thread_lims = sl_remap(st->thread_lims, &sl_thread_lims_bytes,
 				   (size_t)SL_THREAD_SLOTS * st->n_thread_rules);
 	if ((st->n_fd_rules && !st->fd_lims) || (st->n_thread_rules && !st->thread_lims) ||

@@ -227,7 +227,14 @@ enum sl_kind_call {
 
 /* Counters of one rule: struct sl_rstats, in shm_format.h. */
 
-#define SL_FD_MAX 65536      /* fds tracked in the table; larger ones pass through */
+/* fds are tracked below sl__fd_cap (fdtab.c): the RLIMIT_NOFILE hard limit
+ * at the first init, at least SL_FD_MIN and at most SL_FD_LIMIT; calls on
+ * larger fds pass through. */
+#define SL_FD_MIN 65536u
+#define SL_FD_LIMIT (1u << 20)
+extern uint32_t sl__fd_cap;
+/* Set sl__fd_cap, once, before the first table is mapped (state init). */
+void sl__fd_cap_init_unsync(void);
 #define SL_THREAD_SLOTS 256  /* threads with per=thread limiters at once */
 #define SL_PEER_SLOTS 1024   /* (rule, address) entries of per=peer limiters */
 #define SL_CONN_RULES 8      /* conns rules one connection may hold a slot of */
@@ -242,7 +249,8 @@ struct sl_state {
 	uint32_t conns_rules;            /* op == conns */
 	uint32_t proc_rules;  /* per=process rules whose limiter is always
 	                         rule_lim[i] (not redis=KEY: see lease.c) */
-	uint32_t fast_rules;  /* proc_rules counting calls or bytes, not dry-run:
+	uint32_t fast_rules;  /* proc_rules counting calls or bytes, not dry-run
+	                         nor sliding windows:
 	                         a transfer they all admit at once takes the
 	                         fast path (sl__io_send) */
 	uint32_t eagain_rules; /* delay rules with nonblock=eagain (set by
@@ -254,7 +262,7 @@ struct sl_state {
 	/* Each rule's per=process limiter (a tunable one in rec, or the
 	 * shared one); the fallback of other scopes. */
 	struct sl_limiter *rule_lim[SL_MAX_RULES];
-	struct sl_limiter *fd_lims;     /* [SL_FD_MAX][n_fd_rules], mmap'd */
+	struct sl_limiter *fd_lims;     /* [sl__fd_cap][n_fd_rules], mmap'd */
 	struct sl_limiter *thread_lims; /* [SL_THREAD_SLOTS][n_thread_rules] */
 	struct sl_rstats *stats;        /* [SL_MAX_RULES], in rec */
 	struct sl_shm_stat *rec;        /* the live stats record (shm.c) */
@@ -319,14 +327,14 @@ struct sl_fdrec {
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
 };
 
-extern _Atomic uint8_t sl__fdbits[SL_FD_MAX];
+extern _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
 
 /* True if a call of kind k on fd passes straight through. The relaxed load
  * is enough for the pass bit: it carries no data; the slow path re-reads
  * with acquire. */
 static inline bool sl__fd_pass(int fd, enum sl_kind_call k)
 {
-	return (unsigned)fd < SL_FD_MAX &&
+	return (unsigned)fd < SL_FD_LIMIT &&
 	       (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_PASS(k));
 }
 
@@ -338,12 +346,12 @@ bool sl__fd_get(int fd, struct sl_fdrec *out);
  * connect on it), so a caller copies out what it uses before anything that
  * may race with that: the hot path's alternative to sl__fd_get. */
 const struct sl_fdrec *sl__fd_rec(int fd);
-extern struct sl_fdrec *sl__fdrecs; /* [SL_FD_MAX] */
+extern struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap] */
 /* sl__fd_rec with its common case inline: the record of a classified fd.
  * Acquire: READY means the record's fields are complete (as in sl__fd_rec). */
 static inline const struct sl_fdrec *sl__fd_rec_hot(int fd)
 {
-	if ((unsigned)fd < SL_FD_MAX &&
+	if ((unsigned)fd < SL_FD_LIMIT &&
 	    (atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY))
 		return &sl__fdrecs[fd];
 	return sl__fd_rec(fd);

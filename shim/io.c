@@ -279,8 +279,9 @@ static inline const struct sl_fdrec *sl_send_rec(int fd)
 
 /* Police a send of `total` bytes on rec's fd (`to`: its destination
  * address, NULL if none) with the fast path: true if every rule admits it
- * at once (then send it and pass the result to sl_fast_end); false, having
- * charged nothing, if the general path must decide. errno is left alone. */
+ * at once (then send it and pass the result to sl_fast_end, which must
+ * follow: sl__busy is set until then); false, having charged nothing, if
+ * the general path must decide. errno is left alone. */
 static inline bool sl_fast_begin(struct sl_fast *f, const struct sl_fdrec *rec, size_t total,
 				 const void *to)
 {
@@ -300,6 +301,9 @@ static inline bool sl_fast_begin(struct sl_fast *f, const struct sl_fdrec *rec, 
 	}
 	f->rules = rules;
 	f->now = now;
+	/* As the general path: a send the real call makes (another
+	 * interposer's, a signal handler's) is not throttled again. */
+	sl__busy = 1;
 	return true;
 }
 
@@ -308,7 +312,8 @@ static inline bool sl_fast_begin(struct sl_fast *f, const struct sl_fdrec *rec, 
  * call; returns r with errno unchanged. */
 static inline ssize_t sl_fast_end(const struct sl_fast *f, int fd, int flags, size_t total, ssize_t r)
 {
-	if (__builtin_expect((size_t)r != total, 0)) {
+	sl__busy = 0;
+	if (__builtin_expect(r < 0 || (size_t)r != total, 0)) {
 		int e = errno;
 		sl_fast_give(f->rules, total, r, f->now);
 		if (r > 0)

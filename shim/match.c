@@ -343,7 +343,7 @@ struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i)
 		break;
 	}
 	case SL_SCOPE_FD:
-		if (r->op != SL_OP_CONNS && (unsigned)fd < SL_FD_MAX && sl__st.fd_lims != NULL)
+		if (r->op != SL_OP_CONNS && (unsigned)fd < sl__fd_cap && sl__st.fd_lims != NULL)
 			l = &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + sl__st.scope_slot[i]];
 		break;
 	case SL_SCOPE_PEER:
@@ -359,7 +359,7 @@ struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i)
 /* Reset the per-fd limiters of fd (it is a new socket). */
 void sl__scope_fd_reset(int fd)
 {
-	if ((unsigned)fd < SL_FD_MAX && sl__st.fd_lims != NULL)
+	if ((unsigned)fd < sl__fd_cap && sl__st.fd_lims != NULL)
 		sl_scope_reset(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules], SL_SCOPE_FD);
 }
 

@@ -77,10 +77,11 @@ struct sl_pending {
 	struct sockaddr_storage addr;
 };
 
-static _Atomic uint64_t (*sl_ready_at)[2]; /* [SL_FD_MAX][dir], mmap'd */
-static struct sl_pending *sl_pend;          /* [SL_FD_MAX], mmap'd */
+static _Atomic uint64_t (*sl_ready_at)[2]; /* [sl__fd_cap][dir], mmap'd */
+static struct sl_pending *sl_pend;          /* [sl__fd_cap], mmap'd */
 static _Atomic uint32_t sl_fd_hi;           /* 1 + the highest fd written */
-static _Atomic uint64_t sl_timer_bits[SL_FD_MAX / 64];
+static _Atomic uint64_t sl_timer_bits[SL_FD_LIMIT / 64];
+static _Atomic uint32_t sl_timer_words; /* 1 + the highest word ever armed */
 static _Atomic uint64_t sl_timer_next = UINT64_MAX;
 static _Atomic bool sl_on;
 
@@ -110,8 +111,8 @@ int sl__ready_init_unsync(void)
 	}
 	bool on = eagain != 0;
 	if (on && sl_ready_at == NULL) {
-		sl_ready_at = sl__map(sizeof(*sl_ready_at) * SL_FD_MAX);
-		sl_pend = sl__map(sizeof(*sl_pend) * SL_FD_MAX);
+		sl_ready_at = sl__map(sizeof(*sl_ready_at) * sl__fd_cap);
+		sl_pend = sl__map(sizeof(*sl_pend) * sl__fd_cap);
 		if (sl_ready_at == NULL || sl_pend == NULL)
 			return -1;
 	} else if (sl_ready_at != NULL) {
@@ -121,8 +122,9 @@ int sl__ready_init_unsync(void)
 		memset(sl_pend, 0, sizeof(*sl_pend) * hi);
 	}
 	atomic_store_explicit(&sl_fd_hi, 0, memory_order_relaxed);
-	for (size_t w = 0; w < SL_FD_MAX / 64; w++)
+	for (size_t w = 0; w < sl__fd_cap / 64; w++)
 		atomic_store_explicit(&sl_timer_bits[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&sl_timer_words, 0, memory_order_relaxed);
 	atomic_store_explicit(&sl_timer_next, UINT64_MAX, memory_order_relaxed);
 	if (sl__ep_init_unsync(on) != 0)
 		return -1;
@@ -142,7 +144,7 @@ void sl__nb_read(struct sl_call *c)
 {
 	uint32_t m = c->nb_maybe;
 	c->nb_maybe = 0;
-	if ((unsigned)c->fd >= SL_FD_MAX)
+	if ((unsigned)c->fd >= sl__fd_cap)
 		return;
 	int saved = errno;
 	int fl = SL_REAL(fcntl)(c->fd, F_GETFL);
@@ -200,7 +202,7 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 {
 	/* A call that moved less than asked without waiting for a rule may
 	 * not have asked whether the fd is non-blocking yet. */
-	if (sl__call_nb(c) == 0 || (unsigned)c->fd >= SL_FD_MAX)
+	if (sl__call_nb(c) == 0 || (unsigned)c->fd >= sl__fd_cap)
 		return;
 	int saved = errno;
 	uint64_t now = sl__clock_ns(), t = c->ready_ns;
@@ -218,7 +220,7 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 
 uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until)
 {
-	if (sl_ready_at == NULL || (unsigned)fd >= SL_FD_MAX)
+	if (sl_ready_at == NULL || (unsigned)fd >= sl__fd_cap)
 		return 0;
 	uint64_t u = *until;
 	uint32_t h = 0;
@@ -245,11 +247,16 @@ uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until)
 
 void sl__ready_arm(int fd, uint64_t at)
 {
-	if ((unsigned)fd >= SL_FD_MAX)
+	if ((unsigned)fd >= sl__fd_cap)
 		return;
 	/* seq_cst, with the exchange and the loads in sl__ready_tick: either
 	 * the scan sees this bit, or this lowering of sl_timer_next comes
-	 * after the scan's reset of it, so no due fd is forgotten. */
+	 * after the scan's reset of it, so no due fd is forgotten. The same
+	 * holds for the bound of the scan, sl_timer_words: raised (or seen
+	 * high enough) before the bit is set. */
+	uint32_t words = atomic_load(&sl_timer_words), need = (uint32_t)fd / 64 + 1;
+	while (words < need && !atomic_compare_exchange_weak(&sl_timer_words, &words, need))
+		;
 	atomic_fetch_or(&sl_timer_bits[fd / 64], (uint64_t)1 << (fd % 64));
 	uint64_t cur = atomic_load(&sl_timer_next);
 	while (at < cur && !atomic_compare_exchange_weak(&sl_timer_next, &cur, at))
@@ -298,7 +305,8 @@ uint64_t sl__ready_tick(uint64_t now)
 	if (now < next || sl_ready_at == NULL)
 		return next;
 	atomic_store(&sl_timer_next, UINT64_MAX); /* seq_cst: see sl__ready_arm */
-	for (size_t w = 0; w < SL_FD_MAX / 64; w++) {
+	const size_t words = atomic_load(&sl_timer_words);
+	for (size_t w = 0; w < words; w++) {
 		uint64_t bits = atomic_load(&sl_timer_bits[w]);
 		for (; bits != 0; bits &= bits - 1) {
 			int b = __builtin_ctzll(bits);
@@ -323,7 +331,7 @@ uint64_t sl__ready_tick(uint64_t now)
 
 void sl__ready_forget(int fd)
 {
-	if (sl_ready_at == NULL || (unsigned)fd >= SL_FD_MAX)
+	if (sl_ready_at == NULL || (unsigned)fd >= sl__fd_cap)
 		return;
 	/* Relaxed: the fd is being closed or is new; nothing is published. */
 	if (atomic_load_explicit(&sl_ready_at[fd][0], memory_order_relaxed) != 0)
@@ -338,7 +346,7 @@ void sl__ready_forget(int fd)
 bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len)
 {
 	int fd = c->fd;
-	if (!c->defer || c->ready_ns == 0 || sl_pend == NULL || (unsigned)fd >= SL_FD_MAX ||
+	if (!c->defer || c->ready_ns == 0 || sl_pend == NULL || (unsigned)fd >= sl__fd_cap ||
 	    len > (socklen_t)sizeof(struct sockaddr_storage) || c->ready_ns <= sl__clock_ns())
 		return false;
 	struct sl_pending *p = &sl_pend[fd];
@@ -369,7 +377,7 @@ static int sl_connect_take_err(int fd)
 
 bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 {
-	if (sl_pend == NULL || (unsigned)fd >= SL_FD_MAX ||
+	if (sl_pend == NULL || (unsigned)fd >= sl__fd_cap ||
 	    atomic_load_explicit(&sl_pend[fd].state, memory_order_relaxed) == SL_CONN_NONE)
 		return false;
 	uint32_t st = sl_connect_kick(fd, sl__clock_ns());
@@ -387,7 +395,7 @@ bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *re
 
 int sl__connect_soerror(int fd, int *err)
 {
-	if (sl_pend == NULL || (unsigned)fd >= SL_FD_MAX ||
+	if (sl_pend == NULL || (unsigned)fd >= sl__fd_cap ||
 	    atomic_load_explicit(&sl_pend[fd].state, memory_order_relaxed) == SL_CONN_NONE)
 		return 0;
 	uint32_t st = sl_connect_kick(fd, sl__clock_ns());

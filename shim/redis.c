@@ -143,7 +143,7 @@ struct sl_rconn *sl__redis_open(const struct sl_redis *cfg, uint64_t timeout_ns,
 		sl_h.redisFree(c);
 		return NULL;
 	}
-	if ((unsigned)c->fd < SL_FD_MAX)
+	if ((unsigned)c->fd < sl__fd_cap)
 		/* Release: like a classification, publishes "pass every call"
 		 * (pairs with the acquire in sl__fd_get; the fast path's relaxed
 		 * load needs nothing more). */

@@ -280,7 +280,7 @@ SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 SL_EXPORT int close(int fd)
 {
 	/* Relaxed: only a hint; sl__fd_forget exchanges the byte. */
-	if ((unsigned)fd < SL_FD_MAX && atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
+	if ((unsigned)fd < SL_FD_LIMIT && atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
 		sl__fd_forget(fd);
 	return SL_REAL(close)(fd);
 }
@@ -292,7 +292,7 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	 * fail with EINVAL: a failed call must keep what it did not close. */
 	if (first <= last && ((unsigned)flags & ~SL_CLOSE_RANGE_FLAGS) == 0 &&
 	    !((unsigned)flags & CLOSE_RANGE_CLOEXEC))
-		for (unsigned fd = first; fd <= last && fd < SL_FD_MAX; fd++)
+		for (unsigned fd = first; fd <= last && fd < SL_FD_LIMIT; fd++)
 			if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
 				sl__fd_forget((int)fd);
 	return SL_REAL(close_range)(first, last, flags);

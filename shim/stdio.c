@@ -19,7 +19,7 @@ SL_EXPORT int fclose(FILE *fp)
 {
 	int fd = fp != NULL ? fileno(fp) : -1;
 	/* Relaxed: only a hint; sl__fd_forget exchanges the byte. */
-	if ((unsigned)fd < SL_FD_MAX && atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
+	if ((unsigned)fd < SL_FD_LIMIT && atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
 		sl__fd_forget(fd);
 	return SL_REAL(fclose)(fp);
 }

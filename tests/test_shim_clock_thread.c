@@ -51,6 +51,12 @@ static void test_clock_first_fit(void **state)
 	}
 	assert_false(sl__clock_line_ns(&l, tsc_at(ghz, t0, 35 * MS + US), &ns));
 	assert_false(sl__clock_line_ns(&l, tsc_at(ghz, t0, 15 * MS) - 1, &ns));
+	/* No line on a shorter stretch than the first's: a sample 1 ms on
+	 * (with 1 µs of error) leaves the line as it is. */
+	const struct sl_clock_line before = l;
+	assert_int_equal(sl__clock_line_fit(&l, tsc_at(ghz, t0, 16 * MS), 16 * MS + US),
+			 SL_FIT_WAIT);
+	assert_memory_equal(&l, &before, sizeof(l));
 }
 
 /* Refits every span, with samples off by up to ±400 ns (a wide pair): the

@@ -42,9 +42,16 @@ static ssize_t fake_result(size_t len)
 	return (size_t)next_result < len ? next_result : (ssize_t)len;
 }
 
+static size_t reenter_len; /* > 0: the fake send sends this much through send() */
+
 static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
 {
-	(void)fd, (void)b, (void)flags;
+	if (reenter_len > 0) {
+		/* Like a second interposer whose send() writes through ours. */
+		size_t inner = reenter_len;
+		reenter_len = 0;
+		assert_int_equal(send(fd, b, inner, flags), (ssize_t)inner);
+	}
 	return fake_result(len);
 }
 
@@ -67,6 +74,7 @@ static int setup(void **state)
 	sl__sleep_until = fake_sleep;
 	n_clock_reads = n_sleeps = n_real = 0;
 	next_result = SSIZE_MAX;
+	reenter_len = 0;
 	use_policy(NULL, NULL);
 	sl_real_resolve_all();
 	f.saved = sl__real;
@@ -222,6 +230,39 @@ static void test_fast_reject_falls_back(void **state)
 	assert_stats(0, 3, 2, 0, 1, 1000);
 }
 
+/* A send the real call makes (another interposer, a signal handler) is not
+ * throttled or counted again: 100 bytes charged and counted, not 150. */
+static void test_fast_reentry_passes(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
+	reenter_len = 50;
+	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_int_equal(n_real, 2);
+	assert_int_equal(avail(0), 900);
+	assert_stats(0, 1, 1, 0, 0, 100);
+}
+
+/* A failed send of SIZE_MAX bytes under a message rule gives its message
+ * back (no byte rule: nothing is too large for the fast path). */
+static void test_fast_size_max_failure(void **state)
+{
+	struct fix *f = *state;
+	char b = 'x';
+	use_policy("SLUICE_SEND", "1/s,burst=1,family=unix");
+	next_result = -1;
+	next_errno = EFAULT;
+	errno = 0;
+	assert_int_equal(send(f->sv[0], &b, SIZE_MAX, 0), -1);
+	assert_int_equal(errno, EFAULT);
+	assert_int_equal(avail(0), 1);
+	next_result = SSIZE_MAX;
+	assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
+	assert_int_equal(n_sleeps, 0);
+	assert_stats(0, 2, 1, 0, 0, 1);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -234,6 +275,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_other_rule_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_first_rule_waits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_reject_falls_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_reentry_passes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_size_max_failure, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
