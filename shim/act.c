@@ -352,11 +352,14 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			const struct sl_rule *r = &sl__st.policy.rules[i];
 			struct sl_limiter *l = sl__limiter(c, i);
 			uint64_t a = sl_limiter_available(l, now), need = 1;
-			/* An nb rule needs sl__nb_need units, never more than
-			 * the call still wants: only when fewer are there is
-			 * the fd's mode asked. */
+			/* An nb rule needs sl__need units, never more than the
+			 * call still wants: only when fewer are there is the
+			 * fd's mode asked. A blocking wait for a delay rule
+			 * gathers a few ms of the rate rather than one unit. */
 			if ((c->nb_want == 0 || a < c->nb_want) && sl__nb_has(c, i))
-				need = sl__nb_need(c, i);
+				need = sl__need(c, i, SL_NB_QUANTUM_NS);
+			else if (wait && r->action == SL_ACTION_DELAY)
+				need = sl__need(c, i, SL_WAIT_QUANTUM_NS);
 			/* A dry-run rule never shortens what the call moves. */
 			bool dry = r->action == SL_ACTION_DRYRUN;
 			if (a >= need) {

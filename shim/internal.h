@@ -256,8 +256,10 @@ struct sl_state {
 	uint32_t eagain_rules; /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
 	uint32_t n_fd_rules, n_thread_rules;
-	uint64_t piece_min; /* smallest sl__piece_max of the byte rules: a transfer
-	                       no larger than this is never split */
+	uint64_t piece_min; /* smallest sl__piece_max of the byte rules at init:
+	                       a transfer no larger is never split, unless
+	                       `sluice set` lowered a burst since (then the fast
+	                       path's police fails and the general path splits) */
 	uint8_t scope_slot[SL_MAX_RULES]; /* index among rules of its scope */
 	/* Each rule's per=process limiter (a tunable one in rec, or the
 	 * shared one); the fallback of other scopes. */
@@ -619,8 +621,15 @@ static inline bool sl__nb_has(struct sl_call *c, unsigned i)
  * c->nb_partial): nothing is noted, and the caller sends what the rules
  * allow now instead, as it does for reject rules. */
 #define SL_NB_PARTIAL (-1)
-/* Units rule i must have before an nb call on it goes on (see ready.c). */
-uint64_t sl__nb_need(const struct sl_call *c, unsigned i);
+/* Units rule i must have before a call that waits for it goes on:
+ * min(what the call still wants (c->nb_want, if set), half the rule's
+ * piece, quantum_ns of the rate), at least 1; 1 for conns and message
+ * rules. An nb call (ready.c) uses SL_NB_QUANTUM_NS, a blocking wait
+ * SL_WAIT_QUANTUM_NS: waking for every unit, a receive under a delay rule
+ * moved a few bytes per call at full CPU. */
+uint64_t sl__need(const struct sl_call *c, unsigned i, uint64_t quantum_ns);
+#define SL_NB_QUANTUM_NS 100000000u
+#define SL_WAIT_QUANTUM_NS 2000000u
 /* An nb rule refuses call c: note until when (now + wait_ns), count a delay.
  * Returns EAGAIN. */
 int sl__nb_refuse(struct sl_call *c, unsigned i, uint64_t now, uint64_t wait_ns);

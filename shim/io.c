@@ -358,7 +358,8 @@ static __attribute__((noinline)) ssize_t sl_io_send_general(struct sl_io *io,
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
 	size_t done = 0;
 	ssize_t r = 0;
-	uint64_t piece = stream && io->total > sl__st.piece_min ? sl_piece(bytes) : UINT64_MAX;
+	/* Not from piece_min, which `sluice set` may have made stale. */
+	uint64_t piece = stream && bytes != 0 ? sl_piece(bytes) : UINT64_MAX;
 	while (err == 0) {
 		size_t want = io->total - done;
 		want = want < piece ? want : (size_t)piece;

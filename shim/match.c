@@ -367,22 +367,29 @@ void sl__scope_fd_reset(int fd)
  * The largest piece a split transfer may charge at once to byte rule i: the
  * burst for a token bucket; for a leaky bucket its capacity, or 10 ms worth
  * of bytes when the capacity is unbounded; the window's size for a fixed
- * window, 10 ms worth of a sliding one (at most N/32).
+ * window, 10 ms worth of a sliding one (at most N/32). From the limiter's
+ * current parameters: `sluice set` may have changed them.
  */
 uint64_t sl__piece_max(unsigned i)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
+	/* The rule's numbers, or the ones `sluice set` gave its limiter
+	 * since (per=process and shared= rules; other scopes never change). */
+	struct sl_params p = {.amount = r->amount, .period_ns = r->period_ns, .burst = r->burst};
+	const struct sl_limiter *l = sl__st.rule_lim[i];
+	if (((sl__st.proc_rules >> i) & 1) && l != NULL && l->kind == SL_KIND_TUNABLE)
+		p = sl_tunable_current((const struct sl_tunable *)(const void *)l)->params;
 	uint64_t m;
 	switch (r->algo) {
 	case SL_ALGO_TOKEN:
-		m = r->burst;
+		m = p.burst;
 		break;
 	case SL_ALGO_LEAKY:
-		if (r->burst != 0) {
-			m = r->burst;
+		if (p.burst != 0) {
+			m = p.burst;
 		} else {
-			unsigned __int128 b = (unsigned __int128)r->amount * 10000000u;
-			m = r->period_ns ? (uint64_t)(b / r->period_ns) : r->amount;
+			unsigned __int128 b = (unsigned __int128)p.amount * 10000000u;
+			m = p.period_ns ? (uint64_t)(b / p.period_ns) : p.amount;
 		}
 		break;
 	case SL_ALGO_SLIDING: {
@@ -391,13 +398,13 @@ uint64_t sl__piece_max(unsigned i)
 		 * (p = N, half the rate: it waits for an empty estimate, two
 		 * windows after a full one). 10 ms worth, at most N/32, keeps
 		 * it within 1% (W = 1 s) to 3% (W <= 320 ms) of the rate. */
-		unsigned __int128 b = (unsigned __int128)r->amount * 10000000u;
-		uint64_t ten_ms = r->period_ns ? (uint64_t)(b / r->period_ns) : r->amount;
-		m = r->amount / 32 < ten_ms ? r->amount / 32 : ten_ms;
+		unsigned __int128 b = (unsigned __int128)p.amount * 10000000u;
+		uint64_t ten_ms = p.period_ns ? (uint64_t)(b / p.period_ns) : p.amount;
+		m = p.amount / 32 < ten_ms ? p.amount / 32 : ten_ms;
 		break;
 	}
 	default:
-		m = r->amount;
+		m = p.amount;
 		break;
 	}
 	return m == 0 ? 1 : m;

@@ -14,7 +14,7 @@
  *
  * How many tokens to wait for: waking for one byte would wake a loop once
  * per byte. An nb wait is sized for min(what the call still wants, half the
- * rule's piece (its burst), 100 ms of the rate) units (sl__nb_need): half,
+ * rule's piece (its burst), 100 ms of the rate) units (sl__need): half,
  * so that a loop that wakes late (timer granularity, its own work before it
  * calls send again) finds the bucket not yet full and loses no tokens to
  * the burst cap. With the default burst (5 ms of the rate) a connection that
@@ -53,8 +53,6 @@
 
 #include "internal.h"
 
-/* An nb wait is for at most this much of the rate (see above). */
-#define SL_NB_QUANTUM_NS 100000000u
 /* A limiter that names no instant (conns: a slot frees on a close) is
  * looked at again after this long. */
 #define SL_NB_BACKOFF_NS 10000000u
@@ -153,12 +151,12 @@ void sl__nb_read(struct sl_call *c)
 		c->nb_rules |= m;
 }
 
-uint64_t sl__nb_need(const struct sl_call *c, unsigned i)
+uint64_t sl__need(const struct sl_call *c, unsigned i, uint64_t quantum_ns)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	if (r->op == SL_OP_CONNS || r->unit != SL_UNIT_BYTES || r->period_ns == 0)
 		return 1;
-	unsigned __int128 q = (unsigned __int128)r->amount * SL_NB_QUANTUM_NS / r->period_ns;
+	unsigned __int128 q = (unsigned __int128)r->amount * quantum_ns / r->period_ns;
 	uint64_t n = q > UINT64_MAX ? UINT64_MAX : (uint64_t)q, half = sl__piece_max(i) / 2;
 	n = n < half ? n : half;
 	n = c->nb_want != 0 && c->nb_want < n ? c->nb_want : n;
@@ -186,7 +184,7 @@ static uint64_t sl_nb_next(struct sl_call *c, uint64_t now)
 	for (uint32_t rest = c->nb_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		struct sl_limiter *l = sl__limiter(c, i);
-		uint64_t need = sl__nb_need(c, i);
+		uint64_t need = sl__need(c, i, SL_NB_QUANTUM_NS);
 		struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
 		if (d.verdict == SL_ADMIT) {
 			sl_limiter_refund(l, need, now);

@@ -331,6 +331,24 @@ static void test_shim_recv_cap(void **state)
 	assert_true(events[2].t <= T0 + 2 * MS);
 }
 
+/* A blocking receive under a delay rule waits for 2 ms of the rate (at
+ * most half the burst, never more than it asks for), not for one byte: 1 MB/s
+ * with a 10 KB burst; the burst goes at once, then 2000 bytes 2 ms later,
+ * not 1 byte 1 µs later (a receiver at full CPU, a few bytes per call). */
+static void test_shim_recv_gathers(void **state)
+{
+	struct fix *f = *state;
+	static char buf[16384];
+	use_policy("SLUICE_RECV", "1MB/s,burst=10KB");
+	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 2000);
+	assert_int_equal(n_sleeps, 1);
+	expect_event(1, T0 + 2 * MS, 2000);
+	/* Asking for less than that waits for what it asks. */
+	assert_int_equal(recv(f->cli, buf, 100, 0), 100);
+	expect_event(2, T0 + 2 * MS + 100 * 1000, 100);
+}
+
 /* A connect refused by a rate rule fails with the configured errno and
  * never reaches the real connect. */
 static void test_shim_connect_reject(void **state)
@@ -745,6 +763,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_errno_preserved, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_unmatched_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_recv_gathers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_connect_reject, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_conns_dup_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_accept_reject, setup, teardown),

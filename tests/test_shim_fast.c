@@ -263,6 +263,27 @@ static void test_fast_size_max_failure(void **state)
 	assert_stats(0, 2, 1, 0, 0, 1);
 }
 
+/* `sluice set` lowers the burst from 1000 B to 100 B: a 500-byte send,
+ * once never split, now goes in pieces of 100 B (one at once, four 100 ms
+ * apart) instead of being refused as larger than any burst. */
+static void test_fast_retuned_burst_splits(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
+	struct sl_params p = {.kind = SL_KIND_TOKEN, .amount = 1000, .period_ns = 1000 * MS,
+			      .burst = 100};
+	assert_int_equal(sl_tunable_retune((struct sl_tunable *)(void *)sl__st.rule_lim[0], &p,
+					   fake_now),
+			 SL_OK);
+	assert_int_equal(send(f->sv[0], buf, 500, 0), 500);
+	assert_int_equal(n_real, 5);
+	assert_int_equal(last_len, 100);
+	assert_int_equal(n_sleeps, 4);
+	assert_int_equal(fake_now, T0 + 400 * MS);
+	assert_stats(0, 1, 1, 1, 0, 500);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -277,6 +298,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_reject_falls_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_reentry_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_size_max_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_retuned_burst_splits, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

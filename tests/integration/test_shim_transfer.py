@@ -2,7 +2,8 @@
 """Byte rates under the shim, byte-exact: send and recv at 200 KB/s (sha256
 of what was sent and received), with SIGALRM every 20 ms during the waits,
 with partial writes on a non-blocking socket, and with os.write/os.read
-(write/read on a socket fd)."""
+(write/read on a socket fd). A throttled blocking receiver does not spin:
+each read waits for 2 ms of the rate (at most half the burst)."""
 import sys
 
 from test_shim_lib import PAYLOAD_SRC, Server, check, finish, payload, run_child
@@ -55,16 +56,17 @@ if "signal" in mode:
     signal.signal(signal.SIGALRM, lambda *a: alarms.__setitem__(0, alarms[0] + 1))
     signal.setitimer(signal.ITIMER_REAL, 0.02, 0.02)
 s = socket.create_connection(("127.0.0.1", port))
-h, n, t0, biggest = hashlib.sha256(), 0, None, 0
+h, n, t0, biggest, reads = hashlib.sha256(), 0, None, 0, 0
 while True:
     b = os.read(s.fileno(), 65536) if "read" in mode else s.recv(65536)
     if t0 is None: t0 = time.monotonic()
     if not b: break
-    h.update(b); n += len(b); biggest = max(biggest, len(b))
+    h.update(b); n += len(b); biggest = max(biggest, len(b)); reads += 1
 el = time.monotonic() - t0
 signal.setitimer(signal.ITIMER_REAL, 0)
+cpu = os.times()
 print(json.dumps({"elapsed": el, "n": n, "sha": h.hexdigest(), "alarms": alarms[0],
-                  "biggest": biggest}))
+                  "biggest": biggest, "cpu": cpu.user + cpu.system, "reads": reads}))
 '''
 
 EXPECT = hashlib.sha256(payload(SIZE)).hexdigest()
@@ -109,8 +111,9 @@ def test_recv(mode):
     if not r:
         return
     el = r["elapsed"]
-    print("measured: recv %s: %d bytes at %d B/s in %.3f s, largest read %d, %d alarms"
-          % (mode, r["n"], RATE, el, r["biggest"], r["alarms"]))
+    print("measured: recv %s: %d bytes at %d B/s in %.3f s, largest read %d, %d reads, "
+          "%.3f s CPU, %d alarms" % (mode, r["n"], RATE, el, r["biggest"], r["reads"], r["cpu"],
+                                     r["alarms"]))
     check(r["n"] == SIZE and r["sha"] == EXPECT, "recv %s: exact bytes" % mode)
     # The first read's bytes arrive before the clock starts: at most a burst.
     check(r["n"] - r["biggest"] <= RATE * el + BURST, "recv %s: %d bytes after the first "
@@ -118,6 +121,14 @@ def test_recv(mode):
     check(r["biggest"] <= BURST, "recv %s: no read larger than the burst (%d)"
           % (mode, r["biggest"]))
     check(el < 3 * SIZE / RATE, "recv %s: elapsed %.3f s < 3x the minimum" % (mode, el))
+    # A blocking receive waits for 2 ms of the rate (at most half the
+    # burst), not for one byte, which made the receiver spin (22,000 reads
+    # of ~9 bytes here, 0.3 s of CPU; a C receiver at full CPU).
+    least = min(RATE // 500, BURST // 2)
+    check(r["reads"] <= 1.2 * SIZE / least + 10, "recv %s: %d reads <= 1.2 x %d / %d + 10"
+          % (mode, r["reads"], SIZE, least))
+    check(r["cpu"] < 0.25 * el, "recv %s: the receiver used %.3f s of CPU in %.3f s (< 1/4)"
+          % (mode, r["cpu"], el))
     if "signal" in mode:
         check(r["alarms"] >= 10, "recv %s: %d signals arrived" % (mode, r["alarms"]))
 
