@@ -356,10 +356,16 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			 * call still wants: only when fewer are there is the
 			 * fd's mode asked. A blocking wait for a delay rule
 			 * gathers a few ms of the rate rather than one unit. */
-			if ((c->nb_want == 0 || a < c->nb_want) && sl__nb_has(c, i))
+			bool gather = false;
+			if ((c->nb_want == 0 || a < c->nb_want) && sl__nb_has(c, i)) {
 				need = sl__need(c, i, SL_NB_QUANTUM_NS);
-			else if (wait && r->action == SL_ACTION_DELAY)
+			} else if (wait && r->action == SL_ACTION_DELAY &&
+				   (r->algo == SL_ALGO_TOKEN || r->algo == SL_ALGO_LEAKY)) {
+				/* Buckets only: a window's units come back at
+				 * its next window, not 2 ms later. */
 				need = sl__need(c, i, SL_WAIT_QUANTUM_NS);
+				gather = need > 1;
+			}
 			/* A dry-run rule never shortens what the call moves. */
 			bool dry = r->action == SL_ACTION_DRYRUN;
 			if (a >= need) {
@@ -372,6 +378,15 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			 * thread's refund); then they are given back at the
 			 * acquire's own instant. */
 			struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
+			if (gather && d.verdict != SL_ADMIT &&
+			    (d.verdict == SL_NEVER ||
+			     sl_sat_add(now, d.wait_ns) > sl_call_limit(c, r))) {
+				/* Gathering would outlast max-delay or the
+				 * socket's timeout: wait for one unit, as the
+				 * limit allows. */
+				need = 1;
+				d = sl_limiter_acquire(l, need, now, 0);
+			}
 			if (d.verdict == SL_ADMIT) {
 				sl_limiter_refund(l, need, now);
 				avail = need < avail && !dry ? need : avail;

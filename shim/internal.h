@@ -408,6 +408,10 @@ void sl__peer_unpin_call(struct sl_call *c);
 void sl__peer_pin(struct sl_limiter *l);
 void sl__peer_unpin(struct sl_limiter *l);
 /* Units one piece of a split transfer may take under byte rule i. */
+/* Rule i's amount, period and burst now: the rule's, or the ones `sluice
+ * set` gave its limiter since (per=process and shared= rules; the limiters
+ * of other scopes never change). */
+struct sl_params sl__rule_now(unsigned i);
 uint64_t sl__piece_max(unsigned i);
 /* Limiter parameters of a rule; (re)initialise limiter l for rule i. */
 void sl__rule_params(const struct sl_rule *r, struct sl_params *p);

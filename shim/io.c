@@ -358,9 +358,10 @@ static __attribute__((noinline)) ssize_t sl_io_send_general(struct sl_io *io,
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
 	size_t done = 0;
 	ssize_t r = 0;
-	/* Not from piece_min, which `sluice set` may have made stale. */
-	uint64_t piece = stream && bytes != 0 ? sl_piece(bytes) : UINT64_MAX;
 	while (err == 0) {
+		/* Each piece as the bursts are now (`sluice set` may change
+		 * them), not from piece_min, which that may have made stale. */
+		uint64_t piece = stream && bytes != 0 ? sl_piece(bytes) : UINT64_MAX;
 		size_t want = io->total - done;
 		want = want < piece ? want : (size_t)piece;
 		if (reject != 0 && stream && want > 0) {

@@ -370,15 +370,20 @@ void sl__scope_fd_reset(int fd)
  * window, 10 ms worth of a sliding one (at most N/32). From the limiter's
  * current parameters: `sluice set` may have changed them.
  */
-uint64_t sl__piece_max(unsigned i)
+struct sl_params sl__rule_now(unsigned i)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
-	/* The rule's numbers, or the ones `sluice set` gave its limiter
-	 * since (per=process and shared= rules; other scopes never change). */
 	struct sl_params p = {.amount = r->amount, .period_ns = r->period_ns, .burst = r->burst};
 	const struct sl_limiter *l = sl__st.rule_lim[i];
 	if (((sl__st.proc_rules >> i) & 1) && l != NULL && l->kind == SL_KIND_TUNABLE)
 		p = sl_tunable_current((const struct sl_tunable *)(const void *)l)->params;
+	return p;
+}
+
+uint64_t sl__piece_max(unsigned i)
+{
+	const struct sl_rule *r = &sl__st.policy.rules[i];
+	const struct sl_params p = sl__rule_now(i);
 	uint64_t m;
 	switch (r->algo) {
 	case SL_ALGO_TOKEN:

@@ -120,7 +120,10 @@ int sl__ready_init_unsync(void)
 		memset(sl_pend, 0, sizeof(*sl_pend) * hi);
 	}
 	atomic_store_explicit(&sl_fd_hi, 0, memory_order_relaxed);
-	for (size_t w = 0; w < sl__fd_cap / 64; w++)
+	/* Only the words ever armed: the first init writes none (they are
+	 * zero, and left so the pages are never touched). */
+	const uint32_t words = atomic_load_explicit(&sl_timer_words, memory_order_relaxed);
+	for (size_t w = 0; w < words; w++)
 		atomic_store_explicit(&sl_timer_bits[w], 0, memory_order_relaxed);
 	atomic_store_explicit(&sl_timer_words, 0, memory_order_relaxed);
 	atomic_store_explicit(&sl_timer_next, UINT64_MAX, memory_order_relaxed);
@@ -154,9 +157,10 @@ void sl__nb_read(struct sl_call *c)
 uint64_t sl__need(const struct sl_call *c, unsigned i, uint64_t quantum_ns)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
-	if (r->op == SL_OP_CONNS || r->unit != SL_UNIT_BYTES || r->period_ns == 0)
+	const struct sl_params p = sl__rule_now(i);
+	if (r->op == SL_OP_CONNS || r->unit != SL_UNIT_BYTES || p.period_ns == 0)
 		return 1;
-	unsigned __int128 q = (unsigned __int128)r->amount * quantum_ns / r->period_ns;
+	unsigned __int128 q = (unsigned __int128)p.amount * quantum_ns / p.period_ns;
 	uint64_t n = q > UINT64_MAX ? UINT64_MAX : (uint64_t)q, half = sl__piece_max(i) / 2;
 	n = n < half ? n : half;
 	n = c->nb_want != 0 && c->nb_want < n ? c->nb_want : n;

@@ -292,7 +292,7 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	 * fail with EINVAL: a failed call must keep what it did not close. */
 	if (first <= last && ((unsigned)flags & ~SL_CLOSE_RANGE_FLAGS) == 0 &&
 	    !((unsigned)flags & CLOSE_RANGE_CLOEXEC))
-		for (unsigned fd = first; fd <= last && fd < SL_FD_LIMIT; fd++)
+		for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
 			if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
 				sl__fd_forget((int)fd);
 	return SL_REAL(close_range)(first, last, flags);

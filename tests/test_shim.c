@@ -349,6 +349,25 @@ static void test_shim_recv_gathers(void **state)
 	expect_event(2, T0 + 2 * MS + 100 * 1000, 100);
 }
 
+/* Gathering gives way: with max-delay=1ms the 2 ms wait for 2000 bytes
+ * would be refused, so the receive waits for one byte, as the limit allows;
+ * a window's units come back only at its next window, so a fixed window
+ * hands over the 1 byte it has at once rather than waiting for 2 ms worth. */
+static void test_shim_recv_gather_limits(void **state)
+{
+	struct fix *f = *state;
+	static char buf[16384];
+	use_policy("SLUICE_RECV", "1MB/s,burst=10KB,max-delay=1ms");
+	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 1);
+	expect_event(1, T0 + 1000, 1);
+	use_policy("SLUICE_RECV", "10000B/4s,algo=fixed");
+	n_sleeps = 0;
+	assert_int_equal(recv(f->cli, buf, 9999, 0), 9999);
+	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 1);
+	assert_int_equal(n_sleeps, 0);
+}
+
 /* A connect refused by a rate rule fails with the configured errno and
  * never reaches the real connect. */
 static void test_shim_connect_reject(void **state)
@@ -764,6 +783,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_unmatched_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_gathers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_recv_gather_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_connect_reject, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_conns_dup_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_accept_reject, setup, teardown),
