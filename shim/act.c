@@ -64,10 +64,16 @@ static uint64_t sl_sat_add(uint64_t a, uint64_t b)
 void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
 		    int timeout_opt)
 {
+	sl__call_begin_at(c, fd, op, peer, timeout_opt, sl__clock_ns());
+}
+
+void sl__call_begin_at(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
+		       int timeout_opt, uint64_t now)
+{
 	c->fd = fd;
 	c->op = op;
 	c->peer = peer;
-	c->start_ns = sl__clock_ns();
+	c->start_ns = now;
 	c->timeout_ns = UINT64_MAX;
 	c->timeout_opt = timeout_opt;
 	c->timeout_known = timeout_opt == 0;

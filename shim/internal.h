@@ -479,6 +479,10 @@ struct sl_call {
  * with nothing that blocks in between. Later decisions read the clock. */
 void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
 		    int timeout_opt);
+/* The same with the clock read already (now), by a caller that has done
+ * nothing that blocks since. */
+void sl__call_begin_at(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
+		       int timeout_opt, uint64_t now);
 /*
  * Charge n units to every rule in `rules`, acting as each rule says:
  * delay sleeps to the slot's deadline, reject refuses at once, dry-run

@@ -261,7 +261,8 @@ static __attribute__((noinline)) void sl_fast_cut(int fd, int flags, uint32_t ru
 	sl__busy = 0;
 }
 
-/* A send admitted by the fast path: its rules and the clock reading. */
+/* A send the fast path looked at: its rules and the clock reading (0 if
+ * it read none: the general path reads it then). */
 struct sl_fast {
 	uint32_t rules;
 	uint64_t now;
@@ -281,15 +282,19 @@ static inline const struct sl_fdrec *sl_send_rec(int fd)
  * address, NULL if none) with the fast path: true if every rule admits it
  * at once (then send it and pass the result to sl_fast_end, which must
  * follow: sl__busy is set until then); false, having charged nothing, if
- * the general path must decide. errno is left alone. */
+ * the general path must decide (from f->now). errno is left alone. */
 static inline bool sl_fast_begin(struct sl_fast *f, const struct sl_fdrec *rec, size_t total,
 				 const void *to)
 {
 	const uint32_t rules = rec->match[SL_K_SEND];
+	f->now = 0;
 	if (rules == 0 || (rules & ~sl__st.fast_rules) != 0 || total > sl__st.piece_min ||
 	    (to != NULL && rec->peer.family == 0))
 		return false;
 	const uint64_t now = sl__clock_ns();
+	/* Kept for the general path if a rule does not admit at once: its
+	 * first decision is at this instant too (nothing here blocks). */
+	f->now = now;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		struct sl_decision d =
@@ -300,7 +305,6 @@ static inline bool sl_fast_begin(struct sl_fast *f, const struct sl_fdrec *rec, 
 		}
 	}
 	f->rules = rules;
-	f->now = now;
 	/* As the general path: a send the real call makes (another
 	 * interposer's, a signal handler's) is not throttled again. */
 	sl__busy = 1;
@@ -324,9 +328,11 @@ static inline ssize_t sl_fast_end(const struct sl_fast *f, int fd, int flags, si
 	return r;
 }
 
-/* The general path of a send on rec's fd (sl_send_rec). */
+/* The general path of a send on rec's fd (sl_send_rec); now: the clock
+ * as the fast path read it (0: read it). */
 static __attribute__((noinline)) ssize_t sl_io_send_general(struct sl_io *io,
-							    const struct sl_fdrec *rec)
+							    const struct sl_fdrec *rec,
+							    uint64_t now)
 {
 	const struct sockaddr *to = io->msg != NULL ? io->msg->msg_name : io->addr;
 	int saved = errno;
@@ -351,7 +357,8 @@ static __attribute__((noinline)) ssize_t sl_io_send_general(struct sl_io *io,
 	struct sl_call c;
 	struct sl_grant gm, g;
 	gm.rules = g.rules = 0;
-	sl__call_begin(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO);
+	sl__call_begin_at(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO,
+			  now != 0 ? now : sl__clock_ns());
 	sl__nb_begin(&c, io->flags, rules);
 	/* Skipped when empty, so that the first byte decision is taken at the
 	 * call's start (see sl__call_begin). */
@@ -406,7 +413,7 @@ ssize_t sl__io_send(struct sl_io *io)
 		return sl_io_xfer(io, 0, io->total);
 	if (sl_fast_begin(&f, rec, io->total, io->msg != NULL ? io->msg->msg_name : io->addr))
 		return sl_fast_end(&f, io->fd, io->flags, io->total, sl_io_xfer(io, 0, io->total));
-	return sl_io_send_general(io, rec);
+	return sl_io_send_general(io, rec, f.now);
 }
 
 /* The receive side of every wrapper, past its pass test. */
@@ -473,7 +480,7 @@ sl_send_slow(int fd, const void *buf, size_t n, int flags)
 		return sl_fast_end(&f, fd, flags, n, SL_REAL(send)(fd, buf, n, flags));
 	struct sl_io io = {.how = SL_IO_SEND, .fd = fd, .buf = (char *)buf, .total = n,
 			   .flags = flags};
-	return sl_io_send_general(&io, rec);
+	return sl_io_send_general(&io, rec, f.now);
 }
 
 SL_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -550,7 +557,7 @@ sl_write_slow(int fd, const void *buf, size_t n)
 	if (sl_fast_begin(&f, rec, n, NULL))
 		return sl_fast_end(&f, fd, 0, n, SL_REAL(write)(fd, buf, n));
 	struct sl_io io = {.how = SL_IO_WRITE, .fd = fd, .buf = (char *)buf, .total = n};
-	return sl_io_send_general(&io, rec);
+	return sl_io_send_general(&io, rec, f.now);
 }
 
 SL_EXPORT ssize_t write(int fd, const void *buf, size_t n)

@@ -174,6 +174,21 @@ static void test_fast_errno_kept(void **state)
 	assert_int_equal(errno, ENOTTY);
 }
 
+/* A send the fast path cannot admit is decided by the general path from
+ * the same clock reading: one reading, then the two around the sleep. */
+static void test_fast_fallback_one_reading(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
+	assert_int_equal(send(f->sv[0], buf, 1000, 0), 1000);
+	n_clock_reads = 0;
+	assert_int_equal(send(f->sv[0], buf, 500, 0), 500);
+	assert_int_equal(n_sleeps, 1);
+	assert_int_equal(fake_now, T0 + 500 * MS);
+	assert_int_equal(n_clock_reads, 3);
+}
+
 /* Two rules: 100 B/s (burst 1000 B) and 2 messages/s (burst 1). The second
  * send finds no message token: the byte rule's fast charge is given back
  * and the general path waits 500 ms and charges each rule once. Bytes then:
@@ -299,6 +314,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_reentry_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_size_max_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_retuned_burst_splits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_fallback_one_reading, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
