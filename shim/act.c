@@ -231,11 +231,7 @@ bool sl__conns_take_now(struct sl_call *c, uint32_t rules, struct sl_grant *g)
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		struct sl_limiter *l = sl__limiter(c, i);
-		struct sl_decision d = sl_limiter_acquire(l, 1, now, 0);
-		/* A shared conns limiter may be full of dead processes' slots. */
-		if (d.verdict == SL_REFUSE && sl__shm_reclaim(l))
-			d = sl_limiter_acquire(l, 1, now, 0);
-		if (d.verdict != SL_ADMIT) {
+		if (sl_limiter_acquire(l, 1, now, 0).verdict != SL_ADMIT) {
 			sl__grant_refund(c, g, 1);
 			g->rules = 0;
 			return false;
