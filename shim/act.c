@@ -223,47 +223,6 @@ static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l, u
 		sl__shm_hold(l, (int64_t)g->n);
 }
 
-bool sl__conns_take_now(struct sl_call *c, uint32_t rules, struct sl_grant *g)
-{
-	const uint64_t now = sl_call_now(c);
-	g->rules = 0;
-	g->n = 1;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_limiter *l = sl__limiter(c, i);
-		if (sl_limiter_acquire(l, 1, now, 0).verdict != SL_ADMIT) {
-			sl__grant_refund(c, g, 1);
-			g->rules = 0;
-			return false;
-		}
-		sl_grant_add(g, i, l, now);
-	}
-	return true;
-}
-
-void sl__fd_set_conn_grant(int fd, const struct sl_grant *g)
-{
-	struct sl_limiter *lims[SL_MAX_RULES];
-	unsigned n = 0;
-	for (uint32_t rest = g->rules & sl__st.conns_rules; rest != 0; rest &= rest - 1)
-		lims[n++] = g->lim[__builtin_ctz(rest)];
-	sl__fd_set_conn(fd, lims, n);
-}
-
-uint32_t sl__conns_deferrable(void)
-{
-	uint32_t m = 0;
-	for (uint32_t rest = sl__st.conns_rules & sl__st.eagain_rules; rest != 0;
-	     rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		const struct sl_rule *r = &sl__st.policy.rules[i];
-		if ((r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0') ||
-		    r->scope == SL_SCOPE_FD)
-			m |= (uint32_t)1 << i;
-	}
-	return m;
-}
-
 /* How long a refused call should wait before it asks rule i again: the
  * limiter's hint, or for a redis=KEY rule whose bank of leased units is
  * empty (a concurrency limiter: no hint), the lease's retry time, after

@@ -557,15 +557,6 @@ ssize_t sl__io_recv(struct sl_io *io);
 ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err, int e);
 /* Rules of `rules` with action reject. */
 uint32_t sl__rejecting(uint32_t rules);
-/* Take one slot of each conns rule of `rules` for call c at once, all or
- * none: true with g filled (the caller records them on the fd), false with
- * nothing taken. Counts nothing (a deferred connect retries it). */
-bool sl__conns_take_now(struct sl_call *c, uint32_t rules, struct sl_grant *g);
-/* Record the conns slots of grant g on fd (sl__fd_set_conn). */
-void sl__fd_set_conn_grant(int fd, const struct sl_grant *g);
-/* The conns rules a non-blocking connect may wait for without blocking:
- * delay, nonblock=eagain, per=process (shared= included) or per=fd. */
-uint32_t sl__conns_deferrable(void);
 size_t sl__iov_total(const struct iovec *iov, size_t cnt);
 /* True if p can never be a valid user pointer (below the lowest mappable
  * address, 64 KiB by default: NULL, small integers). The vector wrappers
@@ -647,9 +638,6 @@ static inline bool sl__nb_has(struct sl_call *c, unsigned i)
 uint64_t sl__need(const struct sl_call *c, unsigned i, uint64_t quantum_ns);
 #define SL_NB_QUANTUM_NS 100000000u
 #define SL_WAIT_QUANTUM_NS 2000000u
-/* A limiter that names no instant (conns: a slot frees on a close) is
- * looked at again after this long. */
-#define SL_NB_BACKOFF_NS 10000000u
 /* An nb rule refuses call c: note until when (now + wait_ns), count a delay.
  * Returns EAGAIN. */
 int sl__nb_refuse(struct sl_call *c, unsigned i, uint64_t now, uint64_t wait_ns);
@@ -678,12 +666,9 @@ void sl__ready_forget(int fd);
  * hides bits of a registration). */
 void sl__ready_arm(int fd, uint64_t at);
 /* A non-blocking connect whose rate slot starts at c->ready_ns: remember it,
- * hold the socket back, and connect for real when the slot comes; `conns`:
- * conns rules whose slots it must take first (full now: tried again every
- * SL_NB_BACKOFF_NS from ready_ns on, see sl__conns_take_now). Returns true
- * if deferred (the caller returns EINPROGRESS). */
-bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len,
-		       uint32_t conns);
+ * hold the socket back, and connect for real when the slot comes. Returns
+ * true if deferred (the caller returns EINPROGRESS). */
+bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len);
 /* connect() on an fd whose connect is deferred: EALREADY until its slot,
  * then the real connect's answer. Returns false if fd has none. */
 bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *ret);

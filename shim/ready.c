@@ -53,6 +53,9 @@
 
 #include "internal.h"
 
+/* A limiter that names no instant (conns: a slot frees on a close) is
+ * looked at again after this long. */
+#define SL_NB_BACKOFF_NS 10000000u
 /* A deferred connect being started by another thread hides its fd this
  * much longer. */
 #define SL_NB_STARTING_NS 100000u
@@ -67,7 +70,6 @@ enum sl_conn_state {
 struct sl_pending {
 	_Atomic uint32_t state; /* enum sl_conn_state */
 	int32_t err;
-	uint32_t conns;         /* conns rules whose slots it takes first */
 	uint64_t due_ns;
 	socklen_t len;
 	struct sockaddr_storage addr;
@@ -278,24 +280,6 @@ static uint32_t sl_connect_kick(int fd, uint64_t now)
 	int saved = errno;
 	int busy = sl__busy;
 	sl__busy = 1;
-	if (p->conns != 0) {
-		/* Its conns slots first: if one is still full, look again
-		 * after the backoff (a slot frees on a close: no instant). */
-		struct sl_call kc;
-		struct sl_grant gc;
-		sl__call_begin_at(&kc, fd, SL_OP_CONNECT, NULL, 0, now);
-		if (!sl__conns_take_now(&kc, p->conns, &gc)) {
-			p->due_ns = now + SL_NB_BACKOFF_NS;
-			/* Release: due_ns is written before PENDING is seen. */
-			atomic_store_explicit(&p->state, SL_CONN_PENDING, memory_order_release);
-			sl__ready_arm(fd, p->due_ns);
-			sl__busy = busy;
-			errno = saved;
-			return SL_CONN_PENDING;
-		}
-		sl__fd_set_conn_grant(fd, &gc);
-		p->conns = 0;
-	}
 	int r = SL_REAL(connect)(fd, (struct sockaddr *)&p->addr, p->len);
 	int e = errno;
 	sl__fd_invalidate(fd);
@@ -361,8 +345,7 @@ void sl__ready_forget(int fd)
 	sl__ep_forget(fd);
 }
 
-bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len,
-		       uint32_t conns)
+bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len)
 {
 	int fd = c->fd;
 	if (!c->defer || c->ready_ns == 0 || sl_pend == NULL || (unsigned)fd >= sl__fd_cap ||
@@ -372,7 +355,6 @@ bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t l
 	p->due_ns = c->ready_ns;
 	p->len = len;
 	p->err = 0;
-	p->conns = conns;
 	memcpy(&p->addr, sa, len);
 	sl_note_fd(fd);
 	/* Release pairs with the acquire loads of the state: the fields above

@@ -45,6 +45,15 @@ const int sl__socket_anchor = 1;
 #endif
 #define SL_CLOSE_RANGE_FLAGS ((1u << 1) | CLOSE_RANGE_CLOEXEC) /* UNSHARE | CLOEXEC */
 
+/* Collect the conns limiters of a grant into lims; returns how many. */
+static unsigned sl_grant_conns(const struct sl_grant *g, struct sl_limiter **lims)
+{
+	unsigned n = 0;
+	for (uint32_t rest = g->rules & sl__st.conns_rules; rest != 0; rest &= rest - 1)
+		lims[n++] = g->lim[__builtin_ctz(rest)];
+	return n;
+}
+
 /* Fail the call with err: stats, errno. Returns -1. */
 static int sl_fail(struct sl_call *c, uint32_t rules, int err)
 {
@@ -67,35 +76,19 @@ static int sl_connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	struct sl_call c;
 	struct sl_grant g, gc;
 	sl__call_begin(&c, fd, SL_OP_CONNECT, known ? &dst : NULL, SO_SNDTIMEO);
-	/* conns rules that can wait without blocking join the nb rules only
-	 * to learn whether the socket is non-blocking (sl__call_nb). */
-	const uint32_t later = conns & sl__conns_deferrable();
-	sl__nb_begin(&c, 0, (rules & ~conns) | later);
+	sl__nb_begin(&c, 0, rules & ~conns);
 	c.defer = true;
 	int err = sl__admit(&c, rules & ~conns, 1, &g);
 	if (err != 0)
 		return sl_fail(&c, rules, err);
-	/* A non-blocking connect whose conns slots are all deferrable does
-	 * not wait in place for them (a single-threaded event loop would wait
-	 * for its own close): if one is full it is deferred, and takes them
-	 * when they are free (sl__connect_defer). */
-	uint32_t defer_conns = 0;
-	if (conns != 0 && later == conns && (sl__call_nb(&c) & later) == later) {
-		if (!sl__conns_take_now(&c, conns, &gc)) {
-			defer_conns = conns;
-			uint64_t retry = sl__clock_ns() + SL_NB_BACKOFF_NS;
-			c.ready_ns = c.ready_ns > retry ? c.ready_ns : retry;
-		}
-	} else {
-		err = sl__admit(&c, conns, 1, &gc);
-	}
+	err = sl__admit(&c, conns, 1, &gc);
 	if (err != 0) {
 		sl__grant_refund(&c, &g, 1);
 		return sl_fail(&c, rules, err);
 	}
-	if (sl__connect_defer(&c, sa, len, defer_conns)) { /* non-blocking: EINPROGRESS */
-		if (defer_conns == 0)
-			sl__fd_set_conn_grant(fd, &gc);
+	struct sl_limiter *lims[SL_MAX_RULES];
+	if (sl__connect_defer(&c, sa, len)) { /* non-blocking: EINPROGRESS now */
+		sl__fd_set_conn(fd, lims, sl_grant_conns(&gc, lims));
 		sl__call_end(&c, rules, true);
 		sl__busy = 0;
 		errno = EINPROGRESS;
@@ -106,7 +99,7 @@ static int sl_connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	int e = errno;
 	bool open = r == 0 || e == EINPROGRESS || e == EINTR;
 	if (open)
-		sl__fd_set_conn_grant(fd, &gc);
+		sl__fd_set_conn(fd, lims, sl_grant_conns(&gc, lims));
 	else
 		sl__grant_refund(&c, &gc, 1);
 	sl__fd_invalidate(fd);
@@ -228,7 +221,8 @@ static int sl_accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags
 		sl_reset(r);
 		return sl_fail(&c, rules, err);
 	}
-	sl__fd_set_conn_grant(r, &gc);
+	struct sl_limiter *lims[SL_MAX_RULES];
+	sl__fd_set_conn(r, lims, sl_grant_conns(&gc, lims));
 	sl__call_end(&c, rules, true);
 	sl__busy = 0;
 	errno = e;
