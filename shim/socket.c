@@ -30,6 +30,8 @@
 #undef _FORTIFY_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
@@ -63,9 +65,29 @@ static int sl_fail(struct sl_call *c, uint32_t rules, int err)
 	return -1;
 }
 
+/* True if fd is a TCP socket already connecting or connected: another
+ * connect on it is the kernel's to answer (EALREADY, EISCONN), not a new
+ * connection to charge (programs that poll connect() until EISCONN would
+ * pay for each call, and a full conns limit would wait for its own slot).
+ * errno is preserved. */
+static bool sl_tcp_started(int fd, const struct sl_fdrec *rec)
+{
+	if (!rec->stream || !(rec->family & (SL_FAM_INET | SL_FAM_INET6)))
+		return false;
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+	int saved = errno;
+	bool started = SL_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 &&
+		       ti.tcpi_state != TCP_CLOSE;
+	errno = saved;
+	return started;
+}
+
 static int sl_connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 			   const struct sl_fdrec *rec)
 {
+	if (sl_tcp_started(fd, rec))
+		return SL_REAL(connect)(fd, sa, len);
 	int saved = errno;
 	sl__busy = 1;
 	struct sl_addr dst;

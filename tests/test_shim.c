@@ -390,6 +390,34 @@ static void test_shim_connect_reject(void **state)
 	(void)f;
 }
 
+/* A connect on a TCP socket already connected (or connecting) is the
+ * kernel's to answer: neither charged nor counted (a program polling
+ * connect() until EISCONN would pay a token per call; a full conns limit
+ * would wait for its own slot). f->cli was connected for real in setup. */
+static void test_shim_connect_again_passes(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_RULES", "connect:1/s,burst=1,action=reject;conns:1");
+	struct sockaddr_in peer;
+	socklen_t l = sizeof(peer);
+	assert_int_equal(getpeername(f->cli, (struct sockaddr *)&peer, &l), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(connect(f->cli, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	assert_int_equal(n_connects, 3);
+	assert_int_equal(n_sleeps, 0);
+	assert_int_equal(sl__st.stats[0].calls, 0);
+	assert_int_equal(sl__st.stats[1].calls, 0);
+	/* A fresh socket is still charged: the token goes, the next is refused. */
+	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(s1, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	errno = 0;
+	assert_int_equal(connect(s2, (struct sockaddr *)&peer, sizeof(peer)), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	assert_int_equal(sl__st.stats[0].calls, 2);
+	close(s1);
+	close(s2);
+}
+
 /* conns=1 with reject: the slot is held until the last fd of the
  * connection (a dup too) is closed. */
 static void test_shim_conns_dup_close(void **state)
@@ -785,6 +813,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_recv_gathers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_gather_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_connect_reject, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_connect_again_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_conns_dup_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_accept_reject, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_dry_run_stats, setup, teardown),
