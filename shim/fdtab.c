@@ -183,7 +183,7 @@ static void sl_fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
 	atomic_store_explicit(&out->conn, 0, memory_order_relaxed);
 }
 
-/* The part of sl__fd_rec for an fd whose record is not published: wait for
+/* The part of sl__fd_rec_miss for an fd whose record is not published: wait for
  * the thread classifying it, or classify it. b is the fd's bits as loaded.
  * Returns the record, or NULL if the call should pass through. */
 static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, uint8_t b)
@@ -244,7 +244,7 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 	return dst;
 }
 
-const struct sl_fdrec *sl__fd_rec(int fd)
+const struct sl_fdrec *sl__fd_rec_miss(int fd)
 {
 	if (!sl__st.ready)
 		return NULL;
@@ -262,12 +262,9 @@ const struct sl_fdrec *sl__fd_rec(int fd)
 						 memory_order_relaxed);
 		return NULL;
 	}
-	/* Acquire pairs with the release in sl_fd_rec_slow: READY means the
-	 * record's fields are complete. */
-	uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
-	if (__builtin_expect(b & SL_FDB_READY, 1))
-		return &sl__fdrecs[fd];
-	return sl_fd_rec_slow(fd, b);
+	/* Acquire, as in sl__fd_rec: sl_fd_rec_slow returns at once if the
+	 * record was published meanwhile. */
+	return sl_fd_rec_slow(fd, atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire));
 }
 
 bool sl__fd_get(int fd, struct sl_fdrec *out)

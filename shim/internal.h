@@ -343,20 +343,22 @@ static inline bool sl__fd_pass(int fd, enum sl_kind_call k)
 /* Classify fd (if not yet) and copy its record into *out. Returns false if
  * the call should pass through (not a socket, no rules, fd too large). */
 bool sl__fd_get(int fd, struct sl_fdrec *out);
-/* The same without the copy: fd's published record, or NULL. The record is
- * rewritten only when fd is reclassified (after a close, dup2 onto it or a
- * connect on it), so a caller copies out what it uses before anything that
- * may race with that: the hot path's alternative to sl__fd_get. */
-const struct sl_fdrec *sl__fd_rec(int fd);
+/* The part of sl__fd_rec past its inline test (fdtab.c). */
+const struct sl_fdrec *sl__fd_rec_miss(int fd);
 extern struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap] */
-/* sl__fd_rec with its common case inline: the record of a classified fd.
- * Acquire: READY means the record's fields are complete (as in sl__fd_rec). */
-static inline const struct sl_fdrec *sl__fd_rec_hot(int fd)
+/* The same as sl__fd_get without the copy: fd's published record, or NULL.
+ * The record is rewritten only when fd is reclassified (after a close, dup2
+ * onto it or a connect on it), so a caller copies out what it uses before
+ * anything that may race with that: the hot path's alternative to
+ * sl__fd_get. A classified fd's record is one load and a test away
+ * (acquire: READY means the record's fields are complete; it is set for
+ * fds below sl__fd_cap only, after the state's init). */
+static inline const struct sl_fdrec *sl__fd_rec(int fd)
 {
 	if ((unsigned)fd < SL_FD_LIMIT &&
 	    (atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY))
 		return &sl__fdrecs[fd];
-	return sl__fd_rec(fd);
+	return sl__fd_rec_miss(fd);
 }
 /* Forget what is known of fd: it was closed or replaced. Releases the
  * connection slot it held when it was the last fd of the connection. */

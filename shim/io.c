@@ -273,7 +273,7 @@ struct sl_fast {
 static inline const struct sl_fdrec *sl_send_rec(int fd)
 {
 	const struct sl_fdrec *rec;
-	if (sl__busy || (rec = sl__fd_rec_hot(fd)) == NULL || rec->cand[SL_K_SEND] == 0)
+	if (sl__busy || (rec = sl__fd_rec(fd)) == NULL || rec->cand[SL_K_SEND] == 0)
 		return NULL;
 	return rec;
 }
