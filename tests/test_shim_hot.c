@@ -74,18 +74,6 @@ struct fix {
 	struct sl_real saved;
 };
 
-/* The rules of one environment entry ("SLUICE_SEND=1GiB/s"; NULL: none). */
-static void rules(const char *entry)
-{
-	const char *envp[] = {entry, NULL};
-	struct sl_policy p;
-	char err[SL_ERR_MAX];
-	sl_policy_init(&p);
-	if (sl_policy_parse_env(&p, envp, err, sizeof(err)) != 0)
-		fail_msg("%s: %s", entry, err);
-	assert_int_equal(sl__state_init_unsync(&p), 0);
-}
-
 static int setup(void **state)
 {
 	static struct fix f;
@@ -93,7 +81,7 @@ static int setup(void **state)
 	sl__clock_ns = fake_clock;
 	sl__sleep_until = fake_sleep;
 	n_clock_reads = n_timeout_reads = n_sleeps = n_sent = n_getfl = 0;
-	rules(NULL);
+	use_policy(NULL, NULL);
 	sl_real_resolve_all();
 	f.saved = sl__real;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
@@ -109,7 +97,7 @@ static int teardown(void **state)
 {
 	struct fix *f = *state;
 	sl__real = f->saved;
-	rules(NULL);
+	use_policy(NULL, NULL);
 	close(f->sv[0]);
 	close(f->sv[1]);
 	return 0;
@@ -128,7 +116,7 @@ static void test_shim_hot_send_timeout_when_due(void **state)
 {
 	struct fix *f = *state;
 	static char buf[1000];
-	rules("SLUICE_SEND=1000B/s,burst=1000B,family=unix");
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
 	set_timeout(f->sv[0], SO_SNDTIMEO, 300);
 	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
 	assert_int_equal(n_timeout_reads, 0);
@@ -151,7 +139,7 @@ static void test_shim_hot_send_one_clock_read(void **state)
 {
 	struct fix *f = *state;
 	char b = 'x';
-	rules("SLUICE_SEND=1GiB/s,family=unix");
+	use_policy("SLUICE_SEND", "1GiB/s,family=unix");
 	set_timeout(f->sv[0], SO_SNDTIMEO, 300);
 	assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
 	n_clock_reads = 0;
@@ -168,7 +156,7 @@ static void test_shim_hot_recv_no_timeout_read(void **state)
 {
 	struct fix *f = *state;
 	char b[16];
-	rules("SLUICE_RECV=1GiB/s,family=unix");
+	use_policy("SLUICE_RECV", "1GiB/s,family=unix");
 	set_timeout(f->sv[0], SO_RCVTIMEO, 300);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(recv(f->sv[0], b, sizeof(b), 0), (ssize_t)sizeof(b));
@@ -184,7 +172,7 @@ static void test_shim_hot_nonblock_flags_when_due(void **state)
 {
 	struct fix *f = *state;
 	static char buf[1000];
-	rules("SLUICE_SEND=1000B/s,burst=1000B,family=unix");
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
 	assert_int_equal(fcntl(f->sv[0], F_SETFL, O_NONBLOCK), 0);
 	n_getfl = 0;
 	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
