@@ -140,17 +140,6 @@ struct fix {
 	struct sl_real saved;
 };
 
-static void add_policy(const char *var1, const char *v1, const char *var2, const char *v2)
-{
-	struct sl_policy p;
-	char err[SL_ERR_MAX];
-	sl_policy_init(&p);
-	if (sl_policy_parse_var(&p, var1, v1, err, sizeof(err)) != 0 ||
-	    sl_policy_parse_var(&p, var2, v2, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-	assert_int_equal(sl__state_init_unsync(&p), 0);
-}
-
 static int setup(void **state)
 {
 	static struct fix f;
@@ -476,7 +465,7 @@ static void test_shim_dry_run_stats(void **state)
 	close(fd);
 	char val[64];
 	snprintf(val, sizeof(val), "%s", path);
-	add_policy("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_STATS", val);
+	use_policy2("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_STATS", val);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
 	assert_int_equal(n_sleeps, 0);
@@ -551,7 +540,7 @@ static void test_shim_dry_run_transparent(void **state)
 {
 	struct fix *f = *state;
 	static char buf[10000];
-	add_policy("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_RECV",
+	use_policy2("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_RECV",
 		   "1000B/s,burst=1000B,action=dry-run");
 	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
 	assert_int_equal(n_events, 1);
@@ -585,7 +574,7 @@ static void test_shim_sliding_pieces(void **state)
 static void test_shim_bad_pointers_efault(void **state)
 {
 	struct fix *f = *state;
-	add_policy("SLUICE_SEND", "1000B/s", "SLUICE_RECV", "1000B/s");
+	use_policy2("SLUICE_SEND", "1000B/s", "SLUICE_RECV", "1000B/s");
 	const struct iovec *volatile bad = (const struct iovec *)16; /* opaque to -Werror */
 	errno = 0;
 	assert_int_equal(writev(f->cli, bad, 2), -1);
@@ -645,7 +634,7 @@ static void test_shim_fork_clears_busy(void **state)
 static void test_shim_accept_eintr_conns(void **state)
 {
 	struct fix *f = *state;
-	add_policy("SLUICE_ACCEPT", "1/s,burst=1,per=peer", "SLUICE_CONNS", "1,action=reject");
+	use_policy2("SLUICE_ACCEPT", "1/s,burst=1,per=peer", "SLUICE_CONNS", "1,action=reject");
 	int a = socket(AF_INET, SOCK_STREAM, 0);
 	accept_fd = a;
 	assert_int_equal(accept4(f->lst, NULL, NULL, 0), a);
@@ -675,7 +664,7 @@ static void test_shim_accept_eintr_conns(void **state)
 static void test_shim_invalid_args(void **state)
 {
 	struct fix *f = *state;
-	add_policy("SLUICE_ACCEPT", "1/s", "SLUICE_CONNS", "1,action=reject");
+	use_policy2("SLUICE_ACCEPT", "1/s", "SLUICE_CONNS", "1,action=reject");
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	accept4(f->lst, NULL, NULL, -1);
 	assert_int_equal(accept_flags, -1);

@@ -47,15 +47,23 @@ static inline int fake_sleep(uint64_t deadline)
 	return 0;
 }
 
-/* Make the shim's state what one variable (or none, var == NULL) says. */
-static inline void use_policy(const char *var, const char *value)
+/* Make the shim's state what two variables say (either may be NULL). */
+static inline void use_policy2(const char *var1, const char *v1, const char *var2,
+			       const char *v2)
 {
 	struct sl_policy p;
 	char err[SL_ERR_MAX];
 	sl_policy_init(&p);
-	if (var != NULL && sl_policy_parse_var(&p, var, value, err, sizeof(err)) != 0)
-		fail_msg("%s=%s: %s", var, value, err);
+	if ((var1 != NULL && sl_policy_parse_var(&p, var1, v1, err, sizeof(err)) != 0) ||
+	    (var2 != NULL && sl_policy_parse_var(&p, var2, v2, err, sizeof(err)) != 0))
+		fail_msg("%s", err);
 	assert_int_equal(sl__state_init_unsync(&p), 0);
+}
+
+/* Make the shim's state what one variable (or none, var == NULL) says. */
+static inline void use_policy(const char *var, const char *value)
+{
+	use_policy2(var, value, NULL, NULL);
 }
 
 /* A listener on 127.0.0.1 (port chosen by the kernel, written to *addr),
