@@ -225,6 +225,11 @@ install: all
 	if [ -f cli/sluice.1 ]; then install -m 644 cli/sluice.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi
 	install -m 644 cli/sluice.bash-completion $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sluice
 
+# A Debian package of the tree, with dpkg-deb and checked with lintian
+# (scripts/mkdeb.sh); built in BUILD/deb with PREFIX=/usr.
+deb:
+	@scripts/mkdeb.sh $(BUILD) $(VERSION)
+
 clean:
 	rm -rf build
 
