@@ -225,6 +225,27 @@ install: all
 	if [ -f cli/sluice.1 ]; then install -m 644 cli/sluice.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi
 	install -m 644 cli/sluice.bash-completion $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sluice
 
+# clang-format (.clang-format) over every C file: lists the files it would
+# change and how many lines, changes nothing; fails if any would change.
+FORMAT_SRC := $(wildcard core/*.[ch] policy/*.[ch] shim/*.[ch] cli/*.[ch] tests/*.[ch] \
+	tests/fuzz/*.c bench/*.[ch])
+CLANG_FORMAT ?= clang-format
+format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { echo "format-check: needs $(CLANG_FORMAT) (apt-get install clang-format, or scripts/deps.sh format)"; exit 1; }
+	@n=0; lines=0; for f in $(FORMAT_SRC); do \
+		d=$$($(CLANG_FORMAT) --style=file "$$f" | diff "$$f" - | grep -c '^<'); \
+		if [ "$$d" -gt 0 ]; then echo "format-check: $$f: $$d lines differ"; n=$$((n + 1)); lines=$$((lines + d)); fi; \
+	done; \
+	echo "format-check: $$n of $(words $(FORMAT_SRC)) files, $$lines lines differ from .clang-format"; \
+	[ "$$n" -eq 0 ]
+
+# The compilation database (clangd, clang-tidy) from what make would run:
+# every compiler line of a from-scratch build of all, tests and benches.
+compile_commands.json: FORCE
+	@$(MAKE) -s --no-print-directory -B -n BUILD=$(BUILD) all tests | \
+		python3 scripts/compile-db.py "$(CURDIR)" > $@.tmp && mv $@.tmp $@
+	@echo "compile_commands.json: $$(grep -c '"file"' $@) entries"
+
 # A Debian package of the tree, with dpkg-deb and checked with lintian
 # (scripts/mkdeb.sh); built in BUILD/deb with PREFIX=/usr.
 deb:

@@ -44,8 +44,8 @@ static int parse_port(const char *s, unsigned *port)
 	return 0;
 }
 
-int sl__http_parse_listen(const char *text, bool any, struct sockaddr_storage *addr,
-			  socklen_t *len, char *err, size_t errlen)
+int sl__http_parse_listen(const char *text, bool any, struct sockaddr_storage *addr, socklen_t *len,
+			  char *err, size_t errlen)
 {
 	char host[64];
 	const char *port_text;
@@ -59,9 +59,10 @@ int sl__http_parse_listen(const char *text, bool any, struct sockaddr_storage *a
 		}
 	if (text[0] == '[') {
 		const char *close = strchr(text, ']');
-		if (close == NULL || close[1] != ':' || (size_t)(close - text - 1) >= sizeof(host)) {
-			snprintf(err, errlen,
-				 "--listen %s: expected [IPV6]:PORT, e.g. [::1]:9464", text);
+		if (close == NULL || close[1] != ':' ||
+		    (size_t)(close - text - 1) >= sizeof(host)) {
+			snprintf(err, errlen, "--listen %s: expected [IPV6]:PORT, e.g. [::1]:9464",
+				 text);
 			return -1;
 		}
 		memcpy(host, text + 1, (size_t)(close - text - 1));
@@ -89,8 +90,10 @@ int sl__http_parse_listen(const char *text, bool any, struct sockaddr_storage *a
 	}
 	unsigned port;
 	if (parse_port(port_text, &port) != 0) {
-		snprintf(err, errlen, "--listen %s: expected a port from 0 to 65535 after the address, "
-			 "got \"%s\"", text, port_text);
+		snprintf(err, errlen,
+			 "--listen %s: expected a port from 0 to 65535 after the address, "
+			 "got \"%s\"",
+			 text, port_text);
 		return -1;
 	}
 	struct sockaddr_in *a4 = (struct sockaddr_in *)addr;
@@ -164,8 +167,7 @@ enum sl_http_req sl__http_parse_request(const char *buf, size_t len)
 		return SL_HTTP_BAD;
 	const char *version = sp2 + 1;
 	size_t vlen = line - (size_t)(version - buf);
-	if (vlen != 8 || memcmp(version, "HTTP/1.", 7) != 0 || version[7] < '0' ||
-	    version[7] > '9')
+	if (vlen != 8 || memcmp(version, "HTTP/1.", 7) != 0 || version[7] < '0' || version[7] > '9')
 		return SL_HTTP_BAD;
 	size_t mlen = (size_t)(sp1 - buf), tlen = (size_t)(sp2 - target);
 	for (size_t i = 0; i < mlen; i++)

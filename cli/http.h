@@ -29,20 +29,20 @@
  * (127.0.0.0 to 127.255.255.255, ::1, and ::ffff:127.x.y.z). Returns 0, or -1 with a one-line
  * reason (naming the text and what was expected) in err.
  */
-int sl__http_parse_listen(const char *text, bool any, struct sockaddr_storage *addr,
-			  socklen_t *len, char *err, size_t errlen);
+int sl__http_parse_listen(const char *text, bool any, struct sockaddr_storage *addr, socklen_t *len,
+			  char *err, size_t errlen);
 
 /* True if addr is a loopback address (see above). */
 bool sl__http_is_loopback(const struct sockaddr *addr);
 
 /* What a request head asks for. */
 enum sl_http_req {
-	SL_HTTP_INCOMPLETE, /* no blank line yet: read more */
-	SL_HTTP_METRICS,    /* GET /metrics (a query string is ignored) */
+	SL_HTTP_INCOMPLETE,   /* no blank line yet: read more */
+	SL_HTTP_METRICS,      /* GET /metrics (a query string is ignored) */
 	SL_HTTP_METRICS_HEAD, /* HEAD /metrics */
-	SL_HTTP_NOT_FOUND,  /* GET or HEAD of another path */
-	SL_HTTP_BAD_METHOD, /* another method */
-	SL_HTTP_BAD,        /* not an HTTP/1.x request line */
+	SL_HTTP_NOT_FOUND,    /* GET or HEAD of another path */
+	SL_HTTP_BAD_METHOD,   /* another method */
+	SL_HTTP_BAD,          /* not an HTTP/1.x request line */
 };
 
 /*

@@ -38,10 +38,10 @@
 #define SL_HTTP_TIMEOUT_MS 5000
 
 struct conn {
-	int fd;          /* -1: free */
+	int fd;            /* -1: free */
 	uint64_t start_ms; /* accepted at; the deadline is start_ms + timeout */
-	size_t rlen;     /* request bytes read so far */
-	char *out;       /* the answer, malloc'd; NULL while reading */
+	size_t rlen;       /* request bytes read so far */
+	char *out;         /* the answer, malloc'd; NULL while reading */
 	size_t olen, off;
 	char req[SL_HTTP_REQ_MAX];
 };
@@ -105,7 +105,8 @@ static void conn_answer(struct conn *c, enum sl_http_req what)
 	int n = asprintf(&c->out,
 			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
 			 "Cache-Control: no-store\r\nConnection: close\r\n\r\n%.*s",
-			 status, type, blen, extra, head_only ? 0 : (int)blen, body != NULL ? body : "");
+			 status, type, blen, extra, head_only ? 0 : (int)blen,
+			 body != NULL ? body : "");
 	free(body);
 	if (n < 0) {
 		c->out = NULL;
@@ -220,13 +221,13 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 			int left = (int)(c->start_ms + SL_HTTP_TIMEOUT_MS - now);
 			timeout = timeout < 0 || left < timeout ? left : timeout;
 			reading += c->out == NULL;
-			pfd[n] = (struct pollfd){ c->fd, c->out == NULL ? POLLIN : POLLOUT, 0 };
+			pfd[n] = (struct pollfd){c->fd, c->out == NULL ? POLLIN : POLLOUT, 0};
 			map[n++] = i;
 		}
 		int used = n;
 		/* Poll the listener while a slot is free or a reader can make room. */
 		if (used < SL_HTTP_CONNS || reading > 0) {
-			pfd[n] = (struct pollfd){ lfd, POLLIN, 0 };
+			pfd[n] = (struct pollfd){lfd, POLLIN, 0};
 			map[n++] = -1;
 		}
 		int r = poll(pfd, (nfds_t)n, timeout);
@@ -255,7 +256,8 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 						slot = i;
 				for (int i = 0; i < SL_HTTP_CONNS && slot < 0; i++)
 					if (conns[i].out == NULL &&
-					    (oldest < 0 || conns[i].start_ms < conns[oldest].start_ms))
+					    (oldest < 0 ||
+					     conns[i].start_ms < conns[oldest].start_ms))
 						oldest = i;
 				if (slot < 0 && oldest < 0)
 					break;
@@ -263,15 +265,16 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 				if (fd < 0) {
 					/* EAGAIN: none left. EMFILE and the like: try
 					 * again in 10 ms rather than spin on poll. */
-					if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-						nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+					if (errno != EAGAIN && errno != EINTR &&
+					    errno != ECONNABORTED)
+						nanosleep(&(struct timespec){0, 10000000}, NULL);
 					break;
 				}
 				if (slot < 0) {
 					conn_close(&conns[oldest]);
 					slot = oldest;
 				}
-				conns[slot] = (struct conn){ .fd = fd, .start_ms = mono_ms() };
+				conns[slot] = (struct conn){.fd = fd, .start_ms = mono_ms()};
 			}
 		}
 	}

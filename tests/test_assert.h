@@ -42,9 +42,12 @@ static inline void sl_test_dec_equal(const char *ea, const char *eb, bool is_sig
 	_fail(file, line);
 }
 
+/* clang-format 14 cannot lay out _Generic. */
+/* clang-format off */
 #define SL_TEST_IS_SIGNED(x) \
 	_Generic((x), unsigned int: false, unsigned long: false, unsigned long long: false, \
 		 default: true)
+/* clang-format on */
 
 #define assert_dec_equal(a, b) \
 	sl_test_dec_equal(#a, #b, SL_TEST_IS_SIGNED((a) + (b)), (uintmax_t)(a), (uintmax_t)(b), \

@@ -28,43 +28,43 @@ struct listen_case {
 };
 
 static const struct listen_case listen_cases[] = {
-	{ "9464", false, AF_INET, "127.0.0.1", 9464, NULL },
-	{ ":0", false, AF_INET, "127.0.0.1", 0, NULL },
-	{ "127.0.0.1:65535", false, AF_INET, "127.0.0.1", 65535, NULL },
-	{ "127.45.6.7:80", false, AF_INET, "127.45.6.7", 80, NULL },
-	{ "[::1]:9464", false, AF_INET6, "::1", 9464, NULL },
-	{ "[::ffff:127.0.0.2]:1", false, AF_INET6, "::ffff:127.0.0.2", 1, NULL },
-	{ "0.0.0.0:9464", true, AF_INET, "0.0.0.0", 9464, NULL },
-	{ "[::]:9464", true, AF_INET6, "::", 9464, NULL },
-	{ "0.0.0.0:9464", false, 0, NULL, 0,
-	  "--listen 0.0.0.0:9464: not a loopback address; add --listen-any to serve the counters "
-	  "to other hosts" },
-	{ "[::]:1", false, 0, NULL, 0,
-	  "--listen [::]:1: not a loopback address; add --listen-any to serve the counters to "
-	  "other hosts" },
-	{ "128.0.0.1:1", false, 0, NULL, 0,
-	  "--listen 128.0.0.1:1: not a loopback address; add --listen-any to serve the counters "
-	  "to other hosts" },
-	{ "localhost:9464", false, 0, NULL, 0,
-	  "--listen localhost:9464: \"localhost\" is not a numeric IPv4 address (host names are "
-	  "not resolved)" },
-	{ "127.0.0.1:65536", false, 0, NULL, 0,
-	  "--listen 127.0.0.1:65536: expected a port from 0 to 65535 after the address, got "
-	  "\"65536\"" },
-	{ "127.0.0.1:", false, 0, NULL, 0,
-	  "--listen 127.0.0.1:: expected a port from 0 to 65535 after the address, got \"\"" },
-	{ "127.0.0.1:+80", false, 0, NULL, 0,
-	  "--listen 127.0.0.1:+80: expected a port from 0 to 65535 after the address, got "
-	  "\"+80\"" },
-	{ "::1:80", false, 0, NULL, 0,
-	  "--listen ::1:80: expected ADDR:PORT with an IPv4 address or [IPV6]:PORT, e.g. "
-	  "127.0.0.1:9464" },
-	{ "[::1]80", false, 0, NULL, 0, "--listen [::1]80: expected [IPV6]:PORT, e.g. [::1]:9464" },
-	{ "[127.0.0.1]:80", false, 0, NULL, 0,
-	  "--listen [127.0.0.1]:80: \"127.0.0.1\" is not a numeric IPv6 address (host names are "
-	  "not resolved)" },
-	{ "", false, 0, NULL, 0,
-	  "--listen : expected a port from 0 to 65535 after the address, got \"\"" },
+	{"9464", false, AF_INET, "127.0.0.1", 9464, NULL},
+	{":0", false, AF_INET, "127.0.0.1", 0, NULL},
+	{"127.0.0.1:65535", false, AF_INET, "127.0.0.1", 65535, NULL},
+	{"127.45.6.7:80", false, AF_INET, "127.45.6.7", 80, NULL},
+	{"[::1]:9464", false, AF_INET6, "::1", 9464, NULL},
+	{"[::ffff:127.0.0.2]:1", false, AF_INET6, "::ffff:127.0.0.2", 1, NULL},
+	{"0.0.0.0:9464", true, AF_INET, "0.0.0.0", 9464, NULL},
+	{"[::]:9464", true, AF_INET6, "::", 9464, NULL},
+	{"0.0.0.0:9464", false, 0, NULL, 0,
+	 "--listen 0.0.0.0:9464: not a loopback address; add --listen-any to serve the counters "
+	 "to other hosts"},
+	{"[::]:1", false, 0, NULL, 0,
+	 "--listen [::]:1: not a loopback address; add --listen-any to serve the counters to "
+	 "other hosts"},
+	{"128.0.0.1:1", false, 0, NULL, 0,
+	 "--listen 128.0.0.1:1: not a loopback address; add --listen-any to serve the counters "
+	 "to other hosts"},
+	{"localhost:9464", false, 0, NULL, 0,
+	 "--listen localhost:9464: \"localhost\" is not a numeric IPv4 address (host names are "
+	 "not resolved)"},
+	{"127.0.0.1:65536", false, 0, NULL, 0,
+	 "--listen 127.0.0.1:65536: expected a port from 0 to 65535 after the address, got "
+	 "\"65536\""},
+	{"127.0.0.1:", false, 0, NULL, 0,
+	 "--listen 127.0.0.1:: expected a port from 0 to 65535 after the address, got \"\""},
+	{"127.0.0.1:+80", false, 0, NULL, 0,
+	 "--listen 127.0.0.1:+80: expected a port from 0 to 65535 after the address, got "
+	 "\"+80\""},
+	{"::1:80", false, 0, NULL, 0,
+	 "--listen ::1:80: expected ADDR:PORT with an IPv4 address or [IPV6]:PORT, e.g. "
+	 "127.0.0.1:9464"},
+	{"[::1]80", false, 0, NULL, 0, "--listen [::1]80: expected [IPV6]:PORT, e.g. [::1]:9464"},
+	{"[127.0.0.1]:80", false, 0, NULL, 0,
+	 "--listen [127.0.0.1]:80: \"127.0.0.1\" is not a numeric IPv6 address (host names are "
+	 "not resolved)"},
+	{"", false, 0, NULL, 0,
+	 "--listen : expected a port from 0 to 65535 after the address, got \"\""},
 };
 
 static void test_http_listen_cases(void **state)
@@ -76,8 +76,8 @@ static void test_http_listen_cases(void **state)
 		socklen_t len = 0;
 		char err[256] = "";
 		int rc = sl__http_parse_listen(c->text, c->any, &ss, &len, err, sizeof(err));
-		print_message("--listen \"%s\"%s -> %d %s\n", c->text, c->any ? " --listen-any" : "",
-			      rc, err);
+		print_message("--listen \"%s\"%s -> %d %s\n", c->text,
+			      c->any ? " --listen-any" : "", rc, err);
 		if (c->family == 0) {
 			assert_dec_equal(rc, -1);
 			assert_string_equal(err, c->err);
@@ -107,28 +107,28 @@ struct req_case {
 };
 
 static const struct req_case req_cases[] = {
-	{ "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n", SL_HTTP_METRICS },
-	{ "GET /metrics HTTP/1.0\r\n\r\n", SL_HTTP_METRICS },
-	{ "GET /metrics?name[]=x HTTP/1.1\r\n\r\n", SL_HTTP_METRICS },
-	{ "GET /metrics HTTP/1.1\n\n", SL_HTTP_METRICS },
-	{ "HEAD /metrics HTTP/1.1\r\n\r\n", SL_HTTP_METRICS_HEAD },
-	{ "GET / HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND },
-	{ "GET /metricsx HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND },
-	{ "GET /metric HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND },
-	{ "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", SL_HTTP_BAD_METHOD },
-	{ "DELETE /metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD_METHOD },
-	{ "get /metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD },
-	{ "GET /metrics HTTP/2.0\r\n\r\n", SL_HTTP_BAD },
-	{ "GET /metrics HTTP/1.1 x\r\n\r\n", SL_HTTP_BAD },
-	{ "GET  /metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD },
-	{ "GET metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD },
-	{ "GET /metrics\r\n\r\n", SL_HTTP_BAD },
-	{ "\r\n\r\n", SL_HTTP_BAD },
-	{ "GET /metrics HTTP/1.1\r\nX: a\001b\r\n\r\n", SL_HTTP_BAD },
-	{ "GET /metrics HTTP/1.1\r\n", SL_HTTP_INCOMPLETE },
-	{ "GET /metrics HTTP/1.1\r\nHost: x\r\n", SL_HTTP_INCOMPLETE },
-	{ "GET /met", SL_HTTP_INCOMPLETE },
-	{ "", SL_HTTP_INCOMPLETE },
+	{"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n", SL_HTTP_METRICS},
+	{"GET /metrics HTTP/1.0\r\n\r\n", SL_HTTP_METRICS},
+	{"GET /metrics?name[]=x HTTP/1.1\r\n\r\n", SL_HTTP_METRICS},
+	{"GET /metrics HTTP/1.1\n\n", SL_HTTP_METRICS},
+	{"HEAD /metrics HTTP/1.1\r\n\r\n", SL_HTTP_METRICS_HEAD},
+	{"GET / HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
+	{"GET /metricsx HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
+	{"GET /metric HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
+	{"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", SL_HTTP_BAD_METHOD},
+	{"DELETE /metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD_METHOD},
+	{"get /metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD},
+	{"GET /metrics HTTP/2.0\r\n\r\n", SL_HTTP_BAD},
+	{"GET /metrics HTTP/1.1 x\r\n\r\n", SL_HTTP_BAD},
+	{"GET  /metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD},
+	{"GET metrics HTTP/1.1\r\n\r\n", SL_HTTP_BAD},
+	{"GET /metrics\r\n\r\n", SL_HTTP_BAD},
+	{"\r\n\r\n", SL_HTTP_BAD},
+	{"GET /metrics HTTP/1.1\r\nX: a\001b\r\n\r\n", SL_HTTP_BAD},
+	{"GET /metrics HTTP/1.1\r\n", SL_HTTP_INCOMPLETE},
+	{"GET /metrics HTTP/1.1\r\nHost: x\r\n", SL_HTTP_INCOMPLETE},
+	{"GET /met", SL_HTTP_INCOMPLETE},
+	{"", SL_HTTP_INCOMPLETE},
 };
 
 static void test_http_request_cases(void **state)
@@ -136,7 +136,8 @@ static void test_http_request_cases(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(req_cases) / sizeof(req_cases[0]); i++) {
 		print_message("case %zu\n", i);
-		assert_dec_equal(sl__http_parse_request(req_cases[i].head, strlen(req_cases[i].head)),
+		assert_dec_equal(sl__http_parse_request(req_cases[i].head,
+							strlen(req_cases[i].head)),
 				 req_cases[i].want);
 	}
 }
@@ -173,7 +174,7 @@ static void test_http_request_long_line(void **state)
 static void test_http_loopback(void **state)
 {
 	(void)state;
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	a.sin_addr.s_addr = htonl(0x7f000001);
 	assert_true(sl__http_is_loopback((struct sockaddr *)&a));
 	a.sin_addr.s_addr = htonl(0x7fffffff);
@@ -184,7 +185,7 @@ static void test_http_loopback(void **state)
 	assert_false(sl__http_is_loopback((struct sockaddr *)&a));
 	struct sockaddr_un_like {
 		sa_family_t family;
-	} u = { AF_UNIX };
+	} u = {AF_UNIX};
 	assert_false(sl__http_is_loopback((struct sockaddr *)&u));
 }
 
