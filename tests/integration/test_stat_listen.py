@@ -28,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_shim_lib import BUILD, ROOT, Server, check, child_env, finish  # noqa: E402
+from test_shm_stat import KNOWN  # noqa: E402  (20 sends of 1000 bytes, then idle)
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
@@ -188,14 +189,6 @@ def start_server(*args):
     return p, int(m.group(1)) if m else 0
 
 
-KNOWN = r'''
-import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-for _ in range(20):
-    s.send(b"y" * 1000)
-print("ready", flush=True)
-sys.stdin.read()
-'''
 
 
 BAD_TEXTS = [
@@ -343,7 +336,7 @@ def main():
             srv.wait()
         child.stdin.close()
         child.wait(20)
-        sink.stop() if hasattr(sink, "stop") else None
+        sink.stop()
 
     for args, want in [
         (["0.0.0.0:0"], "sluice stat: --listen 0.0.0.0:0: not a loopback address; add --listen-any "
