@@ -3,7 +3,7 @@
  * text `sluice stat --prometheus` prints, rendered afresh for each scrape,
  * until SIGINT or SIGTERM.
  *
- * One thread multiplexes every connection with poll(2), so a slow or
+ * One thread multiplexes every connection with ppoll(2), so a slow or
  * silent client never delays another: each connection has SL_HTTP_TIMEOUT_MS
  * in total to send its request head (at most SL_HTTP_REQ_MAX bytes) and
  * take the answer, and is closed when that runs out. At most SL_HTTP_CONNS
@@ -194,13 +194,21 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 			close(lfd);
 		return 1;
 	}
-	/* No SA_RESTART: the signal must end poll() with EINTR. */
+	/* SIGINT and SIGTERM stay blocked except inside ppoll(), so one that
+	 * arrives between the loop's test and the wait still ends the wait. */
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigset_t stops, waitmask;
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigprocmask(SIG_BLOCK, &stops, &waitmask);
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGTERM);
 	for (int i = 0; i < SL_HTTP_CONNS; i++)
 		conns[i].fd = -1;
 	print_endpoint(&ss);
@@ -230,11 +238,12 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 			pfd[n] = (struct pollfd){lfd, POLLIN, 0};
 			map[n++] = -1;
 		}
-		int r = poll(pfd, (nfds_t)n, timeout);
+		struct timespec ts = {timeout / 1000, (long)(timeout % 1000) * 1000000};
+		int r = ppoll(pfd, (nfds_t)n, timeout < 0 ? NULL : &ts, &waitmask);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			fprintf(stderr, "sluice stat: poll: %s\n", strerror(errno));
+			fprintf(stderr, "sluice stat: ppoll: %s\n", strerror(errno));
 			break;
 		}
 		for (int k = 0; k < n; k++) {
