@@ -20,6 +20,7 @@
 #   make install PREFIX=/usr/local [DESTDIR=...] [LIBDIR=PREFIX/lib]
 #   make deps            install the test dependencies (scripts/deps.sh test)
 #   make clean           remove build/
+#   make need-cmocka     (used by check) fail, naming the package, if cmocka cannot be compiled against
 #
 # Files generated from variables (sluice-core.pc from PREFIX, LIBDIR and VERSION;
 # every object from CC and the flags, which carry VERSION) are rebuilt when the
