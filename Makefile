@@ -1,19 +1,36 @@
 # sluice - one non-recursive GNU Makefile. Sources are found by wildcard, so a
 # new file in core/, policy/, shim/, cli/, tests/ or bench/ needs no edit here.
+# `make` needs only a C compiler and libc; the targets that need more say so.
 #
-#   make                 build everything into build/
-#   make demo            build, then show sluice throttling a curl download
-#   make test            install missing test dependencies, build, run every test
-#   make sanitize        the suite under ASan+UBSan, the core's thread tests under TSan
+#   make, make all       libsluice.so, libsluice-core.{a,so}, the launcher, sluice-core.pc
+#   make check           build and run the unit tests and check-layers (needs libcmocka-dev);
+#                        no root, installs nothing
+#   make unit            the same as make check
+#   make test            install missing test dependencies, build, run every test (unit + integration)
+#   make integration     install missing test dependencies, build, run only the integration tests
+#   make tests           build the unit tests and the benchmarks, run nothing (needs libcmocka-dev)
+#   make demo            install curl and python3 if missing, build, show sluice throttling a download
+#   make sanitize        the suite under ASan+UBSan, the core's thread tests under TSan (asan, tsan: the same)
 #   make fuzz            libFuzzer (clang) over every parser, FUZZ_SECONDS each
 #   make bench           benchmarks (never part of make test)
 #   make check-layers    keep core/ and policy/ free of what belongs to the shim
-#   make install PREFIX=/usr/local [DESTDIR=...]
+#   make format-check    list the C files clang-format (.clang-format) would change; changes nothing
+#   make compile_commands.json   the compilation database for clangd and clang-tidy, from make -n
+#   make deb             build/sluice_VERSION_ARCH.deb with dpkg-deb, checked with lintian
+#   make install PREFIX=/usr/local [DESTDIR=...] [LIBDIR=PREFIX/lib]
+#   make deps            install the test dependencies (scripts/deps.sh test)
+#   make clean           remove build/
+#   make need-cmocka     (used by check) fail, naming the package, if cmocka cannot be compiled against
+#
+# Files generated from variables (sluice-core.pc from PREFIX, LIBDIR and VERSION;
+# every object from CC and the flags, which carry VERSION) are rebuilt when the
+# variable changes: each depends on a stamp rewritten only when its value does.
 
 VERSION := 0.1.0
 CC ?= cc
 BUILD ?= build
 PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
 FUZZ_SECONDS ?= 60
 SAN_FLAGS ?=
 EXTRA_CFLAGS ?=
@@ -47,13 +64,26 @@ CLI := $(BUILD)/sluice
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all demo test unit integration sanitize asan tsan fuzz bench check-layers install clean deps
+.PHONY: all check unit tests demo test integration sanitize asan tsan fuzz bench check-layers \
+	format-check deb install clean deps need-cmocka FORCE
 .DEFAULT_GOAL := all
 
 all: $(CORE_A) $(CORE_SO) $(POLICY_A) $(if $(SHIM_SRC),$(SHIM_SO)) $(if $(CLI_SRC),$(CLI)) \
-	$(TESTS) $(BENCHES) $(BUILD)/sluice-core.pc
+	$(BUILD)/sluice-core.pc
 
-$(BUILD)/obj/%.o: %.c
+tests: $(TESTS) $(BENCHES)
+
+# stamp NAME VALUE: $(BUILD)/NAME.stamp holds VALUE and is rewritten only
+# when VALUE changes, so a rule depending on it reruns exactly then.
+define stamp
+$(BUILD)/$(1).stamp: FORCE
+	@mkdir -p $$(dir $$@)
+	@printf '%s\n' '$(subst ','\'',$(2))' | cmp -s - $$@ || printf '%s\n' '$(subst ','\'',$(2))' > $$@
+endef
+$(eval $(call stamp,flags,$(CC) $(ALL_CFLAGS) $(LDLIBS_ALL)))
+$(eval $(call stamp,pc,$(PREFIX) $(LIBDIR) $(VERSION)))
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -81,7 +111,7 @@ $(CLI): $(CLI_OBJ) $(POLICY_A) $(CORE_A)
 
 # Unit tests link the archives: only what a test references is pulled in, so
 # a policy test never interposes libc.
-$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A)
+$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@) $(BUILD)/obj/tests
 	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
 
@@ -94,33 +124,51 @@ BENCH_SHIM := $(if $(SHIM_SRC),$(patsubst bench/%.c,$(BUILD)/bench/%,\
 $(BENCH_SHIM): private BENCH_LIBS := $(SHIM_A)
 $(BENCH_SHIM): $(SHIM_A)
 
-$(BUILD)/bench/%: bench/%.c $(POLICY_A) $(CORE_A)
+$(BUILD)/bench/%: bench/%.c $(POLICY_A) $(CORE_A) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(BENCH_LIBS) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 
-$(BUILD)/sluice-core.pc: Makefile
+$(BUILD)/sluice-core.pc: $(BUILD)/pc.stamp
 	@mkdir -p $(dir $@)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: sluice-core\nDescription: lock-free rate-limiting core of sluice\nVersion: %s\nLibs: -L$${libdir} -lsluice-core\nCflags: -I$${includedir}\n' \
-		'$(PREFIX)' '$(VERSION)' > $@
+	printf 'prefix=%s\nlibdir=%s\nincludedir=$${prefix}/include\n\nName: sluice-core\nDescription: lock-free rate-limiting core of sluice\nVersion: %s\nLibs: -L$${libdir} -lsluice-core\nCflags: -I$${includedir}\n' \
+		'$(PREFIX)' '$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))' '$(VERSION)' > $@
 
 deps:
 	@scripts/deps.sh test
 
-# The README's first command: sluice throttling curl on loopback.
-demo: deps all
+# The README's first command: sluice throttling curl on loopback. It needs
+# curl and python3 only, and prints only the demo.
+demo:
+	@scripts/deps.sh demo
+	@$(MAKE) -s all >/dev/null
 	@scripts/demo.sh $(BUILD)
 
 test: deps
-	$(MAKE) all
+	$(MAKE) all tests
 	scripts/run-tests.sh $(BUILD)
 
-unit: all
+integration: deps
+	$(MAKE) all tests
+	SL_TEST_INTEGRATION_ONLY=1 scripts/run-tests.sh $(BUILD)
+
+# cmocka's header compiles only after the C headers it uses.
+need-cmocka:
+	@printf '#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <setjmp.h>\n#include <cmocka.h>\nint main(void) { return 0; }\n' | \
+		$(CC) -x c -o /dev/null - -lcmocka 2>/dev/null || { \
+		echo "make check: the unit tests need cmocka (cmocka.h and -lcmocka), not found by $(CC)."; \
+		echo "make check: on Debian/Ubuntu: apt-get install libcmocka-dev (or: scripts/deps.sh test)"; \
+		exit 1; }
+
+check: need-cmocka
+	$(MAKE) all $(TESTS)
 	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh $(BUILD)
+	$(MAKE) check-layers
+unit: check
 
 # ASan+UBSan over the unit tests and the shim's integration tests (real
 # programs preloading the ASan build), TSan over the core's thread tests.
 sanitize: deps
-	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all
+	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all tests
 	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/asan
 	# The shim's integration tests preload the ASan build (runtime first).
 	SL_TEST_FILTER=test_shim_ scripts/run-tests.sh build/asan
@@ -148,7 +196,7 @@ fuzz:
 			-artifact_prefix=$(BUILD)/fuzz/$$name- $(BUILD)/fuzz/$$name.corpus; \
 	done
 
-bench: all
+bench: all $(BENCHES)
 	@scripts/deps.sh bench
 	scripts/run-bench.sh $(BUILD)
 
@@ -162,17 +210,47 @@ check-layers:
 	if [ -n "$$bad" ]; then echo "check-layers: policy/ must be a pure function of text:"; echo "$$bad"; exit 1; fi
 	@echo "check-layers: ok"
 
+# The preload library goes to PREFIX/lib/sluice/ whatever LIBDIR is: the
+# launcher looks for it in BINDIR/../lib/sluice/ (cli/env.c).
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
-		$(DESTDIR)$(PREFIX)/lib/sluice $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 644 $(CORE_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(CORE_SO) $(DESTDIR)$(PREFIX)/lib/libsluice-core.so.0
-	ln -sf libsluice-core.so.0 $(DESTDIR)$(PREFIX)/lib/libsluice-core.so
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+		$(DESTDIR)$(PREFIX)/lib/sluice $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 $(CORE_A) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(CORE_SO) $(DESTDIR)$(LIBDIR)/libsluice-core.so.0
+	ln -sf libsluice-core.so.0 $(DESTDIR)$(LIBDIR)/libsluice-core.so
 	install -m 644 core/sluice_core.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/sluice-core.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	if [ -f $(SHIM_SO) ]; then install -m 755 $(SHIM_SO) $(DESTDIR)$(PREFIX)/lib/sluice/; fi
+	install -m 644 $(BUILD)/sluice-core.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	if [ -f $(SHIM_SO) ]; then install -m 644 $(SHIM_SO) $(DESTDIR)$(PREFIX)/lib/sluice/; fi
 	if [ -f $(CLI) ]; then install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/; fi
 	if [ -f cli/sluice.1 ]; then install -m 644 cli/sluice.1 $(DESTDIR)$(PREFIX)/share/man/man1/; fi
+	install -m 644 cli/sluice.bash-completion $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sluice
+
+# clang-format (.clang-format) over every C file: lists the files it would
+# change and how many lines, changes nothing; fails if any would change.
+FORMAT_SRC := $(wildcard core/*.[ch] policy/*.[ch] shim/*.[ch] cli/*.[ch] tests/*.[ch] \
+	tests/fuzz/*.c bench/*.[ch])
+CLANG_FORMAT ?= clang-format
+format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { echo "format-check: needs $(CLANG_FORMAT) (apt-get install clang-format, or scripts/deps.sh format)"; exit 1; }
+	@n=0; lines=0; for f in $(FORMAT_SRC); do \
+		d=$$($(CLANG_FORMAT) --style=file "$$f" | diff "$$f" - | grep -c '^<'); \
+		if [ "$$d" -gt 0 ]; then echo "format-check: $$f: $$d lines differ"; n=$$((n + 1)); lines=$$((lines + d)); fi; \
+	done; \
+	echo "format-check: $$n of $(words $(FORMAT_SRC)) files, $$lines lines differ from .clang-format"; \
+	[ "$$n" -eq 0 ]
+
+# The compilation database (clangd, clang-tidy) from what make would run:
+# every compiler line of a from-scratch build of all, tests and benches.
+compile_commands.json: FORCE
+	@$(MAKE) -s --no-print-directory -B -n BUILD=$(BUILD) all tests | \
+		python3 scripts/compile-db.py "$(CURDIR)" > $@.tmp && mv $@.tmp $@
+	@echo "compile_commands.json: $$(grep -c '"file"' $@) entries"
+
+# A Debian package of the tree, with dpkg-deb and checked with lintian
+# (scripts/mkdeb.sh); built in BUILD/deb with PREFIX=/usr.
+deb:
+	@scripts/mkdeb.sh $(BUILD) $(VERSION)
 
 clean:
 	rm -rf build

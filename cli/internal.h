@@ -98,4 +98,16 @@ void sl__cli_current_text(const char *text, const struct sl_params *cur, char *o
 int sl__cli_stat(int argc, char **argv);
 int sl__cli_set(int argc, char **argv);
 
+/* ---- stat.c and metrics_http.c: sluice stat --listen ---- */
+
+/* Write the `sluice stat --prometheus` text of every process of this user
+ * to out. Returns 0, or -1 if writing failed. Not reentrant (stat.c's
+ * buffers are static). */
+int sl__cli_stat_prometheus(FILE *out);
+
+/* Serve GET /metrics on the --listen address `listen_text` (any: allow a
+ * non-loopback one) until SIGINT or SIGTERM. Returns the exit status: 0
+ * after a signal, 1 if the socket cannot be set up, 2 for a bad address. */
+int sl__cli_metrics_serve(const char *listen_text, bool any);
+
 #endif /* SLUICE_CLI_INTERNAL_H */

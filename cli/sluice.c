@@ -136,6 +136,7 @@ static void usage(FILE *out)
 	fputs("Usage: sluice [OPTION]... [--] PROGRAM [ARG]...\n"
 	      "       sluice --check [OPTION]... [[--] PROGRAM]\n"
 	      "       sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
+	      "       sluice stat --listen [ADDR:]PORT [--listen-any]\n"
 	      "       sluice set PID|shared:NAME 'OP:SPEC'\n"
 	      "Run PROGRAM with its socket calls delayed or refused by rate limits.\n"
 	      "\n"

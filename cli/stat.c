@@ -14,6 +14,7 @@
  * "configured" (the rule as started) and "rule" (as now, after `sluice set`);
  * --prometheus, the text exposition format 0.0.4 (counters *_total, gauges),
  * one sample per process and rule, labelled pid, program, rule, spec.
+ * --listen ADDR:PORT serves the --prometheus text over HTTP (metrics_http.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -264,9 +265,16 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 	return 0;
 }
 
+int sl__cli_stat_prometheus(FILE *out)
+{
+	report(out, FMT_PROM, 0);
+	return ferror(out) ? -1 : 0;
+}
+
 static void stat_usage(FILE *out)
 {
 	fputs("Usage: sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
+	      "       sluice stat --listen [ADDR:]PORT [--listen-any]\n"
 	      "List the processes of this user running sluice (or only PID): each rule as it\n"
 	      "runs now (and as it started, if sluice set changed it), its counters (calls,\n"
 	      "admitted, delayed, refused, bytes, total and longest delay) and what its\n"
@@ -277,6 +285,11 @@ static void stat_usage(FILE *out)
 	      "  --prometheus       Prometheus text exposition format 0.0.4\n"
 	      "  --watch[=SECONDS]  report again every SECONDS (0.1 to 3600, default 1)\n"
 	      "                     until interrupted\n"
+	      "  --listen [ADDR:]PORT  serve the --prometheus text at http://ADDR:PORT/metrics\n"
+	      "                     (every process, rendered per scrape) until SIGINT or\n"
+	      "                     SIGTERM; ADDR is numeric, 127.0.0.1 if left out, [::1]\n"
+	      "                     for IPv6; port 0 lets the kernel choose (printed)\n"
+	      "  --listen-any       allow a non-loopback ADDR (0.0.0.0, [::], a LAN address)\n"
 	      "  -h, --help         print this help\n"
 	      "\n"
 	      "It reads /dev/shm/sluice-UID-stat-PID, which every process with rules keeps,\n"
@@ -285,7 +298,9 @@ static void stat_usage(FILE *out)
 	      "          sluice stat --json 1234\n"
 	      "          sluice stat --prometheus 1234\n"
 	      "          sluice stat --watch=0.5\n"
-	      "Exit status: 0; 1 if PID runs no sluice; 2 on a usage error.\n",
+	      "          sluice stat --listen 127.0.0.1:9464\n"
+	      "Exit status: 0; 1 if PID runs no sluice or the --listen socket cannot be\n"
+	      "set up; 2 on a usage error.\n",
 	      out);
 }
 
@@ -295,20 +310,32 @@ int sl__cli_stat(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "prometheus", no_argument, NULL, 'p' },
 		{ "watch", optional_argument, NULL, 'w' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "listen-any", no_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum fmt fmt = FMT_TEXT;
 	double watch = 0;
+	const char *listen_text = NULL;
+	bool listen_any = false, fmt_given = false;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			fmt = FMT_JSON;
+			fmt_given = true;
 			break;
 		case 'p':
 			fmt = FMT_PROM;
+			fmt_given = true;
+			break;
+		case 'l':
+			listen_text = optarg;
+			break;
+		case 'a':
+			listen_any = true;
 			break;
 		case 'w': {
 			char *end = NULL;
@@ -337,6 +364,19 @@ int sl__cli_stat(int argc, char **argv)
 			return 2;
 		}
 		pid = (int)v;
+	}
+	if (listen_any && listen_text == NULL) {
+		fputs("sluice stat: --listen-any needs --listen ADDR:PORT\n", stderr);
+		return 2;
+	}
+	if (listen_text != NULL) {
+		if (pid != 0 || watch != 0 || (fmt_given && fmt != FMT_PROM)) {
+			fputs("sluice stat: --listen serves every process in the --prometheus format: "
+			      "it takes no PID, --json or --watch\n",
+			      stderr);
+			return 2;
+		}
+		return sl__cli_metrics_serve(listen_text, listen_any);
 	}
 	if (watch == 0)
 		return report(stdout, fmt, pid);

@@ -1,15 +1,17 @@
 #!/bin/sh
 # deps.sh GROUP... - make sure the Debian 12 packages a make target needs are
 # installed. As root it runs apt-get itself; otherwise it prints the exact
-# command to run and fails. Groups: test, fuzz, bench.
+# command to run and fails. Groups: test, demo, fuzz, bench, format.
 set -eu
 
 pkgs_for() {
 	case "$1" in
-	test) echo "libcmocka-dev python3 curl iperf3 pkg-config nginx-light redis-server redis-tools wrk python3-prometheus-client libhiredis-dev" ;;
+	test) echo "libcmocka-dev python3 curl iperf3 pkg-config nginx-light redis-server redis-tools wrk python3-prometheus-client libhiredis-dev lintian" ;;
+	demo) echo "python3 curl" ;;
 	fuzz) echo "clang libclang-rt-14-dev" ;;
+	format) echo "clang-format" ;;
 	bench) echo "valgrind iperf3 python3 curl trickle pv gnuplot-nox iproute2 nginx-light" ;;
-	*) echo "deps.sh: unknown group '$1' (expected test, fuzz, bench)" >&2; exit 2 ;;
+	*) echo "deps.sh: unknown group '$1' (expected test, demo, fuzz, bench, format)" >&2; exit 2 ;;
 	esac
 }
 

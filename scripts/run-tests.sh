@@ -4,6 +4,7 @@
 # then print one closing line
 # "N passed, N failed" and exit non-zero if anything failed.
 #   SL_TEST_UNIT_ONLY=1   skip integration tests
+#   SL_TEST_INTEGRATION_ONLY=1   skip unit tests
 #   SL_TEST_FILTER=WORD   only tests whose name contains WORD
 set -u
 build=${1:-build}
@@ -27,7 +28,7 @@ run_one() { # name command...
 # Unit tests that link the shim archive run its constructor, which refuses
 # unknown SLUICE_* names: give them an environment without any.
 for t in "$build"/tests/test_*; do
-	[ -x "$t" ] || continue
+	[ -x "$t" ] && [ -z "${SL_TEST_INTEGRATION_ONLY:-}" ] || continue
 	run_one "$(basename "$t")" env $(env | sed -n 's/^\(SLUICE_[A-Za-z0-9_]*\)=.*/-u \1/p') "$t"
 done
 

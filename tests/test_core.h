@@ -1,7 +1,7 @@
 /*
  * test_core.h - what the core's unit tests share: cmocka's headers in the
  * order it needs, time units, the police/reserve waits, and one assertion
- * for a decision that prints both values on failure.
+ * for a decision that prints both values, in decimal, on failure.
  */
 #ifndef SLUICE_TEST_CORE_H
 #define SLUICE_TEST_CORE_H
@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "test_assert.h"
 
 #include "sluice_core.h"
 
@@ -27,8 +29,8 @@
 #define expect_decision(d, want_verdict, want_wait_ns) \
 	do { \
 		const struct sl_decision d_ = (d); \
-		assert_int_equal(d_.verdict, (want_verdict)); \
-		assert_int_equal(d_.wait_ns, (want_wait_ns)); \
+		assert_dec_equal(d_.verdict, (want_verdict)); \
+		assert_dec_equal(d_.wait_ns, (want_wait_ns)); \
 	} while (0)
 
 #endif /* SLUICE_TEST_CORE_H */

@@ -36,4 +36,15 @@ out=$(LD_LIBRARY_PATH="$root/usr/local/lib" "$root/use")
 # Burst 2 at 2/s: two admitted, the third refused with a 500 ms wait.
 [ "$out" = "2 500000000" ] || { echo "FAIL: got '$out', want '2 500000000'"; exit 1; }
 "$root/usr/local/bin/sluice" --check --send 1MiB/s >/dev/null
+[ -f "$root/usr/local/share/bash-completion/completions/sluice" ] || { echo "FAIL: no bash completion"; exit 1; }
+# Another PREFIX (and LIBDIR) after the install above: sluice-core.pc must
+# name them, not the prefix it was first generated with.
+make -s BUILD="$build" DESTDIR="$root/b" PREFIX=/opt/sl LIBDIR=/opt/sl/lib64 install >/dev/null
+pc="$root/b/opt/sl/lib64/pkgconfig/sluice-core.pc"
+grep -qx 'prefix=/opt/sl' "$pc" && grep -qx 'libdir=${prefix}/lib64' "$pc" ||
+	{ echo "FAIL: sluice-core.pc after PREFIX=/opt/sl LIBDIR=/opt/sl/lib64:"; cat "$pc"; exit 1; }
+[ -f "$root/b/opt/sl/lib64/libsluice-core.so.0" ] && [ -f "$root/b/opt/sl/lib/sluice/libsluice.so" ] ||
+	{ echo "FAIL: LIBDIR layout"; exit 1; }
+# Leave the build's .pc as the default prefix again for whoever runs next.
+make -s BUILD="$build" "$build/sluice-core.pc" >/dev/null
 echo "install: ok ($out)"

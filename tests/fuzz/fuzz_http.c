@@ -1,0 +1,70 @@
+/*
+ * fuzz_http.c - libFuzzer target for the two parsers of `sluice stat
+ * --listen` (cli/http.c): the ADDR:PORT text and the request head.
+ *
+ * Input: the first byte picks the parser (even: request head, odd: listen
+ * text; bit 1 is --listen-any); the rest is the text, copied into a buffer
+ * of exactly its size so ASan sees any read past it. Properties checked:
+ *   - the request classifier returns one of its enum values, and a head it
+ *     calls INCOMPLETE stays INCOMPLETE or becomes complete when cut
+ *     shorter (never METRICS from a prefix of a BAD head);
+ *   - the listen parser returns 0 with an AF_INET/AF_INET6 address that is
+ *     loopback unless --listen-any, or -1 with a one-line message starting
+ *     "--listen".
+ * A violated property aborts, which libFuzzer reports with the input.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cli/http.c"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fail(const char *what)
+{
+	fprintf(stderr, "fuzz_http: %s\n", what);
+	abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1 || size > 16384)
+		return 0;
+	uint8_t mode = data[0];
+	size_t n = size - 1;
+	char *text = malloc(n + 1);
+	if (text == NULL)
+		return 0;
+	memcpy(text, data + 1, n);
+	if ((mode & 1) == 0) {
+		enum sl_http_req r = sl__http_parse_request(text, n);
+		if (r < SL_HTTP_INCOMPLETE || r > SL_HTTP_BAD)
+			fail("request: value out of range");
+		if (r == SL_HTTP_BAD && n > 0) {
+			enum sl_http_req p = sl__http_parse_request(text, n - 1);
+			if (p == SL_HTTP_METRICS || p == SL_HTTP_METRICS_HEAD)
+				fail("request: a prefix of a bad head was served");
+		}
+	} else {
+		text[n] = '\0';
+		bool any = (mode & 2) != 0;
+		struct sockaddr_storage ss;
+		socklen_t len = 0;
+		char err[256];
+		err[0] = '\0';
+		int rc = sl__http_parse_listen(text, any, &ss, &len, err, sizeof(err));
+		if (rc == 0) {
+			if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+				fail("listen: accepted a family other than inet/inet6");
+			if (!any && !sl__http_is_loopback((struct sockaddr *)&ss))
+				fail("listen: accepted a non-loopback address without --listen-any");
+		} else if (rc != -1 || strncmp(err, "--listen", 8) != 0 ||
+			   strchr(err, '\n') != NULL) {
+			fail("listen: refused without a one-line --listen message");
+		}
+	}
+	free(text);
+	return 0;
+}
