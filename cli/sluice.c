@@ -322,6 +322,8 @@ int main(int argc, char **argv)
 		return sl__cli_stat(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "set") == 0)
 		return sl__cli_set(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "rm") == 0)
+		return sl__cli_rm(argc - 1, argv + 1);
 
 	while ((c = getopt_long(argc, argv, "+vh", long_opts, NULL)) != -1) {
 		int rc = 0;

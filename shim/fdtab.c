@@ -25,7 +25,10 @@
  * with one warning. The cap is the RLIMIT_NOFILE hard limit when the tables
  * are first mapped (so a process that may open a million fds tracks them
  * all), at least SL_FD_MIN, at most SL_FD_LIMIT; the tables are mapped
- * MAP_NORESERVE, so only the pages of fds in use are ever resident.
+ * MAP_NORESERVE, so only the pages of fds in use are ever resident. When
+ * the address space for the cap cannot be reserved (a low RLIMIT_AS), the
+ * cap is SL_FD_MIN, or if that fails too the soft RLIMIT_NOFILE (at least
+ * 1024): fds above it pass through, with the warning below.
  *
  * Thread-safety: all functions are thread-safe. Two threads classifying the
  * same fd agree through the BUSY bit; the loser waits for the winner.
@@ -39,6 +42,7 @@
 #include <sys/un.h>
 
 #include "internal.h"
+#include "record.h"
 
 _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
 uint32_t sl__fd_cap;
@@ -62,6 +66,8 @@ void *sl__map(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+#define SL_FD_PROBE_BYTES 512u
+
 void sl__fd_cap_init_unsync(void)
 {
 	if (sl__fd_cap != 0)
@@ -69,7 +75,26 @@ void sl__fd_cap_init_unsync(void)
 	struct rlimit rl;
 	uint64_t cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_max : 0;
 	cap = cap < SL_FD_MIN ? SL_FD_MIN : cap > SL_FD_LIMIT ? SL_FD_LIMIT : cap;
-	sl__fd_cap = (uint32_t)((cap + 63) / 64 * 64); /* whole words of ready.c's bitmap */
+	cap = (cap + 63) / 64 * 64; /* whole words of ready.c's bitmap */
+	/* The tables sized by the cap take about SL_FD_PROBE_BYTES per fd of
+	 * address space (reserved, not resident; 324 at this writing): under
+	 * a low RLIMIT_AS (ulimit -v) fall back to SL_FD_MIN entries, then to
+	 * the soft RLIMIT_NOFILE (at least 1024), rather than fail. */
+	uint64_t soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 0;
+	soft = soft < 1024 ? 1024 : soft > SL_FD_MIN ? SL_FD_MIN : (soft + 63) / 64 * 64;
+	const uint64_t tries[3] = { cap, SL_FD_MIN, soft };
+	for (int t = 0; t < 3; t++) {
+		if (tries[t] > cap)
+			continue;
+		cap = tries[t];
+		void *probe = mmap(NULL, cap * SL_FD_PROBE_BYTES, PROT_NONE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (probe != MAP_FAILED) {
+			munmap(probe, cap * SL_FD_PROBE_BYTES);
+			break;
+		}
+	}
+	sl__fd_cap = (uint32_t)cap;
 }
 
 /* Allocate the records (once; later calls just clear them). Not
@@ -223,6 +248,11 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 		memset(&r, 0, sizeof(r));
 	else if (!(b & SL_FDB_KEEP)) /* a new socket, not a reconnected one */
 		sl__scope_fd_reset(fd);
+	uint32_t any = 0;
+	for (int k = 0; k < SL_K_COUNT; k++)
+		any |= kind > 0 ? r.cand[k] : 0;
+	if (any != 0)
+		sl__rec_publish(); /* a rule may apply: sluice stat shows us */
 	struct sl_fdrec *dst = &sl__fdrecs[fd];
 	memcpy(dst->cand, r.cand, sizeof(r.cand));
 	memcpy(dst->match, r.match, sizeof(r.match));

@@ -195,6 +195,14 @@ enum sl_fit sl__clock_line_fit(struct sl_clock_line *l, uint64_t tsc, uint64_t n
 extern int sl__log_level; /* enum sl_log_level */
 void sl__log_set_file(const char *path);
 void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "sluice: note: ..." whatever the level (a fact the user asked about). */
+void sl__log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* files.c: open SLUICE_STATS / SLUICE_LOG_FILE safely (fd, or -1 with the
+ * reason in why); check both at start (-1: exit 2; paths refused under
+ * SLUICE_CONFIG_ERROR=warn are cleared). stats.c: PATH with %p expanded. */
+int sl__file_open_private(const char *path, char *why, size_t cap);
+int sl__files_check_unsync(struct sl_policy *p);
+void sl__stats_path(const char *src, char *out, size_t cap);
 /* Tests the level before anything is formatted. */
 #define sl_log(level, ...)                                                                     \
 	do {                                                                                       \
