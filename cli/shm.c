@@ -176,7 +176,7 @@ int sl__cli_shared_holders(const char *name, int **pids)
 	for (struct dirent *e; (e = readdir(d)) != NULL;) {
 		char *end, maps[300], line[1024];
 		long pid = strtol(e->d_name, &end, 10);
-		if (*end != '\0' || pid <= 0)
+		if (*end != '\0' || pid <= 0 || pid == getpid()) /* we map it too */
 			continue;
 		snprintf(maps, sizeof(maps), "/proc/%ld/maps", pid);
 		FILE *f = fopen(maps, "re");

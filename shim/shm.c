@@ -153,7 +153,15 @@ struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *
 	int rc = sl_seg_open(name, SL_SEG_WRITE | SL_SEG_CREATE, sizeof(struct sl_shm_shared),
 			     sl_shared_init, &arg, &seg, why, sizeof(why));
 	if (rc < 0) {
-		snprintf(err, errlen, "shared limiter '%s': %s", r->shared, why);
+		/* A refused file: its reason after "PATH: "; else the directory's
+		 * message, which names its own remedy. */
+		size_t n = strlen(path);
+		if (strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0)
+			snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove it with sluice rm "
+				 "shared:%s (or rm %s) to start afresh", r->shared, path, why + n + 2,
+				 r->shared, path);
+		else
+			snprintf(err, errlen, "shared limiter '%s': %s", r->shared, why);
 		return NULL;
 	}
 	if (rc == 1)
