@@ -54,6 +54,11 @@ void sl_seg_setup_unsync(void)
 		snprintf(sl_seg_dir_path, sizeof(sl_seg_dir_path), SL_SHM_DIR "/sluice-%u", uid);
 }
 
+void sl_seg_use_dir_unsync(const char *dir)
+{
+	snprintf(sl_seg_dir_path, sizeof(sl_seg_dir_path), "%s", dir);
+}
+
 const char *sl_seg_dir(void)
 {
 	if (sl_seg_dir_path[0] == '\0')

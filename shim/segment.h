@@ -68,6 +68,11 @@ typedef int (*sl_seg_init_fn)(void *map, size_t size, void *arg);
 /* Choose the directory for this process (see above) and remember it. */
 void sl_seg_setup_unsync(void);
 
+/* Use `dir` instead (an absolute path shorter than SL_SEG_PATH_MAX - 80):
+ * for tests, and for a caller that owns a directory of its own. It is
+ * created and checked like the default one. */
+void sl_seg_use_dir_unsync(const char *dir);
+
 /* The directory's path (after sl_seg_setup_unsync, which it calls if
  * needed: single-threaded callers only then). */
 const char *sl_seg_dir(void);
