@@ -34,7 +34,9 @@
 
 void sl__stats_reset(void)
 {
-	for (unsigned i = 0; i < SL_MAX_RULES; i++) {
+	/* The record holds the counters of its rules only (record.c). */
+	uint32_t n = sl__st.rec != NULL ? sl__st.rec->n_rules : 0;
+	for (unsigned i = 0; i < n; i++) {
 		struct sl_rstats *s = &sl__st.stats[i];
 		/* Relaxed: counters only; the reset runs single-threaded (init,
 		 * or the child after fork). */
