@@ -36,7 +36,7 @@ int getrlimit(__rlimit_resource_t res, struct rlimit *rl)
 	return r;
 }
 
-static unsigned long long vm_size_kb(void)
+static __attribute__((unused)) unsigned long long vm_size_kb(void)
 {
 	char line[256];
 	unsigned long long kb = 0;
