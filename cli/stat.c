@@ -223,6 +223,15 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 static int report(FILE *out, enum fmt fmt, int only_pid)
 {
 	int *pids = NULL, npids = 1, n = 0, rc = 0;
+	char err[SL_ERR_MAX];
+	int dfd = sl_seg_dir_open(false, err, sizeof(err));
+	if (dfd < 0 && errno != ENOENT) {
+		/* Say why, rather than "no process" (another user's directory). */
+		fprintf(stderr, "sluice stat: %s\n", err);
+		return 1;
+	}
+	if (dfd >= 0)
+		close(dfd);
 	if (only_pid) {
 		pids = malloc(sizeof(int));
 		if (pids != NULL)

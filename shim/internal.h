@@ -19,7 +19,10 @@
  *   io.c      the send family, and the split-transfer engine of both sides;
  *   recv.c    the receive family's wrappers;
  *   stats.c   SLUICE_STATS, written at exit;
- *   shm.c     /dev/shm files: shared=NAME limiters, the live stats record;
+ *   files.c   SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,
+ *             owner checked, 0600);
+ *   shm.c     shared=NAME limiters (segments, segment.c); record.c: the
+ *             live status record; exit.c: _exit removes it;
  *   ready.c   non-blocking calls: when each throttled fd is ready again,
  *             deferred connects, the timer that wakes event loops;
  *   sockopt.c getsockopt(SO_ERROR) of a deferred connect;
@@ -290,7 +293,8 @@ void sl__stats_write(void);
 
 /* ---- shm.c ---------------------------------------------------------------- */
 
-/* Map this process's stats record (a /dev/shm file, else private memory);
+/* Map this process's status record (record.c: private memory, a segment
+ * from its first need);
  * fill its header and rule texts; mark it (in)active; the fork child's own
  * copy; remove the file at exit. */
 int sl__shm_rec_open_unsync(bool file);

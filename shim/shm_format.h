@@ -1,5 +1,5 @@
 /*
- * shm_format.h - the layout of sluice's files in /dev/shm, shared by the
+ * shm_format.h - the layout of sluice's segments (segment.h), shared by the
  * preloaded library (shim/shm.c writes them) and the `sluice stat` / `sluice
  * set` commands (cli/stat.c, cli/set.c read and retune them).
  *
@@ -51,7 +51,7 @@
 #define SL_SHM_SHARED_NAME "shared-%s" /* segment name of shared=NAME */
 #define SL_SHM_STAT_NAME "stat-%d"      /* segment name of pid's record */
 #define SL_SHM_STAT_PREFIX "stat-"
-/* Before 0.1 (format 1) every file lay flat in /dev/shm: these are ignored. */
+/* Format 1 put every file flat in /dev/shm: such files are ignored. */
 #define SL_SHM_OLD_PREFIX "sluice-%u-" /* uid */
 /* `sluice set` keeps retunes of one limiter this far apart: the grace period
  * sl_tunable_retune asks of its callers (see core/tunable.c). */

@@ -220,6 +220,9 @@ def test_squatting():
             (squat, UIDS["mallory"], vic, squat))
     check(r.returncode == 2 and want in r.stderr, "victim refused with the remedy: %r" %
           r.stderr.strip()[-400:])
+    r = run([SLUICE, "stat"], role="victim")
+    check(r.returncode == 1 and want in r.stderr,
+          "sluice stat says so too, not 'no process': %r" % r.stderr.strip()[-300:])
     # A private runtime directory: the squat does not matter.
     xdg = private_xdg("victim")
     r = run([SLUICE, "--send", "1MiB/s,shared=" + name, "--", PY, "-c", SHARED_RUN],
@@ -259,10 +262,12 @@ def serve():
         c, _ = srv.accept()
         c.close()
 threading.Thread(target=serve, daemon=True).start()
+ready_r, ready_w = os.pipe()
 def child(then):
-    s = socket.create_connection(("127.0.0.1", port))
+    s = socket.create_connection(("127.0.0.1", port))  # its record exists from here
     if then == "exit":
         os._exit(0)
+    os.write(ready_w, b"x")
     time.sleep(60)
     os._exit(0)
 for i in range(1000):
@@ -277,7 +282,9 @@ for i in range(100):
         child("sleep")
     killed.append(pid)
 d = sys.argv[1]
-time.sleep(0.5)
+got = 0
+while got < 100:
+    got += len(os.read(ready_r, 100 - got))
 live = len([f for f in os.listdir(d) if f.startswith("stat-")])
 for pid in killed:
     os.kill(pid, signal.SIGKILL)
@@ -297,6 +304,9 @@ def test_leak():
     check(r.returncode == 0, "1100 children ran (%.1f s): %r" % (time.monotonic() - t0,
                                                                   r.stderr.strip()[-300:]))
     live = int(r.stdout.strip() or -1)
+    # Without the _exit hook the 1000 exited children would leave 1000 more.
+    check(left_parent <= 100 + 8, "after the parent: %d records (the 100 SIGKILLed, not the "
+          "1000 that _exit)" % left_parent)
     check(live >= 100, "while the 100 sleepers lived they had records: %d" % live)
     time.sleep(2.5)  # past the reclaim interval (SL_REC_RECLAIM_S)
     r = run([SLUICE, "--connect", "10/s", "--", "true"], role="mallory", xdg=xdg)
