@@ -13,6 +13,7 @@
 
 #include "internal.h"
 #include "record.h"
+#include "shm.h"
 
 static _Noreturn void sl_exit_now(int status)
 {

@@ -25,7 +25,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "files.h"
+#include "log.h"
+#include "real.h"
+#include "stats.h"
 
 /* Why the file open as fd (fstat'ed into st) must not be written, or NULL. */
 static const char *sl_file_refusal(const struct stat *st, char *buf, size_t cap)

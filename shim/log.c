@@ -1,7 +1,7 @@
 /*
  * log.c - "sluice: ..." lines on stderr or in SLUICE_LOG_FILE.
  *
- * sl_log() (a macro in internal.h) tests the level before anything is
+ * sl_log() (a macro in log.h) tests the level before anything is
  * formatted. A line is formatted into a stack buffer with vsnprintf (integer
  * and string conversions only, which need no malloc) and written with one
  * call of the real write(), so the shim never throttles or re-enters its own
@@ -9,6 +9,9 @@
  * (files.c: no links followed, owner checked, created 0600) with O_APPEND
  * for every line and closed again: the program may close or
  * reuse any descriptor we would keep open, and log lines are rare.
+ *
+ * log.c and real.c call each other, and must (see real.c): the real write
+ * comes from real.c, which logs a symbol the C library lacks.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +20,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "files.h"
+#include "log.h"
+#include "real.h"
 
 int sl__log_level = SL_LOG_ERROR;
 static char sl_log_path[SL_PATH_MAX];

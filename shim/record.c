@@ -44,9 +44,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "log.h"
+#include "real.h"
 #include "record.h"
 #include "segment.h"
+#include "shm.h"
+#include "state.h"
 
 _Atomic int sl__rec_state = SL_REC_OFF;
 static size_t sl_rec_bytes; /* size of the mapping at sl__st.rec */

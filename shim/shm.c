@@ -34,8 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "log.h"
+#include "real.h"
 #include "segment.h"
+#include "shm.h"
+#include "state.h"
 
 static struct sl_shm_shared *sl_shared[SL_MAX_RULES]; /* by rule index */
 static _Atomic int sl_holders_full_logged;
