@@ -61,6 +61,12 @@ static const char *record_check(const struct sl_shm_stat *r, size_t size, int pi
 	uint64_t t = start_ticks(pid);
 	if (t != 0 && r->start_ticks != 0 && t != r->start_ticks)
 		return "gone";
+	char exe_path[64];
+	struct stat exe;
+	snprintf(exe_path, sizeof(exe_path), "/proc/%d/exe", pid);
+	if (r->exe_ino != 0 && stat(exe_path, &exe) == 0 &&
+	    ((uint64_t)exe.st_ino != r->exe_ino || (uint64_t)exe.st_dev != r->exe_dev))
+		return "gone"; /* exec'd into another program since */
 	for (uint32_t i = 0; i < r->n_rules; i++)
 		if (memchr(sl_shm_stat_rule(r, i), 0, SL_RULE_TEXT_MAX) == NULL)
 			return "corrupt rule text";

@@ -13,12 +13,14 @@
  * memory at the same address (MAP_FIXED), so that every pointer into the
  * record (limiters, counters) stays valid. The file goes at exit (the
  * destructor), at _exit and _Exit (exit.c), and otherwise (SIGKILL, a
- * crash, exec into a program without rules) by the next reclaim: every
+ * crash) by the next reclaim: every
  * process with rules that starts looks, at most every SL_REC_RECLAIM_S
  * seconds per user (a stamp file), for records of processes that no longer
  * exist (kill(pid, 0) fails with ESRCH) and removes them; `sluice stat`
- * does the same. A process also removes, at start, a record left under its
- * own pid (by the image before an exec).
+ * does the same. A process with rules also removes, at start, a record left
+ * under its own pid by the image before an exec; one exec'd into a program
+ * without rules does not look, and `sluice stat` tells such a record by its
+ * executable (exe_dev, exe_ino) and removes it.
  *
  * Fork. The child's record is a private copy (its own buckets, as before
  * fork) at the same address, published again on the child's own first
@@ -42,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -166,7 +169,13 @@ void sl__rec_publish_slow(void)
 		char name[32], err[SL_ERR_MAX];
 		struct sl_seg seg;
 		sl_rec_name(name, sizeof(name), (int)getpid());
+		struct stat exe;
 		rec->start_ticks = sl_start_ticks();
+		rec->exe_dev = rec->exe_ino = 0;
+		if (stat("/proc/self/exe", &exe) == 0) {
+			rec->exe_dev = (uint64_t)exe.st_dev;
+			rec->exe_ino = (uint64_t)exe.st_ino;
+		}
 		if (sl_seg_open(name, SL_SEG_WRITE | SL_SEG_REPLACE | SL_SEG_KEEPFD, size, sl_rec_copy,
 				rec, &seg, err, sizeof(err)) >= 0) {
 			memcpy(seg.map, rec, size); /* what counted meanwhile */

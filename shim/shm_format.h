@@ -102,7 +102,12 @@ struct sl_shm_stat {
 	uint64_t start_ticks; /* field 22 of /proc/PID/stat: tells a reused pid */
 	uint32_t n_rules;
 	uint32_t active;      /* the rules apply to this program */
-	uint8_t pad0[64 - 40];
+	/* st_dev and st_ino of /proc/PID/exe when the file was made (0: not
+	 * known): a record left by the image before an exec into a program
+	 * without rules names another executable. */
+	uint64_t exe_dev;
+	uint64_t exe_ino;
+	uint8_t pad0[64 - 56];
 	char program[SL_SHM_PROGRAM_MAX];
 };
 

@@ -317,6 +317,34 @@ def test_leak():
           "1000 _exit + 100 SIGKILLed children leave %d records (<= 8)" % len(left))
 
 
+EXEC = r'''
+import os, socket
+s = socket.create_server(("127.0.0.1", 0))
+c = socket.create_connection(s.getsockname())  # the record is made here
+print("up", flush=True)
+env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+os.execve("/bin/sleep", ["sleep", "30"], env)  # no rules after the exec
+'''
+
+
+def test_exec_record():
+    xdg = os.path.join(WORK, "xdg-mallory")
+    d = os.path.join(xdg, "sluice")
+    p = popen([PY, "-c", EXEC], role="mallory", xdg=xdg, preload=True,
+              extra={"SLUICE_CONNECT": "100/s"})
+    up = p.stdout.readline().strip()
+    rec = os.path.join(d, "stat-%d" % p.pid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not _cmdline_has(str(p.pid), "sleep"):
+        time.sleep(0.05)
+    had = os.path.exists(rec)
+    r = run([SLUICE, "stat"], role="mallory", xdg=xdg)
+    check(up == "up" and had and ("pid %d " % p.pid) not in r.stdout and not os.path.exists(rec),
+          "a record left by the image before an exec is not shown, and removed: %r" % r.stdout)
+    p.kill()
+    p.wait()
+
+
 # ---- 4. sluice set / stat / rm shared:NAME -----------------------------------
 
 HOLD = "import socket, sys; socket.socket().close(); print('up', flush=True); sys.stdin.read()"
@@ -422,6 +450,7 @@ if __name__ == "__main__":
     test_squatting()
     test_shared_admin()
     test_leak()
+    test_exec_record()
     test_ulimit()
     test_example_pipe()
     finish()
