@@ -317,6 +317,33 @@ def test_leak():
           "1000 _exit + 100 SIGKILLed children leave %d records (<= 8)" % len(left))
 
 
+POOL = r'''
+import multiprocessing, socket, sys
+srv = socket.create_server(("127.0.0.1", 0), backlog=256)
+def work(i):
+    socket.create_connection(srv.getsockname()).close()
+    return i
+if __name__ == "__main__":
+    multiprocessing.set_start_method("fork")
+    with multiprocessing.Pool(8) as pool:
+        got = pool.map(work, range(200), chunksize=1)
+        pool.close()
+        pool.join()
+    print(sum(got), flush=True)
+'''
+
+
+def test_pool():
+    xdg = os.path.join(WORK, "xdg-mallory")
+    d = os.path.join(xdg, "sluice")
+    before = set(os.listdir(d))
+    r = run([SLUICE, "--connect", "100000/s", "--", PY, "-c", POOL], role="mallory", xdg=xdg,
+            timeout=120)
+    left = [f for f in set(os.listdir(d)) - before if f.startswith("stat-")]
+    check(r.returncode == 0 and r.stdout.strip() == str(sum(range(200))) and left == [],
+          "a multiprocessing pool of 8 leaves no record: %r %r" % (left, r.stderr[-200:]))
+
+
 EXEC = r'''
 import os, socket
 s = socket.create_server(("127.0.0.1", 0))
@@ -430,7 +457,23 @@ def test_example_pipe():
         check(r.stdout.count("\n") == 1 and not procs and not os.listdir(tmp),
               "%s | head -1 leaves no server (%r) and no temp dir (%r)" %
               (ex, procs, os.listdir(tmp)))
-    os.rmdir(tmp)
+    # SIGKILL of the example's shell: no trap runs, the helpers' watchdog ends them.
+    p = subprocess.Popen(["sh", os.path.join(ROOT, "examples", "throttle-download.sh")], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    first = p.stdout.readline()
+    p.kill()
+    p.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        procs = [q for q in os.listdir("/proc") if q.isdigit() and _cmdline_has(q, tmp)
+                 and "http_server" in open("/proc/%s/cmdline" % q, "rb").read().decode(
+                     errors="replace")]
+        if not procs:
+            break
+        time.sleep(0.1)
+    check(first.startswith("curl alone") and not procs,
+          "the example SIGKILLed: its server ended within 5 s (%r)" % procs)
+    subprocess.run(["rm", "-rf", tmp], check=False)
 
 
 def _cmdline_has(pid, s):
@@ -451,6 +494,7 @@ if __name__ == "__main__":
     test_shared_admin()
     test_leak()
     test_exec_record()
+    test_pool()
     test_ulimit()
     test_example_pipe()
     finish()
