@@ -4,9 +4,10 @@
 #
 # Cleanup runs however the example ends: normally, on an error (set -e), on
 # INT, TERM, HUP, and on PIPE (`sh example.sh | head -1`: the next write
-# after head exits). Helpers also watch the example's shell (--parent-pid)
-# and exit within 0.2 s once it is gone, even if it was SIGKILLed (only the
-# temporary directory stays then: nothing runs after a SIGKILL).
+# after head exits). Helpers also watch the example's shell (its pid is their
+# last argument) and exit within 0.2 s once it is gone, even if it was
+# SIGKILLed (only the temporary directory stays then: nothing runs after a
+# SIGKILL).
 #
 #   SLUICE=/path/to/sluice   the launcher to use (default: ../build/sluice
 #                            beside this directory, else sluice in PATH)
