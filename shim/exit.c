@@ -15,6 +15,8 @@
 #include "record.h"
 #include "shm.h"
 
+const int sl__exit_anchor = 1;
+
 static _Noreturn void sl_exit_now(int status)
 {
 	sl__shm_rec_remove();

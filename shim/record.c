@@ -99,7 +99,7 @@ int sl__shm_rec_open_unsync(bool file)
 	atomic_store_explicit(&sl__rec_state, SL_REC_OFF, memory_order_relaxed);
 	if (file) {
 		char name[32];
-		sl_seg_setup_unsync();
+		(void)sl_seg_dir(); /* chosen once per process (segment.h) */
 		sl_rec_name(name, sizeof(name), (int)getpid());
 		sl_seg_unlink(name); /* left by the image before an exec */
 		sl__rec_reclaim();
