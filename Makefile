@@ -106,8 +106,11 @@ $(SHIM_A): $(SHIM_OBJ)
 # from an archive and is made local (--exclude-libs).
 $(SHIM_SO): $(SHIM_OBJ) $(POLICY_A) $(CORE_A)
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,now -Wl,--exclude-libs,ALL -Wl,-soname,libsluice.so -o $@ $(SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
-$(CLI): $(CLI_OBJ) $(POLICY_A) $(CORE_A)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
+# The launcher shares one file of the shim: segment.c, the private directory
+# of shared memory segments (sluice stat, set, rm).
+CLI_SHIM_OBJ := $(call obj,shim/segment.c)
+$(CLI): $(CLI_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 
 # Unit tests link the archives: only what a test references is pulled in, so
 # a policy test never interposes libc.

@@ -7,7 +7,8 @@
  * the program, env.c finds libsluice.so and edits LD_PRELOAD, and elf.c reads
  * an executable's ELF headers to tell whether a preloaded library can
  * throttle it at all. stat.c and set.c are the `sluice stat` and `sluice set`
- * subcommands, over shm.c, which maps the shim's files in /dev/shm. None of these files keeps global state; every function
+ * subcommands (and rm.c `sluice rm`), over shm.c, which maps the shim's
+ * segments in the user's private directory (shim/segment.c, linked in). None of these files keeps global state; every function
  * below is reentrant, and none is meant to be called from more than one
  * thread (the launcher has only one).
  */
@@ -75,20 +76,24 @@ int sl__cli_find_library(const char *override, char *out, size_t outlen, char *e
  */
 int sl__cli_preload_join(const char *old, const char *lib, char *out, size_t outlen);
 
-/* ---- shm.c: the shim's /dev/shm files (layout in shim/shm_format.h) ---- */
+/* ---- shm.c: the shim's segments (shim/segment.h, shim/shm_format.h) ---- */
 
-/* Map a file of `size` bytes after checking owner, mode and size. NULL with
- * a reason in *why. With fdp, the fd stays open in *fdp (for flock). */
-void *sl__cli_shm_map(const char *path, size_t size, bool writable, int *fdp, const char **why);
-/* The stats record of pid, checked; a record of a dead process is removed
- * (why = "gone"). */
+/* The status record of pid, checked (unmap with sl__cli_record_close); a
+ * record of a dead process is removed; why = "gone" if there is none. With
+ * fdp, the fd stays open in *fdp (for flock). */
 struct sl_shm_stat *sl__cli_record_open(int pid, bool writable, int *fdp, const char **why);
 void sl__cli_record_close(struct sl_shm_stat *r);
-/* Pids that have a record file of this user, ascending; returns the count. */
-int sl__cli_record_pids(int *pids, int max);
-/* The shared limiter NAME, checked. */
+/* Pids that have a record of this user, ascending, in a malloc'd array
+ * (*pids, free it); returns the count. */
+int sl__cli_record_pids(int **pids);
+/* The shared limiter NAME, checked; why = strerror(ENOENT) if none. */
 struct sl_shm_shared *sl__cli_shared_open(const char *name, bool writable, int *fdp,
 					  const char **why);
+/* Pids of the processes that map shared limiter NAME (malloc'd, ascending);
+ * returns the count, or -1 if there is no such segment. */
+int sl__cli_shared_holders(const char *name, int **pids);
+/* One info line on stderr if files of the flat /dev/shm layout remain. */
+void sl__cli_old_note(void);
 /* Parse one canonical rule text; 0 or -1. */
 int sl__cli_rule_of(const char *text, struct sl_rule *r);
 /* Rule text with the limit of `cur` (after a `sluice set`). */
@@ -97,6 +102,7 @@ void sl__cli_current_text(const char *text, const struct sl_params *cur, char *o
 /* The subcommands: argv[0] is "stat" or "set". Return the exit status. */
 int sl__cli_stat(int argc, char **argv);
 int sl__cli_set(int argc, char **argv);
+int sl__cli_rm(int argc, char **argv);
 
 /* ---- stat.c and metrics_http.c: sluice stat --listen ---- */
 

@@ -88,7 +88,7 @@ static int pick_rule(const struct sl_shm_stat *r, int pid, enum sl_op op)
 	int found = -1, count = 0;
 	for (uint32_t i = 0; i < r->n_rules; i++) {
 		struct sl_rule x;
-		if (sl__cli_rule_of(r->rules[i], &x) == 0 && x.op == op) {
+		if (sl__cli_rule_of(sl_shm_stat_rule(r, i), &x) == 0 && x.op == op) {
 			found = (int)i;
 			count++;
 		}
@@ -101,7 +101,7 @@ static int pick_rule(const struct sl_shm_stat *r, int pid, enum sl_op op)
 		fprintf(stderr, "sluice set: process %d has %d %s rules; cannot tell which to change\n",
 			pid, count, sl_op_name(op));
 	for (uint32_t i = 0; i < r->n_rules; i++)
-		fprintf(stderr, "  rule %u: %s\n", i + 1, r->rules[i]);
+		fprintf(stderr, "  rule %u: %s\n", i + 1, sl_shm_stat_rule(r, i));
 	return -1;
 }
 
@@ -112,8 +112,7 @@ static int set_pid(int pid, const struct sl_rule *want)
 	struct sl_shm_stat *r = sl__cli_record_open(pid, true, &fd, &why);
 	if (r == NULL) {
 		fprintf(stderr, "sluice set: process %d: %s\n", pid,
-			strcmp(why, "gone") == 0 || strcmp(why, strerror(ENOENT)) == 0
-				? "not running sluice (no record)" : why);
+			strcmp(why, "gone") == 0 ? "not running sluice (no record)" : why);
 		return 1;
 	}
 	int rc = 2, i = pick_rule(r, pid, (enum sl_op)want->op);
@@ -121,15 +120,16 @@ static int set_pid(int pid, const struct sl_rule *want)
 		struct sl_rule cur;
 		char what[64];
 		snprintf(what, sizeof(what), "process %d rule %d", pid, i + 1);
-		if (sl__cli_rule_of(r->rules[i], &cur) == 0 && cur.shared[0] != '\0')
+		struct sl_tunable *lim = &sl_shm_stat_lims(r)[i];
+		if (sl__cli_rule_of(sl_shm_stat_rule(r, i), &cur) == 0 && cur.shared[0] != '\0')
 			fprintf(stderr, "sluice set: %s uses shared limiter '%s': change it with "
 					"sluice set shared:%s\n", what, cur.shared, cur.shared);
-		else if (cur.scope != SL_SCOPE_PROCESS || !sl_tunable_validate(&r->lims[i]))
+		else if (cur.scope != SL_SCOPE_PROCESS || !sl_tunable_validate(lim))
 			fprintf(stderr, "sluice set: %s is per=%s: only per=process and shared "
 					"limits can change while running\n", what,
 				sl_scope_name((enum sl_scope)cur.scope));
 		else
-			rc = retune(what, r->rules[i], *want, &r->lims[i], fd);
+			rc = retune(what, sl_shm_stat_rule(r, i), *want, lim, fd);
 	}
 	sl__cli_record_close(r);
 	close(fd);
@@ -149,6 +149,14 @@ static int set_shared(const char *name, const struct sl_rule *want)
 	char what[64];
 	snprintf(what, sizeof(what), "shared limiter '%s'", name);
 	int rc = retune(what, s->rule, *want, &s->lim, fd);
+	if (rc == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		/* Relaxed: a time shown in messages; no data hangs on it. */
+		atomic_store_explicit(&s->set_ns,
+				      (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+				      memory_order_relaxed);
+	}
 	munmap(s, sizeof(*s));
 	close(fd);
 	return rc;

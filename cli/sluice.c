@@ -138,6 +138,8 @@ static void usage(FILE *out)
 	      "       sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
 	      "       sluice stat --listen [ADDR:]PORT [--listen-any]\n"
 	      "       sluice set PID|shared:NAME 'OP:SPEC'\n"
+	      "       sluice stat [--json] shared:NAME\n"
+	      "       sluice rm [--force] shared:NAME\n"
 	      "Run PROGRAM with its socket calls delayed or refused by rate limits.\n"
 	      "\n"
 	      "  --connect SPEC  limit connect() calls         e.g. --connect 10/s\n"
@@ -148,7 +150,7 @@ static void usage(FILE *out)
 	      "  --rules RULES   OP:SPEC rules separated by ';'\n"
 	      "                                  e.g. --rules 'connect:5/s;recv:1MiB/s'\n"
 	      "  --stats PATH    write counters to PATH when the program exits (%p: the pid)\n"
-	      "                                  e.g. --stats /tmp/sluice-%p.json\n"
+	      "                          e.g. --stats \"$XDG_RUNTIME_DIR/sluice-%p.json\"\n"
 	      "  -v, --verbose   print the library and the rules in canonical form to stderr\n"
 	      "                                  e.g. sluice -v --send 1MiB/s -- curl ...\n"
 	      "      --check     validate and print the rules (and check PROGRAM), run nothing\n"
@@ -179,8 +181,14 @@ static void usage(FILE *out)
 	usage_entry(out, "set PID|shared:NAME 'OP:SPEC'",
 		    "change a running limit (rate or count, burst) in place",
 		    "sluice set shared:uploads 'send:20MiB/s'");
-	fputs("  (sluice stat --help and sluice set --help say more; to run a program called\n"
-	      "  stat or set: sluice -- stat.)\n"
+	usage_entry(out, "stat [--json] shared:NAME",
+		    "show a shared limiter: its rule now and as created, who uses it",
+		    "sluice stat --json shared:uploads");
+	usage_entry(out, "rm [--force] shared:NAME",
+		    "remove a shared limiter (refused while processes use it)",
+		    "sluice rm shared:uploads");
+	fputs("  (sluice stat --help, sluice set --help and sluice rm --help say more; to\n"
+	      "  run a program called stat, set or rm: sluice -- stat.)\n"
 	      "\n"
 	      "Environment (read by libsluice.so in PROGRAM, validated here first):\n",
 	      out);
@@ -196,7 +204,7 @@ static void usage(FILE *out)
 	fputs("The password of SLUICE_REDIS is never printed (--check and -v show it as ***).\n"
 	      "\n"
 	      "Exit status: PROGRAM's; 2 on a usage or policy error; 127 if PROGRAM is not\n"
-	      "found; 126 if it cannot be executed. stat and set: 0 on success, 1 if the\n"
+	      "found; 126 if it cannot be executed. stat, set and rm: 0 on success, 1 if the\n"
 	      "process or limiter is not found, 2 on a usage error or a SPEC set cannot apply.\n",
 	      out);
 }
@@ -318,11 +326,13 @@ int main(int argc, char **argv)
 	bool verbose = false, check = false;
 	int c;
 
-	/* Subcommands (to run a program called stat or set: sluice -- stat). */
+	/* Subcommands (to run a program called stat, set or rm: sluice -- stat). */
 	if (argc >= 2 && strcmp(argv[1], "stat") == 0)
 		return sl__cli_stat(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "set") == 0)
 		return sl__cli_set(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "rm") == 0)
+		return sl__cli_rm(argc - 1, argv + 1);
 
 	while ((c = getopt_long(argc, argv, "+vh", long_opts, NULL)) != -1) {
 		int rc = 0;

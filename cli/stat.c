@@ -2,7 +2,7 @@
  * stat.c - `sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]`:
  * the processes of this user that run the shim, their rules and counters.
  *
- * It reads each process's record in /dev/shm (shm.c) without locks: the
+ * It reads each process's record (shm.c) without locks: the
  * counters are independent relaxed atomics, so a line may mix values a few
  * calls apart, never torn ones. Records of dead processes are removed as
  * they are found. "available" is what the rule's limiter would admit right
@@ -24,13 +24,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#include "segment.h"
 #include <unistd.h>
 
 #include "internal.h"
 
 enum fmt { FMT_TEXT, FMT_JSON, FMT_PROM };
-
-#define MAX_PROCS 4096
 
 /* One rule's view, copied out of the mappings. */
 struct rule_view {
@@ -64,16 +64,17 @@ static uint64_t ld(const _Atomic uint64_t *v)
 static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view *v)
 {
 	memset(v, 0, sizeof(*v));
-	snprintf(v->configured, sizeof(v->configured), "%s", r->rules[i]);
-	snprintf(v->now, sizeof(v->now), "%s", r->rules[i]);
-	const struct sl_rstats *s = &r->stats[i];
+	const char *text = sl_shm_stat_rule(r, i);
+	snprintf(v->configured, sizeof(v->configured), "%s", text);
+	snprintf(v->now, sizeof(v->now), "%s", text);
+	const struct sl_rstats *s = &sl_shm_stat_stats(r)[i];
 	const _Atomic uint64_t *f[7] = { &s->calls, &s->admitted, &s->delayed, &s->refused,
 					 &s->delay_ns, &s->max_delay_ns, &s->bytes };
 	for (int k = 0; k < 7; k++)
 		v->c[k] = ld(f[k]);
 	struct sl_rule rule;
 	v->op = v->scope = v->action = "?";
-	if (sl__cli_rule_of(r->rules[i], &rule) != 0)
+	if (sl__cli_rule_of(text, &rule) != 0)
 		return;
 	v->op = sl_op_name((enum sl_op)rule.op);
 	v->scope = sl_scope_name((enum sl_scope)rule.scope);
@@ -85,11 +86,11 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	if (rule.shared[0] != '\0') {
 		seg = sl__cli_shared_open(rule.shared, false, NULL, &why);
 		t = seg != NULL ? &seg->lim : NULL;
-	} else if (rule.scope == SL_SCOPE_PROCESS && sl_tunable_validate(&r->lims[i])) {
-		t = &r->lims[i];
+	} else if (rule.scope == SL_SCOPE_PROCESS && sl_tunable_validate(&sl_shm_stat_lims(r)[i])) {
+		t = &sl_shm_stat_lims(r)[i];
 	}
 	if (t != NULL) {
-		sl__cli_current_text(r->rules[i], &sl_tunable_current(t)->params, v->now,
+		sl__cli_current_text(text, &sl_tunable_current(t)->params, v->now,
 				     sizeof(v->now));
 		v->available = sl_limiter_available(&t->head, now_ns());
 		v->avail_known = true;
@@ -219,48 +220,138 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 }
 
 /* One report of every process (pid 0) or of one. Returns 0, or 1 if the
- * one pid asked for has no record. */
+ * one pid asked for has no record. Memory is sized by what it finds. */
 static int report(FILE *out, enum fmt fmt, int only_pid)
 {
-	static int pids[MAX_PROCS];
-	static struct sl_shm_stat *recs[MAX_PROCS];
-	static struct rule_view views[MAX_PROCS][SL_MAX_RULES];
-	static struct rule_view *vptr[MAX_PROCS];
-	int n = 0, npids = only_pid ? 1 : sl__cli_record_pids(pids, MAX_PROCS);
-	if (only_pid)
-		pids[0] = only_pid;
+	int *pids = NULL, npids = 1, n = 0, rc = 0;
+	char err[SL_ERR_MAX];
+	int dfd = sl_seg_dir_open(false, err, sizeof(err));
+	if (dfd < 0 && errno != ENOENT) {
+		/* Say why, rather than "no process" (another user's directory). */
+		fprintf(stderr, "sluice stat: %s\n", err);
+		return 1;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	if (only_pid) {
+		pids = malloc(sizeof(int));
+		if (pids != NULL)
+			pids[0] = only_pid;
+	} else {
+		npids = sl__cli_record_pids(&pids);
+	}
+	struct sl_shm_stat **recs = calloc((size_t)npids + 1, sizeof(*recs));
+	struct rule_view **views = calloc((size_t)npids + 1, sizeof(*views));
+	if ((npids > 0 && pids == NULL) || recs == NULL || views == NULL) {
+		fprintf(stderr, "sluice stat: out of memory\n");
+		free(pids);
+		free(recs);
+		free(views);
+		return 1;
+	}
 	for (int p = 0; p < npids; p++) {
 		const char *why;
 		struct sl_shm_stat *r = sl__cli_record_open(pids[p], false, NULL, &why);
 		if (r == NULL) {
 			if (only_pid) {
 				fprintf(stderr, "sluice stat: process %d: %s\n", only_pid,
-					strcmp(why, "gone") == 0 || strcmp(why, strerror(ENOENT)) == 0
-						? "not running sluice (no record)" : why);
-				return 1;
+					strcmp(why, "gone") == 0 ? "not running sluice (no record)" : why);
+				rc = 1;
 			}
+			continue;
+		}
+		views[n] = calloc(r->n_rules + 1, sizeof(struct rule_view));
+		if (views[n] == NULL) {
+			sl__cli_record_close(r);
 			continue;
 		}
 		for (uint32_t i = 0; i < r->n_rules; i++)
 			view_rule(r, i, &views[n][i]);
-		vptr[n] = views[n];
 		recs[n++] = r;
 	}
-	if (fmt == FMT_JSON) {
+	if (rc == 0 && fmt == FMT_JSON) {
 		fputs("{\"processes\":[", out);
 		for (int p = 0; p < n; p++)
 			print_json(out, recs[p], views[p], p == 0);
 		fputs("]}\n", out);
-	} else if (fmt == FMT_PROM) {
-		print_prom(out, n, recs, vptr);
-	} else {
+	} else if (rc == 0 && fmt == FMT_PROM) {
+		print_prom(out, n, recs, views);
+	} else if (rc == 0) {
 		if (n == 0)
 			fputs("no process of this user is running sluice\n", out);
 		for (int p = 0; p < n; p++)
 			print_text(out, recs[p], views[p]);
 	}
-	for (int p = 0; p < n; p++)
+	for (int p = 0; p < n; p++) {
 		sl__cli_record_close(recs[p]);
+		free(views[p]);
+	}
+	free(pids);
+	free(recs);
+	free(views);
+	fflush(out);
+	return rc;
+}
+
+/* `sluice stat shared:NAME`: the limiter, the rule that created it, its
+ * rule now, the last `sluice set`, what it would admit and who maps it. */
+static int report_shared(FILE *out, enum fmt fmt, const char *name)
+{
+	const char *why;
+	struct sl_shm_shared *s = sl__cli_shared_open(name, false, NULL, &why);
+	if (s == NULL) {
+		fprintf(stderr, "sluice stat: shared limiter '%s': %s\n", name,
+			strcmp(why, strerror(ENOENT)) == 0 ? "no such shared limiter" : why);
+		return 1;
+	}
+	char now_text[SL_RULE_TEXT_MAX], seg_name[64], path[SL_SEG_PATH_MAX], when[64] = "";
+	sl__cli_current_text(s->rule, &sl_tunable_current(&s->lim)->params, now_text,
+			     sizeof(now_text));
+	snprintf(seg_name, sizeof(seg_name), SL_SHM_SHARED_NAME, name);
+	sl_seg_path(seg_name, path, sizeof(path));
+	uint64_t avail = sl_limiter_available(&s->lim.head, now_ns());
+	/* Relaxed: a time for display. */
+	uint64_t set_ns = atomic_load_explicit(&s->set_ns, memory_order_relaxed);
+	time_t t = (time_t)(set_ns / 1000000000u);
+	struct tm tm;
+	if (set_ns != 0 && gmtime_r(&t, &tm) != NULL)
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	int *pids = NULL;
+	int nh = sl__cli_shared_holders(name, &pids);
+	if (fmt == FMT_JSON) {
+		fputs("{\"shared\":", out);
+		json_str(out, name);
+		fputs(",\"path\":", out);
+		json_str(out, path);
+		fputs(",\"rule\":", out);
+		json_str(out, now_text);
+		fputs(",\"configured\":", out);
+		json_str(out, s->rule);
+		fputs(",\"set_at\":", out);
+		if (set_ns != 0)
+			json_str(out, when);
+		else
+			fputs("null", out);
+		fprintf(out, ",\"available\":%llu,\"holders\":[", (unsigned long long)avail);
+		for (int i = 0; i < nh; i++)
+			fprintf(out, "%s%d", i ? "," : "", pids[i]);
+		fputs("]}\n", out);
+	} else {
+		fprintf(out, "shared limiter %s  %s\n", name, path);
+		fprintf(out, "  rule %s", now_text);
+		if (strcmp(now_text, s->rule) != 0)
+			fprintf(out, "  (created as %s)", s->rule);
+		fputc('\n', out);
+		if (set_ns != 0)
+			fprintf(out, "  set by sluice set at %s\n", when);
+		fprintf(out, "  available %llu\n", (unsigned long long)avail);
+		fprintf(out, "  used by %d process%s", nh > 0 ? nh : 0, nh == 1 ? "" : "es");
+		for (int i = 0; i < nh; i++)
+			fprintf(out, "%s%d", i ? " " : ": ", pids[i]);
+		fputc('\n', out);
+	}
+	free(pids);
+	munmap(s, sizeof(*s));
 	fflush(out);
 	return 0;
 }
@@ -275,6 +366,7 @@ static void stat_usage(FILE *out)
 {
 	fputs("Usage: sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
 	      "       sluice stat --listen [ADDR:]PORT [--listen-any]\n"
+	      "       sluice stat [--json] shared:NAME\n"
 	      "List the processes of this user running sluice (or only PID): each rule as it\n"
 	      "runs now (and as it started, if sluice set changed it), its counters (calls,\n"
 	      "admitted, delayed, refused, bytes, total and longest delay) and what its\n"
@@ -292,15 +384,22 @@ static void stat_usage(FILE *out)
 	      "  --listen-any       allow a non-loopback ADDR (0.0.0.0, [::], a LAN address)\n"
 	      "  -h, --help         print this help\n"
 	      "\n"
-	      "It reads /dev/shm/sluice-UID-stat-PID, which every process with rules keeps,\n"
-	      "and removes those of processes that died.\n"
+	      "shared:NAME shows the shared limiter NAME instead: its rule as it runs and as\n"
+	      "it was created, the last sluice set, what it would admit now and the pids\n"
+	      "that use it.\n"
+	      "\n"
+	      "It reads the status records (stat-PID) of the private directory\n"
+	      "($XDG_RUNTIME_DIR/sluice, /run/sluice for root, else /dev/shm/sluice-UID)\n"
+	      "that every process with rules keeps once it uses a matching socket, and\n"
+	      "removes those of processes that died.\n"
 	      "Examples: sluice stat\n"
 	      "          sluice stat --json 1234\n"
 	      "          sluice stat --prometheus 1234\n"
 	      "          sluice stat --watch=0.5\n"
 	      "          sluice stat --listen 127.0.0.1:9464\n"
-	      "Exit status: 0; 1 if PID runs no sluice or the --listen socket cannot be\n"
-	      "set up; 2 on a usage error.\n",
+	      "          sluice stat --json shared:uploads\n"
+	      "Exit status: 0; 1 if PID (or shared:NAME) runs no sluice or the --listen\n"
+	      "socket cannot be set up; 2 on a usage error.\n",
 	      out);
 }
 
@@ -356,6 +455,16 @@ int sl__cli_stat(int argc, char **argv)
 		}
 	}
 	int pid = 0;
+	const char *shared = NULL;
+	if (optind < argc && strncmp(argv[optind], "shared:", 7) == 0) {
+		shared = argv[optind] + 7;
+		if (optind + 1 < argc || fmt == FMT_PROM || watch != 0) {
+			stat_usage(stderr);
+			return 2;
+		}
+		return report_shared(stdout, fmt, shared);
+	}
+	sl__cli_old_note();
 	if (optind < argc) {
 		char *end;
 		long v = strtol(argv[optind], &end, 10);

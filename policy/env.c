@@ -184,10 +184,10 @@ const struct sl_var_info sl_policy_vars[] = {
 	{"SLUICE_CONNS", "100", "limit connections open at once: COUNT[,OPTION...]"},
 	{"SLUICE_RULES", "send:1MiB/s;connect:10/s,to=10.0.0.0/8", "any number of rules: OP:SPEC;OP:SPEC"},
 	{"SLUICE_LOG", "info", "log level: error, warn, info or debug [error]"},
-	{"SLUICE_LOG_FILE", "/tmp/sluice.log", "write the log to this file [stderr]"},
+	{"SLUICE_LOG_FILE", "$XDG_RUNTIME_DIR/sluice.log", "write the log to this file [stderr]"},
 	{"SLUICE_ONLY", "curl+wget", "apply the rules only to these programs"},
 	{"SLUICE_SKIP", "sh+bash", "apply the rules to every program but these"},
-	{"SLUICE_STATS", "/tmp/sluice-stats.json", "write JSON statistics to this file at exit"},
+	{"SLUICE_STATS", "$XDG_RUNTIME_DIR/sluice-%p.json", "write JSON statistics to this file at exit (%p: the pid)"},
 	{"SLUICE_CONFIG_ERROR", "warn", "on a bad SLUICE_* value: exit (status 2) or warn and run unthrottled [exit]"},
 	{"SLUICE_REDIS", "redis://127.0.0.1:6379/0", "the Redis server of redis=KEY rules: redis://[USER:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH"},
 };

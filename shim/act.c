@@ -55,6 +55,7 @@
 #include <sys/time.h>
 
 #include "act.h"
+#include "record.h"
 #include "clock.h"
 #include "lease.h"
 #include "log.h"
@@ -254,6 +255,7 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i,
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	uint64_t backoff = 1000000u;
+	sl__rec_publish(); /* a fork child on its parent's sockets: visible now */
 	if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
 		dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
 				d.wait_ns);

@@ -29,7 +29,10 @@
  * with one warning. The cap is the RLIMIT_NOFILE hard limit when the tables
  * are first mapped (so a process that may open a million fds tracks them
  * all), at least SL_FD_MIN, at most SL_FD_LIMIT; the tables are mapped
- * MAP_NORESERVE, so only the pages of fds in use are ever resident.
+ * MAP_NORESERVE, so only the pages of fds in use are ever resident. When
+ * the address space for the cap cannot be reserved (a low RLIMIT_AS), the
+ * cap is SL_FD_MIN, or if that fails too the soft RLIMIT_NOFILE (at least
+ * 1024): fds above it pass through, with the warning below.
  *
  * Thread-safety: all functions are thread-safe. Two threads classifying the
  * same fd agree through the BUSY bit; the loser waits for the winner.
@@ -42,6 +45,7 @@
 #include <sys/un.h>
 
 #include "fd.h"
+#include "record.h"
 #include "log.h"
 #include "real.h"
 #include "match.h"
@@ -190,6 +194,11 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 		memset(&r, 0, sizeof(r));
 	else if (!(b & SL_FDB_KEEP)) /* a new socket, not a reconnected one */
 		fd_limiters_reset(fd);
+	uint32_t any = 0;
+	for (int k = 0; k < SL_K_COUNT; k++)
+		any |= kind > 0 ? r.cand[k] : 0;
+	if (any != 0)
+		sl__rec_publish(); /* a rule may apply: sluice stat shows us */
 	struct sl_fdrec *dst = &sl__fdrecs[fd];
 	memcpy(dst->cand, r.cand, sizeof(r.cand));
 	memcpy(dst->match, r.match, sizeof(r.match));

@@ -31,6 +31,7 @@
 #include "clock.h"
 #include "epoll.h"
 #include "fd.h"
+#include "files.h"
 #include "init.h"
 #include "lease.h"
 #include "log.h"
@@ -78,7 +79,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}
-	st->stats = st->rec->stats;
+	st->stats = sl_shm_stat_stats(st->rec);
 	for (uint32_t i = 0; i < p->n_rules && i < SL_MAX_RULES; i++) {
 		const struct sl_rule *r = &p->rules[i];
 		uint32_t bit = (uint32_t)1 << i;
@@ -119,8 +120,9 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		}
 		struct sl_params prm;
 		sl__rule_params(r, &prm);
-		st->rule_lim[i] = &st->rec->lims[i].head;
-		enum sl_status s = sl_tunable_init(&st->rec->lims[i], &prm, now);
+		struct sl_tunable *lim = &sl_shm_stat_lims(st->rec)[i];
+		st->rule_lim[i] = &lim->head;
+		enum sl_status s = sl_tunable_init(lim, &prm, now);
 		if (s != SL_OK) {
 			char txt[SL_RULE_TEXT_MAX];
 			sl_rule_format(r, txt, sizeof(txt));
@@ -225,6 +227,8 @@ __attribute__((constructor)) static void init(void)
 	sl_real_resolve_all();
 	struct sl_policy p;
 	init_policy(&p);
+	if (sl__files_check_unsync(&p) != 0)
+		_exit(2);
 	if (sl__state_init_unsync(&p) != 0) {
 		sl__shm_rec_remove();
 		if (p.config_error != SL_CONFIG_ERROR_WARN)

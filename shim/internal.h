@@ -15,8 +15,16 @@
  *   addr.c/h      a socket address as rules see it (struct sl_addr);
  *   state.c/h     struct sl_state: the rules, the masks the hot path tests,
  *                 each rule's limiter and parameters;
- *   shm.c/h       /dev/shm files: shared=NAME limiters, the live stats record
- *                 (layout in shm_format.h, shared with cli/);
+ *   segment.c/h   the user's private directory of segments, and the one
+ *                 function that opens or creates a segment by name (linked
+ *                 into the launcher too);
+ *   shm.c/h       shared=NAME limiters (layout in shm_format.h, shared with
+ *                 cli/);
+ *   record.c/h    this process's status record: private, published as a
+ *                 segment on first need, reclaimed when its process died;
+ *   exit.c        _exit and _Exit: the record goes first;
+ *   files.c/h     SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,
+ *                 owner checked, 0600);
  *   stats.c/h     SLUICE_STATS, written at exit;
  *   lease.c/h     redis=KEY rules: units leased from Redis (redis.c/h, the
  *                 hiredis glue; redis_gcra.c, the server's script);

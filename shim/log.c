@@ -6,7 +6,8 @@
  * and string conversions only, which need no malloc) and written with one
  * call of the real write(), so the shim never throttles or re-enters its own
  * logging and no stdio buffer or lock is involved. SLUICE_LOG_FILE is opened
- * with O_APPEND for every line and closed again: the program may close or
+ * (files.c: no links followed, owner checked, created 0600) with O_APPEND
+ * for every line and closed again: the program may close or
  * reuse any descriptor we would keep open, and log lines are rare.
  *
  * log.c and real.c call each other, and must (see real.c): the real write
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "log.h"
 #include "real.h"
 
@@ -35,32 +37,31 @@ void sl__log_set_file(const char *path)
 	sl_log_path[n] = '\0';
 }
 
-static const char *const sl_level_names[] = {"error", "warning", "info", "debug"};
+static const char *const sl_level_names[] = {"error", "warning", "info", "debug", "note"};
 
 /*
  * Format and write one line "sluice: LEVEL: message\n" (long messages are
  * truncated). errno is preserved. Thread-safe; async-signal-safe as far as
- * vsnprintf with integer conversions is.
+ * vsnprintf with integer conversions is. Level 4 is "note" (sl__log_note).
  */
-void sl__log_write(int level, const char *fmt, ...)
+static void sl_log_vwrite(int level, const char *fmt, va_list ap)
 {
 	int saved = errno;
 	char buf[1024];
 	int busy = sl__busy;
 	sl__busy = 1;
 	int n = snprintf(buf, sizeof(buf), "sluice: %s: ",
-			 sl_level_names[level < 0 ? 0 : level > 3 ? 3 : level]);
-	va_list ap;
-	va_start(ap, fmt);
+			 sl_level_names[level < 0 ? 0 : level > 4 ? 4 : level]);
 	int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(buf) - 2)
 		len = sizeof(buf) - 2;
 	buf[len++] = '\n';
 	int fd = 2;
+	char why[128];
 	if (sl_log_path[0] != '\0') {
-		fd = open(sl_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		/* A refused file (files.c) is never written: stderr instead. */
+		fd = sl__file_open_private(sl_log_path, why, sizeof(why));
 		if (fd < 0)
 			fd = 2;
 	}
@@ -70,4 +71,20 @@ void sl__log_write(int level, const char *fmt, ...)
 		SL_REAL(close)(fd);
 	sl__busy = busy;
 	errno = saved;
+}
+
+void sl__log_write(int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	sl_log_vwrite(level, fmt, ap);
+	va_end(ap);
+}
+
+void sl__log_note(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	sl_log_vwrite(4, fmt, ap);
+	va_end(ap);
 }

@@ -12,6 +12,8 @@
 extern int sl__log_level; /* enum sl_log_level */
 void sl__log_set_file(const char *path);
 void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "sluice: note: ..." whatever the level (a fact the user asked about). */
+void sl__log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define sl_log(level, ...)                                                                     \
 	do {                                                                                       \
 		if ((int)(level) <= sl__log_level)                                                     \

@@ -1,16 +1,19 @@
 /*
- * shm.c - sluice's files in /dev/shm (layout in shm_format.h): the shared
- * limiters of shared=NAME rules, and this process's stats record.
+ * shm.c - the shared limiters of shared=NAME rules: segments shared-NAME of
+ * the user's private directory (segment.h; layout in shm_format.h). The
+ * status record is record.c's.
  *
- * Shared limiters. The first process to use NAME builds the whole file under
- * a private temporary name and link()s it into place: the final name only
+ * The first process to use NAME builds the whole segment under a random
+ * temporary name and links it into place (sl_seg_open): the final name only
  * ever shows a complete file, and of several processes starting at the same
- * moment exactly one link succeeds; the others remove their copy and open
- * the winner's. Opening checks the owner, the mode (0600), the size, the
- * magic, the version, the header and the limiter (sl_tunable_validate), and
- * that the file was created by the same rule text; anything else is a
- * configuration error that names the file and the reason, never a crash.
- * Forked children keep the mapping; exec'd programs open the file again.
+ * moment exactly one link succeeds; the others open the winner's. Opening
+ * checks the directory (owner, mode 0700, not a link), the file (owner, mode
+ * 0600, size, not a link), the magic, the version, the header and the
+ * limiter (sl_tunable_validate), and that the rule that created it differs
+ * from this one at most in the limit and the burst; anything else is a
+ * configuration error that names the file, the reason and the remedy, never
+ * a crash. Forked children keep the mapping; exec'd programs open the file
+ * again. A segment stays until `sluice rm shared:NAME`.
  *
  * Shared conns limiters also count, per process (by pid), the slots each
  * holds. When a shared conns limiter refuses, the processes of the table that
@@ -20,13 +23,6 @@
  * it (a few instructions) leaks that slot; a dead holder whose pid was
  * reused by a live process is not reclaimed until that process exits; a
  * process beyond the table's SL_SHM_HOLDERS entries is not tracked.
- *
- * Stats record. Every process with rules maps /dev/shm/sluice-UID-stat-PID:
- * its rule texts, counters and per=process limiters, so that `sluice stat`
- * reads them and `sluice set` retunes them in place. A fork child gets a
- * copy of its parent's record under its own pid; exit removes the file (a
- * process killed leaves it for `sluice stat` to remove). Without /dev/shm
- * the record is private memory and everything else works.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,275 +31,162 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "real.h"
+#include "segment.h"
 #include "shm.h"
 #include "state.h"
 
 static struct sl_shm_shared *sl_shared[SL_MAX_RULES]; /* by rule index */
-static bool sl_rec_is_file;       /* the record is a file (else private) */
 static _Atomic int sl_holders_full_logged;
-
-/* ---- stats record -------------------------------------------------------- */
-
-/* Field 22 of /proc/self/stat, the start time in clock ticks; 0 if unknown. */
-static uint64_t sl_start_ticks(void)
-{
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = SL_REAL(read)(fd, buf, sizeof(buf) - 1);
-	SL_REAL(close)(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return sl_shm_start_ticks(buf);
-}
-
-static void sl_rec_path(char *out, size_t cap, int pid)
-{
-	snprintf(out, cap, SL_SHM_STAT_FMT, (unsigned)getuid(), pid);
-}
-
-/* Create this pid's record file, fresh (a file left by the image before an
- * exec, or by a dead process whose pid we got, is replaced). Returns the
- * fd or -1. */
-static int sl_rec_create(void)
-{
-	char path[128];
-	sl_rec_path(path, sizeof(path), (int)getpid());
-	unlink(path);
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	if (ftruncate(fd, sizeof(struct sl_shm_stat)) != 0) {
-		SL_REAL(close)(fd);
-		unlink(path);
-		return -1;
-	}
-	return fd;
-}
-
-/* Map the record: a fresh file if `file` (the process has rules), else or
- * if that fails private memory. */
-int sl__shm_rec_open_unsync(bool file)
-{
-	if (sl__st.rec != NULL) {
-		if (sl_rec_is_file && file) {
-			/* Re-init in the same process (tests): keep the file. */
-			memset(sl__st.rec, 0, sizeof(*sl__st.rec));
-			return 0;
-		}
-		sl__shm_rec_remove();
-		munmap(sl__st.rec, sizeof(*sl__st.rec));
-		sl__st.rec = NULL;
-	}
-	int fd = file ? sl_rec_create() : -1;
-	if (fd >= 0) {
-		void *m = mmap(NULL, sizeof(struct sl_shm_stat), PROT_READ | PROT_WRITE, MAP_SHARED,
-			       fd, 0);
-		SL_REAL(close)(fd);
-		if (m != MAP_FAILED) {
-			sl__st.rec = m;
-			sl_rec_is_file = true;
-			return 0;
-		}
-	}
-	sl_rec_is_file = false;
-	sl__st.rec = sl__map(sizeof(struct sl_shm_stat));
-	return sl__st.rec != NULL ? 0 : -1;
-}
-
-/* Fill the record's header and rule texts (the limiters are initialised by
- * the caller), then publish it with the magic. */
-void sl__shm_rec_fill_unsync(const struct sl_policy *p, bool active)
-{
-	struct sl_shm_stat *r = sl__st.rec;
-	r->version = SL_SHM_VERSION;
-	r->size = sizeof(*r);
-	r->pid = (uint32_t)getpid();
-	r->uid = (uint32_t)getuid();
-	r->start_ticks = sl_start_ticks();
-	r->n_rules = p->n_rules;
-	r->active = active;
-	snprintf(r->program, sizeof(r->program), "%s", program_invocation_short_name);
-	for (uint32_t i = 0; i < p->n_rules && i < SL_MAX_RULES; i++)
-		sl_rule_format(&p->rules[i], r->rules[i], sizeof(r->rules[i]));
-	/* Release: a reader that sees the magic sees the fields above (readers
-	 * in other processes use an acquire fence after reading it). */
-	atomic_thread_fence(memory_order_release);
-	r->magic = SL_SHM_MAGIC_STAT;
-}
-
-/* Mark the record active or not (SLUICE_ONLY/SKIP decided after init). */
-void sl__shm_rec_set_active_unsync(bool active)
-{
-	if (sl__st.rec != NULL)
-		sl__st.rec->active = active;
-}
-
-/* The fork child: its own file, a copy of the parent's record (its own
- * buckets, as before fork), mapped at the same address so that every
- * pointer into it stays valid. Counters are reset by the caller. */
-void sl__shm_rec_fork_child(void)
-{
-	if (sl__st.rec == NULL || !sl_rec_is_file)
-		return;
-	struct sl_shm_stat *old = sl__st.rec;
-	int fd = sl_rec_create();
-	if (fd >= 0) {
-		ssize_t w = pwrite(fd, old, sizeof(*old), 0);
-		void *m = w == (ssize_t)sizeof(*old)
-				  ? mmap(old, sizeof(*old), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-					 fd, 0)
-				  : MAP_FAILED;
-		SL_REAL(close)(fd);
-		if (m == old) {
-			old->pid = (uint32_t)getpid();
-			old->start_ticks = sl_start_ticks();
-			return;
-		}
-	}
-	/* No file: a private copy at the same address, and no record. */
-	struct sl_shm_stat copy;
-	memcpy(&copy, old, sizeof(copy));
-	void *m = mmap(old, sizeof(*old), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	if (m == old)
-		memcpy(old, &copy, sizeof(copy));
-	sl_rec_is_file = false;
-}
-
-/* Remove this process's record file (exit). */
-void sl__shm_rec_remove(void)
-{
-	/* pid 0: the record of a failed init, never filled in. */
-	if (sl__st.rec == NULL || !sl_rec_is_file ||
-	    (sl__st.rec->pid != 0 && sl__st.rec->pid != (uint32_t)getpid()))
-		return;
-	char path[128];
-	sl_rec_path(path, sizeof(path), (int)getpid());
-	unlink(path);
-}
 
 /* ---- shared limiters ------------------------------------------------------ */
 
-static void sl_shared_path(char *out, size_t cap, const char *name)
-{
-	snprintf(out, cap, SL_SHM_SHARED_FMT, (unsigned)getuid(), name);
-}
+struct sl_shared_new {
+	const struct sl_rule *r;
+	const char *text;
+	uint64_t now_ns;
+};
 
-/* Build a complete segment for rule r under a temporary name and link it
- * as `path`. Returns 0 (linked), 1 (someone else's is there), -1 (error). */
-static int sl_shared_create(const char *path, const struct sl_rule *r, const char *text,
-			    uint64_t now_ns)
+/* Build a new segment for rule a->r (sl_seg_open's init). */
+static int sl_shared_init(void *map, size_t size, void *arg)
 {
-	char tmp[192];
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	unlink(tmp);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	int rc = -1;
-	struct sl_shm_shared *s = NULL;
-	if (ftruncate(fd, sizeof(*s)) == 0) {
-		void *m = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		s = m == MAP_FAILED ? NULL : m;
-	}
+	const struct sl_shared_new *a = arg;
+	struct sl_shm_shared *s = map;
 	struct sl_params p;
-	sl_shm_rule_params(r, &p);
-	if (s != NULL && sl_tunable_init(&s->lim, &p, now_ns) == SL_OK) {
-		s->magic = SL_SHM_MAGIC_SHARED;
-		s->version = SL_SHM_VERSION;
-		s->size = sizeof(*s);
-		s->uid = (uint32_t)getuid();
-		snprintf(s->name, sizeof(s->name), "%s", r->shared);
-		snprintf(s->rule, sizeof(s->rule), "%s", text);
-		/* link() publishes the file whole: no process can open it
-		 * before this point. */
-		rc = link(tmp, path) == 0 ? 0 : errno == EEXIST ? 1 : -1;
-	}
-	if (s != NULL)
-		munmap(s, sizeof(*s));
-	SL_REAL(close)(fd);
-	unlink(tmp);
-	return rc;
+	(void)size;
+	sl_shm_rule_params(a->r, &p);
+	if (sl_tunable_init(&s->lim, &p, a->now_ns) != SL_OK)
+		return -1;
+	s->magic = SL_SHM_MAGIC_SHARED;
+	s->version = SL_SHM_VERSION;
+	s->size = sizeof(*s);
+	s->uid = (uint32_t)geteuid();
+	snprintf(s->name, sizeof(s->name), "%s", a->r->shared);
+	snprintf(s->rule, sizeof(s->rule), "%s", a->text);
+	return 0;
 }
 
-/* Open and check an existing segment. NULL with the reason in why. */
-static struct sl_shm_shared *sl_shared_map(const char *path, const char *name, const char *text,
-					   const char **why)
+/* Whether rule r may use a segment created by rule text `made`: the same
+ * rule but for the limit and the burst (what `sluice set` changes). */
+static bool sl_shared_compatible(const struct sl_rule *r, const char *made)
 {
-	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		*why = errno == ELOOP ? "is a symbolic link" : strerror(errno);
-		return NULL;
-	}
-	struct stat st;
-	struct sl_shm_shared *s = NULL;
-	if (fstat(fd, &st) != 0)
-		*why = strerror(errno);
+	static struct sl_policy p; /* init only (single-threaded): keeps 13 KB off the stack */
+	char err[SL_ERR_MAX];
+	sl_policy_init(&p);
+	if (sl_policy_parse_var(&p, "SLUICE_RULES", made, err, sizeof(err)) != 0 || p.n_rules != 1)
+		return false;
+	struct sl_rule cmp = p.rules[0];
+	cmp.amount = r->amount;
+	cmp.period_ns = r->period_ns;
+	cmp.burst = r->burst;
+	return sl_rule_equal(&cmp, r);
+}
+
+/* Say once (per rule, per process) that s runs at another limit than r. */
+static void sl_shared_note(const struct sl_rule *r, const struct sl_shm_shared *s,
+			   const char *text)
+{
+	const struct sl_params *cur = &sl_tunable_current(&s->lim)->params;
+	struct sl_params want;
+	sl_shm_rule_params(r, &want);
+	if (cur->amount == want.amount && cur->period_ns == want.period_ns &&
+	    cur->burst == want.burst)
+		return;
+	struct sl_rule live = *r;
+	char live_text[SL_RULE_TEXT_MAX], when[96];
+	live.amount = cur->amount;
+	live.period_ns = cur->period_ns;
+	live.burst = cur->burst;
+	sl_rule_format(&live, live_text, sizeof(live_text));
+	/* Relaxed: a time for the message only. */
+	uint64_t set_ns = atomic_load_explicit(&((struct sl_shm_shared *)s)->set_ns,
+					       memory_order_relaxed);
+	time_t t = (time_t)(set_ns / 1000000000u);
+	struct tm tm;
+	if (set_ns != 0 && gmtime_r(&t, &tm) != NULL)
+		snprintf(when, sizeof(when), "set by sluice set at %04d-%02d-%02d %02d:%02d:%02d UTC",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec);
 	else
-		*why = sl_shm_check_file(&st, (unsigned)getuid(), sizeof(*s));
-	if (*why == NULL) {
-		void *m = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m == MAP_FAILED)
-			*why = strerror(errno);
-		else
-			s = m;
-	}
-	SL_REAL(close)(fd);
-	if (s != NULL && (*why = sl_shm_check_shared(s, (unsigned)getuid(), name, text)) != NULL) {
-		munmap(s, sizeof(*s));
-		s = NULL;
-	}
-	return s;
+		snprintf(when, sizeof(when), "as first created");
+	sl__log_note("shared limiter %s runs as '%s' (%s), not the '%s' this rule asks for; "
+		     "sluice set shared:%s '%s' makes it so, sluice stat shared:%s shows it",
+		     r->shared, live_text, when, text, r->shared, text, r->shared);
+}
+
+/* Say once, at info level, that a segment of the flat layout before format
+ * 2 (/dev/shm/sluice-UID-shared-NAME) is ignored. */
+static void sl_shared_old_note(const char *name)
+{
+	static _Atomic int said;
+	char old[160];
+	snprintf(old, sizeof(old), SL_SHM_DIR "/" SL_SHM_OLD_PREFIX "shared-%s",
+		 (unsigned)geteuid(), name);
+	struct stat st;
+	/* Relaxed: a once-only flag for a message. */
+	if (sl__log_level >= SL_LOG_INFO && lstat(old, &st) == 0 &&
+	    !atomic_exchange_explicit(&said, 1, memory_order_relaxed))
+		sl_log(SL_LOG_INFO, "ignoring %s, left by an older sluice (shared limiters now live "
+				    "in %s); remove it", old, sl_seg_dir());
 }
 
 /*
  * The shared limiter of rule i (shared=NAME), created if it does not exist.
  * Returns its head, or NULL with a one-line error in err.
+ *
+ * A segment made by another rule text is used if the rules differ only in
+ * the limit and the burst (what `sluice set` changes): the segment's live
+ * limit applies, with a note on stderr when it differs from this rule's.
+ * Any other difference (operation, algorithm, action, filters) is an error
+ * whose message says how to resolve it.
  */
 struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r,
 					      uint64_t now_ns, char *err, size_t errlen)
 {
-	char path[160], text[SL_RULE_TEXT_MAX];
-	sl_shared_path(path, sizeof(path), r->shared);
+	char name[64], path[SL_SEG_PATH_MAX], text[SL_RULE_TEXT_MAX], why[SL_ERR_MAX];
+	snprintf(name, sizeof(name), SL_SHM_SHARED_NAME, r->shared);
+	sl_seg_path(name, path, sizeof(path));
 	sl_rule_format(r, text, sizeof(text));
-	const char *why = NULL;
-	struct sl_shm_shared *s = NULL;
-	for (int attempt = 0; attempt < 3 && s == NULL; attempt++) {
-		s = sl_shared_map(path, r->shared, text, &why);
-		if (s != NULL || strcmp(why, strerror(ENOENT)) != 0)
-			break;
-		int c = sl_shared_create(path, r, text, now_ns);
-		if (c < 0) {
-			why = strerror(errno);
-			break;
-		}
-	}
-	if (s == NULL) {
-		if (why != NULL && strcmp(why, "created with different parameters") == 0) {
-			struct sl_shm_shared *other = NULL;
-			int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd >= 0) {
-				void *m = mmap(NULL, sizeof(*other), PROT_READ, MAP_SHARED, fd, 0);
-				other = m == MAP_FAILED ? NULL : m;
-				SL_REAL(close)(fd);
-			}
-			snprintf(err, errlen, "shared limiter '%s' (%s) was created by rule '%.200s', "
-				 "not '%s'", r->shared, path, other != NULL ? other->rule : "?", text);
-			if (other != NULL)
-				munmap(other, sizeof(*other));
-		} else {
-			snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove the file to start "
-				 "afresh", r->shared, path, why != NULL ? why : "cannot be created");
-		}
+	struct sl_shared_new arg = { r, text, now_ns };
+	struct sl_seg seg;
+	int rc = sl_seg_open(name, SL_SEG_WRITE | SL_SEG_CREATE, sizeof(struct sl_shm_shared),
+			     sl_shared_init, &arg, &seg, why, sizeof(why));
+	if (rc < 0) {
+		/* A refused file: its reason after "PATH: "; else the directory's
+		 * message, which names its own remedy. */
+		size_t n = strlen(path);
+		if (strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0)
+			snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove it with sluice rm "
+				 "shared:%s (or rm %s) to start afresh", r->shared, path, why + n + 2,
+				 r->shared, path);
+		else
+			snprintf(err, errlen, "shared limiter '%s': %s", r->shared, why);
 		return NULL;
 	}
+	if (rc == 1)
+		sl_shared_old_note(r->shared);
+	struct sl_shm_shared *s = seg.map;
+	const char *bad = sl_shm_check_shared(s, (unsigned)geteuid(), r->shared, NULL);
+	if (bad != NULL) {
+		snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove it with sluice rm "
+			 "shared:%s (or rm %s) to start afresh", r->shared, path, bad, r->shared,
+			 path);
+		sl_seg_close(&seg);
+		return NULL;
+	}
+	if (strcmp(s->rule, text) != 0 && !sl_shared_compatible(r, s->rule)) {
+		snprintf(err, errlen, "shared limiter '%s' (%s) was created by rule '%.200s', not "
+			 "'%s': its users may differ only in the limit and the burst; use another "
+			 "name, or remove it with sluice rm shared:%s once no process uses it",
+			 r->shared, path, s->rule, text, r->shared);
+		sl_seg_close(&seg);
+		return NULL;
+	}
+	sl_shared_note(r, s, text);
 	if (sl_shared[i] != NULL)
 		munmap(sl_shared[i], sizeof(*sl_shared[i]));
 	sl_shared[i] = s;

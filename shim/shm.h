@@ -1,6 +1,7 @@
 /*
- * shm.h - sluice's files in /dev/shm (shm.c; the layout is shm_format.h):
- * shared=NAME limiters and this process's live stats record.
+ * shm.h - shared=NAME limiters (shm.c) and this process's status record
+ * (record.c; record.h has its publish hook): segments of the user's private
+ * directory (segment.h; the layout is shm_format.h).
  *
  * API: the _unsync calls are for init (and the fork child, single-threaded
  * then); sl__shm_hold and sl__shm_reclaim are called from any thread.
@@ -12,9 +13,9 @@
 
 #include "internal.h"
 
-/* Map this process's stats record (a /dev/shm file, else private memory);
- * fill its header and rule texts; mark it (in)active; the fork child's own
- * copy; remove the file at exit. */
+/* Map this process's status record (private memory, a segment from its
+ * first need: record.c); fill its header and rule texts; mark it
+ * (in)active; the fork child's own copy; remove the file at exit and _exit. */
 int sl__shm_rec_open_unsync(bool file);
 void sl__shm_rec_fill_unsync(const struct sl_policy *p, bool active);
 void sl__shm_rec_set_active_unsync(bool active);

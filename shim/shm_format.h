@@ -1,19 +1,24 @@
 /*
- * shm_format.h - the layout of sluice's files in /dev/shm, shared by the
+ * shm_format.h - the layout of sluice's segments (segment.h), shared by the
  * preloaded library (shim/shm.c writes them) and the `sluice stat` / `sluice
  * set` commands (cli/stat.c, cli/set.c read and retune them).
  *
  * Overview
  * --------
- * Two kinds of file, both mode 0600, owned by the user, fixed size:
+ * Two kinds of file, both mode 0600, owned by the user, in the user's
+ * private directory (segment.h: $XDG_RUNTIME_DIR/sluice, /run/sluice for
+ * root, else /dev/shm/sluice-UID), opened and created only through
+ * sl_seg_open:
  *
- *   /dev/shm/sluice-UID-shared-NAME   one limiter that every process of the
- *                                     user naming shared=NAME draws from
- *                                     (struct sl_shm_shared);
- *   /dev/shm/sluice-UID-stat-PID      one process's rules, counters and
- *                                     per=process limiters (struct
- *                                     sl_shm_stat), removed at exit, and by
- *                                     `sluice stat` once the process is gone.
+ *   shared-NAME   one limiter that every process of the user naming
+ *                 shared=NAME draws from (struct sl_shm_shared), kept until
+ *                 `sluice rm shared:NAME`;
+ *   stat-PID      one process's status record: its rules, counters and
+ *                 per=process limiters (struct sl_shm_stat and its arrays,
+ *                 sl_shm_stat_size(n_rules) bytes), created at the process's
+ *                 first socket a rule may apply to, removed by exit and
+ *                 _exit, and by any later sluice process (or `sluice stat`)
+ *                 once the process is gone.
  *
  * Nothing in a file is trusted: readers check the owner, mode, size, magic,
  * version and every limiter (sl_tunable_validate) before use.
@@ -39,13 +44,15 @@
 #define SL_SHM_DIR "/dev/shm"
 #define SL_SHM_MAGIC_SHARED 0x48534c53u /* "SLSH" little-endian */
 #define SL_SHM_MAGIC_STAT 0x54534c53u   /* "SLST" */
-#define SL_SHM_VERSION 1u
+#define SL_SHM_VERSION 2u
 #define SL_SHM_HOLDERS 64u              /* processes tracked per shared conns limiter */
 #define SL_SHM_RECLAIMING 0xffffffffu   /* holder pid while its slots are given back */
 #define SL_SHM_PROGRAM_MAX 64u
-#define SL_SHM_SHARED_FMT SL_SHM_DIR "/sluice-%u-shared-%s" /* uid, name */
-#define SL_SHM_STAT_FMT SL_SHM_DIR "/sluice-%u-stat-%d"     /* uid, pid */
-#define SL_SHM_STAT_PREFIX "sluice-%u-stat-"                /* uid */
+#define SL_SHM_SHARED_NAME "shared-%s" /* segment name of shared=NAME */
+#define SL_SHM_STAT_NAME "stat-%d"      /* segment name of pid's record */
+#define SL_SHM_STAT_PREFIX "stat-"
+/* Format 1 put every file flat in /dev/shm: such files are ignored. */
+#define SL_SHM_OLD_PREFIX "sluice-%u-" /* uid */
 /* `sluice set` keeps retunes of one limiter this far apart: the grace period
  * sl_tunable_retune asks of its callers (see core/tunable.c). */
 #define SL_SHM_RETUNE_GAP_NS 100000000ull
@@ -68,7 +75,7 @@ struct sl_shm_holder {
 	_Atomic uint32_t held;
 };
 
-/* /dev/shm/sluice-UID-shared-NAME */
+/* shared-NAME */
 struct sl_shm_shared {
 	uint32_t magic;   /* SL_SHM_MAGIC_SHARED */
 	uint32_t version; /* SL_SHM_VERSION */
@@ -76,38 +83,69 @@ struct sl_shm_shared {
 	uint32_t uid;
 	uint32_t reserved0;
 	char name[SL_SHARED_NAME_MAX];
-	uint8_t pad0[64 - 24 - SL_SHARED_NAME_MAX];
+	/* CLOCK_REALTIME ns of the last `sluice set` (0: never); written by
+	 * `sluice set` under its flock, read for messages only. */
+	_Atomic uint64_t set_ns;
 	char rule[SL_RULE_TEXT_MAX]; /* canonical text of the rule that created it */
 	struct sl_tunable lim;
 	struct sl_shm_holder holders[SL_SHM_HOLDERS];
 };
 
-/* /dev/shm/sluice-UID-stat-PID */
+/* stat-PID: this header, then n_rules limiters, counters and rule texts
+ * (sl_shm_stat_lims, _stats, _rule); sl_shm_stat_size(n_rules) bytes. */
 struct sl_shm_stat {
 	uint32_t magic;   /* SL_SHM_MAGIC_STAT */
 	uint32_t version; /* SL_SHM_VERSION */
-	uint64_t size;    /* sizeof(struct sl_shm_stat) */
+	uint64_t size;    /* sl_shm_stat_size(n_rules) */
 	uint32_t pid;
 	uint32_t uid;
 	uint64_t start_ticks; /* field 22 of /proc/PID/stat: tells a reused pid */
 	uint32_t n_rules;
 	uint32_t active;      /* the rules apply to this program */
-	uint8_t pad0[64 - 40];
+	/* st_dev and st_ino of /proc/PID/exe when the file was made (0: not
+	 * known): a record left by the image before an exec into a program
+	 * without rules names another executable. */
+	uint64_t exe_dev;
+	uint64_t exe_ino;
+	uint8_t pad0[64 - 56];
 	char program[SL_SHM_PROGRAM_MAX];
-	char rules[SL_MAX_RULES][SL_RULE_TEXT_MAX]; /* canonical text of each rule */
-	struct sl_rstats stats[SL_MAX_RULES];
-	/* per=process limiter of each rule (unused for shared= rules, whose
-	 * limiter lives in the shared file, and for other scopes). */
-	struct sl_tunable lims[SL_MAX_RULES];
 };
+
+/* Bytes of a record of n rules: per rule, its per=process limiter (unused
+ * for shared= rules, whose limiter is the shared file's, and for other
+ * scopes), its counters and its canonical text. */
+static inline size_t sl_shm_stat_size(uint32_t n)
+{
+	return sizeof(struct sl_shm_stat) +
+	       (size_t)n * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX);
+}
+
+static inline struct sl_tunable *sl_shm_stat_lims(const struct sl_shm_stat *r)
+{
+	return (struct sl_tunable *)(void *)((char *)(uintptr_t)r + sizeof(*r));
+}
+
+static inline struct sl_rstats *sl_shm_stat_stats(const struct sl_shm_stat *r)
+{
+	return (struct sl_rstats *)(void *)(sl_shm_stat_lims(r) + r->n_rules);
+}
+
+static inline char *sl_shm_stat_rule(const struct sl_shm_stat *r, uint32_t i)
+{
+	return (char *)(sl_shm_stat_stats(r) + r->n_rules) + (size_t)i * SL_RULE_TEXT_MAX;
+}
 
 _Static_assert(offsetof(struct sl_shm_shared, rule) == 64, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_shared, lim) % SL_CACHELINE == 0, "sl_shm_shared layout");
 _Static_assert(sizeof(struct sl_shm_shared) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS,
 	       "sl_shm_shared layout");
 _Static_assert(sizeof(struct sl_rstats) == 56, "sl_rstats layout");
+_Static_assert(offsetof(struct sl_shm_shared, set_ns) == 56, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_stat, program) == 64, "sl_shm_stat layout");
-_Static_assert(offsetof(struct sl_shm_stat, lims) % SL_CACHELINE == 0, "sl_shm_stat layout");
+_Static_assert(sizeof(struct sl_shm_stat) % SL_CACHELINE == 0, "sl_shm_stat layout");
+_Static_assert(sizeof(struct sl_tunable) % SL_CACHELINE == 0, "sl_shm_stat layout");
+_Static_assert(sizeof(struct sl_rstats) % 8 == 0, "sl_shm_stat layout");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
 
 /* Limiter parameters of rule r: the algorithm's kind (conns: concurrency),

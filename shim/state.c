@@ -14,6 +14,8 @@
 struct sl_state sl__st;
 uint32_t sl__fd_cap;
 
+#define SL_FD_PROBE_BYTES 512u
+
 void sl__fd_cap_init_unsync(void)
 {
 	if (sl__fd_cap != 0)
@@ -21,7 +23,26 @@ void sl__fd_cap_init_unsync(void)
 	struct rlimit rl;
 	uint64_t cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_max : 0;
 	cap = cap < SL_FD_MIN ? SL_FD_MIN : cap > SL_FD_LIMIT ? SL_FD_LIMIT : cap;
-	sl__fd_cap = (uint32_t)((cap + 63) / 64 * 64); /* whole words of ready.c's bitmap */
+	cap = (cap + 63) / 64 * 64; /* whole words of ready.c's bitmap */
+	/* The tables sized by the cap take about SL_FD_PROBE_BYTES per fd of
+	 * address space (reserved, not resident; 324 at this writing): under
+	 * a low RLIMIT_AS (ulimit -v) fall back to SL_FD_MIN entries, then to
+	 * the soft RLIMIT_NOFILE (at least 1024), rather than fail. */
+	uint64_t soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 0;
+	soft = soft < 1024 ? 1024 : soft > SL_FD_MIN ? SL_FD_MIN : (soft + 63) / 64 * 64;
+	const uint64_t tries[3] = { cap, SL_FD_MIN, soft };
+	for (int t = 0; t < 3; t++) {
+		if (tries[t] > cap)
+			continue;
+		cap = tries[t];
+		void *probe = mmap(NULL, cap * SL_FD_PROBE_BYTES, PROT_NONE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (probe != MAP_FAILED) {
+			munmap(probe, cap * SL_FD_PROBE_BYTES);
+			break;
+		}
+	}
+	sl__fd_cap = (uint32_t)cap;
 }
 
 /* Limiter parameters of rule r. */

@@ -15,7 +15,9 @@
 
 /* fds are tracked below sl__fd_cap: the RLIMIT_NOFILE hard limit at the
  * first init, at least SL_FD_MIN and at most SL_FD_LIMIT; calls on larger
- * fds pass through. */
+ * fds pass through. When the address space for the tables of that cap
+ * cannot be reserved (a low RLIMIT_AS), SL_FD_MIN, or if that fails too the
+ * soft RLIMIT_NOFILE (at least 1024). */
 #define SL_FD_MIN 65536u
 #define SL_FD_LIMIT (1u << 20)
 extern uint32_t sl__fd_cap;
@@ -53,8 +55,8 @@ struct sl_state {
 	struct sl_limiter *rule_lim[SL_MAX_RULES];
 	struct sl_limiter *fd_lims;     /* [sl__fd_cap][n_fd_rules], mmap'd */
 	struct sl_limiter *thread_lims; /* [SL_THREAD_SLOTS][n_thread_rules] */
-	struct sl_rstats *stats;        /* [SL_MAX_RULES], in rec */
-	struct sl_shm_stat *rec;        /* the live stats record (shm.c) */
+	struct sl_rstats *stats;        /* [n_rules], in rec */
+	struct sl_shm_stat *rec;        /* the live status record (record.c) */
 };
 extern struct sl_state sl__st;
 

@@ -10,7 +10,8 @@
  * processes (a shell and its children) may share one PATH: the file is
  * opened with O_APPEND and the line is written with a single write(), so
  * lines never interleave. If PATH contains "%p", it is replaced by the pid
- * and every process gets its own file. Processes to which SLUICE_ONLY or
+ * and every process gets its own file. The file is opened as files.c says
+ * (no links followed, owner checked, created 0600). Processes to which SLUICE_ONLY or
  * SLUICE_SKIP do not apply write nothing; a process that ends with _exit or
  * a signal writes nothing either.
  *
@@ -29,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "log.h"
 #include "real.h"
 #include "state.h"
@@ -36,7 +38,9 @@
 
 void sl__stats_reset(void)
 {
-	for (unsigned i = 0; i < SL_MAX_RULES; i++) {
+	/* The record holds the counters of its rules only (record.c). */
+	uint32_t n = sl__st.rec != NULL ? sl__st.rec->n_rules : 0;
+	for (unsigned i = 0; i < n; i++) {
 		struct sl_rstats *s = &sl__st.stats[i];
 		/* Relaxed: counters only; the reset runs single-threaded (init,
 		 * or the child after fork). */
@@ -80,10 +84,9 @@ __attribute__((format(printf, 4, 5))) static void sl_json_fmt(char *buf, size_t 
 		*len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
 }
 
-/* PATH with "%p" replaced by the pid. */
-static void sl_stats_path(char *out, size_t cap)
+/* PATH src with "%p" replaced by the pid. */
+void sl__stats_path(const char *src, char *out, size_t cap)
 {
-	const char *src = sl__st.policy.stats_file;
 	size_t o = 0;
 	for (const char *s = src; *s != '\0' && o + 24 < cap; s++) {
 		if (s[0] == '%' && s[1] == 'p') {
@@ -140,10 +143,12 @@ void sl__stats_write(void)
 	buf[len++] = '}';
 	buf[len++] = '\n';
 	char path[SL_PATH_MAX + 32];
-	sl_stats_path(path, sizeof(path));
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	char why[128];
+	sl__stats_path(sl__st.policy.stats_file, path, sizeof(path));
+	int fd = sl__file_open_private(path, why, sizeof(why));
 	if (fd < 0) {
-		sl_log(SL_LOG_WARN, "cannot open SLUICE_STATS file '%s'", path);
+		sl_log(SL_LOG_WARN, "SLUICE_STATS=%s: cannot write %s: %s", sl__st.policy.stats_file,
+		       path, why);
 		return;
 	}
 	if (SL_REAL(write)(fd, buf, len) != (ssize_t)len)

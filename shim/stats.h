@@ -12,5 +12,7 @@
 void sl__stats_reset(void);
 /* Write SLUICE_STATS (the destructor; tests call it). */
 void sl__stats_write(void);
+/* PATH src with "%p" replaced by the pid. */
+void sl__stats_path(const char *src, char *out, size_t cap);
 
 #endif /* SLUICE_SHIM_STATS_H */

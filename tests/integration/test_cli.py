@@ -95,8 +95,10 @@ class Cli(unittest.TestCase):
         self.assertEqual([l for l in r.stdout.splitlines() if len(l) > 79], [])
 
     def test_subcommand_help_and_usage_errors(self):
-        for sub, words in [("stat", ["--json", "--prometheus", "--watch", "sluice-UID-stat-PID"]),
-                           ("set", ["shared:NAME", "burst=", "owner", "sluice set 1234 '"])]:
+        for sub, words in [("stat", ["--json", "--prometheus", "--watch", "stat-PID",
+                                     "shared:NAME", "/run/sluice"]),
+                           ("set", ["shared:NAME", "burst=", "owner", "sluice set 1234 '"]),
+                           ("rm", ["shared:NAME", "--force", "sluice rm shared:uploads"])]:
             r = run([sub, "--help"])
             self.check(r, 0)
             self.assertTrue(r.stdout.startswith(f"Usage: sluice {sub} "), r.stdout)
@@ -105,7 +107,9 @@ class Cli(unittest.TestCase):
             self.assertEqual([l for l in r.stdout.splitlines() if len(l) > 79], [])
         for args in [["stat", "--bogus"], ["stat", "1", "2"], ["stat", "--watch=0"],
                      ["set"], ["set", "1234"], ["set", "1", "send:1MiB/s", "x"],
-                     ["set", "nopid", "send:1MiB/s"], ["set", "1", "send:1Mib/s"]]:
+                     ["set", "nopid", "send:1MiB/s"], ["set", "1", "send:1Mib/s"],
+                     ["rm"], ["rm", "x"], ["rm", "shared:a/b"], ["rm", "--bogus", "shared:x"],
+                     ["stat", "--prometheus", "shared:x"]]:
             r = run(args)
             self.check(r, 2)
             self.assertEqual(r.stdout, "")

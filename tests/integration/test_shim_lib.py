@@ -56,6 +56,30 @@ def sanitizer_runtime():
             if "libasan.so" in l and "=>" in l]
 
 
+def seg_dir(uid=None, xdg=None):
+    """The private directory of a user's segments, as shim/segment.c chooses
+    it (root: /run/sluice; else a private $XDG_RUNTIME_DIR or /run/user/UID,
+    then /dev/shm/sluice-UID)."""
+    import stat as st_mod
+    uid = os.geteuid() if uid is None else uid
+    if uid == 0:
+        return "/run/sluice"
+    xdg = os.environ.get("XDG_RUNTIME_DIR") if xdg is None else xdg
+    for d in (xdg, "/run/user/%d" % uid):
+        try:
+            st = os.lstat(d) if d and d.startswith("/") else None
+        except OSError:
+            st = None
+        if st and st_mod.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o77 == 0:
+            return d + "/sluice"
+    return "/dev/shm/sluice-%d" % uid
+
+
+def seg_path(name, uid=None):
+    """The path of segment name ("shared-NAME", "stat-PID")."""
+    return seg_dir(uid) + "/" + name
+
+
 def child_env(sluice):
     """The environment of a preloaded child: ours without SLUICE_*, plus
     LD_PRELOAD and the given SLUICE_* variables."""

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""shared=NAME: several processes draw from one limiter in /dev/shm.
+"""shared=NAME: several processes draw from one limiter (a segment of the
+user's private directory).
 
   - 4 processes sending under send:10MiB/s,shared=...: their combined rate
     is within 2% of 10 MiB/s and never above rate * time + burst;
@@ -19,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import Server, check, child_env, finish  # noqa: E402
+from test_shim_lib import Server, check, child_env, finish, seg_path  # noqa: E402
 
 TAG = "t%d" % os.getpid()
 UID = os.getuid()
@@ -30,7 +31,7 @@ RATE_ATTEMPTS = 2
 
 
 def seg(name):
-    return "/dev/shm/sluice-%d-shared-%s" % (UID, name)
+    return seg_path("shared-" + name)
 
 
 def spawn(code, sluice, *args):
@@ -194,9 +195,16 @@ def test_faults():
     data = open(seg(good), "rb").read()
     rc, err = run_with_segment(good)
     check(rc == 0, "a second process joins it")
+    rc, err = run_with_segment(good, "send:5MiB/s,action=reject".split(":", 1)[1])
+    check(rc == 2 and ("was created by rule 'send:10MiB/s,shared=%s', not "
+                       "'send:5MiB/s,action=reject,shared=%s'" % (good, good)) in err
+          and "sluice rm shared:%s" % good in err,
+          "another action refused, with the remedy: %r" % err.strip())
     rc, err = run_with_segment(good, "5MiB/s")
-    check(rc == 2 and "was created by rule 'send:10MiB/s,shared=%s', not 'send:5MiB/s,shared=%s'"
-          % (good, good) in err, "other parameters refused: %r" % err.strip())
+    check(rc == 0 and ("sluice: note: shared limiter %s runs as 'send:10MiB/s,shared=%s' "
+                       "(as first created), not the 'send:5MiB/s,shared=%s' this rule asks for"
+                       % (good, good, good)) in err,
+          "another rate joins, with a note: %r" % err.strip())
 
     cases = {
         "corrupt": (os.urandom(size), "not a sluice shared limiter (bad magic)"),
@@ -224,7 +232,8 @@ def test_faults():
                 os.unlink(seg(name))
                 continue
         rc, err = run_with_segment(name)
-        want = "shared limiter '%s' (%s): %s; remove the file to start afresh" % (name, seg(name), msg)
+        want = ("shared limiter '%s' (%s): %s; remove it with sluice rm shared:%s" %
+                (name, seg(name), msg, name))
         check(rc == 2 and want in err, "%s segment refused: %r" % (what, err.strip()[:300]))
         os.unlink(seg(name))
     os.unlink(seg(good))

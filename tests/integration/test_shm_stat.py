@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import BUILD, ROOT, Server, check, child_env, finish  # noqa: E402
+from test_shim_lib import BUILD, ROOT, Server, check, child_env, finish, seg_path  # noqa: E402
 
 try:
     from prometheus_client.parser import text_string_to_metric_families
@@ -93,13 +93,13 @@ def test_stat_known_run():
     p.stdin.close()
     p.wait(timeout=10)
     srv.stop()
-    path = "/dev/shm/sluice-%d-stat-%s" % (os.getuid(), pid)
+    path = seg_path("stat-%s" % pid)
     check(not os.path.exists(path), "record removed at exit")
     # A record left by a killed process is removed by stat.
     p = subprocess.Popen([sys.executable, "-c", KNOWN, str(Server("sink").port)], env=env,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     p.stdout.readline()
-    path = "/dev/shm/sluice-%d-stat-%d" % (os.getuid(), p.pid)
+    path = seg_path("stat-%d" % p.pid)
     existed = os.path.exists(path)
     p.kill()
     p.wait()
@@ -196,7 +196,7 @@ def test_set_refusals():
     check(rc == 2 and "only the limit and the burst can change" in err,
           "changed option refused: %r" % err.strip())
     if os.getuid() == 0:
-        path = "/dev/shm/sluice-0-stat-%d" % p.pid
+        path = seg_path("stat-%d" % p.pid)
         os.chown(path, 65534, 65534)
         rc, out, err = sluice("set", str(p.pid), "send:2MiB/s")
         check(rc == 1 and "owned by another user" in err, "foreign record refused: %r" % err.strip())
