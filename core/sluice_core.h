@@ -16,6 +16,10 @@
  *                   two-window estimate packed into one word (error bound
  *                   below).
  *   concurrency     at most N units held at once; acquire and release.
+ *   warm-up         a token bucket that starts cold (Guava's SmoothWarmingUp):
+ *                   the rate climbs from rate/cold to rate over the warm-up
+ *                   period, and falls back after idleness. Two state words
+ *                   changed by one 16-byte CAS (core/warmup.c).
  *
  * Every limiter is a plain struct with no pointers, so it works the same in
  * private memory and in a MAP_SHARED mapping used by several processes. Time
@@ -161,6 +165,7 @@ enum sl_kind {
 	SL_KIND_SLIDING = 4,
 	SL_KIND_CONC = 5,
 	SL_KIND_TUNABLE = 6, /* the head of a struct sl_tunable */
+	SL_KIND_WARMUP = 7,  /* token bucket with Guava's SmoothWarmingUp */
 };
 
 /*
@@ -172,13 +177,19 @@ enum sl_kind {
  *   fixed:   at most amount units per aligned window of period_ns.
  *   sliding: at most amount units in any window of period_ns.
  *   conc:    at most amount units held at once (period_ns and burst unused).
+ *   warmup:  a token bucket of amount units per period_ns, burst units at
+ *            once, that starts cold and warms up over warmup_ns: from cold
+ *            the interval between units starts at cold x the stable one
+ *            (cold >= 2) and falls to it (core/warmup.c). cold and
+ *            warmup_ns are 0 for every other kind.
  */
 struct sl_params {
 	uint32_t kind; /* enum sl_kind */
-	uint32_t reserved;
+	uint32_t cold; /* warmup: cold factor; else 0 (was reserved in 0.1.0) */
 	uint64_t amount;
 	uint64_t period_ns;
 	uint64_t burst;
+	uint64_t warmup_ns; /* warmup: the warm-up period; else 0 */
 };
 
 /* GCRA state for token and leaky buckets. */
@@ -240,6 +251,28 @@ struct sl_conc {
 	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
 };
 
+/*
+ * Warm-up token bucket (Guava's SmoothWarmingUp), see core/warmup.c. The
+ * state is two words changed together by one 16-byte CAS: the schedule
+ * (the instant the next unit's slot starts, ns since the epoch) and the
+ * stored permits (coldness), in 2^-16 units.
+ */
+struct sl_warm {
+	uint64_t amount;    /* units per period_ns: the stable rate */
+	uint64_t period_ns;
+	uint64_t burst;     /* units at once in the stable regime */
+	uint64_t warmup_ns; /* w */
+	uint64_t epoch_ns;
+	uint64_t thresh_q;  /* T = 0.5 w / S, in 2^-16 units */
+	uint64_t max_q;     /* M = T + 2 w / (S + C), in 2^-16 units */
+	uint32_t cold;      /* C / S */
+	uint32_t reserved;
+	/* State on its own cache line, 16-byte aligned for the CAS. */
+	_Alignas(SL_CACHELINE) _Atomic uint64_t sched_ns; /* low half */
+	_Atomic uint64_t stored_q;                        /* high half */
+	uint8_t pad[SL_CACHELINE - 2 * sizeof(uint64_t)];
+};
+
 /* Head of a tunable limiter: which of its two slots is current. */
 struct sl_tun {
 	_Atomic uint64_t gen;       /* slot[gen & 1] is current; +1 per retune */
@@ -260,6 +293,7 @@ struct sl_limiter {
 	uint8_t pad[SL_CACHELINE - 8 - sizeof(struct sl_params)];
 	union {
 		struct sl_gcra gcra;
+		struct sl_warm warm;
 		struct sl_fixed fixed;
 		struct sl_sliding sliding;
 		struct sl_conc conc;
@@ -283,7 +317,10 @@ struct sl_tunable {
 };
 
 /* Layout is part of the shared-memory format: pin it. */
-_Static_assert(sizeof(struct sl_params) == 32, "sl_params layout");
+_Static_assert(sizeof(struct sl_params) == 40, "sl_params layout");
+_Static_assert(sizeof(struct sl_warm) == 128, "sl_warm layout");
+_Static_assert(offsetof(struct sl_warm, sched_ns) == 64, "sl_warm state on its own line");
+_Static_assert(offsetof(struct sl_warm, stored_q) == 72, "sl_warm state is one 16-byte word");
 _Static_assert(sizeof(struct sl_gcra) == 128, "sl_gcra layout");
 _Static_assert(sizeof(struct sl_fixed) == 128, "sl_fixed layout");
 _Static_assert(sizeof(struct sl_sliding) == 128, "sl_sliding layout");
@@ -342,6 +379,18 @@ struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_n
 enum sl_status sl_gcra_refund(struct sl_gcra *g, uint64_t n, uint64_t now_ns);
 uint64_t sl_gcra_available(const struct sl_gcra *g, uint64_t now_ns);
 enum sl_status sl_gcra_charge(struct sl_gcra *g, uint64_t n, uint64_t now_ns);
+
+/* Warm-up token bucket (core/warmup.c). stored: the stored permits (units,
+ * rounded down) at now_ns; interval: the interval in ns that the next unit
+ * costs at now_ns (cold x S when cold, S once warm), for `sluice stat`. */
+enum sl_status sl_warmup_init(struct sl_warm *w, const struct sl_params *p, uint64_t now_ns);
+struct sl_decision sl_warmup_acquire(struct sl_warm *w, uint64_t n, uint64_t now_ns,
+				     uint64_t max_wait_ns);
+enum sl_status sl_warmup_refund(struct sl_warm *w, uint64_t n, uint64_t now_ns);
+enum sl_status sl_warmup_charge(struct sl_warm *w, uint64_t n, uint64_t now_ns);
+uint64_t sl_warmup_available(const struct sl_warm *w, uint64_t now_ns);
+uint64_t sl_warmup_stored(const struct sl_warm *w, uint64_t now_ns);
+uint64_t sl_warmup_interval_ns(const struct sl_warm *w, uint64_t now_ns);
 
 enum sl_status sl_fixed_init(struct sl_fixed *w, uint64_t limit, uint64_t window_ns,
 			     uint64_t now_ns);
