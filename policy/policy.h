@@ -26,6 +26,7 @@
  *           | family=F(+F)* | type=T(+T)* | nonblock=eagain|sleep
  *           | shared=NAME
  *           | redis=KEY | on-error=local|open|closed | lease=AMOUNT
+ *           | warmup=DURATION | cold=N
  *   SLUICE_REDIS = redis://[[USER]:PASS@]HOST[:PORT][/DB] | unix:///PATH
  *
  * API and thread-safety
@@ -132,6 +133,8 @@ enum sl_on_error {
 #define SL_OPT_REDIS (1u << 12)
 #define SL_OPT_ON_ERROR (1u << 13)
 #define SL_OPT_LEASE (1u << 14)
+#define SL_OPT_WARMUP (1u << 15)
+#define SL_OPT_COLD (1u << 16)
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
@@ -168,7 +171,12 @@ struct sl_rule {
 	char redis_key[SL_REDIS_KEY_MAX];
 	uint64_t lease;
 	uint8_t on_error; /* enum sl_on_error */
-	uint8_t reserved2[7];
+	/* Warm-up (algo=token): from cold the rate starts at rate / cold and
+	 * climbs to the rate over warmup_ns (0 = no warm-up); cold is 3 unless
+	 * given (0 without a warm-up). See core/warmup.c. */
+	uint8_t cold;
+	uint8_t reserved2[6];
+	uint64_t warmup_ns;
 };
 
 /* SLUICE_REDIS: where redis=KEY rules keep their state. */

@@ -28,6 +28,18 @@ struct policy_case {
 };
 
 static const struct policy_case valid_cases[] = {
+	/* warmup= (Guava's SmoothWarmingUp): cold 3 is the default. */
+	{"SLUICE_CONNECT", "100/s,warmup=2s",
+	 "connect:100/s,warmup=2s"},
+	{"SLUICE_CONNECT", "100/s,cold=3,warmup=2000ms",
+	 "connect:100/s,warmup=2s"},
+	{"SLUICE_SEND", "1MiB/s,warmup=1.5s,cold=4,burst=64KiB,per=peer",
+	 "send:1MiB/s,burst=64KiB,warmup=1500ms,cold=4,per=peer"},
+	{"SLUICE_RULES", "recv:10/s,warmup=1h,cold=100,shared=w;accept:5/s,warmup=300ms,cold=2",
+	 "recv:10/s,warmup=1h,cold=100,shared=w;accept:5/s,warmup=300ms,cold=2"},
+	/* The shortest warm-up of 100/s at cold 3: (1 + 3) / 2 x 10 ms. */
+	{"SLUICE_CONNECT", "100/s,warmup=20ms,action=reject",
+	 "connect:100/s,warmup=20ms,action=reject"},
 	/* redis=KEY: fleet-wide limits, on-error and lease defaults left out. */
 	{"SLUICE_CONNECT", "500/s,redis=k",
 	 "connect:500/s,redis=k"},
@@ -291,6 +303,32 @@ static const struct policy_case valid_cases[] = {
 };
 
 static const struct policy_case error_cases[] = {
+	{"SLUICE_CONNECT", "100/s,warmup=0s",
+	 "SLUICE_CONNECT=\"100/s,warmup=0s\": at column 14: warmup=0s is no warm-up: leave the option out"},
+	{"SLUICE_CONNECT", "100/s,warmup=2",
+	 "SLUICE_CONNECT=\"100/s,warmup=2\": at column 15: missing unit after '2' (expected us, ms, s, min, h)"},
+	{"SLUICE_CONNECT", "100/s,warmup=19ms",
+	 "SLUICE_CONNECT=\"100/s,warmup=19ms\": at column 14: warmup '19ms' is too short for the rate: at least 20ms ((1 + cold) / 2 stable intervals) lets the rate climb"},
+	{"SLUICE_CONNECT", "100/s,warmup=30ms,cold=9",
+	 "SLUICE_CONNECT=\"100/s,warmup=30ms,cold=9\": at column 14: warmup '30ms' is too short for the rate: at least 50ms ((1 + cold) / 2 stable intervals) lets the rate climb"},
+	{"SLUICE_CONNECT", "100/s,warmup=61min",
+	 "SLUICE_CONNECT=\"100/s,warmup=61min\": at column 14: warmup '61min' is longer than 1h"},
+	{"SLUICE_CONNECT", "100/s,cold=3",
+	 "SLUICE_CONNECT=\"100/s,cold=3\": at column 7: option 'cold' is valid only with warmup="},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,cold=1",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,cold=1\": at column 22: cold '1' must be a whole number from 2 to 100 (the coldest interval is cold x the stable one)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,cold=2.5",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,cold=2.5\": at column 22: cold '2.5' must be a whole number from 2 to 100 (the coldest interval is cold x the stable one)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,cold=101",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,cold=101\": at column 22: cold '101' must be a whole number from 2 to 100 (the coldest interval is cold x the stable one)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,algo=leaky",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,algo=leaky\": at column 7: option 'warmup' is valid only with algo=token (the warm-up spends stored permits, as Guava's SmoothWarmingUp does)"},
+	{"SLUICE_CONNS", "10,warmup=2s",
+	 "SLUICE_CONNS=\"10,warmup=2s\": at column 4: option 'warmup' is not valid for conns (a count has no rate to warm up)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,redis=k",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,redis=k\": at column 7: option 'warmup' cannot be combined with redis= (the Redis script is a plain GCRA token bucket)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,warmup=3s",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,warmup=3s\": at column 17: duplicate option 'warmup' (first given at column 7)"},
 	{"SLUICE_SEND", "1MiB/s,shared=a/b",
 	 "SLUICE_SEND=\"1MiB/s,shared=a/b\": at column 16: invalid character '/' in shared name (expected letters, digits, '.', '_' or '-')"},
 	{"SLUICE_SEND", "1MiB/s,shared=..",
@@ -413,7 +451,7 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_SEND", "100/s,brust=4",
 	 "SLUICE_SEND=\"100/s,brust=4\": at column 7: unknown option 'brust' (did you mean burst?)"},
 	{"SLUICE_SEND", "100/s,colour=red",
-	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared, redis, on-error, lease)"},
+	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared, redis, on-error, lease, warmup, cold)"},
 	{"SLUICE_SEND", "100/s,burst",
 	 "SLUICE_SEND=\"100/s,burst\": at column 12: expected '=' and a value after 'burst'"},
 	{"SLUICE_SEND", "100/s,burst=",

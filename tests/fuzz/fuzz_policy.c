@@ -57,6 +57,13 @@ static void check_core(const struct sl_rule *r, const char *text)
 	p.amount = r->amount;
 	p.period_ns = r->period_ns;
 	p.burst = r->burst;
+	if (r->warmup_ns != 0) {
+		if (p.kind != SL_KIND_TOKEN)
+			fail("warm-up on a rule that is not a token bucket", text);
+		p.kind = SL_KIND_WARMUP;
+		p.cold = r->cold;
+		p.warmup_ns = r->warmup_ns;
+	}
 	enum sl_status st = sl_limiter_init(&l, &p, 1);
 	if (st == SL_EINVAL || st == SL_ERANGE)
 		fail("accepted rule does not initialise a limiter", text);
