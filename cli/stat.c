@@ -7,7 +7,8 @@
  * calls apart, never torn ones. Records of dead processes are removed as
  * they are found. "available" is what the rule's limiter would admit right
  * now (tokens for a bucket, room for a window, free slots for conns),
- * read from the process's limiter or from the shared one.
+ * read from the process's limiter or from the shared one; a warm-up rule
+ * also shows its stored permits and the rate its next unit gets.
  *
  * Output formats: text (one block per process); --json, one object
  * {"processes":[...]} with the fields of SLUICE_STATS plus "available",
@@ -40,6 +41,11 @@ struct rule_view {
 	uint64_t c[7]; /* calls admitted delayed refused delay_ns max_delay_ns bytes */
 	uint64_t available;
 	bool avail_known;
+	/* A warm-up rule's limiter: stored permits (coldness) and the rate
+	 * the next unit gets (1 / its interval), units per second. */
+	bool warm;
+	uint64_t stored;
+	double rate;
 };
 
 static const char *const counter_names[7] = {
@@ -90,8 +96,16 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	if (t != NULL) {
 		sl__cli_current_text(r->rules[i], &sl_tunable_current(t)->params, v->now,
 				     sizeof(v->now));
-		v->available = sl_limiter_available(&t->head, now_ns());
+		const uint64_t now = now_ns();
+		v->available = sl_limiter_available(&t->head, now);
 		v->avail_known = true;
+		const struct sl_limiter *cur = sl_tunable_current(t);
+		if (cur->kind == SL_KIND_WARMUP) {
+			const uint64_t iv = sl_warmup_interval_ns(&cur->u.warm, now);
+			v->warm = true;
+			v->stored = sl_warmup_stored(&cur->u.warm, now);
+			v->rate = iv > 0 ? 1e9 / (double)iv : 0;
+		}
 	}
 	if (seg != NULL)
 		munmap(seg, sizeof(*seg));
@@ -145,6 +159,9 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->avail_known)
 			fprintf(out, "  available %llu", (unsigned long long)x->available);
 		fputc('\n', out);
+		if (x->warm)
+			fprintf(out, "    warm-up: stored %llu  rate %.6g/s\n",
+				(unsigned long long)x->stored, x->rate);
 	}
 }
 
@@ -169,9 +186,14 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 		for (int k = 0; k < 7; k++)
 			fprintf(out, ",\"%s\":%llu", counter_names[k], (unsigned long long)x->c[k]);
 		if (x->avail_known)
-			fprintf(out, ",\"available\":%llu}", (unsigned long long)x->available);
+			fprintf(out, ",\"available\":%llu", (unsigned long long)x->available);
 		else
-			fputs(",\"available\":null}", out);
+			fputs(",\"available\":null", out);
+		if (x->warm)
+			fprintf(out, ",\"warmup\":{\"stored\":%llu,\"rate\":%.6g}}",
+				(unsigned long long)x->stored, x->rate);
+		else
+			fputs(",\"warmup\":null}", out);
 	}
 	fputs("]}", out);
 }
@@ -189,6 +211,8 @@ static const struct {
 	{ "sluice_delay_max_seconds", "gauge", "Longest wait of one call.", 5 },
 	{ "sluice_bytes_total", "counter", "Bytes moved by admitted calls.", 6 },
 	{ "sluice_available", "gauge", "Units the limiter would admit now.", -1 },
+	{ "sluice_warmup_stored", "gauge", "Stored permits of a warm-up rule (its coldness).", -2 },
+	{ "sluice_warmup_rate", "gauge", "Units per second a warm-up rule admits now.", -3 },
 };
 
 static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
@@ -201,7 +225,7 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 			for (uint32_t i = 0; i < recs[p]->n_rules; i++) {
 				const struct rule_view *x = &views[p][i];
 				int k = prom_metrics[m].k;
-				if (k < 0 && !x->avail_known)
+				if ((k == -1 && !x->avail_known) || (k < -1 && !x->warm))
 					continue;
 				fprintf(out, "%s{pid=\"%u\",program=", prom_metrics[m].name, recs[p]->pid);
 				prom_str(out, recs[p]->program);
@@ -210,6 +234,10 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 				fputs("} ", out);
 				if (k == 4 || k == 5)
 					fprintf(out, "%.9f\n", (double)x->c[k] / 1e9);
+				else if (k == -2)
+					fprintf(out, "%llu\n", (unsigned long long)x->stored);
+				else if (k == -3)
+					fprintf(out, "%.6g\n", x->rate);
 				else
 					fprintf(out, "%llu\n",
 						(unsigned long long)(k < 0 ? x->available : x->c[k]));
