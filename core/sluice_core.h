@@ -412,6 +412,101 @@ struct sl_decision sl_conc_acquire(struct sl_conc *c, uint64_t n);
 enum sl_status sl_conc_release(struct sl_conc *c, uint64_t n);
 uint64_t sl_conc_held(const struct sl_conc *c);
 
+/*
+ * Circuit breaker: the state machine of core/breaker.c: closed,
+ * open, half-open with exactly one probe; failures counted in a sliding
+ * window of ten buckets.
+ *
+ * Breaker overview
+ * --------
+ * The caller asks before each attempt (sl_breaker_enter) and reports each
+ * attempt's outcome (sl_breaker_report). Closed: every attempt passes and
+ * its outcome is counted; when the failures in the window reach the
+ * threshold (a count, or a percentage of at least `min` attempts), the
+ * breaker opens. Open: attempts fail at once until `open_ns` has passed;
+ * then the first attempt is the probe (half-open) and every other one still
+ * fails. The probe's success closes the breaker (and empties the window);
+ * its failure opens it again for open_ns. A probe that never reports (its
+ * caller died, or gave up) is replaced by a new one after open_ns.
+ *
+ * Breaker API and thread-safety
+ * ---------------------
+ *   sl_breaker_init()      not thread-safe: before the breaker is shared.
+ *   sl_breaker_enter()     thread- and process-safe, lock-free.
+ *   sl_breaker_report()    thread- and process-safe, lock-free.
+ *   sl_breaker_view()      read-only snapshot.
+ * Time is passed in (now_ns, CLOCK_MONOTONIC); no allocation, no syscalls;
+ * plain fixed-width fields, so a breaker may live in MAP_SHARED memory.
+ *
+ * Breaker implementation notes
+ * --------------------
+ * State word: state (2 bits) | ns since the epoch (62 bits): for open, the
+ * instant the probe may go; for half-open, the instant the probe went.
+ * Window: SL_BRK_BUCKETS words, bucket k counting attempts in
+ * [k b, (k + 1) b), b = window / SL_BRK_BUCKETS: [bucket index mod 2^24 |
+ * failures (20 bits) | attempts (20 bits)], each changed by one CAS. The
+ * window read at now is the current bucket and the nine before it: between
+ * 0.9 and 1 window of the past. Counts saturate at 2^20 - 1 per bucket.
+ */
+#define SL_BRK_BUCKETS 10u
+
+enum sl_brk_state { SL_BRK_CLOSED = 0, SL_BRK_OPEN = 1, SL_BRK_HALF_OPEN = 2 };
+
+/* What enter allows. */
+enum sl_brk_verdict {
+	SL_BRK_PASS = 0,  /* closed: go ahead, report the outcome */
+	SL_BRK_PROBE = 1, /* half-open: this attempt is the one probe */
+	SL_BRK_FAIL = 2,  /* open (or another probe is out): fail at once */
+};
+
+/* A state change made by the call, for logs (SL_BRK_NO_CHANGE: none). */
+enum sl_brk_change {
+	SL_BRK_NO_CHANGE = 0,
+	SL_BRK_OPENED = 1,    /* closed -> open: the threshold was crossed */
+	SL_BRK_PROBING = 2,   /* open -> half-open: this caller probes */
+	SL_BRK_CLOSED_AGAIN = 3, /* half-open -> closed: the probe succeeded */
+	SL_BRK_REOPENED = 4,  /* half-open -> open: the probe failed */
+};
+
+struct sl_breaker {
+	/* Parameters (init, read-only afterwards). */
+	uint64_t window_ns;
+	uint64_t bucket_ns; /* window_ns / SL_BRK_BUCKETS, at least 1 */
+	uint64_t open_ns;
+	uint64_t epoch_ns;
+	uint32_t errors;    /* count threshold; 0 in ratio mode */
+	uint32_t ratio_pct; /* ratio threshold 1..100; 0 in count mode */
+	uint32_t min;       /* ratio mode: attempts needed in the window */
+	uint32_t reserved;
+	/* State. */
+	_Atomic uint64_t state;
+	_Atomic uint64_t bucket[SL_BRK_BUCKETS];
+	/* Counters since init (relaxed; for reports). */
+	_Atomic uint64_t attempts, failures, fast_fails, probes, trips;
+};
+
+/* A snapshot for reports. */
+struct sl_brk_view {
+	uint32_t state;     /* enum sl_brk_state */
+	uint32_t reserved;
+	uint64_t failures;  /* in the window */
+	uint64_t attempts;  /* in the window */
+	uint64_t probe_in_ns; /* open: time until the probe may go; else 0 */
+};
+
+/* errors: count threshold (ratio_pct 0), or ratio_pct 1..100 with min >= 1
+ * attempts. window_ns >= SL_BRK_BUCKETS, open_ns >= 1. Returns false (and
+ * leaves b unusable) for anything else. */
+bool sl_breaker_init(struct sl_breaker *b, uint64_t window_ns, uint64_t open_ns, uint32_t errors,
+		     uint32_t ratio_pct, uint32_t min, uint64_t now_ns);
+enum sl_brk_verdict sl_breaker_enter(struct sl_breaker *b, uint64_t now_ns,
+				     enum sl_brk_change *change);
+/* Outcome of an attempt that enter let through; probe: enter said PROBE. */
+void sl_breaker_report(struct sl_breaker *b, uint64_t now_ns, bool failure, bool probe,
+		       enum sl_brk_change *change);
+void sl_breaker_view(const struct sl_breaker *b, uint64_t now_ns, struct sl_brk_view *v);
+const char *sl_breaker_state_name(enum sl_brk_state s);
+
 /* Human-readable name of a status/kind, for messages ("ok", "token", ...). */
 const char *sl_status_name(enum sl_status s);
 const char *sl_kind_name(enum sl_kind k);
