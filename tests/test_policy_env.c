@@ -197,7 +197,7 @@ static void test_policy_vars_table(void **state)
 	char err[SL_ERR_MAX];
 
 	(void)state;
-	assert_int_equal(sl_policy_nvars, 13);
+	assert_int_equal(sl_policy_nvars, 14);
 	for (size_t i = 0; i < sl_policy_nvars; i++) {
 		struct sl_policy p;
 		sl_policy_init(&p);
