@@ -1,6 +1,6 @@
 /*
  * breaker.c - a circuit breaker's SPEC: errors=N | errors=P% (with min=K),
- * window=, open=, slow=, errno=, per=process|peer, to=, port=, family=.
+ * window=, open=, slow=, the errno option, per=process|peer, to=, port=, family=.
  *
  * Decisions where the issue left room:
  *   - errors= is required (a breaker that never opens would only mislead);
@@ -8,7 +8,7 @@
  *     a whole percentage 1 to 100; min= (default 5, Sentinel's
  *     minRequestAmount) only goes with P%.
  *   - window= 10ms to 1h (ten buckets of at least 1 ms), open= 1ms to 1h,
- *     slow= 1us to 1h; errno= any known name.
+ *     slow= 1us to 1h; the errno option takes any known name.
  *   - per= is process or peer (the default: one breaker per destination
  *     address and port); thread and fd have no meaning for a destination.
  *     family=unix is refused with per=peer: a unix socket's peer has no

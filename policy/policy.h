@@ -184,7 +184,7 @@ struct sl_rule {
  * SLUICE_RULES, the launcher's --break SPEC):
  *   SPEC := OPTION ( ',' OPTION )*, errors= required
  *   OPTION := errors=N | errors=P% | min=K | window=DURATION | open=DURATION
- *           | slow=DURATION | errno=NAME | per=process|peer | to=CIDR[:PORT]
+ *           | slow=DURATION | errno NAME (with =) | per=process|peer | to=CIDR[:PORT]
  *           | port=N[-M] | family=F(+F)*
  * See shim/breaker.c and core/breaker.c.
  */
