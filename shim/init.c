@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "breaker.h"
 #include "internal.h"
 
 extern char **environ;
@@ -131,10 +132,10 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}
-	if (sl__lease_init_unsync(p) != 0)
+	if (sl__lease_init_unsync(p) != 0 || sl__break_init_unsync(p, now) != 0)
 		return -1;
 	sl__stats_reset();
-	st->active = p->n_rules > 0;
+	st->active = p->n_rules > 0 || p->n_breaks > 0;
 	sl__shm_rec_fill_unsync(p, st->active);
 	st->ready = true;
 	return 0;

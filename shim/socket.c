@@ -36,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "breaker.h"
 #include "internal.h"
 
 /* Referenced by the unit tests so that this archive member is linked into
@@ -59,6 +60,7 @@ static unsigned sl_grant_conns(const struct sl_grant *g, struct sl_limiter **lim
 /* Fail the call with err: stats, errno. Returns -1. */
 static int sl_fail(struct sl_call *c, uint32_t rules, int err)
 {
+	sl__break_refused = 1;
 	sl__call_end(c, rules, false);
 	sl__busy = 0;
 	errno = err;
@@ -132,6 +134,13 @@ static int sl_connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 }
 
 SL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	if (sl__break_n != 0) /* circuit breakers (breaker.c) wrap the rules */
+		return sl__break_connect(fd, sa, len);
+	return sl__connect_rules(fd, sa, len);
+}
+
+int sl__connect_rules(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	struct sl_fdrec rec;
 	int r;

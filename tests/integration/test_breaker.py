@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Circuit breaking on connect (SLUICE_BREAK) with real sockets on loopback.
+
+A "closed" destination is a TCP socket the parent has bound to a port the
+kernel chose but does not listen on: connects to it are refused (RST) and no
+other process can take the port; listen() on it later opens it.
+
+  - errors=5,window=1s,open=2s,errno=EHOSTUNREACH (per=peer): the first 5
+    connects fail with ECONNREFUSED (real), the next ones with EHOSTUNREACH
+    in < 50 us each, and none of those reaches the port (a listener started
+    on it meanwhile accepts nothing until the probe); a second destination
+    is unaffected; after listen(), connects succeed again after open (2 s)
+    plus one probe, and the listener then has accepted exactly the probe and
+    the connects after it. SLUICE_LOG=info logs the four transitions.
+  - the same through non-blocking connects whose failure shows in
+    getsockopt(SO_ERROR) after poll.
+  - errors=50%,min=6,per=process: alternating a good and a closed
+    destination, the breaker opens at the 6th attempt (3 of 6 failed) and
+    then refuses the good destination too.
+  - SLUICE_STATS has the breaker's counters.
+"""
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_shim_lib import check, child_env, finish  # noqa: E402
+
+ECONNREFUSED, EHOSTUNREACH = 111, 113
+
+
+class Closed:
+    """A port that refuses connects until listen(); counts what it accepts."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.lock = threading.Lock()
+
+    def listen(self):
+        self.sock.listen(64)
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+            c.close()
+
+    def count(self):
+        with self.lock:
+            return self.accepted
+
+
+class Open(Closed):
+    def __init__(self):
+        super().__init__()
+        self.listen()
+
+
+BLOCKING = r'''
+import json, socket, sys, time
+closed, good = int(sys.argv[1]), int(sys.argv[2])
+def attempt(port):
+    s = socket.socket()
+    t = time.monotonic()
+    try:
+        s.connect(("127.0.0.1", port)); e = 0
+    except OSError as x:
+        e = x.errno
+    d = time.monotonic() - t
+    s.close()
+    return e, d, t
+first = [attempt(closed) for _ in range(10)]
+trip = first[4][2] + first[4][1]
+others = [attempt(good)[0] for _ in range(3)]
+print(json.dumps({"first": first, "others": others}), flush=True)
+sys.stdin.readline()
+later = []
+while time.monotonic() - trip < 6.0:
+    e, d, t = attempt(closed)
+    later.append((e, d, t - trip))
+    if e == 0:
+        break
+    time.sleep(0.02)
+after = [attempt(closed)[0] for _ in range(3)]
+print(json.dumps({"later": later, "after": after}), flush=True)
+'''
+
+
+def test_count():
+    closed, good = Closed(), Open()
+    env = child_env({"SLUICE_BREAK": "errors=5,window=1s,open=2s,errno=EHOSTUNREACH",
+                     "SLUICE_LOG": "info"})
+    p = subprocess.Popen([sys.executable, "-c", BLOCKING, str(closed.port), str(good.port)],
+                         env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    r1 = json.loads(line) if line.startswith("{") else None
+    closed.listen()  # the destination comes back while the breaker is open
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    line = p.stdout.readline()
+    r2 = json.loads(line) if line.startswith("{") else None
+    p.stdin.close()
+    err = p.stderr.read()
+    p.wait(timeout=30)
+    check(r1 is not None and r2 is not None, "breaker child ran: %s" % err[-400:])
+    if not r1 or not r2:
+        return
+    errs = [e for e, _, _ in r1["first"]]
+    fast = [d for e, d, _ in r1["first"][5:]]
+    print("measured: errnos %s; fast failures %s us; other destination %s"
+          % (errs, [round(d * 1e6, 1) for d in fast], r1["others"]))
+    check(errs[:5] == [ECONNREFUSED] * 5, "the first 5 connects fail with ECONNREFUSED (real)")
+    check(errs[5:] == [EHOSTUNREACH] * 5, "the next 5 fail with EHOSTUNREACH")
+    check(max(fast) < 50e-6, "each broken connect fails in < 50 us (max %.1f us)" % (max(fast) * 1e6))
+    check(r1["others"] == [0, 0, 0], "a second destination is unaffected (per=peer)")
+    later = r2["later"]
+    ok_at = [t for e, _, t in later if e == 0]
+    fails = [e for e, _, _ in later if e != 0]
+    print("measured: after listen(): %d fast failures, first success %.3f s after the trip; "
+          "listener accepted %d" % (len(fails), ok_at[0] if ok_at else -1, closed.count()))
+    check(set(fails) <= {EHOSTUNREACH}, "until the probe every connect fails fast (%s)" % set(fails))
+    check(bool(ok_at) and 2.0 <= ok_at[0] <= 2.0 + 0.02 + 0.5,
+          "connects succeed again after open (2 s) + one probe (%.3f s)" % (ok_at[0] if ok_at else -1))
+    check(r2["after"] == [0, 0, 0], "closed again: the next connects succeed")
+    check(closed.count() == 4, "nothing reached the port while open: it accepted the probe and "
+          "the 3 after it only (%d)" % closed.count())
+    for what in ("closed -> open", "open -> half-open", "half-open -> closed"):
+        check(what in err, "SLUICE_LOG=info logs '%s'" % what)
+    check(("to 127.0.0.1:%d" % closed.port) in err, "the log names the destination")
+
+
+NONBLOCK = r'''
+import errno, json, select, socket, sys, time
+port = int(sys.argv[1])
+out = []
+for _ in range(7):
+    s = socket.socket(); s.setblocking(False)
+    t = time.monotonic()
+    e = s.connect_ex(("127.0.0.1", port))
+    first = e
+    if e == errno.EINPROGRESS:
+        select.select([], [s], [], 5)
+        e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    out.append((first, e, time.monotonic() - t))
+    s.close()
+print(json.dumps(out))
+'''
+
+
+def test_nonblocking():
+    closed = Closed()
+    env = child_env({"SLUICE_BREAK": "errors=5,window=2s,open=2s,errno=EHOSTUNREACH"})
+    p = subprocess.run([sys.executable, "-c", NONBLOCK, str(closed.port)], env=env,
+                       capture_output=True, text=True, timeout=30)
+    out = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None
+    check(out is not None, "non-blocking child ran: %s" % p.stderr[-300:])
+    if not out:
+        return
+    print("measured: non-blocking (connect, SO_ERROR): %s" % [(a, b) for a, b, _ in out])
+    check(all(b == ECONNREFUSED for _, b, _ in out[:5]), "5 real failures (seen in SO_ERROR)")
+    check(any(a == 115 for a, _, _ in out[:5]), "at least one went through EINPROGRESS + SO_ERROR")
+    check(all(a == EHOSTUNREACH and d < 50e-6 for a, _, d in out[5:]),
+          "then connect fails at once with EHOSTUNREACH")
+
+
+RATIO = r'''
+import json, socket, sys
+closed, good = int(sys.argv[1]), int(sys.argv[2])
+out = []
+for i in range(10):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", good if i % 2 == 0 else closed)); out.append(0)
+    except OSError as x:
+        out.append(x.errno)
+    s.close()
+print(json.dumps(out))
+'''
+
+
+def test_ratio():
+    closed, good = Closed(), Open()
+    stats = tempfile.NamedTemporaryFile(prefix="sluice-brk-%d-" % os.getpid(), suffix=".json",
+                                        delete=False)
+    stats.close()
+    env = child_env({"SLUICE_BREAK": "errors=50%,min=6,window=10s,open=5s,per=process",
+                     "SLUICE_STATS": stats.name})
+    p = subprocess.run([sys.executable, "-c", RATIO, str(closed.port), str(good.port)], env=env,
+                       capture_output=True, text=True, timeout=30)
+    out = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None
+    check(out is not None, "ratio child ran: %s" % p.stderr[-300:])
+    time.sleep(0.2)
+    if out:
+        print("measured: errors=50%%,min=6,per=process, good/closed alternating: %s; the good "
+              "one accepted %d" % (out, good.count()))
+        check(out[:6] == [0, ECONNREFUSED] * 3, "6 real attempts, 3 failed")
+        check(out[6:] == [ECONNREFUSED] * 4, "then open: even the good destination is refused")
+        check(good.count() == 3, "the good destination saw only the 3 before it opened (%d)"
+              % good.count())
+    with open(stats.name) as f:
+        lines = [json.loads(l) for l in f if l.strip()]
+    os.unlink(stats.name)
+    brk = lines[-1].get("breakers", [{}])[0] if lines else {}
+    print("measured: SLUICE_STATS breakers: %r" % brk)
+    check(brk.get("breaker") == "break:errors=50%,min=6,per=process" and
+          brk.get("attempts") == 6 and brk.get("failures") == 3 and brk.get("fast_fails") == 4 and
+          brk.get("trips") == 1, "SLUICE_STATS has the breaker's counters")
+
+
+def main():
+    test_count()
+    test_nonblocking()
+    test_ratio()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
