@@ -80,6 +80,15 @@ int sl__cli_preload_join(const char *old, const char *lib, char *out, size_t out
 /* Map a file of `size` bytes after checking owner, mode and size. NULL with
  * a reason in *why. With fdp, the fd stays open in *fdp (for flock). */
 void *sl__cli_shm_map(const char *path, size_t size, bool writable, int *fdp, const char **why);
+/* The breakers of pid (stat_break.c): its /dev/shm breaker file, checked,
+ * or NULL if it has none; shown in each of stat's formats. */
+struct sl_shm_break;
+const struct sl_shm_break *sl__cli_break_open(int pid);
+void sl__cli_break_close(const struct sl_shm_break *b);
+void sl__cli_break_text(FILE *out, const struct sl_shm_break *b);
+void sl__cli_break_json(FILE *out, const struct sl_shm_break *b);
+void sl__cli_break_prom(FILE *out, int n, const int *pids, const char *const *programs,
+			const struct sl_shm_break *const *brks);
 /* The stats record of pid, checked; a record of a dead process is removed
  * (why = "gone"). */
 struct sl_shm_stat *sl__cli_record_open(int pid, bool writable, int *fdp, const char **why);

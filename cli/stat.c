@@ -141,7 +141,8 @@ static void prom_str(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v)
+static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
+		       const struct sl_shm_break *brk)
 {
 	fprintf(out, "pid %u  %s%s\n", r->pid, r->program, r->active ? "" : "  (inactive)");
 	for (uint32_t i = 0; i < r->n_rules; i++) {
@@ -163,10 +164,11 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 			fprintf(out, "    warm-up: stored %llu  rate %.6g/s\n",
 				(unsigned long long)x->stored, x->rate);
 	}
+	sl__cli_break_text(out, brk);
 }
 
 static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
-		       bool first)
+		       const struct sl_shm_break *brk, bool first)
 {
 	fprintf(out, "%s{\"pid\":%u,\"program\":", first ? "" : ",", r->pid);
 	json_str(out, r->program);
@@ -195,7 +197,9 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 		else
 			fputs(",\"warmup\":null}", out);
 	}
-	fputs("]}", out);
+	fputc(']', out);
+	sl__cli_break_json(out, brk);
+	fputc('}', out);
 }
 
 /* Prometheus metric families: name, type, help, counter index (-1: available). */
@@ -253,6 +257,9 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 	static struct sl_shm_stat *recs[MAX_PROCS];
 	static struct rule_view views[MAX_PROCS][SL_MAX_RULES];
 	static struct rule_view *vptr[MAX_PROCS];
+	static const struct sl_shm_break *brks[MAX_PROCS];
+	static int bpids[MAX_PROCS];
+	static const char *progs[MAX_PROCS];
 	int n = 0, npids = only_pid ? 1 : sl__cli_record_pids(pids, MAX_PROCS);
 	if (only_pid)
 		pids[0] = only_pid;
@@ -271,23 +278,29 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 		for (uint32_t i = 0; i < r->n_rules; i++)
 			view_rule(r, i, &views[n][i]);
 		vptr[n] = views[n];
+		brks[n] = sl__cli_break_open(pids[p]);
+		bpids[n] = pids[p];
+		progs[n] = r->program;
 		recs[n++] = r;
 	}
 	if (fmt == FMT_JSON) {
 		fputs("{\"processes\":[", out);
 		for (int p = 0; p < n; p++)
-			print_json(out, recs[p], views[p], p == 0);
+			print_json(out, recs[p], views[p], brks[p], p == 0);
 		fputs("]}\n", out);
 	} else if (fmt == FMT_PROM) {
 		print_prom(out, n, recs, vptr);
+		sl__cli_break_prom(out, n, bpids, progs, brks);
 	} else {
 		if (n == 0)
 			fputs("no process of this user is running sluice\n", out);
 		for (int p = 0; p < n; p++)
-			print_text(out, recs[p], views[p]);
+			print_text(out, recs[p], views[p], brks[p]);
 	}
-	for (int p = 0; p < n; p++)
+	for (int p = 0; p < n; p++) {
+		sl__cli_break_close(brks[p]);
 		sl__cli_record_close(recs[p]);
+	}
 	fflush(out);
 	return 0;
 }

@@ -220,3 +220,15 @@ const char *sl_breaker_state_name(enum sl_brk_state s)
 	}
 	return "unknown";
 }
+
+/* sl_breaker_validate - true if b's parameters are ones init accepts and
+ * derives, so that using a (possibly foreign) breaker cannot divide by
+ * zero or misbehave. Read-only. */
+bool sl_breaker_validate(const struct sl_breaker *b)
+{
+	struct sl_breaker ref;
+	if (!sl_breaker_init(&ref, b->window_ns, b->open_ns, b->errors, b->ratio_pct, b->min, 0))
+		return false;
+	return ref.bucket_ns == b->bucket_ns && st_of(atomic_load_explicit(
+							     &b->state, memory_order_relaxed)) <= SL_BRK_HALF_OPEN;
+}

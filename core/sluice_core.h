@@ -506,6 +506,8 @@ void sl_breaker_report(struct sl_breaker *b, uint64_t now_ns, bool failure, bool
 		       enum sl_brk_change *change);
 void sl_breaker_view(const struct sl_breaker *b, uint64_t now_ns, struct sl_brk_view *v);
 const char *sl_breaker_state_name(enum sl_brk_state s);
+/* True if a (possibly foreign) breaker's parameters are self-consistent. */
+bool sl_breaker_validate(const struct sl_breaker *b);
 
 /* Human-readable name of a status/kind, for messages ("ok", "token", ...). */
 const char *sl_status_name(enum sl_status s);

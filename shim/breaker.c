@@ -5,7 +5,9 @@
  * Each break rule has one breaker (per=process) or one per destination
  * address and port (per=peer, the default: a table of SL_BRK_PEERS
  * breakers, claimed by a CAS on the key's 64-bit hash; a full table leaves
- * further destinations unbroken, logged once). A connect that a matching
+ * further destinations unbroken, logged once). The breakers live in
+ * /dev/shm/sluice-UID-break-PID (shm_break.h), which `sluice stat` reads;
+ * a fork child shares its parent's. A connect that a matching
  * breaker refuses fails at once with the rule's errno and makes no system
  * call; otherwise it goes to the rules' connect (socket.c) and its outcome
  * is reported:
@@ -26,6 +28,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -33,21 +38,14 @@
 
 #include "breaker.h"
 #include "internal.h"
+#include "shm_break.h"
 
-#define SL_BRK_PEERS 256u
+#define SL_BRK_PEERS SL_SHM_BREAK_PEERS
 #define SL_BRK_FDS 65536u
-
-struct sl_brk_peer {
-	_Atomic uint64_t key; /* hash of the destination | 1; 0 = free */
-	struct sl_addr addr;  /* for logs, written by the claimer */
-	struct sl_breaker b;
-};
 
 struct sl_brk_rule {
 	struct sl_break spec;
-	char text[SL_RULE_TEXT_MAX];
-	struct sl_breaker proc;    /* per=process */
-	struct sl_brk_peer *peers; /* per=peer: [SL_BRK_PEERS] */
+	struct sl_shm_break_rule *sh; /* its breakers, in sl_brk_shm */
 	_Atomic int full_logged;
 };
 
@@ -63,6 +61,51 @@ uint32_t sl__break_n;
 __thread int sl__break_refused __attribute__((tls_model("initial-exec")));
 static struct sl_brk_rule sl_brk[SL_MAX_BREAKS];
 static struct sl_brk_pend *sl_brk_pend; /* [SL_BRK_FDS], mapped once */
+/* The breakers: /dev/shm/sluice-UID-break-PID (for `sluice stat`), or
+ * private memory if the file cannot be made. */
+static struct sl_shm_break *sl_brk_shm;
+static bool sl_brk_is_file;
+static pid_t sl_brk_owner; /* the process that created the file */
+
+static void sl_brk_path(char *out, size_t cap, int pid)
+{
+	snprintf(out, cap, SL_SHM_BREAK_FMT, (unsigned)getuid(), pid);
+}
+
+/* Map this process's breaker file, fresh (as shm.c does for the record),
+ * else private memory. */
+static struct sl_shm_break *sl_brk_map(void)
+{
+	char path[128];
+	sl_brk_path(path, sizeof(path), (int)getpid());
+	unlink(path);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		void *m = MAP_FAILED;
+		if (ftruncate(fd, sizeof(struct sl_shm_break)) == 0)
+			m = mmap(NULL, sizeof(struct sl_shm_break), PROT_READ | PROT_WRITE, MAP_SHARED,
+				 fd, 0);
+		SL_REAL(close)(fd);
+		if (m != MAP_FAILED) {
+			sl_brk_is_file = true;
+			sl_brk_owner = getpid();
+			return m;
+		}
+		unlink(path);
+	}
+	sl_brk_is_file = false;
+	return sl__map(sizeof(struct sl_shm_break));
+}
+
+/* Remove the file at exit (only its creator: a fork child shares it). */
+__attribute__((destructor)) static void sl_brk_fini(void)
+{
+	if (!sl_brk_is_file || getpid() != sl_brk_owner)
+		return;
+	char path[128];
+	sl_brk_path(path, sizeof(path), (int)getpid());
+	unlink(path);
+}
 
 int sl__break_init_unsync(const struct sl_policy *p, uint64_t now_ns)
 {
@@ -71,39 +114,48 @@ int sl__break_init_unsync(const struct sl_policy *p, uint64_t now_ns)
 		return 0;
 	if (sl_brk_pend == NULL)
 		sl_brk_pend = sl__map(sizeof(struct sl_brk_pend) * SL_BRK_FDS);
-	if (sl_brk_pend == NULL) {
+	if (sl_brk_shm == NULL)
+		sl_brk_shm = sl_brk_map();
+	if (sl_brk_pend == NULL || sl_brk_shm == NULL) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the breakers: %s", strerror(errno));
 		return -1;
 	}
 	memset(sl_brk_pend, 0, sizeof(struct sl_brk_pend) * SL_BRK_FDS);
+	struct sl_shm_break *h = sl_brk_shm;
+	/* Relaxed: unpublished until the magic below. */
+	h->magic = 0;
 	for (uint32_t i = 0; i < p->n_breaks && i < SL_MAX_BREAKS; i++) {
 		struct sl_brk_rule *r = &sl_brk[i];
 		const struct sl_break *s = &p->breaks[i];
 		r->spec = *s;
-		sl_break_format(s, r->text, sizeof(r->text));
+		r->sh = &h->rules[i];
+		sl_break_format(s, r->sh->text, sizeof(r->sh->text));
+		r->sh->scope = s->scope;
 		atomic_store_explicit(&r->full_logged, 0, memory_order_relaxed);
-		bool ok = sl_breaker_init(&r->proc, s->window_ns, s->open_ns, s->errors,
+		bool ok = sl_breaker_init(&r->sh->proc, s->window_ns, s->open_ns, s->errors,
 					  s->ratio_pct, s->min, now_ns);
-		if (ok && s->scope == SL_SCOPE_PEER) {
-			if (r->peers == NULL)
-				r->peers = sl__map(sizeof(struct sl_brk_peer) * SL_BRK_PEERS);
-			if (r->peers == NULL) {
-				sl_log(SL_LOG_ERROR, "cannot map memory for the breakers: %s",
-				       strerror(errno));
-				return -1;
-			}
-			for (unsigned k = 0; k < SL_BRK_PEERS && ok; k++) {
-				atomic_store_explicit(&r->peers[k].key, 0, memory_order_relaxed);
-				ok = sl_breaker_init(&r->peers[k].b, s->window_ns, s->open_ns,
-						     s->errors, s->ratio_pct, s->min, now_ns);
-			}
+		for (unsigned k = 0; k < SL_BRK_PEERS && ok; k++) {
+			struct sl_shm_break_peer *e = &r->sh->peers[k];
+			atomic_store_explicit(&e->key, 0, memory_order_relaxed);
+			atomic_store_explicit(&e->ready, 0, memory_order_relaxed);
+			ok = sl_breaker_init(&e->b, s->window_ns, s->open_ns, s->errors,
+					     s->ratio_pct, s->min, now_ns);
 		}
 		if (!ok) {
 			sl_log(SL_LOG_ERROR, "breaker %u (%s): the core refuses its parameters", i + 1,
-			       r->text);
+			       r->sh->text);
 			return -1;
 		}
 	}
+	h->version = SL_SHM_BREAK_VERSION;
+	h->size = sizeof(*h);
+	h->pid = (uint32_t)getpid();
+	h->uid = (uint32_t)getuid();
+	h->n = p->n_breaks;
+	/* Release: `sluice stat` sees everything above once it sees the
+	 * magic (its acquire fence after mapping). */
+	atomic_thread_fence(memory_order_release);
+	h->magic = SL_SHM_MAGIC_BREAK;
 	sl__break_n = p->n_breaks;
 	return 0;
 }
@@ -124,10 +176,10 @@ static uint64_t sl_brk_hash(const struct sl_addr *a)
 static struct sl_breaker *sl_brk_of(struct sl_brk_rule *r, const struct sl_addr *a)
 {
 	if (r->spec.scope != SL_SCOPE_PEER)
-		return &r->proc;
+		return &r->sh->proc;
 	const uint64_t h = sl_brk_hash(a);
 	for (unsigned k = 0; k < SL_BRK_PEERS; k++) {
-		struct sl_brk_peer *e = &r->peers[(h + k) % SL_BRK_PEERS];
+		struct sl_shm_break_peer *e = &r->sh->peers[(h + k) % SL_BRK_PEERS];
 		/* Acquire: pairs with the claim below (the address for logs). */
 		uint64_t cur = atomic_load_explicit(&e->key, memory_order_acquire);
 		if (cur == 0) {
@@ -136,7 +188,11 @@ static struct sl_breaker *sl_brk_of(struct sl_brk_rule *r, const struct sl_addr 
 			if (atomic_compare_exchange_strong_explicit(&e->key, &cur, h,
 								    memory_order_acq_rel,
 								    memory_order_acquire)) {
-				e->addr = *a;
+				e->family = a->family;
+				e->port = a->port;
+				memcpy(e->addr, a->addr, sizeof(e->addr));
+				/* Release: the address, for logs and stat. */
+				atomic_store_explicit(&e->ready, 1, memory_order_release);
 				return &e->b;
 			}
 		}
@@ -145,7 +201,7 @@ static struct sl_breaker *sl_brk_of(struct sl_brk_rule *r, const struct sl_addr 
 	}
 	if (atomic_exchange_explicit(&r->full_logged, 1, memory_order_relaxed) == 0)
 		sl_log(SL_LOG_WARN, "breaker (%s): more than %u destinations; further ones are not "
-				    "broken", r->text, SL_BRK_PEERS);
+				    "broken", r->sh->text, SL_BRK_PEERS);
 	return NULL;
 }
 
@@ -192,20 +248,20 @@ static void sl_brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b
 	switch (ch) {
 	case SL_BRK_OPENED:
 		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: closed -> open for %.3f s (%llu of %llu "
-				    "connects failed in the window)", i + 1, r->text, dst, open_s,
+				    "connects failed in the window)", i + 1, r->sh->text, dst, open_s,
 		       (unsigned long long)v.failures, (unsigned long long)v.attempts);
 		break;
 	case SL_BRK_PROBING:
 		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: open -> half-open (one probe connect)", i + 1,
-		       r->text, dst);
+		       r->sh->text, dst);
 		break;
 	case SL_BRK_CLOSED_AGAIN:
 		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: half-open -> closed (the probe connected)",
-		       i + 1, r->text, dst);
+		       i + 1, r->sh->text, dst);
 		break;
 	case SL_BRK_REOPENED:
 		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: half-open -> open for %.3f s (the probe "
-				    "failed)", i + 1, r->text, dst, open_s);
+				    "failed)", i + 1, r->sh->text, dst, open_s);
 		break;
 	case SL_BRK_NO_CHANGE:
 		break;
@@ -222,10 +278,13 @@ static void sl_brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *co
 		sl_breaker_report(bs[i], now, failure, (probes >> i) & 1, &ch);
 		/* The destination is only for the log line: find it back. */
 		struct sl_addr a = { 0 };
-		if (sl_brk[i].spec.scope == SL_SCOPE_PEER && sl_brk[i].peers != NULL) {
-			const struct sl_brk_peer *e = (const struct sl_brk_peer *)(const void *)(
-				(const char *)bs[i] - offsetof(struct sl_brk_peer, b));
-			a = e->addr;
+		if (sl_brk[i].spec.scope == SL_SCOPE_PEER) {
+			const struct sl_shm_break_peer *e =
+				(const struct sl_shm_break_peer *)(const void *)(
+					(const char *)bs[i] - offsetof(struct sl_shm_break_peer, b));
+			a.family = e->family;
+			a.port = e->port;
+			memcpy(a.addr, e->addr, sizeof(a.addr));
 		}
 		sl_brk_log(i, &a, bs[i], ch, now);
 	}
@@ -364,10 +423,10 @@ void sl__break_soerror(int fd, int err)
 /* Sum of one rule's counters over its breakers. */
 static void sl_brk_sum(const struct sl_brk_rule *r, uint64_t c[5])
 {
-	const struct sl_breaker *one = &r->proc;
+	const struct sl_breaker *one = &r->sh->proc;
 	const unsigned n = r->spec.scope == SL_SCOPE_PEER ? SL_BRK_PEERS : 1;
 	for (unsigned k = 0; k < n; k++) {
-		const struct sl_breaker *b = r->spec.scope == SL_SCOPE_PEER ? &r->peers[k].b : one;
+		const struct sl_breaker *b = r->spec.scope == SL_SCOPE_PEER ? &r->sh->peers[k].b : one;
 		/* Relaxed: counters for a report. */
 		c[0] += atomic_load_explicit(&b->attempts, memory_order_relaxed);
 		c[1] += atomic_load_explicit(&b->failures, memory_order_relaxed);
@@ -393,7 +452,7 @@ size_t sl__break_stats_json(char *buf, size_t len)
 				      "%s{\"index\":%u,\"breaker\":\"%s\",\"attempts\":%llu,"
 				      "\"failures\":%llu,\"fast_fails\":%llu,\"probes\":%llu,"
 				      "\"trips\":%llu}",
-				      i ? "," : "", i + 1, sl_brk[i].text, (unsigned long long)c[0],
+				      i ? "," : "", i + 1, sl_brk[i].sh->text, (unsigned long long)c[0],
 				      (unsigned long long)c[1], (unsigned long long)c[2],
 				      (unsigned long long)c[3], (unsigned long long)c[4]);
 	}

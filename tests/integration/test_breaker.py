@@ -222,8 +222,60 @@ def test_ratio():
           brk.get("trips") == 1, "SLUICE_STATS has the breaker's counters")
 
 
+STAT_CHILD = r'''
+import socket, sys
+port = int(sys.argv[1])
+for _ in range(6):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", port))
+    except OSError:
+        pass
+    s.close()
+print("tripped", flush=True)
+sys.stdin.read()
+'''
+
+
+def test_stat():
+    from test_shim_lib import BUILD, ROOT
+    sluice = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "sluice")
+    closed = Closed()
+    env = child_env({"SLUICE_BREAK": "errors=5,window=1s,open=20s"})
+    p = subprocess.Popen([sys.executable, "-c", STAT_CHILD, str(closed.port)], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    check(p.stdout.readline().strip() == "tripped", "stat child tripped its breaker")
+    pid = str(p.pid)
+    js = subprocess.run([sluice, "stat", "--json", pid], capture_output=True, text=True, timeout=30)
+    txt = subprocess.run([sluice, "stat", pid], capture_output=True, text=True, timeout=30)
+    prom = subprocess.run([sluice, "stat", "--prometheus", pid], capture_output=True, text=True,
+                          timeout=30)
+    path = "/dev/shm/sluice-%d-break-%d" % (os.getuid(), p.pid)
+    existed = os.path.exists(path)
+    p.stdin.close()
+    p.wait(timeout=30)
+    time.sleep(0.1)
+    doc = json.loads(js.stdout) if js.returncode == 0 else {}
+    brk = (doc.get("processes") or [{}])[0].get("breakers", [{}])
+    b = brk[0] if brk else {}
+    st = (b.get("states") or [{}])[0]
+    print("measured: stat --json breaker: %r" % b)
+    check(b.get("breaker") == "break:errors=5,window=1s,open=20s" and b.get("trips") == 1 and
+          b.get("fast_fails") == 1 and b.get("failures") == 5, "stat --json: the breaker's counters")
+    check(st.get("peer") == "127.0.0.1:%d" % closed.port and st.get("state") == "open" and
+          st.get("failures") == 5 and 0 < st.get("probe_in_ns", 0) <= 20e9,
+          "stat --json: destination, state open, 5 failures in the window, time to the probe")
+    check("open  failures 5 of 5 in the window  next probe in" in txt.stdout,
+          "stat text shows the state and the next probe: %r" % txt.stdout[-300:])
+    check(('sluice_breaker_state{pid="%s"' % pid) in prom.stdout and
+          "sluice_breaker_trips_total" in prom.stdout, "stat --prometheus has the breaker families")
+    check(existed and not os.path.exists(path), "the breaker file exists while the process runs "
+          "and is removed at exit")
+
+
 def main():
     test_count()
+    test_stat()
     test_nonblocking()
     test_ratio()
     finish()
