@@ -148,7 +148,7 @@ static void usage(FILE *out)
 	      "  --conns SPEC    limit open connections        e.g. --conns 4\n"
 	      "  --rules RULES   OP:SPEC rules separated by ';'\n"
 	      "                                  e.g. --rules 'connect:5/s;recv:1MiB/s'\n"
-	      "  --break SPEC    circuit breaker on connect: fail fast while a destination fails\n"
+	      "  --break SPEC    circuit breaker on connect: fail fast while a peer fails\n"
 	      "                                  e.g. --break errors=5,window=10s,open=5s\n"
 	      "  --stats PATH    write counters to PATH when the program exits (%p: the pid)\n"
 	      "                                  e.g. --stats /tmp/sluice-%p.json\n"
