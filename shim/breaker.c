@@ -9,7 +9,7 @@
  * /dev/shm/sluice-UID-break-PID (shm_break.h), which `sluice stat` reads;
  * a fork child shares its parent's. A connect that a matching
  * breaker refuses fails at once with the rule's errno and makes no system
- * call; otherwise it goes to the rules' connect (socket.c) and its outcome
+ * call; otherwise it goes to the rules' connect (connect.c) and its outcome
  * is reported:
  *   - success: connect returned 0, or a non-blocking connect's
  *     getsockopt(SO_ERROR) gave 0 on an established socket; a connect
@@ -36,9 +36,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "addr.h"
 #include "breaker.h"
+#include "clock.h"
+#include "connect.h"
 #include "internal.h"
+#include "log.h"
+#include "real.h"
 #include "shm_break.h"
+#include "state.h"
 
 #define SL_BRK_PEERS SL_SHM_BREAK_PEERS
 #define SL_BRK_FDS 65536u
@@ -325,7 +331,7 @@ static bool sl_brk_still_pending(int fd, uint64_t now)
 int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
 	if (sl__busy || !sl__st.active)
-		return sl__connect_rules(fd, sa, len);
+		return sl__connect(fd, sa, len);
 	const int saved = errno;
 	struct sl_addr dst;
 	sl__addr_from(&dst, sa, len);
@@ -336,7 +342,7 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	uint64_t now = sl__clock_ns();
 	if (fam == 0 || sl_brk_still_pending(fd, now)) {
 		errno = saved;
-		return sl__connect_rules(fd, sa, len);
+		return sl__connect(fd, sa, len);
 	}
 	struct sl_breaker *bs[SL_MAX_BREAKS] = { 0 };
 	uint32_t rules = 0, probes = 0;
@@ -362,7 +368,7 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 	sl__break_refused = 0;
 	errno = saved;
-	const int r = sl__connect_rules(fd, sa, len);
+	const int r = sl__connect(fd, sa, len);
 	const int e = errno;
 	if (rules == 0) {
 		errno = e;

@@ -17,11 +17,9 @@ extern uint32_t sl__break_n;
  * refusal by sluice is not taken for the destination's failure). */
 extern __thread int sl__break_refused __attribute__((tls_model("initial-exec")));
 
-/* The rules' connect (socket.c), which the breakers wrap. */
-int sl__connect_rules(int fd, const struct sockaddr *sa, socklen_t len);
 /* connect under the breakers: fails at once (no system call) while a
- * matching breaker is open, otherwise sl__connect_rules and the outcome
- * counted. errno as the call's. */
+ * matching breaker is open, otherwise the rules' connect (sl__connect,
+ * connect.c) and its outcome counted. errno as the call's. */
 int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len);
 /* getsockopt(SO_ERROR) of fd gave err to the program: the outcome of its
  * non-blocking connect, if one is pending. errno is preserved. */

@@ -30,7 +30,10 @@
 #include <unistd.h>
 
 #include "breaker.h"
-#include "internal.h"
+#include "log.h"
+#include "real.h"
+#include "state.h"
+#include "stats.h"
 
 void sl__stats_reset(void)
 {
