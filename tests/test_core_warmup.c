@@ -362,6 +362,32 @@ static void test_warmup_against_reference(void **state)
 	run_against_ref(7, 3 * SEC, 1, 10 * SEC, 2, 1, 900 * MS, 4);
 }
 
+/* A retune (sluice set) keeps the state: the schedule's debt in units, and
+ * the stored permits as the same fraction of the new M (Guava's setRate). */
+static void test_warmup_retune(void **state)
+{
+	(void)state;
+	struct sl_tunable t;
+	struct sl_params p = warm_params(100, SEC, 1, 2 * SEC, 3);
+	assert_int_equal(sl_tunable_init(&t, &p, T0), SL_OK);
+	/* 100 units from cold: stored 100 of 200, schedule 2 s ahead. */
+	for (int k = 0; k < 100; k++)
+		assert_int_equal(sl_limiter_acquire(&t.head, 1, T0, RESERVE).verdict, SL_ADMIT);
+	/* 200/s: T = 200, M = 400; half of M stored = 200 = T, so the next
+	 * units cost the new S (5 ms), after a debt of 200 units x 5 ms = 1 s. */
+	struct sl_params q = warm_params(200, SEC, 1, 2 * SEC, 3);
+	assert_int_equal(sl_tunable_retune(&t, &q, T0), SL_OK);
+	assert_true(sl_tunable_validate(&t));
+	const struct sl_limiter *cur = sl_tunable_current(&t);
+	assert_int_equal(cur->kind, SL_KIND_WARMUP);
+	assert_int_equal(sl_warmup_stored(&cur->u.warm, T0), 200);
+	expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, SEC);
+	expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, SEC + 5 * MS);
+	/* Another kind is refused. */
+	struct sl_params tok = { .kind = SL_KIND_TOKEN, .amount = 100, .period_ns = SEC, .burst = 1 };
+	assert_int_equal(sl_tunable_retune(&t, &tok, T0), SL_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -373,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_warmup_charge_refund),
 		cmocka_unit_test(test_warmup_init_errors),
 		cmocka_unit_test(test_warmup_against_reference),
+		cmocka_unit_test(test_warmup_retune),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
