@@ -12,15 +12,15 @@
  * call; otherwise it goes to the rules' connect (connect.c) and its outcome
  * is reported:
  *   - success: connect returned 0, or a non-blocking connect's
- *     getsockopt(SO_ERROR) gave 0 on an established socket; a connect
+ *     getsockopt(SO_ERROR) gave 0 on a socket past SYN_SENT; a connect
  *     slower than slow= counts as a failure instead (for a non-blocking
  *     one, until the program looked at SO_ERROR);
  *   - failure: ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, ENETUNREACH or
  *     ECONNRESET, returned by connect or given by SO_ERROR later;
  *   - neither: any other error, a refusal by sluice's own rate or conns
  *     rules, or a non-blocking connect whose outcome the program never
- *     asked for (if the fd is connected again, its TCP state tells: an
- *     established socket counts as a success). A probe that ends this way
+ *     asked for (if the fd is connected again, its TCP state tells: a
+ *     socket past SYN_SENT, not closed, counts as a success). A probe that ends this way
  *     is replaced after open= (the core's lost probe).
  * Non-blocking outcomes are tracked for fds below SL_BRK_FDS.
  *
@@ -323,7 +323,9 @@ static bool sl_brk_still_pending(int fd, uint64_t now)
 	if (st == TCP_SYN_SENT)
 		return true;
 	const uint32_t rules = atomic_exchange_explicit(&pd->rules, 0, memory_order_acq_rel);
-	if (rules != 0 && st == TCP_ESTABLISHED)
+	/* Past SYN_SENT and not closed: it connected (a fresh socket on a
+	 * reused fd number, or a failed connect, is TCP_CLOSE). */
+	if (rules != 0 && st != TCP_CLOSE && st != TCP_SYN_SENT)
 		sl_brk_report(rules, pd->probes, pd->b, false, now);
 	return false;
 }
@@ -406,8 +408,9 @@ void sl__break_soerror(int fd, int err)
 	/* Acquire: pairs with the release store in sl__break_connect. */
 	if (atomic_load_explicit(&pd->rules, memory_order_acquire) == 0)
 		return;
-	/* 0 is also what a connect still in progress reports. */
-	if (err == 0 && sl_brk_tcp_state(fd) != TCP_ESTABLISHED)
+	/* 0 is also what a connect still in progress reports (SYN_SENT);
+	 * past it (established, or already closed by the peer) it connected. */
+	if (err == 0 && sl_brk_tcp_state(fd) == TCP_SYN_SENT)
 		return;
 	if (err != 0 && !sl_brk_failure_errno(err)) {
 		atomic_store_explicit(&pd->rules, 0, memory_order_relaxed);

@@ -273,8 +273,44 @@ def test_stat():
           "and is removed at exit")
 
 
+SLOW = r'''
+import errno, json, select, socket, sys, time
+port = int(sys.argv[1])
+out = []
+for _ in range(4):
+    s = socket.socket(); s.setblocking(False)
+    t = time.monotonic()
+    e = s.connect_ex(("127.0.0.1", port))
+    if e == errno.EINPROGRESS:
+        select.select([], [s], [], 5)
+        time.sleep(0.03)  # the program looks at the outcome 30 ms later
+        e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    out.append((e, time.monotonic() - t))
+    s.close()
+print(json.dumps(out))
+'''
+
+
+def test_slow():
+    good = Open()
+    env = child_env({"SLUICE_BREAK": "errors=2,slow=10ms,open=5s"})
+    p = subprocess.run([sys.executable, "-c", SLOW, str(good.port)], env=env,
+                       capture_output=True, text=True, timeout=30)
+    out = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None
+    check(out is not None, "slow child ran: %s" % p.stderr[-300:])
+    if not out:
+        return
+    print("measured: slow=10ms, outcome seen 30 ms after the connect: %s; server accepted %d"
+          % ([e for e, _ in out], good.count()))
+    check([e for e, _ in out[:2]] == [0, 0], "the first two connect (slowly)")
+    check([e for e, _ in out[2:]] == [ECONNREFUSED, ECONNREFUSED],
+          "two slow connects open an errors=2,slow=10ms breaker: the next fail at once")
+    check(good.count() == 2, "only the two slow ones reached the server (%d)" % good.count())
+
+
 def main():
     test_count()
+    test_slow()
     test_stat()
     test_nonblocking()
     test_ratio()
