@@ -85,6 +85,7 @@ void *sl__cli_shm_map(const char *path, size_t size, bool writable, int *fdp, co
 struct sl_shm_break;
 const struct sl_shm_break *sl__cli_break_open(int pid);
 void sl__cli_break_close(const struct sl_shm_break *b);
+void sl__cli_break_sweep(void);
 void sl__cli_break_text(FILE *out, const struct sl_shm_break *b);
 void sl__cli_break_json(FILE *out, const struct sl_shm_break *b);
 void sl__cli_break_prom(FILE *out, int n, const int *pids, const char *const *programs,

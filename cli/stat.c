@@ -261,6 +261,7 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 	static int bpids[MAX_PROCS];
 	static const char *progs[MAX_PROCS];
 	int n = 0, npids = only_pid ? 1 : sl__cli_record_pids(pids, MAX_PROCS);
+	sl__cli_break_sweep();
 	if (only_pid)
 		pids[0] = only_pid;
 	for (int p = 0; p < npids; p++) {
@@ -321,7 +322,9 @@ static void stat_usage(FILE *out)
 	      "  -h, --help         print this help\n"
 	      "\n"
 	      "It reads /dev/shm/sluice-UID-stat-PID, which every process with rules keeps,\n"
-	      "and removes those of processes that died.\n"
+	      "and removes those of processes that died; circuit breakers (SLUICE_BREAK) are\n"
+	      "read from /dev/shm/sluice-UID-break-PID: their counters, and each destination's\n"
+	      "state, failures in the window and time to the next probe.\n"
 	      "Examples: sluice stat\n"
 	      "          sluice stat --json 1234\n"
 	      "          sluice stat --prometheus 1234\n"

@@ -6,7 +6,11 @@
  * (per=peer) or of the process (per=process).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +68,34 @@ const struct sl_shm_break *sl__cli_break_open(int pid)
 		return NULL;
 	}
 	return b;
+}
+
+/* Remove the breaker files of this user's processes that are gone (one that
+ * exec'd a program without the library, or was killed, leaves its file). */
+void sl__cli_break_sweep(void)
+{
+	char prefix[64], path[PATH_MAX];
+	snprintf(prefix, sizeof(prefix), "sluice-%u-break-", (unsigned)getuid());
+	const size_t plen = strlen(prefix);
+	DIR *d = opendir(SL_SHM_DIR);
+	if (d == NULL)
+		return;
+	for (struct dirent *e; (e = readdir(d)) != NULL;) {
+		if (strncmp(e->d_name, prefix, plen) != 0)
+			continue;
+		char *end;
+		const long pid = strtol(e->d_name + plen, &end, 10);
+		if (*end != '\0' || pid <= 0 || pid > 0x7fffffff)
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", SL_SHM_DIR, e->d_name);
+		struct stat st;
+		/* Only regular files of ours, never through a link. */
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == getuid())
+			unlink(path);
+	}
+	closedir(d);
 }
 
 void sl__cli_break_close(const struct sl_shm_break *b)
