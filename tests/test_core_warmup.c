@@ -11,9 +11,26 @@
  *   (k = 0, 1, ...) costs the trapezoid from 200 - k to 199 - k:
  *   29.9 ms - 0.2 ms x k, so the first 100 cost 2990 - 990 = 2000 ms = w.
  */
-#include <math.h>
-
 #include "test_core.h"
+
+/* floor, ceil and fabs of non-huge long doubles without libm (the tests
+ * link no -lm; gcc inlines the builtins, clang calls libm). */
+static long double lfloor(long double x)
+{
+	long double t = (long double)(int64_t)x;
+	return t > x ? t - 1 : t;
+}
+
+static long double lceil(long double x)
+{
+	long double t = (long double)(int64_t)x;
+	return t < x ? t + 1 : t;
+}
+
+static long double labs_ld(long double x)
+{
+	return x < 0 ? -x : x;
+}
 
 #define T0 (5 * SEC) /* the limiter's epoch */
 
@@ -267,8 +284,8 @@ static long double ref_acquire(struct ref *r, uint64_t n, long double now, long 
 		r->stored = s < r->M ? s : r->M;
 		r->next = now;
 	}
-	long double at = n <= r->burst ? r->next - floorl((r->burst - n) * r->S)
-				       : r->next + ceill((n - r->burst) * r->S);
+	long double at = n <= r->burst ? r->next - lfloor((r->burst - n) * r->S)
+				       : r->next + lceil((n - r->burst) * r->S);
 	long double wait = at > now ? at - now : 0;
 	if (force == 0 || (force < 0 && wait > max_wait))
 		return -1 - wait;
@@ -318,7 +335,7 @@ static void run_against_ref(uint64_t amount, uint64_t period, uint64_t burst, ui
 		struct ref probe = r;
 		const long double rw = -1 - ref_acquire(&probe, n, t, 0, 0); /* wait only */
 		const long double lim = mw == RESERVE ? 1e30L : (long double)mw;
-		if (fabsl(rw - lim) <= tol || (rw <= tol && mw == POLICE)) {
+		if (labs_ld(rw - lim) <= tol || (rw <= tol && mw == POLICE)) {
 			/* At the boundary: follow the core. */
 			if (d.verdict == SL_ADMIT)
 				ref_acquire(&r, n, t, 0, 1);
@@ -326,12 +343,12 @@ static void run_against_ref(uint64_t amount, uint64_t period, uint64_t burst, ui
 				assert_int_equal(d.verdict, SL_REFUSE);
 		} else if (rw > lim) {
 			assert_int_equal(d.verdict, SL_REFUSE);
-			if (fabsl((long double)(d.wait_ns + mw) - rw) > tol)
+			if (labs_ld((long double)(d.wait_ns + mw) - rw) > tol)
 				fail_msg("op %d: refusal %llu + %llu, reference %.1Lf", i,
 					 (unsigned long long)d.wait_ns, (unsigned long long)mw, rw);
 		} else {
 			assert_int_equal(d.verdict, SL_ADMIT);
-			if (fabsl((long double)d.wait_ns - rw) > tol)
+			if (labs_ld((long double)d.wait_ns - rw) > tol)
 				fail_msg("op %d: wait %llu, reference %.1Lf", i,
 					 (unsigned long long)d.wait_ns, rw);
 			ref_acquire(&r, n, t, 0, 1);
@@ -340,10 +357,10 @@ static void run_against_ref(uint64_t amount, uint64_t period, uint64_t burst, ui
 			admitted++;
 		/* The stored permits and the schedule agree within rounding. */
 		const long double st = (long double)atomic_load(&l.u.warm.stored_q) / 65536;
-		if (fabsl(st - r.stored) > 2.0L / 65536)
+		if (labs_ld(st - r.stored) > 2.0L / 65536)
 			fail_msg("op %d: stored %.6Lf, reference %.6Lf", i, st, r.stored);
 		const long double sc = (long double)atomic_load(&l.u.warm.sched_ns);
-		if (fabsl(sc - r.next) > tol)
+		if (labs_ld(sc - r.next) > tol)
 			fail_msg("op %d: schedule %.1Lf, reference %.1Lf", i, sc, r.next);
 	}
 	assert_true(admitted > 1000);
