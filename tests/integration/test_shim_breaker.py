@@ -17,7 +17,10 @@ other process can take the port; listen() on it later opens it.
   - errors=50%,min=6,per=process: alternating a good and a closed
     destination, the breaker opens at the 6th attempt (3 of 6 failed) and
     then refuses the good destination too.
-  - SLUICE_STATS has the breaker's counters.
+  - SLUICE_STATS has the breaker's counters; sluice stat shows the state.
+  - slow=: non-blocking connects whose outcome is read late count as failed.
+  - curl (an unmodified event-loop client) fetching a closed URL 7 times
+    sees 5 refusals, then EHOSTUNREACH.
 """
 import json
 import os
@@ -308,8 +311,25 @@ def test_slow():
     check(good.count() == 2, "only the two slow ones reached the server (%d)" % good.count())
 
 
+def test_curl():
+    """An unmodified event-loop client: curl connects non-blocking, polls and
+    reads SO_ERROR; one curl fetching the same closed URL 7 times."""
+    closed = Closed()
+    url = "http://127.0.0.1:%d/" % closed.port
+    env = child_env({"SLUICE_BREAK": "errors=5,window=10s,open=5s,errno=EHOSTUNREACH"})
+    p = subprocess.run(["curl", "-sv", "-m", "5"] + [url] * 7, env=env, capture_output=True,
+                       text=True, timeout=60)
+    refused = p.stderr.count("Connection refused")
+    unreach = p.stderr.count("No route to host")
+    print("measured: curl, 7 fetches of a closed port: %d refused, %d no route to host"
+          % (refused, unreach))
+    check(refused == 5 and unreach == 2, "curl: 5 real refusals, then the breaker's "
+          "EHOSTUNREACH")
+
+
 def main():
     test_count()
+    test_curl()
     test_slow()
     test_stat()
     test_nonblocking()
