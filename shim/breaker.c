@@ -408,10 +408,15 @@ void sl__break_soerror(int fd, int err)
 	/* Acquire: pairs with the release store in sl__break_connect. */
 	if (atomic_load_explicit(&pd->rules, memory_order_acquire) == 0)
 		return;
-	/* 0 is also what a connect still in progress reports (SYN_SENT);
-	 * past it (established, or already closed by the peer) it connected. */
-	if (err == 0 && sl_brk_tcp_state(fd) == TCP_SYN_SENT)
-		return;
+	/* 0 is also what a connect still in progress reports (SYN_SENT, or
+	 * CLOSE while a deferred connect waits for its rate slot, ready.c);
+	 * past them (established, or already closed by the peer) it
+	 * connected. */
+	if (err == 0) {
+		const int st = sl_brk_tcp_state(fd);
+		if (st == TCP_SYN_SENT || st == TCP_CLOSE)
+			return;
+	}
 	if (err != 0 && !sl_brk_failure_errno(err)) {
 		atomic_store_explicit(&pd->rules, 0, memory_order_relaxed);
 		return;

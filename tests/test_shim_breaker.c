@@ -202,6 +202,12 @@ static void test_shim_breaker_nonblocking(void **state)
 	assert_int_equal(try_connect(9, &s), EINPROGRESS); /* the probe */
 	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH); /* others fail meanwhile */
 	assert_int_equal(n_connects, 3);
+	/* SO_ERROR 0 on a socket not yet connecting (a deferred connect
+	 * waiting for its rate slot) says nothing yet. */
+	soerror = 0;
+	tcp_state = TCP_CLOSE;
+	assert_int_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
+	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH); /* still half-open */
 	/* It connected; the peer may already have closed (CLOSE_WAIT). */
 	soerror = 0;
 	tcp_state = TCP_CLOSE_WAIT;
