@@ -212,6 +212,13 @@ def test_stat():
     text = subprocess.run([SLUICE, "stat", pid], capture_output=True, text=True, timeout=30)
     prom = subprocess.run([SLUICE, "stat", "--prometheus", pid], capture_output=True,
                           text=True, timeout=30)
+    # sluice set: the rate changes, the warm-up stays (and must be repeated).
+    bad = subprocess.run([SLUICE, "set", pid, "connect:200/s"], capture_output=True, text=True,
+                         timeout=30)
+    ok = subprocess.run([SLUICE, "set", pid, "connect:200/s,warmup=2s"], capture_output=True,
+                        text=True, timeout=30)
+    after = subprocess.run([SLUICE, "stat", "--json", pid], capture_output=True, text=True,
+                           timeout=30)
     p.stdin.close()
     p.wait(timeout=30)
     srv.stop()
@@ -224,6 +231,17 @@ def test_stat():
                if l.startswith("sluice_warmup_")}
     check(set(samples) == {"sluice_warmup_stored", "sluice_warmup_rate"},
           "prometheus has the warm-up gauges: %r" % samples)
+    check(bad.returncode == 2, "sluice set without warmup= is refused (%d: %s)"
+          % (bad.returncode, bad.stderr.strip()))
+    check(ok.returncode == 0, "sluice set connect:200/s,warmup=2s applies: %s" % ok.stdout.strip())
+    r2 = (json.loads(after.stdout) if after.returncode == 0 else {}).get(
+        "processes", [{}])[0].get("rules", [{}])[0]
+    w2 = r2.get("warmup") or {}
+    print("measured: after sluice set: %s %r" % (r2.get("rule"), w2))
+    # The stored fraction carries over: 160 of 200 plus what came back since
+    # (100/s), twice that of 400; a reset would give 400 (cold).
+    check(r2.get("rule") == "connect:200/s,warmup=2s" and 320 <= w2.get("stored", 0) <= 390,
+          "after sluice set the stored permits are the same fraction of the new M (%r)" % w2)
 
 
 def main():
