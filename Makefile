@@ -37,7 +37,9 @@ EXTRA_CFLAGS ?=
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) $(EXTRA_CFLAGS) \
+# The warm-up limiter's 16-byte CAS (core/warmup.c) is cmpxchg16b on x86-64.
+ARCH_CFLAGS := $(if $(filter x86_64%,$(shell $(CC) -dumpmachine)),-mcx16)
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(ARCH_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $(EXTRA_CFLAGS) \
 	-DSL_VERSION='"$(VERSION)"' -Icore -Ipolicy -Ishim
 LDLIBS_ALL := -ldl -pthread
 
@@ -185,7 +187,7 @@ tsan: sanitize
 # tests/fuzz/corpus/NAME (copied, so the tree is never written).
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=all -Icore -Ipolicy
+	-fno-sanitize-recover=all $(ARCH_CFLAGS) -Icore -Ipolicy
 fuzz:
 	@scripts/deps.sh fuzz
 	@mkdir -p $(BUILD)/fuzz

@@ -78,6 +78,16 @@ int sl__cli_preload_join(const char *old, const char *lib, char *out, size_t out
 
 /* ---- shm.c: the shim's segments (shim/segment.h, shim/shm_format.h) ---- */
 
+/* The breakers of pid (stat_break.c): its breaker segment (break-PID), checked,
+ * or NULL if it has none; shown in each of stat's formats. */
+struct sl_shm_break;
+const struct sl_shm_break *sl__cli_break_open(int pid);
+void sl__cli_break_close(const struct sl_shm_break *b);
+void sl__cli_break_sweep(void);
+void sl__cli_break_text(FILE *out, const struct sl_shm_break *b);
+void sl__cli_break_json(FILE *out, const struct sl_shm_break *b);
+void sl__cli_break_prom(FILE *out, int n, const int *pids, const char *const *programs,
+			const struct sl_shm_break *const *brks);
 /* The status record of pid, checked (unmap with sl__cli_record_close); a
  * record of a dead process is removed; why = "gone" if there is none. With
  * fdp, the fd stays open in *fdp (for flock). */

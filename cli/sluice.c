@@ -50,6 +50,7 @@ enum {
 	OPT_RECV = 256 + SL_OP_RECV,
 	OPT_CONNS = 256 + SL_OP_CONNS,
 	OPT_RULES = 512,
+	OPT_BREAK,
 	OPT_STATS,
 	OPT_CHECK,
 	OPT_VERSION,
@@ -67,6 +68,7 @@ static const struct option long_opts[] = {
 	{"recv", required_argument, NULL, OPT_RECV},
 	{"conns", required_argument, NULL, OPT_CONNS},
 	{"rules", required_argument, NULL, OPT_RULES},
+	{"break", required_argument, NULL, OPT_BREAK},
 	{"stats", required_argument, NULL, OPT_STATS},
 	{"verbose", no_argument, NULL, 'v'},
 	{"check", no_argument, NULL, OPT_CHECK},
@@ -149,6 +151,8 @@ static void usage(FILE *out)
 	      "  --conns SPEC    limit open connections        e.g. --conns 4\n"
 	      "  --rules RULES   OP:SPEC rules separated by ';'\n"
 	      "                                  e.g. --rules 'connect:5/s;recv:1MiB/s'\n"
+	      "  --break SPEC    circuit breaker on connect: fail fast while a peer fails\n"
+	      "                                  e.g. --break errors=5,window=10s,open=5s\n"
 	      "  --stats PATH    write counters to PATH when the program exits (%p: the pid)\n"
 	      "                          e.g. --stats \"$XDG_RUNTIME_DIR/sluice-%p.json\"\n"
 	      "  -v, --verbose   print the library and the rules in canonical form to stderr\n"
@@ -255,6 +259,28 @@ static int apply_rate_flag(enum sl_op op, const char *spec)
 	return env_append("SLUICE_RULES", ";", rule_text);
 }
 
+/* --break SPEC: SLUICE_BREAK, or "break:SPEC" appended to SLUICE_RULES when
+ * SLUICE_BREAK is already set to another value (every breaker applies). */
+static int apply_break_flag(const char *spec)
+{
+	char err[SL_ERR_MAX];
+	char rule_text[ENV_VALUE_MAX];
+	struct sl_break b;
+
+	if (sl_break_parse(&b, spec, "--break", err, sizeof(err)) != 0) {
+		fprintf(stderr, "sluice: %s\n", err);
+		return -1;
+	}
+	const char *cur = getenv("SLUICE_BREAK");
+	if (cur == NULL)
+		return setenv("SLUICE_BREAK", spec, 1);
+	if (strcmp(cur, spec) == 0)
+		return 0;
+	if ((size_t)snprintf(rule_text, sizeof(rule_text), "break:%s", spec) >= sizeof(rule_text))
+		return -1;
+	return env_append("SLUICE_RULES", ";", rule_text);
+}
+
 static int apply_rules_flag(const char *rules)
 {
 	char err[SL_ERR_MAX];
@@ -294,6 +320,10 @@ static void print_policy(FILE *out, const char *prefix, const struct sl_policy *
 	fprintf(out, "%slibrary: %s\n", prefix, lib);
 	for (uint32_t i = 0; i < p->n_rules; i++) {
 		sl_rule_format(&p->rules[i], text, sizeof(text));
+		fprintf(out, "%srule: %s\n", prefix, text);
+	}
+	for (uint32_t i = 0; i < p->n_breaks; i++) {
+		sl_break_format(&p->breaks[i], text, sizeof(text));
 		fprintf(out, "%srule: %s\n", prefix, text);
 	}
 	if (p->stats_file[0] != '\0')
@@ -346,6 +376,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_RULES:
 			rc = apply_rules_flag(optarg);
+			break;
+		case OPT_BREAK:
+			rc = apply_break_flag(optarg);
 			break;
 		case OPT_STATS:
 			rc = apply_stats_flag(optarg);

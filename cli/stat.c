@@ -7,7 +7,8 @@
  * calls apart, never torn ones. Records of dead processes are removed as
  * they are found. "available" is what the rule's limiter would admit right
  * now (tokens for a bucket, room for a window, free slots for conns),
- * read from the process's limiter or from the shared one.
+ * read from the process's limiter or from the shared one; a warm-up rule
+ * also shows its stored permits and the rate its next unit gets.
  *
  * Output formats: text (one block per process); --json, one object
  * {"processes":[...]} with the fields of SLUICE_STATS plus "available",
@@ -41,6 +42,11 @@ struct rule_view {
 	uint64_t c[7]; /* calls admitted delayed refused delay_ns max_delay_ns bytes */
 	uint64_t available;
 	bool avail_known;
+	/* A warm-up rule's limiter: stored permits (coldness) and the rate
+	 * the next unit gets (1 / its interval), units per second. */
+	bool warm;
+	uint64_t stored;
+	double rate;
 };
 
 static const char *const counter_names[7] = {
@@ -92,8 +98,16 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	if (t != NULL) {
 		sl__cli_current_text(text, &sl_tunable_current(t)->params, v->now,
 				     sizeof(v->now));
-		v->available = sl_limiter_available(&t->head, now_ns());
+		const uint64_t now = now_ns();
+		v->available = sl_limiter_available(&t->head, now);
 		v->avail_known = true;
+		const struct sl_limiter *cur = sl_tunable_current(t);
+		if (cur->kind == SL_KIND_WARMUP) {
+			const uint64_t iv = sl_warmup_interval_ns(&cur->u.warm, now);
+			v->warm = true;
+			v->stored = sl_warmup_stored(&cur->u.warm, now);
+			v->rate = iv > 0 ? 1e9 / (double)iv : 0;
+		}
 	}
 	if (seg != NULL)
 		munmap(seg, sizeof(*seg));
@@ -129,7 +143,8 @@ static void prom_str(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v)
+static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
+		       const struct sl_shm_break *brk)
 {
 	fprintf(out, "pid %u  %s%s\n", r->pid, r->program, r->active ? "" : "  (inactive)");
 	for (uint32_t i = 0; i < r->n_rules; i++) {
@@ -147,11 +162,15 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->avail_known)
 			fprintf(out, "  available %llu", (unsigned long long)x->available);
 		fputc('\n', out);
+		if (x->warm)
+			fprintf(out, "    warm-up: stored %llu  rate %.6g/s\n",
+				(unsigned long long)x->stored, x->rate);
 	}
+	sl__cli_break_text(out, brk);
 }
 
 static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
-		       bool first)
+		       const struct sl_shm_break *brk, bool first)
 {
 	fprintf(out, "%s{\"pid\":%u,\"program\":", first ? "" : ",", r->pid);
 	json_str(out, r->program);
@@ -171,11 +190,18 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 		for (int k = 0; k < 7; k++)
 			fprintf(out, ",\"%s\":%llu", counter_names[k], (unsigned long long)x->c[k]);
 		if (x->avail_known)
-			fprintf(out, ",\"available\":%llu}", (unsigned long long)x->available);
+			fprintf(out, ",\"available\":%llu", (unsigned long long)x->available);
 		else
-			fputs(",\"available\":null}", out);
+			fputs(",\"available\":null", out);
+		if (x->warm)
+			fprintf(out, ",\"warmup\":{\"stored\":%llu,\"rate\":%.6g}}",
+				(unsigned long long)x->stored, x->rate);
+		else
+			fputs(",\"warmup\":null}", out);
 	}
-	fputs("]}", out);
+	fputc(']', out);
+	sl__cli_break_json(out, brk);
+	fputc('}', out);
 }
 
 /* Prometheus metric families: name, type, help, counter index (-1: available). */
@@ -191,6 +217,8 @@ static const struct {
 	{ "sluice_delay_max_seconds", "gauge", "Longest wait of one call.", 5 },
 	{ "sluice_bytes_total", "counter", "Bytes moved by admitted calls.", 6 },
 	{ "sluice_available", "gauge", "Units the limiter would admit now.", -1 },
+	{ "sluice_warmup_stored", "gauge", "Stored permits of a warm-up rule (its coldness).", -2 },
+	{ "sluice_warmup_rate", "gauge", "Units per second a warm-up rule admits now.", -3 },
 };
 
 static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
@@ -203,7 +231,7 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 			for (uint32_t i = 0; i < recs[p]->n_rules; i++) {
 				const struct rule_view *x = &views[p][i];
 				int k = prom_metrics[m].k;
-				if (k < 0 && !x->avail_known)
+				if ((k == -1 && !x->avail_known) || (k < -1 && !x->warm))
 					continue;
 				fprintf(out, "%s{pid=\"%u\",program=", prom_metrics[m].name, recs[p]->pid);
 				prom_str(out, recs[p]->program);
@@ -212,6 +240,10 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 				fputs("} ", out);
 				if (k == 4 || k == 5)
 					fprintf(out, "%.9f\n", (double)x->c[k] / 1e9);
+				else if (k == -2)
+					fprintf(out, "%llu\n", (unsigned long long)x->stored);
+				else if (k == -3)
+					fprintf(out, "%.6g\n", x->rate);
 				else
 					fprintf(out, "%llu\n",
 						(unsigned long long)(k < 0 ? x->available : x->c[k]));
@@ -240,13 +272,21 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 	} else {
 		npids = sl__cli_record_pids(&pids);
 	}
+	sl__cli_break_sweep();
 	struct sl_shm_stat **recs = calloc((size_t)npids + 1, sizeof(*recs));
 	struct rule_view **views = calloc((size_t)npids + 1, sizeof(*views));
-	if ((npids > 0 && pids == NULL) || recs == NULL || views == NULL) {
+	const struct sl_shm_break **brks = calloc((size_t)npids + 1, sizeof(*brks));
+	int *bpids = calloc((size_t)npids + 1, sizeof(*bpids));
+	const char **progs = calloc((size_t)npids + 1, sizeof(*progs));
+	if ((npids > 0 && pids == NULL) || recs == NULL || views == NULL || brks == NULL ||
+	    bpids == NULL || progs == NULL) {
 		fprintf(stderr, "sluice stat: out of memory\n");
 		free(pids);
 		free(recs);
 		free(views);
+		free(brks);
+		free(bpids);
+		free(progs);
 		return 1;
 	}
 	for (int p = 0; p < npids; p++) {
@@ -267,28 +307,36 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 		}
 		for (uint32_t i = 0; i < r->n_rules; i++)
 			view_rule(r, i, &views[n][i]);
+		brks[n] = sl__cli_break_open(pids[p]);
+		bpids[n] = pids[p];
+		progs[n] = r->program;
 		recs[n++] = r;
 	}
 	if (rc == 0 && fmt == FMT_JSON) {
 		fputs("{\"processes\":[", out);
 		for (int p = 0; p < n; p++)
-			print_json(out, recs[p], views[p], p == 0);
+			print_json(out, recs[p], views[p], brks[p], p == 0);
 		fputs("]}\n", out);
 	} else if (rc == 0 && fmt == FMT_PROM) {
 		print_prom(out, n, recs, views);
+		sl__cli_break_prom(out, n, bpids, progs, brks);
 	} else if (rc == 0) {
 		if (n == 0)
 			fputs("no process of this user is running sluice\n", out);
 		for (int p = 0; p < n; p++)
-			print_text(out, recs[p], views[p]);
+			print_text(out, recs[p], views[p], brks[p]);
 	}
 	for (int p = 0; p < n; p++) {
+		sl__cli_break_close(brks[p]);
 		sl__cli_record_close(recs[p]);
 		free(views[p]);
 	}
 	free(pids);
 	free(recs);
 	free(views);
+	free(brks);
+	free(bpids);
+	free(progs);
 	fflush(out);
 	return rc;
 }
@@ -391,7 +439,9 @@ static void stat_usage(FILE *out)
 	      "It reads the status records (stat-PID) of the private directory\n"
 	      "($XDG_RUNTIME_DIR/sluice, /run/sluice for root, else /dev/shm/sluice-UID)\n"
 	      "that every process with rules keeps once it uses a matching socket, and\n"
-	      "removes those of processes that died.\n"
+	      "removes those of processes that died. Circuit breakers (SLUICE_BREAK) are\n"
+	      "read from the break-PID segments there: their counters, and each\n"
+	      "destination's state, failures in the window and time to the next probe.\n"
 	      "Examples: sluice stat\n"
 	      "          sluice stat --json 1234\n"
 	      "          sluice stat --prometheus 1234\n"

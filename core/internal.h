@@ -172,6 +172,13 @@ void sl__sliding_units(const struct sl_sliding *s, uint64_t state, uint64_t now_
 uint64_t sl__sliding_state(const struct sl_sliding *s, uint64_t now_ns, uint64_t prev_units,
 			   uint64_t cur_units);
 
+/* Warm-up limiters (warmup.c): validation against params; for retunes,
+ * the state (schedule, stored permits) read atomically, and written into a
+ * limiter not yet shared. */
+bool sl__warmup_same(const struct sl_warm *w, const struct sl_params *p);
+void sl__warmup_state(struct sl_warm *w, uint64_t *sched_ns, uint64_t *stored_q);
+void sl__warmup_set_unsync(struct sl_warm *w, uint64_t sched_ns, uint64_t stored_q);
+
 /* Tunable limiters (tunable.c): the generic calls forward to these. */
 struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint64_t now_ns,
 				       uint64_t max_wait_ns);

@@ -37,6 +37,9 @@ enum sl_status sl_limiter_init(struct sl_limiter *l, const struct sl_params *p, 
 	case SL_KIND_CONC:
 		st = sl_conc_init(&l->u.conc, p->amount);
 		break;
+	case SL_KIND_WARMUP:
+		st = sl_warmup_init(&l->u.warm, p, now_ns);
+		break;
 	default:
 		return SL_EINVAL;
 	}
@@ -70,6 +73,8 @@ struct sl_decision sl_limiter_acquire(struct sl_limiter *l, uint64_t n, uint64_t
 		return sl_sliding_acquire(&l->u.sliding, n, now_ns);
 	case SL_KIND_CONC:
 		return sl_conc_acquire(&l->u.conc, n);
+	case SL_KIND_WARMUP:
+		return sl_warmup_acquire(&l->u.warm, n, now_ns, max_wait_ns);
 	default:
 		return sl__never();
 	}
@@ -88,6 +93,8 @@ enum sl_status sl_limiter_refund(struct sl_limiter *l, uint64_t n, uint64_t now_
 		return sl_sliding_refund(&l->u.sliding, n, now_ns);
 	case SL_KIND_CONC:
 		return sl_conc_release(&l->u.conc, n);
+	case SL_KIND_WARMUP:
+		return sl_warmup_refund(&l->u.warm, n, now_ns);
 	case SL_KIND_TUNABLE:
 		return sl__tunable_refund(l, n, now_ns);
 	default:
@@ -108,6 +115,8 @@ enum sl_status sl_limiter_charge(struct sl_limiter *l, uint64_t n, uint64_t now_
 		return sl_fixed_charge(&l->u.fixed, n, now_ns);
 	case SL_KIND_SLIDING:
 		return sl_sliding_charge(&l->u.sliding, n, now_ns);
+	case SL_KIND_WARMUP:
+		return sl_warmup_charge(&l->u.warm, n, now_ns);
 	case SL_KIND_TUNABLE:
 		return sl__tunable_charge(l, n, now_ns);
 	default:
@@ -140,6 +149,8 @@ uint64_t sl_limiter_available(const struct sl_limiter *l, uint64_t now_ns)
 		const uint64_t held = sl_conc_held(&l->u.conc);
 		return held < l->u.conc.limit ? l->u.conc.limit - held : 0;
 	}
+	case SL_KIND_WARMUP:
+		return sl_warmup_available(&l->u.warm, now_ns);
 	case SL_KIND_TUNABLE:
 		return sl__tunable_available(l, now_ns);
 	default:
@@ -179,6 +190,9 @@ bool sl_limiter_validate(const struct sl_limiter *l)
 {
 	if (l->magic != SL_LIMITER_MAGIC || l->kind != l->params.kind)
 		return false;
+	/* Only a warm-up limiter has a warm-up. */
+	if (l->kind != SL_KIND_WARMUP && (l->params.cold != 0 || l->params.warmup_ns != 0))
+		return false;
 	struct sl_limiter ref;
 	if (sl_limiter_init(&ref, &l->params, 0) != SL_OK)
 		return false;
@@ -194,6 +208,8 @@ bool sl_limiter_validate(const struct sl_limiter *l)
 	case SL_KIND_CONC:
 		return l->u.conc.limit == ref.u.conc.limit &&
 		       sl_conc_held(&l->u.conc) <= l->u.conc.limit;
+	case SL_KIND_WARMUP:
+		return sl__warmup_same(&l->u.warm, &l->params);
 	default:
 		return false;
 	}
@@ -232,6 +248,8 @@ const char *sl_kind_name(enum sl_kind k)
 		return "concurrency";
 	case SL_KIND_TUNABLE:
 		return "tunable";
+	case SL_KIND_WARMUP:
+		return "warmup";
 	}
 	return "unknown";
 }

@@ -16,6 +16,10 @@
  *                   two-window estimate packed into one word (error bound
  *                   below).
  *   concurrency     at most N units held at once; acquire and release.
+ *   warm-up         a token bucket that starts cold (Guava's SmoothWarmingUp):
+ *                   the rate climbs from rate/cold to rate over the warm-up
+ *                   period, and falls back after idleness. Two state words
+ *                   changed by one 16-byte CAS (core/warmup.c).
  *
  * Every limiter is a plain struct with no pointers, so it works the same in
  * private memory and in a MAP_SHARED mapping used by several processes. Time
@@ -161,6 +165,7 @@ enum sl_kind {
 	SL_KIND_SLIDING = 4,
 	SL_KIND_CONC = 5,
 	SL_KIND_TUNABLE = 6, /* the head of a struct sl_tunable */
+	SL_KIND_WARMUP = 7,  /* token bucket with Guava's SmoothWarmingUp */
 };
 
 /*
@@ -172,13 +177,19 @@ enum sl_kind {
  *   fixed:   at most amount units per aligned window of period_ns.
  *   sliding: at most amount units in any window of period_ns.
  *   conc:    at most amount units held at once (period_ns and burst unused).
+ *   warmup:  a token bucket of amount units per period_ns, burst units at
+ *            once, that starts cold and warms up over warmup_ns: from cold
+ *            the interval between units starts at cold x the stable one
+ *            (cold >= 2) and falls to it (core/warmup.c). cold and
+ *            warmup_ns are 0 for every other kind.
  */
 struct sl_params {
 	uint32_t kind; /* enum sl_kind */
-	uint32_t reserved;
+	uint32_t cold; /* warmup: cold factor; else 0 (was reserved in 0.1.0) */
 	uint64_t amount;
 	uint64_t period_ns;
 	uint64_t burst;
+	uint64_t warmup_ns; /* warmup: the warm-up period; else 0 */
 };
 
 /* GCRA state for token and leaky buckets. */
@@ -240,6 +251,28 @@ struct sl_conc {
 	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
 };
 
+/*
+ * Warm-up token bucket (Guava's SmoothWarmingUp), see core/warmup.c. The
+ * state is two words changed together by one 16-byte CAS: the schedule
+ * (the instant the next unit's slot starts, ns since the epoch) and the
+ * stored permits (coldness), in 2^-16 units.
+ */
+struct sl_warm {
+	uint64_t amount;    /* units per period_ns: the stable rate */
+	uint64_t period_ns;
+	uint64_t burst;     /* units at once in the stable regime */
+	uint64_t warmup_ns; /* w */
+	uint64_t epoch_ns;
+	uint64_t thresh_q;  /* T = 0.5 w / S, in 2^-16 units */
+	uint64_t max_q;     /* M = T + 2 w / (S + C), in 2^-16 units */
+	uint32_t cold;      /* C / S */
+	uint32_t reserved;
+	/* State on its own cache line, 16-byte aligned for the CAS. */
+	_Alignas(SL_CACHELINE) _Atomic uint64_t sched_ns; /* low half */
+	_Atomic uint64_t stored_q;                        /* high half */
+	uint8_t pad[SL_CACHELINE - 2 * sizeof(uint64_t)];
+};
+
 /* Head of a tunable limiter: which of its two slots is current. */
 struct sl_tun {
 	_Atomic uint64_t gen;       /* slot[gen & 1] is current; +1 per retune */
@@ -260,6 +293,7 @@ struct sl_limiter {
 	uint8_t pad[SL_CACHELINE - 8 - sizeof(struct sl_params)];
 	union {
 		struct sl_gcra gcra;
+		struct sl_warm warm;
 		struct sl_fixed fixed;
 		struct sl_sliding sliding;
 		struct sl_conc conc;
@@ -283,7 +317,10 @@ struct sl_tunable {
 };
 
 /* Layout is part of the shared-memory format: pin it. */
-_Static_assert(sizeof(struct sl_params) == 32, "sl_params layout");
+_Static_assert(sizeof(struct sl_params) == 40, "sl_params layout");
+_Static_assert(sizeof(struct sl_warm) == 128, "sl_warm layout");
+_Static_assert(offsetof(struct sl_warm, sched_ns) == 64, "sl_warm state on its own line");
+_Static_assert(offsetof(struct sl_warm, stored_q) == 72, "sl_warm state is one 16-byte word");
 _Static_assert(sizeof(struct sl_gcra) == 128, "sl_gcra layout");
 _Static_assert(sizeof(struct sl_fixed) == 128, "sl_fixed layout");
 _Static_assert(sizeof(struct sl_sliding) == 128, "sl_sliding layout");
@@ -343,6 +380,18 @@ enum sl_status sl_gcra_refund(struct sl_gcra *g, uint64_t n, uint64_t now_ns);
 uint64_t sl_gcra_available(const struct sl_gcra *g, uint64_t now_ns);
 enum sl_status sl_gcra_charge(struct sl_gcra *g, uint64_t n, uint64_t now_ns);
 
+/* Warm-up token bucket (core/warmup.c). stored: the stored permits (units,
+ * rounded down) at now_ns; interval: the interval in ns that the next unit
+ * costs at now_ns (cold x S when cold, S once warm), for `sluice stat`. */
+enum sl_status sl_warmup_init(struct sl_warm *w, const struct sl_params *p, uint64_t now_ns);
+struct sl_decision sl_warmup_acquire(struct sl_warm *w, uint64_t n, uint64_t now_ns,
+				     uint64_t max_wait_ns);
+enum sl_status sl_warmup_refund(struct sl_warm *w, uint64_t n, uint64_t now_ns);
+enum sl_status sl_warmup_charge(struct sl_warm *w, uint64_t n, uint64_t now_ns);
+uint64_t sl_warmup_available(const struct sl_warm *w, uint64_t now_ns);
+uint64_t sl_warmup_stored(const struct sl_warm *w, uint64_t now_ns);
+uint64_t sl_warmup_interval_ns(const struct sl_warm *w, uint64_t now_ns);
+
 enum sl_status sl_fixed_init(struct sl_fixed *w, uint64_t limit, uint64_t window_ns,
 			     uint64_t now_ns);
 struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now_ns,
@@ -362,6 +411,103 @@ enum sl_status sl_conc_init(struct sl_conc *c, uint64_t limit);
 struct sl_decision sl_conc_acquire(struct sl_conc *c, uint64_t n);
 enum sl_status sl_conc_release(struct sl_conc *c, uint64_t n);
 uint64_t sl_conc_held(const struct sl_conc *c);
+
+/*
+ * Circuit breaker: the state machine of core/breaker.c: closed,
+ * open, half-open with exactly one probe; failures counted in a sliding
+ * window of ten buckets.
+ *
+ * Breaker overview
+ * --------
+ * The caller asks before each attempt (sl_breaker_enter) and reports each
+ * attempt's outcome (sl_breaker_report). Closed: every attempt passes and
+ * its outcome is counted; when the failures in the window reach the
+ * threshold (a count, or a percentage of at least `min` attempts), the
+ * breaker opens. Open: attempts fail at once until `open_ns` has passed;
+ * then the first attempt is the probe (half-open) and every other one still
+ * fails. The probe's success closes the breaker (and empties the window);
+ * its failure opens it again for open_ns. A probe that never reports (its
+ * caller died, or gave up) is replaced by a new one after open_ns.
+ *
+ * Breaker API and thread-safety
+ * ---------------------
+ *   sl_breaker_init()      not thread-safe: before the breaker is shared.
+ *   sl_breaker_enter()     thread- and process-safe, lock-free.
+ *   sl_breaker_report()    thread- and process-safe, lock-free.
+ *   sl_breaker_view()      read-only snapshot.
+ * Time is passed in (now_ns, CLOCK_MONOTONIC); no allocation, no syscalls;
+ * plain fixed-width fields, so a breaker may live in MAP_SHARED memory.
+ *
+ * Breaker implementation notes
+ * --------------------
+ * State word: state (2 bits) | ns since the epoch (62 bits): for open, the
+ * instant the probe may go; for half-open, the instant the probe went.
+ * Window: SL_BRK_BUCKETS words, bucket k counting attempts in
+ * [k b, (k + 1) b), b = window / SL_BRK_BUCKETS: [bucket index mod 2^24 |
+ * failures (20 bits) | attempts (20 bits)], each changed by one CAS. The
+ * window read at now is the current bucket and the nine before it: between
+ * 0.9 and 1 window of the past. Counts saturate at 2^20 - 1 per bucket.
+ */
+#define SL_BRK_BUCKETS 10u
+
+enum sl_brk_state { SL_BRK_CLOSED = 0, SL_BRK_OPEN = 1, SL_BRK_HALF_OPEN = 2 };
+
+/* What enter allows. */
+enum sl_brk_verdict {
+	SL_BRK_PASS = 0,  /* closed: go ahead, report the outcome */
+	SL_BRK_PROBE = 1, /* half-open: this attempt is the one probe */
+	SL_BRK_FAIL = 2,  /* open (or another probe is out): fail at once */
+};
+
+/* A state change made by the call, for logs (SL_BRK_NO_CHANGE: none). */
+enum sl_brk_change {
+	SL_BRK_NO_CHANGE = 0,
+	SL_BRK_OPENED = 1,    /* closed -> open: the threshold was crossed */
+	SL_BRK_PROBING = 2,   /* open -> half-open: this caller probes */
+	SL_BRK_CLOSED_AGAIN = 3, /* half-open -> closed: the probe succeeded */
+	SL_BRK_REOPENED = 4,  /* half-open -> open: the probe failed */
+};
+
+struct sl_breaker {
+	/* Parameters (init, read-only afterwards). */
+	uint64_t window_ns;
+	uint64_t bucket_ns; /* window_ns / SL_BRK_BUCKETS, at least 1 */
+	uint64_t open_ns;
+	uint64_t epoch_ns;
+	uint32_t errors;    /* count threshold; 0 in ratio mode */
+	uint32_t ratio_pct; /* ratio threshold 1..100; 0 in count mode */
+	uint32_t min;       /* ratio mode: attempts needed in the window */
+	uint32_t reserved;
+	/* State. */
+	_Atomic uint64_t state;
+	_Atomic uint64_t bucket[SL_BRK_BUCKETS];
+	/* Counters since init (relaxed; for reports). */
+	_Atomic uint64_t attempts, failures, fast_fails, probes, trips;
+};
+
+/* A snapshot for reports. */
+struct sl_brk_view {
+	uint32_t state;     /* enum sl_brk_state */
+	uint32_t reserved;
+	uint64_t failures;  /* in the window */
+	uint64_t attempts;  /* in the window */
+	uint64_t probe_in_ns; /* open: time until the probe may go; else 0 */
+};
+
+/* errors: count threshold (ratio_pct 0), or ratio_pct 1..100 with min >= 1
+ * attempts. window_ns >= SL_BRK_BUCKETS, open_ns >= 1. Returns false (and
+ * leaves b unusable) for anything else. */
+bool sl_breaker_init(struct sl_breaker *b, uint64_t window_ns, uint64_t open_ns, uint32_t errors,
+		     uint32_t ratio_pct, uint32_t min, uint64_t now_ns);
+enum sl_brk_verdict sl_breaker_enter(struct sl_breaker *b, uint64_t now_ns,
+				     enum sl_brk_change *change);
+/* Outcome of an attempt that enter let through; probe: enter said PROBE. */
+void sl_breaker_report(struct sl_breaker *b, uint64_t now_ns, bool failure, bool probe,
+		       enum sl_brk_change *change);
+void sl_breaker_view(const struct sl_breaker *b, uint64_t now_ns, struct sl_brk_view *v);
+const char *sl_breaker_state_name(enum sl_brk_state s);
+/* True if a (possibly foreign) breaker's parameters are self-consistent. */
+bool sl_breaker_validate(const struct sl_breaker *b);
 
 /* Human-readable name of a status/kind, for messages ("ok", "token", ...). */
 const char *sl_status_name(enum sl_status s);

@@ -181,6 +181,48 @@ static uint64_t taken_between(const struct sl_limiter *from, uint64_t s1, uint64
 	}
 }
 
+/* Warm-up slots (two state words, see warmup.c). carry: old state
+ * (sched, stored) at now_ns into `to` (epoch now_ns): the schedule's debt,
+ * in units of the old stable rate rounded up, at the new one; the stored
+ * permits (refilled to now) as the same fraction of the new M, rounded up.
+ * taken: units admitted on the old slot since (sched1) by its later
+ * schedule sched2: the schedule's advance in stable units, rounded up
+ * (each unit moved it at least S, so this counts no fewer). */
+static void warm_carry(const struct sl_warm *o, uint64_t sched, uint64_t stored,
+		       struct sl_warm *to, uint64_t now_ns)
+{
+	const uint64_t now = sl__elapsed(now_ns, o->epoch_ns);
+	uint64_t debt = 0;
+	if (sched > now) {
+		const sl__u128 u = (sl__u128)(sched - now) * o->amount;
+		const sl__u128 units = u / o->period_ns + (u % o->period_ns != 0);
+		const sl__u128 ns = (units * to->period_ns + to->amount - 1) / to->amount;
+		debt = ns >> 62 ? UINT64_C(1) << 62 : (uint64_t)ns;
+	} else {
+		const uint64_t idle = now - sched;
+		stored = idle >= o->warmup_ns
+				 ? o->max_q
+				 : sl__min(o->max_q, sl__sat_add(stored, (uint64_t)(((sl__u128)idle *
+										   o->max_q +
+									   o->warmup_ns - 1) /
+									  o->warmup_ns)));
+	}
+	const sl__u128 frac = ((sl__u128)sl__min(stored, o->max_q) * to->max_q + o->max_q - 1) /
+			      o->max_q;
+	sl__warmup_set_unsync(to, debt, (uint64_t)frac);
+}
+
+static uint64_t warm_taken(const struct sl_warm *o, uint64_t sched1, uint64_t sched2,
+			   uint64_t now_ns)
+{
+	const uint64_t base = sl__max(sched1, sl__elapsed(now_ns, o->epoch_ns));
+	if (sched2 <= base)
+		return 0;
+	const sl__u128 u = (sl__u128)(sched2 - base) * o->amount;
+	const sl__u128 units = u / o->period_ns + (u % o->period_ns != 0);
+	return units >> 64 ? UINT64_MAX : (uint64_t)units;
+}
+
 /* The epoch of the new slot: windows stay aligned where they were; a bucket
  * restarts its time origin at the retune (its debt is carried over). */
 static uint64_t new_epoch(const struct sl_limiter *old, uint64_t now_ns)
@@ -239,8 +281,13 @@ enum sl_status sl_tunable_retune(struct sl_tunable *t, const struct sl_params *p
 	if (st != SL_OK)
 		return st;
 	_Atomic uint64_t *ow = slot_word(old);
-	uint64_t s1 = 0;
-	if (ow != NULL) {
+	uint64_t s1 = 0, w_stored = 0;
+	const bool warm = old->kind == SL_KIND_WARMUP;
+	if (warm) {
+		/* The 16-byte state is its own snapshot (a CAS, seq_cst). */
+		sl__warmup_state(&old->u.warm, &s1, &w_stored);
+		warm_carry(&old->u.warm, s1, w_stored, &next.u.warm, now_ns);
+	} else if (ow != NULL) {
 		s1 = snapshot(ow);
 		/* Relaxed: next is private until the release store below. */
 		atomic_store_explicit(slot_word(&next), carry(old, s1, &next, now_ns),
@@ -253,12 +300,19 @@ enum sl_status sl_tunable_retune(struct sl_tunable *t, const struct sl_params *p
 	atomic_store_explicit(&h->gen, g + 1, memory_order_seq_cst);
 	/* Relaxed: a report for `sluice stat`; nothing is read through it. */
 	atomic_store_explicit(&h->retune_ns, now_ns, memory_order_relaxed);
-	if (ow == NULL)
+	if (ow == NULL && !warm)
 		return SL_OK;
 	/* F1 of the argument at the top of the file: pairs with the fence in
 	 * sl__tunable_acquire. */
 	atomic_thread_fence(memory_order_seq_cst);
-	const uint64_t late = taken_between(old, s1, snapshot(ow), now_ns);
+	uint64_t late;
+	if (warm) {
+		uint64_t s2, stored2;
+		sl__warmup_state(&old->u.warm, &s2, &stored2);
+		late = warm_taken(&old->u.warm, s1, s2, now_ns);
+	} else {
+		late = taken_between(old, s1, snapshot(ow), now_ns);
+	}
 	/* Already taken, so it is debt on the new slot. */
 	if (late > 0)
 		sl_limiter_charge(nw, late, now_ns);

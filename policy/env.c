@@ -65,7 +65,25 @@ static int parse_conns(struct sl_policy *p, const struct sl__ctx *c)
 	return parse_one_rule(p, c, SL_OP_CONNS);
 }
 
-/* OP:SPEC ( ';' OP:SPEC )* */
+static int add_break(struct sl_policy *p, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	struct sl_break b;
+
+	if (sl__break_parse_span(&b, c, pos, end) < 0)
+		return -1;
+	if (p->n_breaks >= SL_MAX_BREAKS)
+		return sl__fail(c, pos, "too many breakers (at most %d in all SLUICE_* variables)",
+				SL_MAX_BREAKS);
+	p->breaks[p->n_breaks++] = b;
+	return 0;
+}
+
+static int parse_break(struct sl_policy *p, const struct sl__ctx *c)
+{
+	return add_break(p, c, 0, c->len);
+}
+
+/* OP:SPEC ( ';' OP:SPEC )*; OP break takes a breaker's SPEC. */
 static int parse_rules(struct sl_policy *p, const struct sl__ctx *c)
 {
 	const char *s = c->value;
@@ -78,12 +96,21 @@ static int parse_rules(struct sl_policy *p, const struct sl__ctx *c)
 			return sl__fail(c, pos, "empty rule (expected OP:SPEC, e.g. send:1MiB/s)");
 		size_t colon = sl__find(s, pos, end, ':'), op_end = colon;
 		sl__trim(s, &pos, &op_end);
+		if (op_end - pos == 5 && memcmp(s + pos, "break", 5) == 0) {
+			if (colon == end)
+				return sl__fail(c, colon, "expected ':' and a breaker after 'break' (e.g. "
+						"break:errors=5)");
+			if (add_break(p, c, colon + 1, end) < 0)
+				return -1;
+			pos = next;
+			continue;
+		}
 		int op = sl__lookup(sl__op_names, SL_OP_COUNT, s + pos, op_end - pos);
 		if (op < 0) {
 			const char *near = sl__suggest(sl__op_names, SL_OP_COUNT, s + pos, op_end - pos);
 			return sl__fail(c, pos, "unknown operation '%.*s'%s", SL__TOK(c, pos, op_end),
 					near != NULL ? sl__did_you_mean(hint, sizeof hint, near)
-						     : " (expected connect, accept, send, recv, conns)");
+						     : " (expected connect, accept, send, recv, conns, break)");
 		}
 		if (colon == end)
 			return sl__fail(c, colon, "expected ':' and a limit after '%s' (e.g. %s)",
@@ -190,6 +217,7 @@ const struct sl_var_info sl_policy_vars[] = {
 	{"SLUICE_STATS", "$XDG_RUNTIME_DIR/sluice-%p.json", "write JSON statistics to this file at exit (%p: the pid)"},
 	{"SLUICE_CONFIG_ERROR", "warn", "on a bad SLUICE_* value: exit (status 2) or warn and run unthrottled [exit]"},
 	{"SLUICE_REDIS", "redis://127.0.0.1:6379/0", "the Redis server of redis=KEY rules: redis://[USER:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH"},
+	{"SLUICE_BREAK", "errors=5,window=10s,open=5s", "circuit breaking on connect: errors=N|P%[,OPTION...]"},
 };
 const size_t sl_policy_nvars = sizeof sl_policy_vars / sizeof sl_policy_vars[0];
 
@@ -197,7 +225,7 @@ const size_t sl_policy_nvars = sizeof sl_policy_vars / sizeof sl_policy_vars[0];
 static const var_parser var_parsers[] = {
 	parse_connect, parse_accept, parse_send,     parse_recv,  parse_conns, parse_rules,
 	parse_log,     parse_log_file, parse_only,   parse_skip,  parse_stats, parse_config_error,
-	parse_redis,
+	parse_redis,   parse_break,
 };
 _Static_assert(sizeof var_parsers / sizeof var_parsers[0] ==
 		       sizeof sl_policy_vars / sizeof sl_policy_vars[0],

@@ -2,10 +2,10 @@
  * format.c - canonical printing of rules, and the bounded writer behind it.
  *
  * The canonical form of a rule is "OP:LIMIT" followed by every option whose
- * value differs from its default, in the fixed order burst, algo, action,
- * max-delay, errno, per, to, port, family, type, nonblock, shared, redis,
- * on-error, lease. Numbers are integers in the largest unit that holds them
- * exactly:
+ * value differs from its default, in the fixed order burst, warmup, cold,
+ * algo, action, max-delay, errno, per, to, port, family, type, nonblock,
+ * shared, redis, on-error, lease. Numbers are integers in the largest unit
+ * that holds them exactly:
  *   bytes      GiB, GB, MiB, MB, KiB, KB, B (largest first): 1048576 -> 1MiB,
  *              1024000 -> 1000KiB, 52429 -> 52429B
  *   durations  h, min, s, ms, us: 5400 s -> 90min, 1.5 s -> 1500ms; a time
@@ -195,6 +195,14 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len)
 	if (token && r->burst != sl__default_burst(r->amount, r->period_ns)) {
 		out_option(&o, "burst");
 		sl__out_amount(&o, r->burst, (enum sl_unit)r->unit);
+	}
+	if (token && r->warmup_ns != 0) {
+		out_option(&o, "warmup");
+		sl__out_duration(&o, r->warmup_ns);
+		if (r->cold != 3) {
+			out_option(&o, "cold");
+			sl__out_u64(&o, r->cold);
+		}
 	}
 	if (r->op != SL_OP_CONNS && r->algo != SL_ALGO_TOKEN) {
 		out_option(&o, "algo");

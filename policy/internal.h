@@ -129,6 +129,8 @@ int sl__names_parse(const struct sl__ctx *c, size_t pos, size_t end, const char 
 void sl__out_cidr(struct sl__out *o, const struct sl_cidr *to);
 
 /* ---- rules (rule.c) ---- */
+/* One break SPEC in [pos, end) of c (breaker.c). */
+int sl__break_parse_span(struct sl_break *b, const struct sl__ctx *c, size_t pos, size_t end);
 /* Parse SPEC s[pos, end) of `op` into *r. */
 int sl__rule_parse_span(struct sl_rule *r, enum sl_op op, const struct sl__ctx *c, size_t pos,
 			size_t end);

@@ -13,7 +13,7 @@
  * Grammar (see README.md for the user documentation):
  *
  *   SLUICE_CONNECT / _ACCEPT / _SEND / _RECV / _CONNS = SPEC
- *   SLUICE_RULES = OP:SPEC ( ';' OP:SPEC )*      OP: connect accept send recv conns
+ *   SLUICE_RULES = OP:SPEC ( ';' OP:SPEC )*      OP: connect accept send recv conns break
  *   SPEC   := LIMIT ( ',' OPTION )*
  *   LIMIT  := RATE (connect, accept, send, recv) | COUNT (conns)
  *   RATE   := AMOUNT '/' [NUMBER] PERIOD
@@ -26,6 +26,7 @@
  *           | family=F(+F)* | type=T(+T)* | nonblock=eagain|sleep
  *           | shared=NAME
  *           | redis=KEY | on-error=local|open|closed | lease=AMOUNT
+ *           | warmup=DURATION | cold=N
  *   SLUICE_REDIS = redis://[[USER]:PASS@]HOST[:PORT][/DB] | unix:///PATH
  *
  * API and thread-safety
@@ -132,6 +133,8 @@ enum sl_on_error {
 #define SL_OPT_REDIS (1u << 12)
 #define SL_OPT_ON_ERROR (1u << 13)
 #define SL_OPT_LEASE (1u << 14)
+#define SL_OPT_WARMUP (1u << 15)
+#define SL_OPT_COLD (1u << 16)
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
@@ -168,8 +171,56 @@ struct sl_rule {
 	char redis_key[SL_REDIS_KEY_MAX];
 	uint64_t lease;
 	uint8_t on_error; /* enum sl_on_error */
-	uint8_t reserved2[7];
+	/* Warm-up (algo=token): from cold the rate starts at rate / cold and
+	 * climbs to the rate over warmup_ns (0 = no warm-up); cold is 3 unless
+	 * given (0 without a warm-up). See core/warmup.c. */
+	uint8_t cold;
+	uint8_t reserved2[6];
+	uint64_t warmup_ns;
 };
+
+/*
+ * A circuit breaker on connect (SLUICE_BREAK=SPEC, break:SPEC in
+ * SLUICE_RULES, the launcher's --break SPEC):
+ *   SPEC := OPTION ( ',' OPTION )*, errors= required
+ *   OPTION := errors=N | errors=P% | min=K | window=DURATION | open=DURATION
+ *           | slow=DURATION | errno NAME (with =) | per=process|peer | to=CIDR[:PORT]
+ *           | port=N[-M] | family=F(+F)*
+ * See shim/breaker.c and core/breaker.c.
+ */
+#define SL_MAX_BREAKS 8
+#define SL_BREAK_MIN_DEFAULT 5 /* min= of errors=P% (Sentinel's minRequestAmount) */
+#define SL_BREAK_WINDOW_DEFAULT_NS 10000000000ull
+#define SL_BREAK_OPEN_DEFAULT_NS 5000000000ull
+
+struct sl_break {
+	uint32_t errors;    /* errors=N: failures in the window that open it; 0: ratio */
+	uint8_t ratio_pct;  /* errors=P%: 1..100; 0: count */
+	uint8_t scope;      /* SL_SCOPE_PROCESS or SL_SCOPE_PEER (default) */
+	uint8_t families;   /* SL_FAM_* bits */
+	uint8_t reserved0;
+	uint32_t min;       /* ratio: attempts needed in the window (default 5) */
+	int32_t err;        /* errno of a broken connect; 0 = ECONNREFUSED */
+	uint64_t window_ns; /* sliding window (default 10 s) */
+	uint64_t open_ns;   /* how long it stays open (default 5 s) */
+	uint64_t slow_ns;   /* a connect slower than this fails; 0 = none */
+	uint16_t port_lo, port_hi;
+	uint32_t explicit_opts; /* SL_BOPT_* given by the user */
+	struct sl_cidr to;
+	uint8_t reserved1[2];
+};
+
+/* Parse one break SPEC (var names the variable in messages, NULL:
+ * SLUICE_BREAK). Same conventions as sl_rule_parse. */
+int sl_break_parse(struct sl_break *b, const char *spec, const char *var, char *err,
+		   size_t errlen);
+/* Canonical "break:SPEC", options that differ from their defaults in the
+ * order errors, min, window, open, slow, errno, per, to, port, family.
+ * Returns the length needed, like snprintf. */
+size_t sl_break_format(const struct sl_break *b, char *buf, size_t len);
+bool sl_break_equal(const struct sl_break *a, const struct sl_break *b);
+/* The errno of a broken connect (err, or ECONNREFUSED). */
+int sl_break_errno(const struct sl_break *b);
 
 /* SLUICE_REDIS: where redis=KEY rules keep their state. */
 enum sl_redis_kind {
@@ -213,6 +264,9 @@ struct sl_policy {
 	char only[SL_NAMES_MAX]; /* SLUICE_ONLY, '+'-separated program names */
 	char skip[SL_NAMES_MAX]; /* SLUICE_SKIP */
 	struct sl_redis redis;   /* SLUICE_REDIS */
+	struct sl_break breaks[SL_MAX_BREAKS]; /* SLUICE_BREAK, break: rules */
+	uint32_t n_breaks;
+	uint32_t reserved2;
 };
 
 /* Fill *p with defaults (no rules, log level error, exit on config error). */

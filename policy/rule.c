@@ -30,6 +30,14 @@
  *     redis= with shared= is refused for now: a host-wide limiter that
  *     leases from the fleet-wide bucket (one renewal thread per host) is
  *     a later step.
+ *   - warmup=DURATION (Guava's SmoothWarmingUp, core/warmup.c) needs a
+ *     token bucket on a rate (not conns) and no redis= (the server's
+ *     script is a plain GCRA); it is at most 1h and at least (1 + cold) / 2
+ *     stable intervals, so that one unit lies between the threshold and
+ *     the cold end. cold=N (2 to 100, default 3: Sentinel's coldFactor) is
+ *     valid only with warmup=. burst= keeps its meaning in the stable
+ *     regime (the schedule may run burst - 1 stable intervals ahead), so
+ *     from cold fewer units pass at once (each costs up to cold intervals).
  *   - lease= is at least the burst, so that a transfer piece (at most one
  *     burst) always fits in one lease; default max(burst, 10 ms of the
  *     rate): 500/s -> 5, 1MiB/s -> 10486B.
@@ -55,12 +63,13 @@
 #define SL__SCRATCH_NOW_NS 1
 
 enum opt { O_BURST, O_ALGO, O_ACTION, O_MAX_DELAY, O_ERRNO, O_PER, O_TO, O_PORT, O_FAMILY,
-	   O_TYPE, O_NONBLOCK, O_SHARED, O_REDIS, O_ON_ERROR, O_LEASE, O_COUNT };
+	   O_TYPE, O_NONBLOCK, O_SHARED, O_REDIS, O_ON_ERROR, O_LEASE, O_WARMUP, O_COLD, O_COUNT };
 
 /* In SL_OPT_* bit order. */
 static const char *const opt_names[O_COUNT] = {"burst", "algo",  "action",   "max-delay", "errno",
 					       "per",   "to",    "port",     "family",    "type",
-					       "nonblock", "shared", "redis", "on-error", "lease"};
+					       "nonblock", "shared", "redis", "on-error", "lease",
+					       "warmup", "cold"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -298,6 +307,24 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 			return sl__fail(c, next, "unexpected '%.*s' after the lease",
 					SL__TOK(c, next, end));
 		return 0;
+	case O_WARMUP:
+		if (sl__duration_parse(c, pos, end, &r->warmup_ns) < 0)
+			return -1;
+		if (r->warmup_ns == 0)
+			return sl__fail(c, pos, "warmup=%.*s is no warm-up: leave the option out",
+					SL__TOK(c, pos, end));
+		return 0;
+	case O_COLD: {
+		struct sl__num n;
+		if (sl__num_parse(c, pos, end, &n) < 0)
+			return -1;
+		if (n.end != end || n.frac != 0 || n.mant < 2 || n.mant > 100)
+			return sl__fail(c, pos, "cold '%.*s' must be a whole number from 2 to 100 (the "
+					"coldest interval is cold x the stable one)",
+					SL__TOK(c, pos, end));
+		r->cold = (uint8_t)n.mant;
+		return 0;
+	}
 	case O_COUNT:
 		break;
 	}
@@ -368,6 +395,43 @@ static int check_redis(const struct sl_rule *r, const struct spec *sp, const str
 	if (given(r, O_SHARED))
 		return sl__fail(c, at, "option 'redis' cannot be combined with shared= yet (a fleet-wide "
 				"limit is leased by each process; use one or the other)");
+	return 0;
+}
+
+/* warmup= and cold=: a token bucket on a rate, not leased from Redis. */
+static int check_warmup(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
+{
+	if (given(r, O_COLD) && !given(r, O_WARMUP))
+		return sl__fail(c, sp->name_pos[O_COLD], "option 'cold' is valid only with warmup=");
+	if (!given(r, O_WARMUP))
+		return 0;
+	size_t at = sp->name_pos[O_WARMUP];
+	if (r->op == SL_OP_CONNS)
+		return sl__fail(c, at, "option 'warmup' is not valid for conns (a count has no rate "
+				"to warm up)");
+	if (r->algo != SL_ALGO_TOKEN)
+		return sl__fail(c, at, "option 'warmup' is valid only with algo=token (the warm-up "
+				"spends stored permits, as Guava's SmoothWarmingUp does)");
+	if (given(r, O_REDIS))
+		return sl__fail(c, at, "option 'warmup' cannot be combined with redis= (the Redis "
+				"script is a plain GCRA token bucket)");
+	if (!given(r, O_COLD))
+		r->cold = 3;
+	if (r->warmup_ns > 3600 * SL__NS_PER_S)
+		return sl__fail(c, sp->val_pos[O_WARMUP], "warmup '%.*s' is longer than 1h",
+				SL__TOK(c, sp->val_pos[O_WARMUP], sp->val_end[O_WARMUP]));
+	/* M - T = 2w / (S + C) must hold one unit: w >= (1 + cold) S / 2. */
+	const unsigned __int128 need = (unsigned __int128)r->period_ns * (1u + r->cold);
+	if ((unsigned __int128)r->warmup_ns * r->amount * 2 < need) {
+		char least[32];
+		struct sl__out o;
+		const unsigned __int128 q = (need + 2 * r->amount - 1) / (2 * r->amount);
+		sl__out_init(&o, least, sizeof least);
+		sl__out_duration(&o, q >> 64 ? UINT64_MAX : (uint64_t)q);
+		return sl__fail(c, sp->val_pos[O_WARMUP], "warmup '%.*s' is too short for the rate: "
+				"at least %s ((1 + cold) / 2 stable intervals) lets the rate climb",
+				SL__TOK(c, sp->val_pos[O_WARMUP], sp->val_end[O_WARMUP]), least);
+	}
 	return 0;
 }
 
@@ -495,6 +559,11 @@ static enum sl_status core_init(const struct sl_rule *r, uint64_t burst)
 	p.amount = r->amount;
 	p.period_ns = r->period_ns;
 	p.burst = burst;
+	if (r->warmup_ns != 0) {
+		p.kind = SL_KIND_WARMUP;
+		p.cold = r->cold;
+		p.warmup_ns = r->warmup_ns;
+	}
 	return sl_limiter_init(&scratch, &p, SL__SCRATCH_NOW_NS);
 }
 
@@ -546,7 +615,8 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
 		if (parse_option(&r, &sp, c, opos, oend, &burst) < 0)
 			return -1;
 	}
-	if (check_combinations(&r, &sp, c) < 0 || check_burst(&r, &sp, c, burst) < 0 ||
+	if (check_combinations(&r, &sp, c) < 0 || check_warmup(&r, &sp, c) < 0 ||
+	    check_burst(&r, &sp, c, burst) < 0 ||
 	    check_lease(&r, &sp, c) < 0 || check_core(&r, &sp, c) < 0)
 		return -1;
 	if (sp.to_port != 0) {
@@ -586,5 +656,5 @@ bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
 	       memcmp(a->to.addr, b->to.addr, sizeof a->to.addr) == 0 &&
 	       strncmp(a->shared, b->shared, sizeof a->shared) == 0 &&
 	       strcmp(a->redis_key, b->redis_key) == 0 && a->lease == b->lease &&
-	       a->on_error == b->on_error;
+	       a->on_error == b->on_error && a->warmup_ns == b->warmup_ns && a->cold == b->cold;
 }

@@ -55,6 +55,7 @@
 #include <sys/time.h>
 
 #include "act.h"
+#include "breaker.h"
 #include "record.h"
 #include "clock.h"
 #include "lease.h"
@@ -488,6 +489,7 @@ unsigned sl__grant_conns(const struct sl_grant *g, struct sl_limiter **lims)
 /* Fail the call with err: stats, errno. Returns -1. */
 int sl__call_fail(struct sl_call *c, uint32_t rules, int err)
 {
+	sl__break_refused = 1; /* a refusal by sluice, not the peer's failure */
 	sl__call_end(c, rules, false);
 	sl__busy = 0;
 	errno = err;

@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "breaker.h"
 #include "clock.h"
 #include "epoll.h"
 #include "fd.h"
@@ -75,7 +76,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	};
 	uint64_t now = sl__clock_ns();
 	sl__shm_shared_close_all_unsync();
-	if (sl__shm_rec_open_unsync(p->n_rules > 0) != 0) {
+	if (sl__shm_rec_open_unsync(p->n_rules > 0 || p->n_breaks > 0) != 0) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}
@@ -145,10 +146,10 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}
-	if (sl__lease_init_unsync(p) != 0)
+	if (sl__lease_init_unsync(p) != 0 || sl__break_init_unsync(p, now) != 0)
 		return -1;
 	sl__stats_reset();
-	st->active = p->n_rules > 0;
+	st->active = p->n_rules > 0 || p->n_breaks > 0;
 	sl__shm_rec_fill_unsync(p, st->active);
 	st->ready = true;
 	return 0;

@@ -45,6 +45,9 @@
  *                 fast path, partial counts, the receive loop;
  *   connect.c/h   the rate and conns rules of connect;
  *   accept.c/h    the rate and conns rules of accept;
+ *   breaker.c/h   circuit breakers on connect (SLUICE_BREAK): fail fast while
+ *                 open, one probe, outcomes from connect and SO_ERROR; their
+ *                 /dev/shm file for `sluice stat` (layout in shm_break.h);
  *   wrap_send.c   the exported send family (send ... sendfile64, sendmmsg);
  *   wrap_recv.c   the exported receive family (recv ... __recvfrom_chk,
  *                 recvmmsg);

@@ -127,7 +127,8 @@ void sl__shm_rec_fill_unsync(const struct sl_policy *p, bool active)
 	atomic_thread_fence(memory_order_release);
 	r->magic = SL_SHM_MAGIC_STAT;
 	/* Relaxed: init runs before any wrapper (single-threaded). */
-	atomic_store_explicit(&sl__rec_state, active && r->n_rules > 0 ? SL_REC_PRIVATE : SL_REC_OFF,
+	const bool wanted = active && (r->n_rules > 0 || p->n_breaks > 0);
+	atomic_store_explicit(&sl__rec_state, wanted ? SL_REC_PRIVATE : SL_REC_OFF,
 			      memory_order_relaxed);
 }
 

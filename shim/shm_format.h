@@ -148,8 +148,9 @@ _Static_assert(sizeof(struct sl_rstats) % 8 == 0, "sl_shm_stat layout");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
 
-/* Limiter parameters of rule r: the algorithm's kind (conns: concurrency),
- * its amount, period and burst. */
+/* Limiter parameters of rule r: the algorithm's kind (conns: concurrency;
+ * a token bucket with warmup=: the warm-up kind), its amount, period and
+ * burst, and the warm-up's. */
 static inline void sl_shm_rule_params(const struct sl_rule *r, struct sl_params *p)
 {
 	static const uint32_t kinds[] = {
@@ -164,6 +165,11 @@ static inline void sl_shm_rule_params(const struct sl_rule *r, struct sl_params 
 	p->amount = r->amount;
 	p->period_ns = r->period_ns;
 	p->burst = r->burst;
+	if (r->warmup_ns != 0 && p->kind == SL_KIND_TOKEN) {
+		p->kind = SL_KIND_WARMUP;
+		p->cold = r->cold;
+		p->warmup_ns = r->warmup_ns;
+	}
 }
 
 /* The start time (field 22, clock ticks since boot) in the text of a

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "breaker.h"
 #include "files.h"
 #include "log.h"
 #include "real.h"
@@ -140,6 +141,7 @@ void sl__stats_write(void)
 			    (unsigned long long)sl_ld(&s->bytes));
 	}
 	buf[len++] = ']';
+	len += sl__break_stats_json(buf + len, sizeof(buf) - 2 - len); /* ,"breakers":[...] */
 	buf[len++] = '}';
 	buf[len++] = '\n';
 	char path[SL_PATH_MAX + 32];

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "accept.h"
+#include "breaker.h"
 #include "connect.h"
 #include "fd.h"
 #include "real.h"
@@ -31,6 +32,8 @@ const int sl__wrap_sock_anchor = 1;
 
 SL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
+	if (sl__break_n != 0) /* circuit breakers (breaker.c) wrap the rules */
+		return sl__break_connect(fd, sa, len);
 	return sl__connect(fd, sa, len);
 }
 

@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "breaker.h"
 #include "ready.h"
 #include "real.h"
 
@@ -19,9 +20,18 @@ SL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	int e;
 	if (level != SOL_SOCKET || name != SO_ERROR || val == NULL || len == NULL ||
-	    *len < sizeof(int) || !sl__connect_soerror(fd, &e))
-		return SL_REAL(getsockopt)(fd, level, name, val, len);
+	    *len < sizeof(int) || !sl__connect_soerror(fd, &e)) {
+		int r = SL_REAL(getsockopt)(fd, level, name, val, len);
+		if (r == 0 && sl__break_n != 0 && level == SOL_SOCKET && name == SO_ERROR &&
+		    val != NULL && len != NULL && *len >= sizeof(int)) {
+			memcpy(&e, val, sizeof(e));
+			sl__break_soerror(fd, e); /* a breaker's pending connect */
+		}
+		return r;
+	}
 	memcpy(val, &e, sizeof(e));
 	*len = sizeof(e);
+	if (sl__break_n != 0)
+		sl__break_soerror(fd, e);
 	return 0;
 }

@@ -19,6 +19,8 @@ static const struct sl_params valid[] = {
 	{ .kind = SL_KIND_FIXED, .amount = 3, .period_ns = 1000 },
 	{ .kind = SL_KIND_SLIDING, .amount = 10, .period_ns = 1000 },
 	{ .kind = SL_KIND_CONC, .amount = 3 },
+	{ .kind = SL_KIND_WARMUP, .cold = 3, .amount = 4, .period_ns = MS, .burst = 2,
+	  .warmup_ns = 100 * MS },
 };
 #define NVALID (sizeof(valid) / sizeof(valid[0]))
 
@@ -202,8 +204,12 @@ static void test_core_limiter_validate_corrupt(void **state)
 				continue; /* sl_gcra.epoch_ns: any value is valid */
 			if (off >= 64 + 16 && off < 64 + 24 && (k == 2 || k == 3))
 				continue; /* sl_fixed/sl_sliding.epoch_ns */
-			if (off >= 8 + 32 && off < 64)
+			if (off >= 8 + 40 && off < 64)
 				continue; /* header padding */
+			if (off >= 64 + 32 && off < 64 + 40 && k == 5)
+				continue; /* sl_warm.epoch_ns */
+			if (off >= 64 + 60 && k == 5)
+				continue; /* sl_warm.reserved */
 			if (off >= 64 + 52 && off < 64 + 56 && k < 2)
 				continue; /* sl_gcra.reserved */
 			if (off >= 64 + 40 && k == 3)
@@ -270,7 +276,7 @@ static void test_core_limiter_validate_garbage(void **state)
 		assert_false(sl_limiter_validate(&l));
 		/* The generic calls on garbage must not crash either, as long
 		 * as the kind is unknown (dispatch is the only check). */
-		l.kind = SL_KIND_TUNABLE + 1 + (uint32_t)(rnd(&seed) % 1000);
+		l.kind = SL_KIND_WARMUP + 1 + (uint32_t)(rnd(&seed) % 1000);
 		expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_NEVER, UINT64_MAX);
 		assert_int_equal(sl_limiter_available(&l, 0), 0);
 		assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_EINVAL);

@@ -28,6 +28,29 @@ struct policy_case {
 };
 
 static const struct policy_case valid_cases[] = {
+	/* Circuit breakers: defaults window=10s, open=5s, per=peer, min=5. */
+	{"SLUICE_BREAK", "errors=5,window=1s,open=2s,errno=EHOSTUNREACH",
+	 "break:errors=5,window=1s,open=2s,errno=EHOSTUNREACH"},
+	{"SLUICE_BREAK", "errors=50%",
+	 "break:errors=50%"},
+	{"SLUICE_BREAK", " errors = 20% , min = 10 , per=process , slow=250ms , window=10s ",
+	 "break:errors=20%,min=10,slow=250ms,per=process"},
+	{"SLUICE_RULES", "connect:100/s;break:errors=3,to=127.0.0.1,port=8000-8080,open=1500ms",
+	 "connect:100/s;break:errors=3,open=1500ms,to=127.0.0.1,port=8000-8080"},
+	{"SLUICE_BREAK", "errors=1,family=unix,per=process,errno=ETIMEDOUT",
+	 "break:errors=1,errno=ETIMEDOUT,per=process,family=unix"},
+	/* warmup= (Guava's SmoothWarmingUp): cold 3 is the default. */
+	{"SLUICE_CONNECT", "100/s,warmup=2s",
+	 "connect:100/s,warmup=2s"},
+	{"SLUICE_CONNECT", "100/s,cold=3,warmup=2000ms",
+	 "connect:100/s,warmup=2s"},
+	{"SLUICE_SEND", "1MiB/s,warmup=1.5s,cold=4,burst=64KiB,per=peer",
+	 "send:1MiB/s,burst=64KiB,warmup=1500ms,cold=4,per=peer"},
+	{"SLUICE_RULES", "recv:10/s,warmup=1h,cold=100,shared=w;accept:5/s,warmup=300ms,cold=2",
+	 "recv:10/s,warmup=1h,cold=100,shared=w;accept:5/s,warmup=300ms,cold=2"},
+	/* The shortest warm-up of 100/s at cold 3: (1 + 3) / 2 x 10 ms. */
+	{"SLUICE_CONNECT", "100/s,warmup=20ms,action=reject",
+	 "connect:100/s,warmup=20ms,action=reject"},
 	/* redis=KEY: fleet-wide limits, on-error and lease defaults left out. */
 	{"SLUICE_CONNECT", "500/s,redis=k",
 	 "connect:500/s,redis=k"},
@@ -291,6 +314,60 @@ static const struct policy_case valid_cases[] = {
 };
 
 static const struct policy_case error_cases[] = {
+	{"SLUICE_BREAK", "window=1s",
+	 "SLUICE_BREAK=\"window=1s\": at column 1: missing errors=N or errors=P% (how many failed connects open the breaker, e.g. errors=5)"},
+	{"SLUICE_BREAK", "",
+	 "SLUICE_BREAK=\"\": at column 1: empty breaker (expected errors=N or errors=P%, e.g. errors=5,window=10s,open=5s)"},
+	{"SLUICE_BREAK", "errors=0",
+	 "SLUICE_BREAK=\"errors=0\": at column 8: errors '0' must be a whole number from 1 to 1048575"},
+	{"SLUICE_BREAK", "errors=101%",
+	 "SLUICE_BREAK=\"errors=101%\": at column 8: errors percentage '101' must be a whole number from 1 to 100"},
+	{"SLUICE_BREAK", "errors=5,min=3",
+	 "SLUICE_BREAK=\"errors=5,min=3\": at column 10: option 'min' is valid only with errors=P% (the fewest connects a ratio is judged on)"},
+	{"SLUICE_BREAK", "errors=5,window=5ms",
+	 "SLUICE_BREAK=\"errors=5,window=5ms\": at column 17: window '5ms' must be from 10ms to 1h"},
+	{"SLUICE_BREAK", "errors=5,open=2h",
+	 "SLUICE_BREAK=\"errors=5,open=2h\": at column 15: open '2h' must be from 1ms to 1h"},
+	{"SLUICE_BREAK", "errors=5,per=thread",
+	 "SLUICE_BREAK=\"errors=5,per=thread\": at column 14: unknown per (for break) 'thread' (expected process, peer)"},
+	{"SLUICE_BREAK", "errors=5,errno=EFOO",
+	 "SLUICE_BREAK=\"errors=5,errno=EFOO\": at column 16: unknown errno name 'EFOO' (expected a name such as ECONNREFUSED, EHOSTUNREACH, ETIMEDOUT)"},
+	{"SLUICE_BREAK", "errors=5,eror=1",
+	 "SLUICE_BREAK=\"errors=5,eror=1\": at column 10: unknown breaker option 'eror' (did you mean errors?)"},
+	{"SLUICE_BREAK", "errors=5,errors=6",
+	 "SLUICE_BREAK=\"errors=5,errors=6\": at column 10: duplicate option 'errors' (first given at column 1)"},
+	{"SLUICE_BREAK", "errors=5,family=unix",
+	 "SLUICE_BREAK=\"errors=5,family=unix\": at column 17: family=unix needs per=process (a unix socket's peer has no address and port to keep a breaker for)"},
+	{"SLUICE_BREAK", "errors=5,to=10.0.0.1:80,port=81",
+	 "SLUICE_BREAK=\"errors=5,to=10.0.0.1:80,port=81\": at column 25: duplicate option 'port' (to= gives port 80 too)"},
+	{"SLUICE_RULES", "break",
+	 "SLUICE_RULES=\"break\": at column 6: expected ':' and a breaker after 'break' (e.g. break:errors=5)"},
+	{"SLUICE_CONNECT", "100/s,warmup=0s",
+	 "SLUICE_CONNECT=\"100/s,warmup=0s\": at column 14: warmup=0s is no warm-up: leave the option out"},
+	{"SLUICE_CONNECT", "100/s,warmup=2",
+	 "SLUICE_CONNECT=\"100/s,warmup=2\": at column 15: missing unit after '2' (expected us, ms, s, min, h)"},
+	{"SLUICE_CONNECT", "100/s,warmup=19ms",
+	 "SLUICE_CONNECT=\"100/s,warmup=19ms\": at column 14: warmup '19ms' is too short for the rate: at least 20ms ((1 + cold) / 2 stable intervals) lets the rate climb"},
+	{"SLUICE_CONNECT", "100/s,warmup=30ms,cold=9",
+	 "SLUICE_CONNECT=\"100/s,warmup=30ms,cold=9\": at column 14: warmup '30ms' is too short for the rate: at least 50ms ((1 + cold) / 2 stable intervals) lets the rate climb"},
+	{"SLUICE_CONNECT", "100/s,warmup=61min",
+	 "SLUICE_CONNECT=\"100/s,warmup=61min\": at column 14: warmup '61min' is longer than 1h"},
+	{"SLUICE_CONNECT", "100/s,cold=3",
+	 "SLUICE_CONNECT=\"100/s,cold=3\": at column 7: option 'cold' is valid only with warmup="},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,cold=1",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,cold=1\": at column 22: cold '1' must be a whole number from 2 to 100 (the coldest interval is cold x the stable one)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,cold=2.5",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,cold=2.5\": at column 22: cold '2.5' must be a whole number from 2 to 100 (the coldest interval is cold x the stable one)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,cold=101",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,cold=101\": at column 22: cold '101' must be a whole number from 2 to 100 (the coldest interval is cold x the stable one)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,algo=leaky",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,algo=leaky\": at column 7: option 'warmup' is valid only with algo=token (the warm-up spends stored permits, as Guava's SmoothWarmingUp does)"},
+	{"SLUICE_CONNS", "10,warmup=2s",
+	 "SLUICE_CONNS=\"10,warmup=2s\": at column 4: option 'warmup' is not valid for conns (a count has no rate to warm up)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,redis=k",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,redis=k\": at column 7: option 'warmup' cannot be combined with redis= (the Redis script is a plain GCRA token bucket)"},
+	{"SLUICE_CONNECT", "100/s,warmup=2s,warmup=3s",
+	 "SLUICE_CONNECT=\"100/s,warmup=2s,warmup=3s\": at column 17: duplicate option 'warmup' (first given at column 7)"},
 	{"SLUICE_SEND", "1MiB/s,shared=a/b",
 	 "SLUICE_SEND=\"1MiB/s,shared=a/b\": at column 16: invalid character '/' in shared name (expected letters, digits, '.', '_' or '-')"},
 	{"SLUICE_SEND", "1MiB/s,shared=..",
@@ -413,7 +490,7 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_SEND", "100/s,brust=4",
 	 "SLUICE_SEND=\"100/s,brust=4\": at column 7: unknown option 'brust' (did you mean burst?)"},
 	{"SLUICE_SEND", "100/s,colour=red",
-	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared, redis, on-error, lease)"},
+	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared, redis, on-error, lease, warmup, cold)"},
 	{"SLUICE_SEND", "100/s,burst",
 	 "SLUICE_SEND=\"100/s,burst\": at column 12: expected '=' and a value after 'burst'"},
 	{"SLUICE_SEND", "100/s,burst=",
@@ -583,11 +660,11 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_RULES", "sned:1/s",
 	 "SLUICE_RULES=\"sned:1/s\": at column 1: unknown operation 'sned' (did you mean send?)"},
 	{"SLUICE_RULES", "write:1/s",
-	 "SLUICE_RULES=\"write:1/s\": at column 1: unknown operation 'write' (expected connect, accept, send, recv, conns)"},
+	 "SLUICE_RULES=\"write:1/s\": at column 1: unknown operation 'write' (expected connect, accept, send, recv, conns, break)"},
 	{"SLUICE_RULES", "send",
 	 "SLUICE_RULES=\"send\": at column 5: expected ':' and a limit after 'send' (e.g. send:1MiB/s)"},
 	{"SLUICE_RULES", "1MiB/s",
-	 "SLUICE_RULES=\"1MiB/s\": at column 1: unknown operation '1MiB/s' (expected connect, accept, send, recv, conns)"},
+	 "SLUICE_RULES=\"1MiB/s\": at column 1: unknown operation '1MiB/s' (expected connect, accept, send, recv, conns, break)"},
 	{"SLUICE_RULES", "send:",
 	 "SLUICE_RULES=\"send:\": at column 6: empty rule (expected a rate such as 100/s or 1MiB/s)"},
 	{"SLUICE_RULES", "send:1/s;recv:1Mib/s",
@@ -597,7 +674,7 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_SNED", "1MiB/s",
 	 "SLUICE_SNED=\"1MiB/s\": unknown variable (did you mean SLUICE_SEND?)"},
 	{"SLUICE_FOO", "1",
-	 "SLUICE_FOO=\"1\": unknown variable (expected one of SLUICE_CONNECT, SLUICE_ACCEPT, SLUICE_SEND, SLUICE_RECV, SLUICE_CONNS, SLUICE_RULES, SLUICE_LOG, SLUICE_LOG_FILE, SLUICE_ONLY, SLUICE_SKIP, SLUICE_STATS, SLUICE_CONFIG_ERROR, SLUICE_REDIS)"},
+	 "SLUICE_FOO=\"1\": unknown variable (expected one of SLUICE_CONNECT, SLUICE_ACCEPT, SLUICE_SEND, SLUICE_RECV, SLUICE_CONNS, SLUICE_RULES, SLUICE_LOG, SLUICE_LOG_FILE, SLUICE_ONLY, SLUICE_SKIP, SLUICE_STATS, SLUICE_CONFIG_ERROR, SLUICE_REDIS, SLUICE_BREAK)"},
 	{"SLUICE_send", "1MiB/s",
 	 "SLUICE_send=\"1MiB/s\": unknown variable (did you mean SLUICE_SEND?)"},
 	{"SLUICE_LOG", "verbose",
@@ -674,6 +751,19 @@ static void test_policy_valid(void **state)
 			strcat(joined, ";");
 		strcat(joined, text);
 		assert_round_trip(&p.rules[i]);
+	}
+	for (uint32_t i = 0; i < p.n_breaks; i++) {
+		struct sl_policy back;
+		sl_break_format(&p.breaks[i], text, sizeof text);
+		if (joined[0] != '\0')
+			strcat(joined, ";");
+		strcat(joined, text);
+		/* The canonical text parses back to the same breaker. */
+		sl_policy_init(&back);
+		if (sl_policy_parse_var(&back, "SLUICE_RULES", text, err, sizeof err) != 0)
+			fail_msg("canonical text '%s' does not parse: %s", text, err);
+		assert_int_equal(back.n_breaks, 1);
+		assert_true(sl_break_equal(&back.breaks[0], &p.breaks[i]));
 	}
 	assert_string_equal(joined, tc->expected);
 }

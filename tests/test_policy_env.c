@@ -197,7 +197,7 @@ static void test_policy_vars_table(void **state)
 	char err[SL_ERR_MAX];
 
 	(void)state;
-	assert_int_equal(sl_policy_nvars, 13);
+	assert_int_equal(sl_policy_nvars, 14);
 	for (size_t i = 0; i < sl_policy_nvars; i++) {
 		struct sl_policy p;
 		sl_policy_init(&p);
@@ -284,7 +284,7 @@ static void test_policy_rule_parse_names_variable(void **state)
 	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s,x=1", "--send", err, sizeof err), -1);
 	assert_string_equal(err, "--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
 				 "algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
-				 "shared, redis, on-error, lease)");
+				 "shared, redis, on-error, lease, warmup, cold)");
 }
 
 static void test_policy_equal_ignores_explicit_opts(void **state)

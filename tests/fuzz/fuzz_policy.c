@@ -57,6 +57,13 @@ static void check_core(const struct sl_rule *r, const char *text)
 	p.amount = r->amount;
 	p.period_ns = r->period_ns;
 	p.burst = r->burst;
+	if (r->warmup_ns != 0) {
+		if (p.kind != SL_KIND_TOKEN)
+			fail("warm-up on a rule that is not a token bucket", text);
+		p.kind = SL_KIND_WARMUP;
+		p.cold = r->cold;
+		p.warmup_ns = r->warmup_ns;
+	}
 	enum sl_status st = sl_limiter_init(&l, &p, 1);
 	if (st == SL_EINVAL || st == SL_ERANGE)
 		fail("accepted rule does not initialise a limiter", text);
@@ -80,12 +87,36 @@ static void check_rule(const struct sl_rule *r)
 	check_core(r, text);
 }
 
+/* A breaker: its canonical text parses back to an equal breaker that
+ * prints the same, and the core accepts its parameters. */
+static void check_break(const struct sl_break *b)
+{
+	char text[SL_RULE_TEXT_MAX], again[SL_RULE_TEXT_MAX], err[SL_ERR_MAX];
+	struct sl_policy p;
+	struct sl_breaker core;
+
+	if (sl_break_format(b, text, sizeof text) >= sizeof text)
+		fail("canonical breaker text too long", text);
+	sl_policy_init(&p);
+	if (sl_policy_parse_var(&p, "SLUICE_RULES", text, err, sizeof err) != 0)
+		fail("canonical breaker text does not parse", err);
+	if (p.n_breaks != 1 || p.n_rules != 0 || !sl_break_equal(b, &p.breaks[0]))
+		fail("parse(print(b)) != b", text);
+	sl_break_format(&p.breaks[0], again, sizeof again);
+	if (strcmp(text, again) != 0)
+		fail("print(parse(print(b))) != print(b)", again);
+	if (!sl_breaker_init(&core, b->window_ns, b->open_ns, b->errors, b->ratio_pct, b->min, 1))
+		fail("accepted breaker does not initialise the core's", text);
+}
+
 static void check_policy(const struct sl_policy *p)
 {
 	if (p->n_rules > SL_MAX_RULES)
 		fail("too many rules", "");
 	for (uint32_t i = 0; i < p->n_rules; i++)
 		check_rule(&p->rules[i]);
+	for (uint32_t i = 0; i < p->n_breaks; i++)
+		check_break(&p->breaks[i]);
 }
 
 /* The rest of the input as NAME=value lines. */
