@@ -1,5 +1,6 @@
 # sluice - one non-recursive GNU Makefile. Sources are found by wildcard, so a
-# new file in core/, policy/, shim/, cli/, tests/ or bench/ needs no edit here.
+# new file in core/, policy/, shim/, supervise/, cli/, tests/ or bench/ needs
+# no edit here.
 #
 #   make                 build everything into build/
 #   make demo            build, then show sluice throttling a curl download
@@ -21,12 +22,13 @@ EXTRA_CFLAGS ?=
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) $(SAN_FLAGS) $(EXTRA_CFLAGS) \
-	-DSL_VERSION='"$(VERSION)"' -Icore -Ipolicy -Ishim
+	-DSL_VERSION='"$(VERSION)"' -Icore -Ipolicy -Ishim -Isupervise
 LDLIBS_ALL := -ldl -pthread
 
 CORE_SRC := $(wildcard core/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
 SHIM_SRC := $(wildcard shim/*.c)
+SUP_SRC := $(wildcard supervise/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -36,6 +38,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC))
 POLICY_OBJ := $(call obj,$(POLICY_SRC))
 SHIM_OBJ := $(call obj,$(SHIM_SRC))
+SUP_OBJ := $(call obj,$(SUP_SRC))
 CLI_OBJ := $(call obj,$(CLI_SRC))
 
 CORE_A := $(BUILD)/libsluice-core.a
@@ -76,8 +79,9 @@ $(SHIM_A): $(SHIM_OBJ)
 # from an archive and is made local (--exclude-libs).
 $(SHIM_SO): $(SHIM_OBJ) $(POLICY_A) $(CORE_A)
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,now -Wl,--exclude-libs,ALL -Wl,-soname,libsluice.so -o $@ $(SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
-$(CLI): $(CLI_OBJ) $(POLICY_A) $(CORE_A)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
+# The launcher carries the supervisor (supervised mode), never the shim.
+$(CLI): $(CLI_OBJ) $(SUP_OBJ) $(POLICY_A) $(CORE_A)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(SUP_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 
 # Unit tests link the archives: only what a test references is pulled in, so
 # a policy test never interposes libc.
@@ -153,13 +157,18 @@ bench: all
 	scripts/run-bench.sh $(BUILD)
 
 # core/ includes only the four C11 headers (and its own); policy/ never reads
-# the environment, resolves symbols or sets errno.
+# the environment, resolves symbols or sets errno; supervise/ decides with
+# core/ and policy/ and never links or includes the shim's code (only its
+# shared-memory format header).
 check-layers:
 	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include' core/*.c core/*.h | \
 		grep -vE '<(stdint|stdbool|stddef|stdatomic)\.h>|"(sluice_core|internal)\.h"'); \
 	if [ -n "$$bad" ]; then echo "check-layers: core/ includes more than C11 atomics and integers:"; echo "$$bad"; exit 1; fi
 	@bad=$$(grep -HnE '\b(getenv|secure_getenv|dlsym|dlopen|environ|malloc|calloc|realloc)\b|\berrno[[:space:]]*=[^=]' policy/*.c policy/*.h); \
 	if [ -n "$$bad" ]; then echo "check-layers: policy/ must be a pure function of text:"; echo "$$bad"; exit 1; fi
+	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' supervise/*.c supervise/*.h | \
+		grep -vE '"(internal|supervise|policy|sluice_core|shm_format)\.h"'); \
+	if [ -n "$$bad" ]; then echo "check-layers: supervise/ includes shim or cli code:"; echo "$$bad"; exit 1; fi
 	@echo "check-layers: ok"
 
 install: all
