@@ -141,6 +141,8 @@ void sl_sup_target_sweep(struct sl_sup *s);
 /* A duplicate of the target's fd (close it after the answer), or -errno.
  * EPERM marks the process unreachable and warns once. */
 int sl_sup_getfd(struct sl_sup *s, struct sl_sup_thread *t, int fd);
+/* Mark a process the supervisor has no ptrace access to; warn once. */
+void sl_sup_unreachable(struct sl_sup_proc *p, const char *what, int err);
 /* Copy from / to the target's memory: bytes copied, or -errno. */
 ssize_t sl_sup_mem_read(pid_t tid, uint64_t addr, void *buf, size_t len);
 ssize_t sl_sup_mem_readv(pid_t tid, const struct iovec *remote, int n, void *buf, size_t len);

@@ -453,7 +453,10 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		struct sockaddr_storage from;
 		socklen_t fromlen = sizeof(from);
 		memset(&from, 0, sizeof(from));
-		ssize_t full = recvfrom(c->dup, piece_buf, piece, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC,
+		/* MSG_TRUNC tells a datagram's full length; on a stream socket
+		 * it would skip the copy. */
+		ssize_t full = recvfrom(c->dup, piece_buf, piece,
+					MSG_PEEK | MSG_DONTWAIT | (c->stream ? 0 : MSG_TRUNC),
 					(struct sockaddr *)&from, &fromlen);
 		if (full < 0) {
 			int e = errno;

@@ -87,6 +87,8 @@ int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int sr
 		snprintf(name, sizeof(name), "%d", n);
 		if (fstatat(p->fddir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			continue; /* in use */
+		if (errno == EACCES || errno == EPERM)
+			sl_sup_unreachable(p, "/proc/PID/fd", errno);
 		if (errno != ENOENT)
 			break;
 		add.flags = SECCOMP_ADDFD_FLAG_SETFD | SECCOMP_ADDFD_FLAG_SEND;
@@ -99,7 +101,9 @@ int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int sr
 			return -errno; /* ENOENT: the call is gone */
 		break;
 	}
-	if (!p->low_fd_warned)
+	if (p->fddir < 0)
+		sl_sup_unreachable(p, "/proc/PID/fd", EACCES);
+	if (!p->low_fd_warned && !p->unreachable)
 		sl_sup_warn("process %d (%s): no free fd between %d and its RLIMIT_NOFILE (%lu): "
 			    "its sockets take low fds and their sends and receives pass unthrottled",
 			    (int)p->tgid, p->comm, SL_SUP_FD_BASE, hi);

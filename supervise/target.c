@@ -196,14 +196,20 @@ int sl_sup_getfd(struct sl_sup *s, struct sl_sup_thread *t, int fd)
 	if (r >= 0)
 		return r;
 	int e = errno;
-	if (e == EPERM && !t->proc->unreachable) {
-		t->proc->unreachable = true;
-		sl_sup_warn("process %d (%s) cannot be throttled: pidfd_getfd: %s (it made itself "
-			    "non-dumpable, or Yama's ptrace_scope forbids it): its connects, "
-			    "accepts, sends and receives run unthrottled",
-			    (int)t->proc->tgid, t->proc->comm, strerror(e));
-	}
+	if (e == EPERM)
+		sl_sup_unreachable(t->proc, "pidfd_getfd", e);
 	return -e;
+}
+
+void sl_sup_unreachable(struct sl_sup_proc *p, const char *what, int err)
+{
+	if (p->unreachable)
+		return;
+	p->unreachable = true;
+	sl_sup_warn("process %d (%s) cannot be throttled: %s: %s (it made itself non-dumpable, "
+		    "or Yama's ptrace_scope forbids it): its connects, accepts, sends and receives "
+		    "run unthrottled",
+		    (int)p->tgid, p->comm, what, strerror(err));
 }
 
 ssize_t sl_sup_mem_readv(pid_t tid, const struct iovec *remote, int n, void *buf, size_t len)

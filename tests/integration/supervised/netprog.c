@@ -9,6 +9,9 @@
  *   netprog recvmsg PORT FILE       the same with recvmsg()
  *   netprog writev PORT SIZE        upload with writev() of 3 pieces per call
  *   netprog filewrite FILE N        N 1-byte write()s to FILE (cost bench)
+ *   netprog syscalls - -            io_uring_setup and an i386 getpid
+ *                                   (int $0x80): prints their results
+ *   netprog nodump PORT SIZE        PR_SET_DUMPABLE 0, then upload
  * Prints one JSON line: {"elapsed": seconds, "bytes": n, "calls": n,
  * "short": n, "fd": first socket fd, "eintr": n}. SIGALRM fires every 20 ms
  * (SA_RESTART off) while it runs, so held calls meet signals.
@@ -20,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -91,6 +96,21 @@ int main(int argc, char **argv)
 		printf("{\"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n", now() - t0,
 		       bytes, n, fd);
 		return 0;
+	}
+	if (strcmp(mode, "syscalls") == 0) {
+		unsigned char params[120] = {0}; /* struct io_uring_params */
+		long r = syscall(SYS_io_uring_setup, 4, params);
+		int e = r < 0 ? errno : 0;
+		long r32 = 20; /* i386 getpid */
+		__asm__ volatile("int $0x80" : "+a"(r32) : : "memory");
+		printf("{\"io_uring_setup\": %ld, \"io_uring_errno\": %d, \"i386_getpid\": %ld, "
+		       "\"pid\": %d}\n",
+		       r, e, r32, (int)getpid());
+		return 0;
+	}
+	if (strcmp(mode, "nodump") == 0) {
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		mode = "upload";
 	}
 	int port = atoi(argv[2]);
 	if (getenv("NETPROG_NOALARM") == NULL)

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Supervised mode on a static C program (gcc -static, built here), which no
+preloaded library can reach: connect rate, byte-exact upload and download
+rates with SIGALRM every 20 ms meeting the held calls, sockets placed at
+fd >= 512, io_uring_setup answered ENOSYS, i386 system calls refused, the
+whole tree of `sh -c` supervised, a non-dumpable program named once as
+running unthrottled, and --preload forcing the old behaviour."""
+import json
+import os
+
+from supervise_lib import (SLUICE, Server, build_c, check, pattern, run_main, sha256_file,
+                           sluice, within, TMP)
+import hashlib
+
+MiB = 1 << 20
+
+
+def result(out):
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def body():
+    prog = build_c()
+
+    # The launcher picks supervised mode by itself and says so under -v.
+    srv = Server("count")
+    rc, out, err = sluice(["-v", "--connect", "20/s", "--", prog, "connect", str(srv.port), "60"])
+    r = result(out)
+    check(rc == 0, "connects: exit 0 (rc=%d, stderr=%r)" % (rc, err[-300:]))
+    check("statically linked: supervised mode" in err, "-v says supervised mode was chosen")
+    # 60 connects, burst 1: the 60th at 59/20 s.
+    within("60 connects at 20/s", r.get("elapsed", 0), 59 / 20, 0.02)
+    srv.close()
+
+    # 4 MiB upload with write(), 1 MiB/s, burst 64 KiB.
+    sink = Server("sink")
+    size = 4 * MiB
+    rc, out, err = sluice(["--send", "1MiB/s,burst=64KiB", "--", prog, "upload", str(sink.port),
+                           str(size)])
+    r = result(out)
+    check(rc == 0, "upload: exit 0 (rc=%d, stderr=%r)" % (rc, err[-300:]))
+    within("4 MiB write() upload at 1 MiB/s", r.get("elapsed", 0), (size - 64 * 1024) / MiB, 0.02)
+    want = hashlib.sha256(pattern(size)).hexdigest()
+    check(sink.digests == [want], "upload: the server got exactly the 4 MiB sent (sha256)")
+    check(r.get("fd", 0) >= 512, "the socket was placed at fd %s >= 512" % r.get("fd"))
+    # A held call's signals wait for its answer (WAIT_KILLABLE_RECV), so
+    # the 20 ms timer's signals merge: at least one per write call.
+    check(r.get("alarms", 0) >= r.get("calls", 1), "SIGALRM fired %s times during %s held "
+          "writes" % (r.get("alarms"), r.get("calls")))
+    check(r.get("short", 1) == 0, "blocking writes completed in full (WAIT_KILLABLE_RECV)")
+
+    # writev upload, 512 KiB at 1 MiB/s.
+    size = 512 * 1024
+    rc, out, err = sluice(["--send", "1MiB/s,burst=64KiB", "--", prog, "writev", str(sink.port),
+                           str(size)])
+    r = result(out)
+    within("512 KiB writev() upload at 1 MiB/s", r.get("elapsed", 0), (size - 64 * 1024) / MiB,
+           0.05)
+    check(sink.digests[-1] == hashlib.sha256(pattern(size)).hexdigest(), "writev: sha256 equal")
+    sink.close()
+
+    # Download with read(), 4 MiB at 1 MiB/s (default burst: 5 ms of the rate).
+    data = os.urandom(4 * MiB)
+    src = Server("source", data)
+    path = os.path.join(TMP, "download")
+    rc, out, err = sluice(["--recv", "1MiB/s", "--", prog, "download", str(src.port), path])
+    r = result(out)
+    check(rc == 0, "download: exit 0 (rc=%d, stderr=%r)" % (rc, err[-300:]))
+    within("4 MiB read() download at 1 MiB/s", r.get("elapsed", 0), (len(data) - 5243) / MiB, 0.02)
+    check(sha256_file(path) == hashlib.sha256(data).hexdigest(), "download: sha256 equal")
+    check(r.get("alarms", 0) > 50, "SIGALRM fired %s times during the download" % r.get("alarms"))
+
+    # recvmsg(), 512 KiB.
+    small = Server("source", data[:512 * 1024])
+    rc, out, err = sluice(["--recv", "1MiB/s", "--", prog, "recvmsg", str(small.port), path])
+    r = result(out)
+    within("512 KiB recvmsg() download at 1 MiB/s", r.get("elapsed", 0),
+           (512 * 1024 - 5243) / MiB, 0.05)
+    check(sha256_file(path) == hashlib.sha256(data[:512 * 1024]).hexdigest(),
+          "recvmsg: sha256 equal")
+
+    # The whole tree: sh (dynamic) runs the static program.
+    srv = Server("count")
+    rc, out, err = sluice(["--supervise", "--connect", "20/s", "--", "sh", "-c",
+                           "%s connect %d 20" % (prog, srv.port)])
+    r = result(out)
+    within("sh -c 'netprog': 20 connects at 20/s", r.get("elapsed", 0), 19 / 20, 0.05)
+
+    # io_uring_setup is answered ENOSYS; an i386 system call is refused.
+    rc, out, err = sluice(["--send", "1MiB/s", "--", prog, "syscalls", "-", "-"])
+    r = result(out)
+    check(r.get("io_uring_setup") == -1 and r.get("io_uring_errno") == 38,
+          "io_uring_setup fails with ENOSYS (%r)" % r)
+    check(r.get("i386_getpid") == -38, "an i386 getpid (int $0x80) gets -ENOSYS (%r)" % r)
+
+    # Unprivileged (as uid 65534 when run as root): supervision needs no
+    # privilege. A program that makes itself non-dumpable cannot be
+    # reached: said once, and it runs unthrottled (256 KiB at 64 KiB/s
+    # would take 4 s).
+    os.chmod(TMP, 0o755)
+    as_user = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] \
+        if os.geteuid() == 0 else []
+    sink = Server("sink")
+    rc, out, err = sluice(as_user + [SLUICE, "--send", "256KiB/s", "--", prog, "upload",
+                                     str(sink.port), str(256 * 1024)], raw=True)
+    r = result(out)
+    within("unprivileged: 256 KiB upload at 256 KiB/s", r.get("elapsed", 0),
+           (256 * 1024 - 1311) / (256 * 1024), 0.05)
+    rc, out, err = sluice(as_user + [SLUICE, "--send", "64KiB/s", "--", prog, "nodump",
+                                     str(sink.port), str(256 * 1024)], raw=True)
+    r = result(out)
+    check(err.count("cannot be throttled:") == 1 and "run unthrottled" in err,
+          "non-dumpable: one warning naming what runs unthrottled (%r)" % err[-300:])
+    check(r.get("elapsed", 9) < 2, "non-dumpable: unthrottled (%.3f s)" % r.get("elapsed", 9))
+    check(sink.sizes[-1:] == [256 * 1024], "non-dumpable: every byte arrived")
+
+    # --preload forces the library (and its warning).
+    rc, out, err = sluice(["-v", "--preload", "--send", "1MiB/s", "--", prog, "syscalls", "-",
+                           "-"])
+    check("preload mode (--preload)" in err and "statically linked" in err,
+          "--preload: preload mode and the static warning (%r)" % err[-300:])
+
+
+run_main(body)
