@@ -47,6 +47,7 @@
 #define SL_SUP_IOV_MAX 1024      /* UIO_MAXIOV */
 #define SL_SUP_PIECE_MAX (256u << 10) /* most bytes moved by one piece */
 #define SL_SUP_SWEEP_NS 100000000ull /* held calls re-validated this often */
+#define SL_SUP_CONNS_RETRY_NS 10000000ull /* a call waiting for a conns slot */
 
 /* Not in Debian 12's headers. */
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
@@ -179,6 +180,25 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 void sl_sup_refund(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes);
 /* Bytes a piece may take at most under the call's rules (their bursts). */
 uint64_t sl_sup_piece_cap(const struct sl_sup *s, uint32_t rules);
+/* The limiter of rule i for call c (its scope), initialised on first use;
+ * NULL without memory. */
+struct sl_limiter *sl_sup_lim_of(struct sl_sup *s, struct sl_sup_call *c, unsigned i,
+				 uint64_t now_ns);
+
+/* ---- conns.c ------------------------------------------------------------- */
+
+/* Take a slot of each of the call's conns rules: GO, RETRY (ask again after
+ * *wait_ns) or REFUSE (*err). */
+enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns,
+				      uint64_t *wait_ns, int *err);
+/* The connection is open at fd of the call's process: its slots stay taken
+ * until that fd no longer names the socket. */
+void sl_sup_conns_hold(struct sl_sup_call *c, int fd);
+/* The call ends without a connection: give its slots back. */
+void sl_sup_conns_drop(struct sl_sup_call *c);
+/* Give back the slots of connections that were closed. */
+void sl_sup_conns_sweep(struct sl_sup *s);
+
 /* Forget the per=fd limiters of fd in proc (a new socket took the number). */
 void sl_sup_fd_reset(struct sl_sup_proc *p, int fd);
 void sl_sup_proc_free_rows(struct sl_sup_proc *p);
@@ -226,6 +246,11 @@ struct sl_sup_call {
 	uint64_t name_ptr, namelen_ptr; /* where a receive's source goes */
 	uint64_t msg_ptr;               /* recvmsg/recvmmsg: the header */
 	uint64_t timeout_ns;            /* SO_SNDTIMEO/SO_RCVTIMEO, 0: none */
+	/* conns rules of a connect or accept (conns.c). */
+	uint32_t conns_rules; /* matched */
+	uint32_t conns_held;  /* slots taken, not yet handed to a connection */
+	bool conns_taken;
+	struct sl_limiter *conns_lim[SL_MAX_RULES];
 	/* Last, so that a new call clears only what comes before. */
 	struct iovec riov[SL_SUP_IOV_MAX]; /* the target's buffers */
 };
@@ -287,7 +312,7 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 
 /* sock.c: install srcfd in the target at a free fd >= SL_SUP_FD_BASE and
- * answer the notification with its number. 0, or -errno. */
+ * answer the notification with its number: that number, or -errno. */
 int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd,
 		 bool cloexec);
 /* The socket's address family bits, type bits and peer (getpeername). */

@@ -162,7 +162,6 @@ static int check_rules(const struct sl_policy *p)
 		const struct sl_rule *r = &p->rules[i];
 		const char *what = r->shared[0] != '\0'  ? "shared="
 				   : r->redis_key[0] != '\0' ? "redis="
-				   : r->op == SL_OP_CONNS     ? "conns"
 							      : NULL;
 		if (what == NULL)
 			continue;

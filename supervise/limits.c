@@ -121,7 +121,7 @@ static struct sl_limiter *peer_lim(struct sl_sup *s, struct sl_sup_call *c, unsi
 
 /* The limiter of rule i for call c, initialised on first use; NULL if there
  * is no memory for it (the call then passes that rule). */
-static struct sl_limiter *lim_of(struct sl_sup *s, struct sl_sup_call *c, unsigned i,
+struct sl_limiter *sl_sup_lim_of(struct sl_sup *s, struct sl_sup_call *c, unsigned i,
 				 uint64_t now_ns)
 {
 	const struct sl_rule *r = &s->policy.rules[i];
@@ -197,7 +197,7 @@ static void undo(struct sl_sup *s, struct sl_sup_call *c, uint32_t taken, uint64
 {
 	for (uint32_t rest = taken; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_limiter *l = lim_of(s, c, i, now_ns);
+		struct sl_limiter *l = sl_sup_lim_of(s, c, i, now_ns);
 		if (l != NULL && c->grant_n[i] != 0)
 			sl_limiter_refund(l, c->grant_n[i], c->grant_at_ns);
 		c->grant_n[i] = 0;
@@ -218,7 +218,7 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 		c->grant_n[i] = 0;
 		if (n == 0)
 			continue;
-		struct sl_limiter *l = lim_of(s, c, i, now_ns);
+		struct sl_limiter *l = sl_sup_lim_of(s, c, i, now_ns);
 		if (l == NULL)
 			continue;
 		if (r->action == SL_ACTION_DRYRUN) {
@@ -278,7 +278,7 @@ void sl_sup_refund(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes)
 							 : 0;
 		if (give == 0)
 			continue;
-		struct sl_limiter *l = lim_of(s, c, i, now);
+		struct sl_limiter *l = sl_sup_lim_of(s, c, i, now);
 		if (l != NULL)
 			sl_limiter_refund(l, give, c->grant_at_ns);
 	}

@@ -110,6 +110,7 @@ void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c)
 {
 	if (c->granted)
 		sl_sup_refund(s, c, UINT64_MAX);
+	sl_sup_conns_drop(c);
 	if (c->dup >= 0)
 		close(c->dup);
 	c->dup = -1;
@@ -190,6 +191,7 @@ static void sweep(struct sl_sup *s)
 	for (unsigned i = 0; i < s->calls_hi; i++)
 		if (s->calls[i].used && !sl_sup_valid(s, s->calls[i].req.id))
 			sl_sup_call_free(s, &s->calls[i]);
+	sl_sup_conns_sweep(s);
 	sl_sup_target_sweep(s);
 }
 

@@ -93,9 +93,10 @@ int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int sr
 			break;
 		add.flags = SECCOMP_ADDFD_FLAG_SETFD | SECCOMP_ADDFD_FLAG_SEND;
 		add.newfd = (uint32_t)n;
-		if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) >= 0) {
-			sl_sup_fd_reset(p, n);
-			return 0;
+		int r = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+		if (r >= 0) {
+			sl_sup_fd_reset(p, r);
+			return r;
 		}
 		if (errno != EBADF && errno != EMFILE)
 			return -errno; /* ENOENT: the call is gone */
@@ -110,7 +111,8 @@ int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int sr
 	p->low_fd_warned = true;
 	add.flags = SECCOMP_ADDFD_FLAG_SEND;
 	add.newfd = 0;
-	return ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) >= 0 ? 0 : -errno;
+	int r = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	return r >= 0 ? r : -errno;
 }
 
 /* Whether a new socket of this kind must be placed high. */
@@ -184,13 +186,15 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 	struct sl_sup_addr a;
 	sl_sup_addr_of(&a, (struct sockaddr *)&ss, (socklen_t)len);
 	uint32_t rules = sl_sup_match(s, SL_OP_CONNECT, fam, type, &a);
-	struct sl_sup_call *c = rules != 0 ? sl_sup_call_new(s, req, th) : NULL;
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &a);
+	struct sl_sup_call *c = rules | conns ? sl_sup_call_new(s, req, th) : NULL;
 	if (c == NULL) {
 		sl_sup_continue(s, req->id);
 		return;
 	}
 	c->kind = SL_SUP_CONNECT;
 	c->rules = rules;
+	c->conns_rules = conns;
 	c->peer = a;
 	if (sl_sup_step_connect(s, c, sl_sup_now_ns()))
 		sl_sup_call_free(s, c);
@@ -222,16 +226,35 @@ static bool take_one(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns, i
 	}
 }
 
+/* A slot of the call's conns rules: false while it must wait (deadline
+ * set), true to go on (or refused: *err). */
+static bool take_slot(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns, int *err)
+{
+	uint64_t wait = 0;
+	switch (sl_sup_conns_take(s, c, now_ns, &wait, err)) {
+	case SL_SUP_RETRY:
+		c->due_ns = now_ns + wait;
+		c->wait = SL_SUP_WAIT_TIME;
+		return false;
+	default:
+		return true;
+	}
+}
+
 bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
 	int err;
 	if (!take_one(s, c, now_ns, &err))
 		return false;
+	if (err == 0 && !take_slot(s, c, now_ns, &err))
+		return false; /* the rate's unit stays taken while the slot is awaited */
 	c->granted = false; /* the unit is used, whatever the kernel says */
-	if (err != 0)
+	if (err != 0) {
 		sl_sup_answer(s, c->req.id, 0, err);
-	else
-		sl_sup_continue(s, c->req.id);
+		return true;
+	}
+	if (sl_sup_continue(s, c->req.id) == 0)
+		sl_sup_conns_hold(c, (int)(uint32_t)c->req.data.args[0]);
 	return true;
 }
 
@@ -255,12 +278,13 @@ void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
 	if (getsockname(dup, (struct sockaddr *)&ss, &sl) == 0)
 		sl_sup_addr_of(&local, (struct sockaddr *)&ss, sl);
 	uint32_t rules = sl_sup_match(s, SL_OP_ACCEPT, fam, type, &local);
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &local);
 	int flags = req->data.nr == SYS_accept4 ? (int)req->data.args[3] : 0;
 	int accmode = 0;
 	socklen_t il = sizeof(accmode);
 	bool listening = getsockopt(dup, SOL_SOCKET, SO_ACCEPTCONN, &accmode, &il) == 0 && accmode;
 	struct sl_sup_call *c = NULL;
-	if (listening && (rules != 0 || wants_place(s, fam, type)) &&
+	if (listening && (rules != 0 || conns != 0 || wants_place(s, fam, type)) &&
 	    (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == 0)
 		c = sl_sup_call_new(s, req, th);
 	if (c == NULL) {
@@ -270,6 +294,7 @@ void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
 	}
 	c->kind = SL_SUP_ACCEPT;
 	c->rules = rules;
+	c->conns_rules = conns;
 	c->dup = dup;
 	c->flags = flags;
 	c->nonblock = (fcntl(dup, F_GETFL) & O_NONBLOCK) != 0;
@@ -319,6 +344,8 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 	int err;
 	if (!take_one(s, c, now_ns, &err))
 		return false;
+	if (err == 0 && !take_slot(s, c, now_ns, &err))
+		return false;
 	c->granted = false;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -355,14 +382,16 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 	}
 	unsigned fam, type;
 	sl_sup_classify(fd, &fam, &type, NULL);
+	int placed;
 	if (wants_place(s, fam, type)) {
-		sl_sup_place(s, c->th, c->req.id, fd, (c->flags & SOCK_CLOEXEC) != 0);
+		placed = sl_sup_place(s, c->th, c->req.id, fd, (c->flags & SOCK_CLOEXEC) != 0);
 	} else {
 		struct seccomp_notif_addfd add = {.id = c->req.id, .flags = SECCOMP_ADDFD_FLAG_SEND,
 						  .srcfd = (uint32_t)fd,
 						  .newfd_flags = (c->flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0};
-		ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+		placed = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
 	}
 	close(fd);
+	sl_sup_conns_hold(c, placed);
 	return true;
 }

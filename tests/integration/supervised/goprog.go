@@ -5,8 +5,9 @@
 //
 //	goprog get URL FILE            net/http GET, body into FILE
 //	goprog connect ADDR N G        N connects to ADDR from G goroutines
-//	goprog serve SIZE              net/http server of SIZE bytes on "/",
-//	                               prints its port, runs until killed
+//	goprog serve SIZE [MS]         net/http server of SIZE bytes on "/"
+//	                               (each answer MS ms late), prints its
+//	                               port, runs until killed
 //
 // get and connect print one JSON line: {"elapsed": s, "bytes": n, "late_ms": m}
 // where late_ms is how late a 10 ms ticker ran at worst meanwhile.
@@ -106,7 +107,12 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Println(ln.Addr().(*net.TCPAddr).Port)
+		delay := 0
+		if len(os.Args) > 3 {
+			delay, _ = strconv.Atoi(os.Args[3])
+		}
 		http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(time.Duration(delay) * time.Millisecond)
 			w.Header().Set("Content-Length", strconv.Itoa(size))
 			w.Write(body)
 		})
