@@ -115,6 +115,32 @@ def body():
     check(r.get("elapsed", 9) < 2, "non-dumpable: unthrottled (%.3f s)" % r.get("elapsed", 9))
     check(sink.sizes[-1:] == [256 * 1024], "non-dumpable: every byte arrived")
 
+    # busybox (Debian's busybox-static) wget, 2 MiB at 1 MiB/s.
+    www = os.path.join(TMP, "www")
+    os.makedirs(www, exist_ok=True)
+    with open(os.path.join(www, "f"), "wb") as f:
+        f.write(data[:2 * MiB])
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+    hs = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                         lambda *a, **k: Quiet(*a, directory=www, **k))
+    threading.Thread(target=hs.serve_forever, daemon=True).start()
+    got = os.path.join(TMP, "wget.out")
+    import time
+    t0 = time.monotonic()
+    rc, out, err = sluice(["-v", "--recv", "1MiB/s", "--", "busybox", "wget", "-q", "-O", got,
+                           "http://127.0.0.1:%d/f" % hs.server_address[1]])
+    el = time.monotonic() - t0
+    check(rc == 0 and "supervised mode" in err, "busybox wget: supervised, exit 0 (rc=%d)" % rc)
+    within("busybox wget of 2 MiB at 1 MiB/s (launcher's wall time)", el,
+           (2 * MiB - 5243) / MiB, 0.05)
+    check(sha256_file(got) == hashlib.sha256(data[:2 * MiB]).hexdigest(), "busybox wget: sha256 equal")
+    hs.shutdown()
+
     # --preload forces the library (and its warning).
     rc, out, err = sluice(["-v", "--preload", "--send", "1MiB/s", "--", prog, "syscalls", "-",
                            "-"])
