@@ -12,6 +12,7 @@
  *   netprog syscalls - -            io_uring_setup and an i386 getpid
  *                                   (int $0x80): prints their results
  *   netprog nodump PORT SIZE        PR_SET_DUMPABLE 0, then upload
+ *   netprog small PORT N            connect, N 1-byte write()s (bench)
  * Prints one JSON line: {"elapsed": seconds, "bytes": n, "calls": n,
  * "short": n, "fd": first socket fd, "eintr": n}. SIGALRM fires every 20 ms
  * (SA_RESTART off) while it runs, so held calls meet signals.
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -125,6 +127,16 @@ int main(int argc, char **argv)
 			close(fd);
 			calls++;
 		}
+	} else if (strcmp(mode, "small") == 0) {
+		long n = atol(argv[3]);
+		int fd = dial(port);
+		firstfd = fd;
+		t0 = now();
+		for (long i = 0; i < n; i++)
+			if (write(fd, "x", 1) == 1)
+				bytes++;
+		calls = n;
+		close(fd);
 	} else if (strcmp(mode, "upload") == 0 || strcmp(mode, "writev") == 0) {
 		unsigned long size = strtoul(argv[3], NULL, 10);
 		int fd = dial(port);
@@ -191,8 +203,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	double el = now() - t0;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	printf("{\"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"short\": %ld, \"fd\": %ld, "
-	       "\"eintr\": %ld, \"alarms\": %d}\n",
-	       el, bytes, calls, shorts, firstfd, eintr, (int)alarms);
+	       "\"eintr\": %ld, \"alarms\": %d, \"cpu\": %.6f}\n",
+	       el, bytes, calls, shorts, firstfd, eintr, (int)alarms, cpu);
 	return 0;
 }
