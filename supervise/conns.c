@@ -144,3 +144,10 @@ void sl_sup_conns_sweep(struct sl_sup *s)
 		holds[k] = holds[--n_holds];
 	}
 }
+
+void sl_sup_conns_free(void)
+{
+	free(holds);
+	holds = NULL;
+	n_holds = cap_holds = 0;
+}

@@ -139,6 +139,8 @@ struct sl_sup_thread {
 struct sl_sup_thread *sl_sup_thread_of(struct sl_sup *s, pid_t tid);
 /* Forget threads and processes that have exited (the sweep calls it). */
 void sl_sup_target_sweep(struct sl_sup *s);
+/* Free every thread, process and peer entry (at the end). */
+void sl_sup_target_free(struct sl_sup *s);
 /* A duplicate of the target's fd (close it after the answer), or -errno.
  * EPERM marks the process unreachable and warns once. */
 int sl_sup_getfd(struct sl_sup *s, struct sl_sup_thread *t, int fd);
@@ -198,6 +200,8 @@ void sl_sup_conns_hold(struct sl_sup_call *c, int fd);
 void sl_sup_conns_drop(struct sl_sup_call *c);
 /* Give back the slots of connections that were closed. */
 void sl_sup_conns_sweep(struct sl_sup *s);
+/* Forget every connection (at the end). */
+void sl_sup_conns_free(void);
 
 /* Forget the per=fd limiters of fd in proc (a new socket took the number). */
 void sl_sup_fd_reset(struct sl_sup_proc *p, int fd);

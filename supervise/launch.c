@@ -284,5 +284,6 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
 			s->feat.wait_killable ? "yes" : "no (a blocking send is answered piece by piece)",
 			s->feat.sync_wakeup ? "yes" : "no", s->feat.pidfd_thread ? "yes" : "no");
 	int status = sl_sup_loop(s, pid, &oldmask);
+	free(s);
 	return status < 0 ? 2 : wait_status_exit(status);
 }

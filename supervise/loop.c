@@ -298,5 +298,14 @@ int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 	/* Reap what is left (a subreaper inherits orphans). */
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
+	for (unsigned i = 0; i < s->calls_hi; i++)
+		if (s->calls[i].used)
+			sl_sup_call_free(s, &s->calls[i]);
+	sl_sup_target_free(s);
+	free(s->calls);
+	free(pfd);
+	free(pfd_call);
+	close(sfd);
+	close(s->listener);
 	return child_status;
 }

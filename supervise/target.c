@@ -240,3 +240,28 @@ ssize_t sl_sup_mem_write(pid_t tid, uint64_t addr, const void *buf, size_t len)
 	struct iovec remote = {(void *)(uintptr_t)addr, len};
 	return sl_sup_mem_writev(tid, &remote, 1, buf, len);
 }
+
+void sl_sup_target_free(struct sl_sup *s)
+{
+	sl_sup_conns_free();
+	if (s->threads != NULL)
+		for (size_t h = 0; h < HASH_CAP; h++)
+			while (s->threads[h] != NULL) {
+				struct sl_sup_thread *t = s->threads[h];
+				s->threads[h] = t->next;
+				thread_free(t);
+			}
+	if (s->procs != NULL)
+		for (size_t h = 0; h < HASH_CAP; h++)
+			while (s->procs[h] != NULL) {
+				struct sl_sup_proc *p = s->procs[h];
+				s->procs[h] = p->next;
+				proc_free(p);
+			}
+	free(s->threads);
+	free(s->procs);
+	free(s->peers);
+	s->threads = NULL;
+	s->procs = NULL;
+	s->peers = NULL;
+}

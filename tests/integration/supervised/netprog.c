@@ -50,7 +50,11 @@ static double now(void)
 
 static int dial(int port)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd;
+	/* A signal that comes before the supervisor has picked the call up
+	 * interrupts even socket() (documented in the README). */
+	while ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 && errno == EINTR)
+		;
 	if (fd < 0) {
 		perror("socket");
 		exit(1);
