@@ -45,6 +45,7 @@ CORE_A := $(BUILD)/libsluice-core.a
 CORE_SO := $(BUILD)/libsluice-core.so
 POLICY_A := $(BUILD)/libsluice-policy.a
 SHIM_A := $(BUILD)/libsluice-shim.a
+SUP_A := $(BUILD)/libsluice-supervise.a
 SHIM_SO := $(BUILD)/libsluice.so
 CLI := $(BUILD)/sluice
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -75,6 +76,9 @@ $(POLICY_A): $(POLICY_OBJ)
 $(SHIM_A): $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+$(SUP_A): $(SUP_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 # libsluice.so exports only the interposed libc names: the core's API comes
 # from an archive and is made local (--exclude-libs).
 $(SHIM_SO): $(SHIM_OBJ) $(POLICY_A) $(CORE_A)
@@ -84,10 +88,11 @@ $(CLI): $(CLI_OBJ) $(SUP_OBJ) $(POLICY_A) $(CORE_A)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(SUP_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 
 # Unit tests link the archives: only what a test references is pulled in, so
-# a policy test never interposes libc.
-$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A)
+# a policy test never interposes libc. The supervisor's archive comes after
+# the shim's: the libc calls of its members are never resolved by the shim.
+$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(POLICY_A) $(CORE_A)
 	@mkdir -p $(dir $@) $(BUILD)/obj/tests
-	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
+	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
 
 # A bench program links the shim archive only if it includes the shim's
 # internal header (bench/lease_hot.c): in any other the archive's send()

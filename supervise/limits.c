@@ -244,8 +244,10 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 		}
 		undo(s, c, taken, now_ns);
 		/* A limiter that cannot reserve (a sliding window) says when to
-		 * ask again; a delay rule waits that long if max-delay allows. */
-		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY && d.wait_ns != 0 &&
+		 * ask again; a delay rule waits that long if max-delay allows.
+		 * The others refused because even max-delay would not do. */
+		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
+		    r->algo == SL_ALGO_SLIDING && d.wait_ns != 0 &&
 		    d.wait_ns != UINT64_MAX &&
 		    (r->max_delay_ns == UINT64_MAX || elapsed + d.wait_ns <= r->max_delay_ns)) {
 			*wait_ns = d.wait_ns;
