@@ -119,6 +119,7 @@ struct sl_sup_proc {
 	struct sl_sup_fdrow **fdrows; /* per=fd limiters, indexed by fd */
 	size_t n_fdrows;
 	char comm[20];
+	struct sl_shm_stat *rec;  /* the live record (stat.c), or NULL */
 	unsigned refs;            /* threads pointing here */
 	struct sl_sup_proc *next; /* hash chain */
 };
@@ -206,6 +207,23 @@ void sl_sup_conns_free(void);
 /* Forget the per=fd limiters of fd in proc (a new socket took the number). */
 void sl_sup_fd_reset(struct sl_sup_proc *p, int fd);
 void sl_sup_proc_free_rows(struct sl_sup_proc *p);
+
+/* ---- stat.c: /dev/shm/sluice-UID-stat-TGID of each supervised process ---- */
+
+struct sl_shm_stat;
+/* Create and publish p's record, its per=process limiters initialised at
+ * now_ns; p->rec stays NULL if that fails. */
+void sl_sup_stat_open(const struct sl_sup *s, struct sl_sup_proc *p, uint64_t now_ns);
+/* Remove p's record. */
+void sl_sup_stat_close(struct sl_sup_proc *p);
+/* The record's limiter of rule i (retuned by `sluice set`), or NULL. */
+struct sl_limiter *sl_sup_stat_lim(struct sl_sup_proc *p, unsigned i);
+/* Count one decision of rule i (admitted after wait_ns, or refused), and
+ * bytes moved under rules. */
+void sl_sup_stat_decision(struct sl_sup_proc *p, unsigned i, bool admitted, uint64_t wait_ns);
+/* A piece of a call admitted after wait_ns (the call's first: counted). */
+void sl_sup_stat_wait(struct sl_sup_proc *p, unsigned i, bool first, uint64_t wait_ns);
+void sl_sup_stat_bytes(struct sl_sup_proc *p, uint32_t rules, uint64_t n);
 
 /* ---- loop.c -------------------------------------------------------------- */
 

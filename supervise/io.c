@@ -395,6 +395,7 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		sl_sup_refund(s, c, piece - (uint64_t)r);
 		c->granted = false;
 		c->done += (uint64_t)r;
+		sl_sup_stat_bytes(c->th->proc, c->rules, (uint64_t)r);
 		if (c->done >= c->total || c->nonblock || !c->stream || !s->feat.wait_killable)
 			return finish(s, c, 0);
 		now_ns = sl_sup_now_ns();
@@ -475,6 +476,7 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		}
 		sl_sup_refund(s, c, piece - k);
 		c->granted = false;
+		sl_sup_stat_bytes(c->th->proc, c->rules, k);
 		if (waitall && c->done + k < c->total && k > 0) {
 			/* Completed inside one call: only death can end it
 			 * before the answer, and then the data has no reader. */

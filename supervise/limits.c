@@ -161,6 +161,8 @@ struct sl_limiter *sl_sup_lim_of(struct sl_sup *s, struct sl_sup_call *c, unsign
 	case SL_SCOPE_PEER:
 		return peer_lim(s, c, i, now_ns);
 	default:
+		if (sl_sup_stat_lim(p, i) != NULL)
+			return sl_sup_stat_lim(p, i); /* initialised with the record */
 		if (!(p->lims_init & bit)) {
 			lim_init(s, &p->lims[i], i, now_ns);
 			p->lims_init |= bit;
@@ -227,6 +229,8 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 				c->grant_n[i] = n;
 				taken |= 1u << i;
 			}
+			if (msgs != 0) /* once per call; "would have" for dry-run */
+				sl_sup_stat_decision(c->th->proc, i, d.verdict == SL_ADMIT, 0);
 			continue;
 		}
 		uint64_t max_wait = 0;
@@ -254,7 +258,15 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 			return SL_SUP_RETRY;
 		}
 		*err = sl_rule_errno(r, op_of(c));
+		sl_sup_stat_decision(c->th->proc, i, false, 0);
 		return SL_SUP_REFUSE;
+	}
+	/* A call is counted at its first piece; every piece's wait adds to
+	 * the delay. */
+	for (uint32_t rest = taken; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		if (s->policy.rules[i].action != SL_ACTION_DRYRUN)
+			sl_sup_stat_wait(c->th->proc, i, msgs != 0, msgs != 0 ? elapsed + wait : wait);
 	}
 	/* Fixed and sliding windows take a refund in the window the units
 	 * were taken for: the instant the wait ends. */

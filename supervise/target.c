@@ -64,6 +64,7 @@ static pid_t tgid_of(pid_t tid)
 
 static void proc_free(struct sl_sup_proc *p)
 {
+	sl_sup_stat_close(p);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	if (p->fddir >= 0)
@@ -100,6 +101,7 @@ static struct sl_sup_proc *proc_of(struct sl_sup *s, pid_t tgid)
 		close(fd);
 	}
 	p->next_fd = SL_SUP_FD_BASE;
+	sl_sup_stat_open(s, p, sl_sup_now_ns());
 	p->next = s->procs[h];
 	s->procs[h] = p;
 	s->n_procs++;

@@ -7,6 +7,10 @@ whole tree of `sh -c` supervised, a non-dumpable program named once as
 running unthrottled, and --preload forcing the old behaviour."""
 import json
 import os
+import http.server
+import subprocess
+import threading
+import time
 
 from supervise_lib import (SLUICE, Server, build_c, check, pattern, run_main, sha256_file,
                            sluice, within, TMP)
@@ -80,6 +84,32 @@ def body():
     check(sha256_file(path) == hashlib.sha256(data[:512 * 1024]).hexdigest(),
           "recvmsg: sha256 equal")
 
+    # sluice stat shows a supervised process, sluice set retunes it: 1 MiB
+    # at 256 KiB/s would take 4 s; set to 1 MiB/s after 0.5 s, under 1.5 s.
+    sink = Server("sink")
+    p = subprocess.Popen([SLUICE, "--send", "256KiB/s", "--", prog, "upload", str(sink.port),
+                          str(MiB)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    pid = None
+    for _ in range(50):
+        pids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout
+        if pids.split():
+            pid = int(pids.split()[0])
+            break
+        time.sleep(0.05)
+    st = subprocess.run([SLUICE, "stat", "--json", str(pid)], capture_output=True, text=True)
+    check(st.returncode == 0 and "send:256KiB/s" in st.stdout and "netprog" in st.stdout,
+          "sluice stat shows the supervised process (%r)" % (st.stdout[:200] + st.stderr[:200]))
+    sset = subprocess.run([SLUICE, "set", str(pid), "send:1MiB/s"], capture_output=True, text=True)
+    check(sset.returncode == 0, "sluice set retunes it (%r)" % (sset.stdout + sset.stderr))
+    out, err = p.communicate(timeout=30)
+    r = result(out)
+    check(1.0 < r.get("elapsed", 0) < 1.5, "after sluice set: 1 MiB in %.3f s (4 s at 256 KiB/s)"
+          % r.get("elapsed", 0))
+    check(not os.path.exists("/dev/shm/sluice-%d-stat-%d" % (os.getuid(), pid)),
+          "the record is removed when the process exits")
+    check(sink.digests[-1:] == [hashlib.sha256(pattern(MiB)).hexdigest()], "retuned upload: sha256 equal")
+
     # The whole tree: sh (dynamic) runs the static program.
     srv = Server("count")
     rc, out, err = sluice(["--supervise", "--connect", "20/s", "--", "sh", "-c",
@@ -120,8 +150,8 @@ def body():
     os.makedirs(www, exist_ok=True)
     with open(os.path.join(www, "f"), "wb") as f:
         f.write(data[:2 * MiB])
-    import http.server
-    import threading
+
+
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *a):
@@ -130,7 +160,7 @@ def body():
                                          lambda *a, **k: Quiet(*a, directory=www, **k))
     threading.Thread(target=hs.serve_forever, daemon=True).start()
     got = os.path.join(TMP, "wget.out")
-    import time
+
     t0 = time.monotonic()
     rc, out, err = sluice(["-v", "--recv", "1MiB/s", "--", "busybox", "wget", "-q", "-O", got,
                            "http://127.0.0.1:%d/f" % hs.server_address[1]])
