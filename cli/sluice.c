@@ -166,7 +166,7 @@ static void usage(FILE *out)
 	      "                                  e.g. sluice --check --conns 4 -- ./server\n"
 	      "      --supervise throttle through a seccomp supervisor instead of LD_PRELOAD\n"
 	      "                  (chosen by itself for static and Go programs)\n"
-	      "                                  e.g. sluice --supervise --recv 1MiB/s -- ./static\n"
+	      "                           e.g. sluice --supervise --recv 1MiB/s -- ./static\n"
 	      "      --preload   always use the preloaded library (never supervise)\n"
 	      "  -h, --help      print this help\n"
 	      "      --version   print the version\n"
