@@ -110,6 +110,36 @@ def body():
           "the record is removed when the process exits")
     check(sink.digests[-1:] == [hashlib.sha256(pattern(MiB)).hexdigest()], "retuned upload: sha256 equal")
 
+    # The supervisor killed: the program's held and later trapped calls fail
+    # with ENOSYS; it does not hang (1 MiB at 64 KiB/s would take 16 s).
+    errpath = os.path.join(TMP, "killed.err")
+    with open(errpath, "w") as ef:
+        p = subprocess.Popen([SLUICE, "--send", "64KiB/s", "--", prog, "upload", str(sink.port),
+                              str(MiB)], stdout=subprocess.DEVNULL, stderr=ef)
+    child = None
+    for _ in range(100):
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout
+        if kids.split():
+            child = int(kids.split()[0])
+            break
+        time.sleep(0.02)
+    time.sleep(0.5)
+    p.kill()
+    p.wait()
+    t0 = time.monotonic()
+    while child is not None and os.path.exists("/proc/%d/stat" % child) and \
+            time.monotonic() - t0 < 10:
+        with open("/proc/%d/stat" % child) as f:
+            if f.read().split(") ")[-1].startswith("Z"):
+                break  # a zombie: exited, waiting for init
+        time.sleep(0.05)
+    gone = time.monotonic() - t0
+    with open(errpath) as f:
+        msg = f.read()
+    check(child is not None and gone < 3, "supervisor killed: the program ended in %.2f s" % gone)
+    check("Function not implemented" in msg, "supervisor killed: the program saw ENOSYS (%r)"
+          % msg[-200:])
+
     # The whole tree: sh (dynamic) runs the static program.
     srv = Server("count")
     rc, out, err = sluice(["--supervise", "--connect", "20/s", "--", "sh", "-c",
