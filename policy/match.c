@@ -39,3 +39,24 @@ bool sl_rule_fits_addr(const struct sl_rule *r, unsigned family, uint16_t port,
 	uint8_t mask = (uint8_t)(0xffu << (8 - rest));
 	return (r->to.addr[full] & mask) == (addr[full] & mask);
 }
+
+/* True if `name` is one of the '+'-separated names in list. */
+static bool name_in(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *s = list; *s != '\0';) {
+		const char *e = strchr(s, '+');
+		size_t l = e != NULL ? (size_t)(e - s) : strlen(s);
+		if (l == n && n > 0 && memcmp(s, name, n) == 0)
+			return true;
+		s += l + (e != NULL);
+	}
+	return false;
+}
+
+bool sl_policy_selects(const struct sl_policy *p, const char *exe_base, const char *invoked)
+{
+	if (p->only[0] != '\0' && !name_in(p->only, exe_base) && !name_in(p->only, invoked))
+		return false;
+	return !(name_in(p->skip, exe_base) || name_in(p->skip, invoked));
+}

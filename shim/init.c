@@ -140,20 +140,6 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	return 0;
 }
 
-/* True if `name` is one of the '+'-separated names in list. */
-static bool sl_name_in(const char *list, const char *name)
-{
-	size_t n = strlen(name);
-	for (const char *s = list; *s != '\0';) {
-		const char *e = strchr(s, '+');
-		size_t l = e != NULL ? (size_t)(e - s) : strlen(s);
-		if (l == n && n > 0 && memcmp(s, name, n) == 0)
-			return true;
-		s += l + (e != NULL);
-	}
-	return false;
-}
-
 /* Whether SLUICE_ONLY / SLUICE_SKIP let the rules apply to this program. */
 static bool sl_program_selected(const struct sl_policy *p)
 {
@@ -164,10 +150,7 @@ static bool sl_program_selected(const struct sl_policy *p)
 	exe[n > 0 ? n : 0] = '\0';
 	const char *base = strrchr(exe, '/');
 	base = base != NULL ? base + 1 : exe;
-	const char *inv = program_invocation_short_name;
-	if (p->only[0] != '\0' && !sl_name_in(p->only, base) && !sl_name_in(p->only, inv))
-		return false;
-	return !(sl_name_in(p->skip, base) || sl_name_in(p->skip, inv));
+	return sl_policy_selects(p, base, program_invocation_short_name);
 }
 
 static void sl_atfork_child(void)

@@ -113,6 +113,7 @@ struct sl_sup_proc {
 	int fddir;        /* /proc/TGID/fd, to find free fd numbers */
 	int next_fd;      /* where the search for a free high fd starts */
 	bool unreachable; /* pidfd_getfd refused (EPERM): passes unthrottled */
+	bool pass;        /* unreachable, or left out by SLUICE_ONLY/SKIP */
 	bool low_fd_warned;
 	uint32_t lims_init; /* per=process limiters initialised, by rule */
 	struct sl_limiter lims[SL_MAX_RULES];

@@ -229,7 +229,7 @@ static struct sl_sup_call *start(struct sl_sup *s, const struct seccomp_notif *r
 				 enum sl_sup_kind kind)
 {
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL || th->proc->unreachable)
+	if (th == NULL || th->proc->pass)
 		goto pass;
 	int dup = sl_sup_getfd(s, th, (int)(uint32_t)req->data.args[0]);
 	if (dup < 0)
@@ -523,7 +523,7 @@ void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
 	int fds[2] = {(int)req->data.args[0], req->data.nr == SYS_splice ? (int)req->data.args[2] : -1};
 	enum sl_op ops[2] = {req->data.nr == SYS_splice ? SL_OP_RECV : SL_OP_SEND, SL_OP_SEND};
-	for (int i = 0; i < 2 && th != NULL && !th->proc->unreachable; i++) {
+	for (int i = 0; i < 2 && th != NULL && !th->proc->pass; i++) {
 		if (fds[i] < SL_SUP_FD_BASE)
 			continue;
 		int dup = sl_sup_getfd(s, th, fds[i]);

@@ -132,7 +132,7 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 		return;
 	}
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL) {
+	if (th == NULL || th->proc->pass) {
 		sl_sup_continue(s, req->id);
 		return;
 	}
@@ -148,7 +148,7 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 {
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL || th->proc->unreachable) {
+	if (th == NULL || th->proc->pass) {
 		sl_sup_continue(s, req->id);
 		return;
 	}
@@ -261,7 +261,7 @@ bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_n
 void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
 {
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL || th->proc->unreachable) {
+	if (th == NULL || th->proc->pass) {
 		sl_sup_continue(s, req->id);
 		return;
 	}

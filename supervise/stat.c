@@ -66,7 +66,7 @@ void sl_sup_stat_open(const struct sl_sup *s, struct sl_sup_proc *p, uint64_t no
 	r->uid = (uint32_t)getuid();
 	r->start_ticks = start_ticks(p->tgid);
 	r->n_rules = pol->n_rules;
-	r->active = 1;
+	r->active = !p->pass; /* SLUICE_ONLY / SLUICE_SKIP */
 	snprintf(r->program, sizeof(r->program), "%s", p->comm);
 	for (uint32_t i = 0; i < pol->n_rules && i < SL_MAX_RULES; i++) {
 		struct sl_params prm;

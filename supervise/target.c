@@ -73,6 +73,27 @@ static void proc_free(struct sl_sup_proc *p)
 	free(p);
 }
 
+/* SLUICE_ONLY / SLUICE_SKIP, judged as the shim does: the executable's file
+ * name or argv[0]'s, read from /proc when the process is first seen (an
+ * exec later keeps the decision). */
+static bool selected(const struct sl_policy *pol, pid_t tgid)
+{
+	if (pol->only[0] == '\0' && pol->skip[0] == '\0')
+		return true;
+	char path[64], exe[4096], argv0[4096];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)tgid);
+	ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)tgid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, argv0, sizeof(argv0) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	argv0[n > 0 ? n : 0] = '\0';
+	const char *b1 = strrchr(exe, '/'), *b2 = strrchr(argv0, '/');
+	return sl_policy_selects(pol, b1 != NULL ? b1 + 1 : exe, b2 != NULL ? b2 + 1 : argv0);
+}
+
 static struct sl_sup_proc *proc_of(struct sl_sup *s, pid_t tgid)
 {
 	if (s->procs == NULL && (s->procs = calloc(HASH_CAP, sizeof(*s->procs))) == NULL)
@@ -101,6 +122,7 @@ static struct sl_sup_proc *proc_of(struct sl_sup *s, pid_t tgid)
 		close(fd);
 	}
 	p->next_fd = SL_SUP_FD_BASE;
+	p->pass = !selected(&s->policy, tgid);
 	sl_sup_stat_open(s, p, sl_sup_now_ns());
 	p->next = s->procs[h];
 	s->procs[h] = p;
@@ -207,7 +229,7 @@ void sl_sup_unreachable(struct sl_sup_proc *p, const char *what, int err)
 {
 	if (p->unreachable)
 		return;
-	p->unreachable = true;
+	p->unreachable = p->pass = true;
 	sl_sup_warn("process %d (%s) cannot be throttled: %s: %s (it made itself non-dumpable, "
 		    "or Yama's ptrace_scope forbids it): its connects, accepts, sends and receives "
 		    "run unthrottled",

@@ -276,6 +276,23 @@ static void test_supervise_admit_scopes(void **state)
 	fixture_free(f);
 }
 
+static void test_supervise_selects(void **state)
+{
+	(void)state;
+	struct sl_policy p = policy_of("send:1MiB/s");
+	assert_true(sl_policy_selects(&p, "netprog", "netprog"));
+	char err[SL_ERR_MAX];
+	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_ONLY", "curl+wget", err, sizeof(err)), 0);
+	assert_true(sl_policy_selects(&p, "busybox", "wget")); /* argv[0] of a multi-call binary */
+	assert_true(sl_policy_selects(&p, "curl", "x"));
+	assert_false(sl_policy_selects(&p, "busybox", "sh"));
+	assert_false(sl_policy_selects(&p, "cur", "wge"));
+	p = policy_of("send:1MiB/s");
+	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SKIP", "sh", err, sizeof(err)), 0);
+	assert_false(sl_policy_selects(&p, "dash", "sh"));
+	assert_true(sl_policy_selects(&p, "netprog", "netprog"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,6 +302,7 @@ int main(void)
 		cmocka_unit_test(test_supervise_admit_token),
 		cmocka_unit_test(test_supervise_admit_actions),
 		cmocka_unit_test(test_supervise_admit_scopes),
+		cmocka_unit_test(test_supervise_selects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

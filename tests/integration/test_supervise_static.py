@@ -140,6 +140,14 @@ def body():
     check("Function not implemented" in msg, "supervisor killed: the program saw ENOSYS (%r)"
           % msg[-200:])
 
+    # SLUICE_SKIP leaves the program out (256 KiB at 64 KiB/s would take 4 s).
+    env = dict(os.environ, SLUICE_SKIP="netprog")
+    rc, out, err = sluice(["--send", "64KiB/s", "--", prog, "upload", str(sink.port),
+                           str(256 * 1024)], env=env)
+    r = result(out)
+    check(rc == 0 and r.get("elapsed", 9) < 1, "SLUICE_SKIP=netprog: unthrottled (%.3f s)"
+          % r.get("elapsed", 9))
+
     # The whole tree: sh (dynamic) runs the static program.
     srv = Server("count")
     rc, out, err = sluice(["--supervise", "--connect", "20/s", "--", "sh", "-c",
