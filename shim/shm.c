@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm_shared.h"
 
 static struct sl_shm_shared *sl_shared[SL_MAX_RULES]; /* by rule index */
 static bool sl_rec_is_file;       /* the record is a file (else private) */
@@ -193,73 +194,6 @@ static void sl_shared_path(char *out, size_t cap, const char *name)
 	snprintf(out, cap, SL_SHM_SHARED_FMT, (unsigned)getuid(), name);
 }
 
-/* Build a complete segment for rule r under a temporary name and link it
- * as `path`. Returns 0 (linked), 1 (someone else's is there), -1 (error). */
-static int sl_shared_create(const char *path, const struct sl_rule *r, const char *text,
-			    uint64_t now_ns)
-{
-	char tmp[192];
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
-	unlink(tmp);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	int rc = -1;
-	struct sl_shm_shared *s = NULL;
-	if (ftruncate(fd, sizeof(*s)) == 0) {
-		void *m = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		s = m == MAP_FAILED ? NULL : m;
-	}
-	struct sl_params p;
-	sl_shm_rule_params(r, &p);
-	if (s != NULL && sl_tunable_init(&s->lim, &p, now_ns) == SL_OK) {
-		s->magic = SL_SHM_MAGIC_SHARED;
-		s->version = SL_SHM_VERSION;
-		s->size = sizeof(*s);
-		s->uid = (uint32_t)getuid();
-		snprintf(s->name, sizeof(s->name), "%s", r->shared);
-		snprintf(s->rule, sizeof(s->rule), "%s", text);
-		/* link() publishes the file whole: no process can open it
-		 * before this point. */
-		rc = link(tmp, path) == 0 ? 0 : errno == EEXIST ? 1 : -1;
-	}
-	if (s != NULL)
-		munmap(s, sizeof(*s));
-	SL_REAL(close)(fd);
-	unlink(tmp);
-	return rc;
-}
-
-/* Open and check an existing segment. NULL with the reason in why. */
-static struct sl_shm_shared *sl_shared_map(const char *path, const char *name, const char *text,
-					   const char **why)
-{
-	int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		*why = errno == ELOOP ? "is a symbolic link" : strerror(errno);
-		return NULL;
-	}
-	struct stat st;
-	struct sl_shm_shared *s = NULL;
-	if (fstat(fd, &st) != 0)
-		*why = strerror(errno);
-	else
-		*why = sl_shm_check_file(&st, (unsigned)getuid(), sizeof(*s));
-	if (*why == NULL) {
-		void *m = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (m == MAP_FAILED)
-			*why = strerror(errno);
-		else
-			s = m;
-	}
-	SL_REAL(close)(fd);
-	if (s != NULL && (*why = sl_shm_check_shared(s, (unsigned)getuid(), name, text)) != NULL) {
-		munmap(s, sizeof(*s));
-		s = NULL;
-	}
-	return s;
-}
-
 /*
  * The shared limiter of rule i (shared=NAME), created if it does not exist.
  * Returns its head, or NULL with a one-line error in err.
@@ -271,17 +205,7 @@ struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *
 	sl_shared_path(path, sizeof(path), r->shared);
 	sl_rule_format(r, text, sizeof(text));
 	const char *why = NULL;
-	struct sl_shm_shared *s = NULL;
-	for (int attempt = 0; attempt < 3 && s == NULL; attempt++) {
-		s = sl_shared_map(path, r->shared, text, &why);
-		if (s != NULL || strcmp(why, strerror(ENOENT)) != 0)
-			break;
-		int c = sl_shared_create(path, r, text, now_ns);
-		if (c < 0) {
-			why = strerror(errno);
-			break;
-		}
-	}
+	struct sl_shm_shared *s = sl_shm_shared_open(path, r, text, now_ns, &why, SL_REAL(close));
 	if (s == NULL) {
 		if (why != NULL && strcmp(why, "created with different parameters") == 0) {
 			struct sl_shm_shared *other = NULL;

@@ -226,6 +226,15 @@ void sl_sup_stat_decision(struct sl_sup_proc *p, unsigned i, bool admitted, uint
 void sl_sup_stat_wait(struct sl_sup_proc *p, unsigned i, bool first, uint64_t wait_ns);
 void sl_sup_stat_bytes(struct sl_sup_proc *p, uint32_t rules, uint64_t n);
 
+/* ---- shared.c: shared=NAME rules --------------------------------------- */
+
+struct sl_shm_shared;
+/* Map (create) the segment of every shared= rule; 0, or -1 with a reason. */
+int sl_sup_shared_open_all(struct sl_sup *s, uint64_t now_ns, char *err, size_t errlen);
+/* The shared limiter of rule i, or NULL if the rule is not shared=. */
+struct sl_limiter *sl_sup_shared_lim(const struct sl_sup *s, unsigned i);
+void sl_sup_shared_close_all(struct sl_sup *s);
+
 /* ---- loop.c -------------------------------------------------------------- */
 
 enum sl_sup_kind {
@@ -297,8 +306,7 @@ struct sl_sup {
 	/* limits.c: per=peer limiters */
 	struct sl_sup_peer *peers;
 	uint64_t peer_clock;
-	uint32_t op_rules[SL_OP_COUNT]; /* rules of each op */
-	uint32_t byte_rules;            /* rules counting bytes */
+	struct sl_shm_shared *shared[SL_MAX_RULES]; /* shared=NAME segments, by rule */
 };
 
 uint64_t sl_sup_now_ns(void);

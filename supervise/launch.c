@@ -160,9 +160,9 @@ static int check_rules(const struct sl_policy *p)
 	char text[SL_RULE_TEXT_MAX];
 	for (uint32_t i = 0; i < p->n_rules; i++) {
 		const struct sl_rule *r = &p->rules[i];
-		const char *what = r->shared[0] != '\0'  ? "shared="
-				   : r->redis_key[0] != '\0' ? "redis="
-							      : NULL;
+		const char *what = r->redis_key[0] != '\0'			? "redis="
+				   : r->shared[0] != '\0' && r->op == SL_OP_CONNS ? "conns with shared="
+										  : NULL;
 		if (what == NULL)
 			continue;
 		sl_rule_format(r, text, sizeof(text));
@@ -216,6 +216,10 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
 	s->policy = *p;
 	s->verbose = verbose;
 	sl_sup_traps_of(p, &s->traps);
+	if (sl_sup_shared_open_all(s, sl_sup_now_ns(), err, sizeof(err)) != 0) {
+		fprintf(stderr, "sluice: %s\n", err);
+		return 2;
+	}
 
 	struct sock_filter ins[FILTER_MAX];
 	int n = sl_sup_filter_build(&s->traps, ins, FILTER_MAX);
@@ -284,6 +288,7 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
 			s->feat.wait_killable ? "yes" : "no (a blocking send is answered piece by piece)",
 			s->feat.sync_wakeup ? "yes" : "no", s->feat.pidfd_thread ? "yes" : "no");
 	int status = sl_sup_loop(s, pid, &oldmask);
+	sl_sup_shared_close_all(s);
 	free(s);
 	return status < 0 ? 2 : wait_status_exit(status);
 }

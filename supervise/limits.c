@@ -161,6 +161,8 @@ struct sl_limiter *sl_sup_lim_of(struct sl_sup *s, struct sl_sup_call *c, unsign
 	case SL_SCOPE_PEER:
 		return peer_lim(s, c, i, now_ns);
 	default:
+		if (sl_sup_shared_lim(s, i) != NULL)
+			return sl_sup_shared_lim(s, i); /* shared=NAME */
 		if (sl_sup_stat_lim(p, i) != NULL)
 			return sl_sup_stat_lim(p, i); /* initialised with the record */
 		if (!(p->lims_init & bit)) {

@@ -17,6 +17,7 @@ from supervise_lib import (SLUICE, Server, build_c, check, pattern, run_main, sh
 import hashlib
 
 MiB = 1 << 20
+NETPROG_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervised", "netprog.c")
 
 
 def result(out):
@@ -147,6 +148,32 @@ def body():
     r = result(out)
     check(rc == 0 and r.get("elapsed", 9) < 1, "SLUICE_SKIP=netprog: unthrottled (%.3f s)"
           % r.get("elapsed", 9))
+
+    # shared=NAME: a supervised static client and a preloaded dynamic one
+    # draw from one limiter: 2 x 1 MiB at 1 MiB/s together take 2 s.
+    dyn = os.path.join(TMP, "netprog-dyn")
+    subprocess.run(["gcc", "-O2", "-o", dyn, NETPROG_SRC], check=True)
+    name = "suptest%d" % os.getpid()
+    spec = "1MiB/s,burst=64KiB,shared=" + name
+    sink = Server("sink")
+    t0 = time.monotonic()
+    procs = [subprocess.Popen([SLUICE] + mode + ["--send", spec, "--", exe, "upload",
+                                                 str(sink.port), str(MiB)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for mode, exe in ((["--supervise"], prog), (["--preload"], dyn))]
+    outs = [p.communicate(timeout=60) for p in procs]
+    both = time.monotonic() - t0
+    try:
+        os.unlink("/dev/shm/sluice-%d-shared-%s" % (os.getuid(), name))
+    except OSError:
+        pass
+    els = [result(o).get("elapsed", 0) for o, e in outs]
+    check(all(p.returncode == 0 for p in procs), "shared: both exit 0 (%r)" % [e[-200:] for o, e in outs])
+    check(max(els) >= (2 * MiB - 64 * 1024) / MiB - 0.001,
+          "shared: supervised + preloaded together at 1 MiB/s (the later took %.3f s)" % max(els))
+    check(both < 2.5, "shared: both done in %.3f s" % both)
+    check(sorted(sink.digests) == [hashlib.sha256(pattern(MiB)).hexdigest()] * 2,
+          "shared: both uploads byte-exact")
 
     # The whole tree: sh (dynamic) runs the static program.
     srv = Server("count")
