@@ -8,6 +8,7 @@
 //	goprog serve SIZE [MS]         net/http server of SIZE bytes on "/"
 //	                               (each answer MS ms late), prints its
 //	                               port, runs until killed
+//	goprog files DIR               http.FileServer of DIR (sendfile), the same
 //
 // get and connect print one JSON line: {"elapsed": s, "bytes": n, "late_ms": m}
 // where late_ms is how late a 10 ms ticker ran at worst meanwhile.
@@ -95,6 +96,15 @@ func main() {
 			}(i)
 		}
 		wg.Wait()
+	case "files":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(ln.Addr().(*net.TCPAddr).Port)
+		http.Serve(ln, http.FileServer(http.Dir(os.Args[2])))
+		return
 	case "serve":
 		size, _ := strconv.Atoi(os.Args[2])
 		body := make([]byte, size)
