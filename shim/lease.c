@@ -63,7 +63,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "clock.h"
+#include "lease.h"
+#include "log.h"
+#include "state.h"
 #include "redis.h"
 
 #define SL_LEASE_POLL_MIN_NS 1000000ull        /* 1 ms */
