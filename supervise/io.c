@@ -388,7 +388,7 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 			    wait_io(c, POLLOUT, sl_sup_now_ns()))
 				return false; /* the grant is kept for the retry */
 			sl_sup_refund(s, c, UINT64_MAX);
-			if (e == EPIPE && !(c->flags & MSG_NOSIGNAL) && c->done == 0)
+			if (e == EPIPE && !(c->flags & MSG_NOSIGNAL) && c->done == 0 && c->th->tid > 0)
 				syscall(SYS_tgkill, c->th->proc->tgid, c->th->tid, SIGPIPE);
 			return finish(s, c, e);
 		}
