@@ -167,6 +167,8 @@ unsigned sl_sup_type_bit(int type);
  * address. */
 uint32_t sl_sup_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type,
 		      const struct sl_sup_addr *a);
+/* Whether a rule of op needs the remote address (to=, port=, per=peer). */
+bool sl_sup_needs_peer(const struct sl_sup *s, enum sl_op op);
 /* Whether any rule of op could apply to a socket of this family and type. */
 bool sl_sup_may_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type);
 

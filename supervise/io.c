@@ -255,11 +255,14 @@ static struct sl_sup_call *start(struct sl_sup *s, const struct seccomp_notif *r
 	if (c->total == 0 || c->total == UINT64_MAX)
 		goto pass_call;
 	unsigned fam, type;
-	sl_sup_classify(dup, &fam, &type, &c->peer);
+	/* The peer is looked up only when a rule of the operation filters on
+	 * an address or keeps a limiter per peer: one system call less on
+	 * every other transfer. */
+	enum sl_op op = kind == SL_SUP_SEND ? SL_OP_SEND : SL_OP_RECV;
+	sl_sup_classify(dup, &fam, &type, sl_sup_needs_peer(s, op) ? &c->peer : NULL);
 	if (c->destlen > 0 && kind == SL_SUP_SEND)
 		sl_sup_addr_of(&c->peer, (struct sockaddr *)&c->dest, c->destlen);
-	c->rules = sl_sup_match(s, kind == SL_SUP_SEND ? SL_OP_SEND : SL_OP_RECV, fam, type,
-				&c->peer);
+	c->rules = sl_sup_match(s, op, fam, type, &c->peer);
 	if (c->rules == 0)
 		goto pass_call;
 	c->stream = type == SL_TYPE_STREAM;

@@ -71,6 +71,17 @@ uint32_t sl_sup_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsig
 	return m;
 }
 
+bool sl_sup_needs_peer(const struct sl_sup *s, enum sl_op op)
+{
+	for (uint32_t i = 0; i < s->policy.n_rules; i++) {
+		const struct sl_rule *r = &s->policy.rules[i];
+		if (r->op == op && (r->to.family != 0 || r->port_lo != 0 || r->port_hi != 65535 ||
+				    r->scope == SL_SCOPE_PEER))
+			return true;
+	}
+	return false;
+}
+
 bool sl_sup_may_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type)
 {
 	for (uint32_t i = 0; i < s->policy.n_rules; i++)

@@ -159,6 +159,9 @@ static void test_supervise_match(void **state)
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_UNIX, SL_TYPE_STREAM, NULL), 0x8);
 	assert_true(sl_sup_may_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_DGRAM));
 	assert_false(sl_sup_may_match(&f->s, SL_OP_RECV, SL_FAM_INET, SL_TYPE_STREAM));
+	assert_true(sl_sup_needs_peer(&f->s, SL_OP_SEND));   /* to=, port= */
+	assert_false(sl_sup_needs_peer(&f->s, SL_OP_RECV));
+	assert_false(sl_sup_needs_peer(&f->s, SL_OP_CONNECT));
 	assert_int_equal(sl_sup_fam_bit(AF_INET6), SL_FAM_INET6);
 	assert_int_equal(sl_sup_type_bit(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC), SL_TYPE_STREAM);
 	fixture_free(f);
