@@ -1,6 +1,7 @@
 # sluice - one non-recursive GNU Makefile. Sources are found by wildcard, so a
-# new file in core/, policy/, shim/, cli/, tests/ or bench/ needs no edit here.
-# `make` needs only a C compiler and libc; the targets that need more say so.
+# new file in core/, policy/, shim/, supervise/, cli/, tests/ or bench/ needs
+# no edit here. `make` needs only a C compiler and libc; the targets that need
+# more say so.
 #
 #   make, make all       libsluice.so, libsluice-core.{a,so}, the launcher, sluice-core.pc
 #   make check           build and run the unit tests and check-layers (needs libcmocka-dev);
@@ -40,12 +41,13 @@ CFLAGS ?= -O2 -g
 # The warm-up limiter's 16-byte CAS (core/warmup.c) is cmpxchg16b on x86-64.
 ARCH_CFLAGS := $(if $(filter x86_64%,$(shell $(CC) -dumpmachine)),-mcx16)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(ARCH_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $(EXTRA_CFLAGS) \
-	-DSL_VERSION='"$(VERSION)"' -Icore -Ipolicy -Ishim
+	-DSL_VERSION='"$(VERSION)"' -Icore -Ipolicy -Ishim -Isupervise
 LDLIBS_ALL := -ldl -pthread
 
 CORE_SRC := $(wildcard core/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
 SHIM_SRC := $(wildcard shim/*.c)
+SUP_SRC := $(wildcard supervise/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -55,12 +57,15 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC))
 POLICY_OBJ := $(call obj,$(POLICY_SRC))
 SHIM_OBJ := $(call obj,$(SHIM_SRC))
+SUP_OBJ := $(call obj,$(SUP_SRC))
 CLI_OBJ := $(call obj,$(CLI_SRC))
 
 CORE_A := $(BUILD)/libsluice-core.a
 CORE_SO := $(BUILD)/libsluice-core.so
 POLICY_A := $(BUILD)/libsluice-policy.a
 SHIM_A := $(BUILD)/libsluice-shim.a
+SUP_A := $(BUILD)/libsluice-supervise.a
+CLI_SHIM_OBJ := $(call obj,shim/segment.c shim/shm_shared.c)
 SHIM_SO := $(BUILD)/libsluice.so
 CLI := $(BUILD)/sluice
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -104,21 +109,27 @@ $(POLICY_A): $(POLICY_OBJ)
 $(SHIM_A): $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+# The supervisor's archive carries its copies of the two shim files it uses
+# (CLI_SHIM_OBJ: the segments), so that it links after the shim's archive.
+$(SUP_A): $(SUP_OBJ) $(CLI_SHIM_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 # libsluice.so exports only the interposed libc names: the core's API comes
 # from an archive and is made local (--exclude-libs).
 $(SHIM_SO): $(SHIM_OBJ) $(POLICY_A) $(CORE_A)
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,now -Wl,--exclude-libs,ALL -Wl,-soname,libsluice.so -o $@ $(SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
-# The launcher shares one file of the shim: segment.c, the private directory
-# of shared memory segments (sluice stat, set, rm).
-CLI_SHIM_OBJ := $(call obj,shim/segment.c)
-$(CLI): $(CLI_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
+# The launcher carries the supervisor (supervised mode), never the shim, but
+# for the files of shim/ that open the private directory of shared memory
+# segments (sluice stat, set, rm; the supervisor's records and shared=).
+$(CLI): $(CLI_OBJ) $(SUP_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(SUP_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
 
 # Unit tests link the archives: only what a test references is pulled in, so
-# a policy test never interposes libc.
-$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) $(BUILD)/flags.stamp
+# a policy test never interposes libc. The supervisor's archive comes after
+# the shim's: the libc calls of its members are never resolved by the shim.
+$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(POLICY_A) $(CORE_A) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@) $(BUILD)/obj/tests
-	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
+	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
 
 # A bench program links the shim archive only if it includes a header of
 # the shim (bench/lease_hot.c): in any other the archive's send()
@@ -206,13 +217,18 @@ bench: all $(BENCHES)
 	scripts/run-bench.sh $(BUILD)
 
 # core/ includes only the four C11 headers (and its own); policy/ never reads
-# the environment, resolves symbols or sets errno.
+# the environment, resolves symbols or sets errno; supervise/ decides with
+# core/ and policy/ and never links or includes the shim's code (only its
+# shared-memory format header).
 check-layers:
 	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include' core/*.c core/*.h | \
 		grep -vE '<(stdint|stdbool|stddef|stdatomic)\.h>|"(sluice_core|internal)\.h"'); \
 	if [ -n "$$bad" ]; then echo "check-layers: core/ includes more than C11 atomics and integers:"; echo "$$bad"; exit 1; fi
 	@bad=$$(grep -HnE '\b(getenv|secure_getenv|dlsym|dlopen|environ|malloc|calloc|realloc)\b|\berrno[[:space:]]*=[^=]' policy/*.c policy/*.h); \
 	if [ -n "$$bad" ]; then echo "check-layers: policy/ must be a pure function of text:"; echo "$$bad"; exit 1; fi
+	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' supervise/*.c supervise/*.h | \
+		grep -vE '"(internal|supervise|policy|sluice_core|shm_format|shm_shared)\.h"'); \
+	if [ -n "$$bad" ]; then echo "check-layers: supervise/ includes shim or cli code:"; echo "$$bad"; exit 1; fi
 	@echo "check-layers: ok"
 
 # The preload library goes to PREFIX/lib/sluice/ whatever LIBDIR is: the

@@ -208,3 +208,21 @@ int sl__cli_warn_unthrottlable(FILE *out, const char *path, const char *lib)
 	}
 	return n;
 }
+
+const char *sl__cli_preload_blind(const char *path)
+{
+	char cur[PATH_MAX];
+	char next[PATH_MAX];
+
+	snprintf(cur, sizeof(cur), "%s", path);
+	for (int depth = 0; depth <= SCRIPT_DEPTH_MAX; depth++) {
+		struct sl__elf_info e;
+		int rc = sl__elf_inspect(cur, &e);
+		if (rc == 0)
+			return e.is_go ? "a Go binary" : !e.has_interp ? "statically linked" : NULL;
+		if (rc < 0 || !script_interpreter(cur, next, sizeof(next)))
+			return NULL;
+		memcpy(cur, next, sizeof(cur));
+	}
+	return NULL;
+}

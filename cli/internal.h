@@ -61,6 +61,13 @@ int sl__cli_resolve_program(const char *name, char *out, size_t outlen);
 int sl__cli_warn_unthrottlable(FILE *out, const char *path, const char *lib);
 
 /*
+ * Why LD_PRELOAD cannot reach the program at `path` (already resolved;
+ * a "#!" script judged by its interpreter): "statically linked" or "a Go
+ * binary", the cases supervised mode is for; NULL otherwise.
+ */
+const char *sl__cli_preload_blind(const char *path);
+
+/*
  * Find libsluice.so: $SLUICE_LIBRARY if set, else beside the running
  * executable (build tree), else ../lib/sluice/ relative to it (installed
  * tree). Never looks in the current directory. The absolute, canonical path

@@ -21,12 +21,20 @@
  *                 absolute against the current directory.
  * To drop an inherited limit, unset it: `env -u SLUICE_SEND sluice ...`.
  *
+ * Two modes. Preloaded (the default for dynamically linked programs): the
+ * library goes into LD_PRELOAD and the program is exec'd in place.
+ * Supervised (--supervise, and chosen by itself for a program its ELF file
+ * shows to be static or Go, which LD_PRELOAD cannot reach): the launcher
+ * stays, runs the program under a seccomp filter and throttles its calls
+ * itself (supervise/). --preload forces the first; -v says which runs.
+ *
  * Exit status: the program's own once exec succeeds; 2 for a usage, policy
  * or library-location error; 127 if the program is not found; 126 if it is
  * found but cannot be executed.
  */
 #include "internal.h"
 #include "policy.h"
+#include "supervise.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -54,6 +62,8 @@ enum {
 	OPT_STATS,
 	OPT_CHECK,
 	OPT_VERSION,
+	OPT_SUPERVISE,
+	OPT_PRELOAD,
 };
 
 /* The variable each rate flag sets, indexed by enum sl_op. */
@@ -72,6 +82,8 @@ static const struct option long_opts[] = {
 	{"stats", required_argument, NULL, OPT_STATS},
 	{"verbose", no_argument, NULL, 'v'},
 	{"check", no_argument, NULL, OPT_CHECK},
+	{"supervise", no_argument, NULL, OPT_SUPERVISE},
+	{"preload", no_argument, NULL, OPT_PRELOAD},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
@@ -159,6 +171,10 @@ static void usage(FILE *out)
 	      "                                  e.g. sluice -v --send 1MiB/s -- curl ...\n"
 	      "      --check     validate and print the rules (and check PROGRAM), run nothing\n"
 	      "                                  e.g. sluice --check --conns 4 -- ./server\n"
+	      "      --supervise throttle through a seccomp supervisor instead of LD_PRELOAD\n"
+	      "                  (chosen by itself for static and Go programs)\n"
+	      "                           e.g. sluice --supervise --recv 1MiB/s -- ./static\n"
+	      "      --preload   always use the preloaded library (never supervise)\n"
 	      "  -h, --help      print this help\n"
 	      "      --version   print the version\n"
 	      "\n"
@@ -172,7 +188,12 @@ static void usage(FILE *out)
 	      out);
 	for (size_t i = 0; i < sizeof rule_opts / sizeof rule_opts[0]; i++)
 		usage_entry(out, rule_opts[i].name, rule_opts[i].help, rule_opts[i].example);
-	fputs("\nOn a non-blocking socket (O_NONBLOCK, MSG_DONTWAIT) a delay never sleeps in the\n"
+	fputs("\nStatic and Go programs make system calls without libc, so LD_PRELOAD cannot\n"
+	      "reach them: for those sluice stays as a supervisor (seccomp user notification,\n"
+	      "Linux 5.14+) and holds their connect, accept, send and recv calls itself.\n"
+	      "Not yet supervised: redis= rules and shared= conns (refused), SLUICE_STATS.\n"
+	      "sluice stat and sluice set work for both modes.\n"
+	      "\nOn a non-blocking socket (O_NONBLOCK, MSG_DONTWAIT) a delay never sleeps in the\n"
 	      "call unless nonblock=sleep: send/recv move what the limit allows now or fail\n"
 	      "with EAGAIN, accept fails with EAGAIN, connect returns EINPROGRESS and starts\n"
 	      "when its slot comes; poll, select and epoll report the fd when it is ready.\n"
@@ -335,25 +356,55 @@ static void print_policy(FILE *out, const char *prefix, const struct sl_policy *
 	}
 }
 
-/* Resolve PROGRAM, warn if it cannot be throttled. Returns 0 or an exit
- * status (127 not found, 126 not executable). */
-static int check_program(const char *name, const char *lib)
+enum mode { MODE_AUTO, MODE_SUPERVISE, MODE_PRELOAD };
+
+/* Resolve PROGRAM, choose the mode, warn if the program cannot be
+ * throttled. Returns 0 or an exit status (127 not found, 126 not
+ * executable); *supervise says which mode runs. */
+static int check_program(const char *name, const char *lib, enum mode mode, bool verbose,
+			 bool *supervise)
 {
 	char path[PATH_MAX];
+	char why[512];
 	int rc = sl__cli_resolve_program(name, path, sizeof(path));
-	if (rc == EXIT_NOTFOUND)
+	*supervise = mode == MODE_SUPERVISE;
+	if (rc == EXIT_NOTFOUND) {
 		fprintf(stderr, "sluice: %s: command not found\n", name);
-	else if (rc != 0)
+		return rc;
+	}
+	if (rc != 0) {
 		fprintf(stderr, "sluice: %s: cannot execute: %s\n", name,
 			strchr(name, '/') != NULL ? "not an executable file" : "permission denied");
-	else
-		sl__cli_warn_unthrottlable(stderr, path, lib);
-	return rc;
+		return rc;
+	}
+	const char *blind = sl__cli_preload_blind(path);
+	if (mode == MODE_AUTO && blind != NULL) {
+		const char *no = sl_supervise_unavailable(why, sizeof(why));
+		if (no == NULL) {
+			*supervise = true;
+			if (verbose)
+				fprintf(stderr, "sluice: %s is %s: supervised mode (--preload to use "
+						"the library anyway)\n",
+					path, blind);
+		} else {
+			fprintf(stderr, "sluice: %s is %s, and %s\n", path, blind, no);
+		}
+	}
+	if (*supervise) {
+		if (mode == MODE_SUPERVISE && verbose)
+			fprintf(stderr, "sluice: supervised mode (--supervise)\n");
+		return 0;
+	}
+	if (verbose)
+		fprintf(stderr, "sluice: preload mode%s\n", mode == MODE_PRELOAD ? " (--preload)" : "");
+	sl__cli_warn_unthrottlable(stderr, path, lib);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	bool verbose = false, check = false;
+	bool verbose = false, check = false, supervise = false;
+	enum mode mode = MODE_AUTO;
 	int c;
 
 	/* Subcommands (to run a program called stat, set or rm: sluice -- stat). */
@@ -388,6 +439,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CHECK:
 			check = true;
+			break;
+		case OPT_SUPERVISE:
+		case OPT_PRELOAD:
+			if (mode != MODE_AUTO && mode != (c == OPT_SUPERVISE ? MODE_SUPERVISE : MODE_PRELOAD)) {
+				fputs("sluice: --supervise and --preload exclude each other\n", stderr);
+				return usage_error();
+			}
+			mode = c == OPT_SUPERVISE ? MODE_SUPERVISE : MODE_PRELOAD;
 			break;
 		case 'h':
 			usage(stdout);
@@ -436,11 +495,15 @@ int main(int argc, char **argv)
 		fputs("sluice: warning: no rules given: nothing will be limited\n", stderr);
 
 	if (prog[0] != NULL) {
-		int rc = check_program(prog[0], lib);
+		int rc = check_program(prog[0], lib, mode, verbose || check, &supervise);
 		if (rc != 0 || check)
 			return rc;
 	} else {
 		return 0;
+	}
+	if (supervise) {
+		fflush(NULL);
+		return sl_supervise_run(prog, &policy, verbose);
 	}
 
 	char preload[ENV_VALUE_MAX];

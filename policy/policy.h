@@ -311,6 +311,19 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len);
  */
 size_t sl_redis_format(const struct sl_redis *r, char *buf, size_t len);
 
+/* Whether rule r applies to a socket of these SL_FAM_* and SL_TYPE_* bits
+ * (its family= and type= lists), and to an address: family 4 or 6 (0: not
+ * known, which fits only rules without to= or port=), port in host order,
+ * addr in network byte order (4 or 16 bytes used). */
+bool sl_rule_fits_socket(const struct sl_rule *r, unsigned family, unsigned type);
+bool sl_rule_fits_addr(const struct sl_rule *r, unsigned family, uint16_t port,
+		       const uint8_t addr[16]);
+
+/* Whether SLUICE_ONLY / SLUICE_SKIP let the rules apply to a program whose
+ * executable's file name is exe_base and whose argv[0] without directory is
+ * `invoked` (either name may match). */
+bool sl_policy_selects(const struct sl_policy *p, const char *exe_base, const char *invoked);
+
 /* True if two rules mean the same (explicit_opts ignored). */
 bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b);
 

@@ -155,21 +155,6 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	return 0;
 }
 
-
-/* True if `name` is one of the '+'-separated names in list. */
-static bool name_in(const char *list, const char *name)
-{
-	size_t n = strlen(name);
-	for (const char *s = list; *s != '\0';) {
-		const char *e = strchr(s, '+');
-		size_t l = e != NULL ? (size_t)(e - s) : strlen(s);
-		if (l == n && n > 0 && memcmp(s, name, n) == 0)
-			return true;
-		s += l + (e != NULL);
-	}
-	return false;
-}
-
 /* Whether SLUICE_ONLY / SLUICE_SKIP let the rules apply to this program. */
 static bool program_selected(const struct sl_policy *p)
 {
@@ -180,10 +165,7 @@ static bool program_selected(const struct sl_policy *p)
 	exe[n > 0 ? n : 0] = '\0';
 	const char *base = strrchr(exe, '/');
 	base = base != NULL ? base + 1 : exe;
-	const char *inv = program_invocation_short_name;
-	if (p->only[0] != '\0' && !name_in(p->only, base) && !name_in(p->only, inv))
-		return false;
-	return !(name_in(p->skip, base) || name_in(p->skip, inv));
+	return sl_policy_selects(p, base, program_invocation_short_name);
 }
 
 static void atfork_child(void)

@@ -15,29 +15,14 @@
 
 static bool rule_fits(const struct sl_rule *r, unsigned family, unsigned type)
 {
-	return (r->families == 0 || (r->families & family)) && (r->types == 0 || (r->types & type));
+	return sl_rule_fits_socket(r, family, type);
 }
 
 static bool rule_addr(const struct sl_rule *r, const struct sl_addr *a)
 {
-	bool any_port = r->port_lo == 0 && r->port_hi == 65535;
-	if (r->to.family == 0 && any_port)
-		return true;
-	if (a == NULL || (a->family != 4 && a->family != 6))
-		return false;
-	if (!any_port && (a->port < r->port_lo || a->port > r->port_hi))
-		return false;
-	if (r->to.family == 0)
-		return true;
-	if (r->to.family != a->family)
-		return false;
-	unsigned bits = r->to.prefix, full = bits / 8, rest = bits % 8;
-	if (memcmp(r->to.addr, a->addr, full) != 0)
-		return false;
-	if (rest == 0)
-		return true;
-	uint8_t mask = (uint8_t)(0xffu << (8 - rest));
-	return (r->to.addr[full] & mask) == (a->addr[full] & mask);
+	static const uint8_t none[16];
+	return a != NULL ? sl_rule_fits_addr(r, a->family, a->port, a->addr)
+			 : sl_rule_fits_addr(r, 0, 0, none);
 }
 
 uint32_t sl__match_socket(unsigned family, unsigned type)

@@ -38,53 +38,13 @@
 #include "real.h"
 #include "segment.h"
 #include "shm.h"
+#include "shm_shared.h"
 #include "state.h"
 
 static struct sl_shm_shared *sl_shared[SL_MAX_RULES]; /* by rule index */
 static _Atomic int sl_holders_full_logged;
 
 /* ---- shared limiters ------------------------------------------------------ */
-
-struct sl_shared_new {
-	const struct sl_rule *r;
-	const char *text;
-	uint64_t now_ns;
-};
-
-/* Build a new segment for rule a->r (sl_seg_open's init). */
-static int sl_shared_init(void *map, size_t size, void *arg)
-{
-	const struct sl_shared_new *a = arg;
-	struct sl_shm_shared *s = map;
-	struct sl_params p;
-	(void)size;
-	sl_shm_rule_params(a->r, &p);
-	if (sl_tunable_init(&s->lim, &p, a->now_ns) != SL_OK)
-		return -1;
-	s->magic = SL_SHM_MAGIC_SHARED;
-	s->version = SL_SHM_VERSION;
-	s->size = sizeof(*s);
-	s->uid = (uint32_t)geteuid();
-	snprintf(s->name, sizeof(s->name), "%s", a->r->shared);
-	snprintf(s->rule, sizeof(s->rule), "%s", a->text);
-	return 0;
-}
-
-/* Whether rule r may use a segment created by rule text `made`: the same
- * rule but for the limit and the burst (what `sluice set` changes). */
-static bool sl_shared_compatible(const struct sl_rule *r, const char *made)
-{
-	static struct sl_policy p; /* init only (single-threaded): keeps 13 KB off the stack */
-	char err[SL_ERR_MAX];
-	sl_policy_init(&p);
-	if (sl_policy_parse_var(&p, "SLUICE_RULES", made, err, sizeof(err)) != 0 || p.n_rules != 1)
-		return false;
-	struct sl_rule cmp = p.rules[0];
-	cmp.amount = r->amount;
-	cmp.period_ns = r->period_ns;
-	cmp.burst = r->burst;
-	return sl_rule_equal(&cmp, r);
-}
 
 /* Say once (per rule, per process) that s runs at another limit than r. */
 static void sl_shared_note(const struct sl_rule *r, const struct sl_shm_shared *s,
@@ -147,45 +107,14 @@ static void sl_shared_old_note(const char *name)
 struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r,
 					      uint64_t now_ns, char *err, size_t errlen)
 {
-	char name[64], path[SL_SEG_PATH_MAX], text[SL_RULE_TEXT_MAX], why[SL_ERR_MAX];
-	snprintf(name, sizeof(name), SL_SHM_SHARED_NAME, r->shared);
-	sl_seg_path(name, path, sizeof(path));
+	char text[SL_RULE_TEXT_MAX];
+	bool created;
 	sl_rule_format(r, text, sizeof(text));
-	struct sl_shared_new arg = { r, text, now_ns };
-	struct sl_seg seg;
-	int rc = sl_seg_open(name, SL_SEG_WRITE | SL_SEG_CREATE, sizeof(struct sl_shm_shared),
-			     sl_shared_init, &arg, &seg, why, sizeof(why));
-	if (rc < 0) {
-		/* A refused file: its reason after "PATH: "; else the directory's
-		 * message, which names its own remedy. */
-		size_t n = strlen(path);
-		if (strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0)
-			snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove it with sluice rm "
-				 "shared:%s (or rm %s) to start afresh", r->shared, path, why + n + 2,
-				 r->shared, path);
-		else
-			snprintf(err, errlen, "shared limiter '%s': %s", r->shared, why);
+	struct sl_shm_shared *s = sl_shm_shared_open(r, now_ns, &created, err, errlen);
+	if (s == NULL)
 		return NULL;
-	}
-	if (rc == 1)
+	if (created)
 		sl_shared_old_note(r->shared);
-	struct sl_shm_shared *s = seg.map;
-	const char *bad = sl_shm_check_shared(s, (unsigned)geteuid(), r->shared, NULL);
-	if (bad != NULL) {
-		snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove it with sluice rm "
-			 "shared:%s (or rm %s) to start afresh", r->shared, path, bad, r->shared,
-			 path);
-		sl_seg_close(&seg);
-		return NULL;
-	}
-	if (strcmp(s->rule, text) != 0 && !sl_shared_compatible(r, s->rule)) {
-		snprintf(err, errlen, "shared limiter '%s' (%s) was created by rule '%.200s', not "
-			 "'%s': its users may differ only in the limit and the burst; use another "
-			 "name, or remove it with sluice rm shared:%s once no process uses it",
-			 r->shared, path, s->rule, text, r->shared);
-		sl_seg_close(&seg);
-		return NULL;
-	}
 	sl_shared_note(r, s, text);
 	if (sl_shared[i] != NULL)
 		munmap(sl_shared[i], sizeof(*sl_shared[i]));

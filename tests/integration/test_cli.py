@@ -78,7 +78,8 @@ class Cli(unittest.TestCase):
         r = run(["--help"])
         self.check(r, 0)
         for flag in ["--connect", "--accept", "--send", "--recv", "--conns", "--rules",
-                     "--stats", "-v", "--check", "--help", "--version"]:
+                     "--stats", "-v", "--check", "--supervise", "--preload", "--help",
+                     "--version"]:
             self.assertIn(flag, r.stdout)
         for var in ["SLUICE_CONNECT", "SLUICE_ACCEPT", "SLUICE_SEND", "SLUICE_RECV",
                     "SLUICE_CONNS", "SLUICE_RULES", "SLUICE_STATS", "SLUICE_LIBRARY",
@@ -259,10 +260,15 @@ class Cli(unittest.TestCase):
         r = run(["--send", "1MiB/s", "--", self.tmp])
         self.check(r, 126)
 
-    def warnings(self, program):
-        r = run(["--check", "--send", "1MiB/s", "--", program])
+    def warnings(self, program, *flags):
+        r = run(["--check", *flags, "--send", "1MiB/s", "--", program])
         self.check(r, 0)
         return [line for line in r.stderr.splitlines() if line.startswith("sluice: warning:")]
+
+    def mode_lines(self, program):
+        r = run(["--check", "--send", "1MiB/s", "--", program])
+        self.check(r, 0)
+        return [line for line in r.stderr.splitlines() if "mode" in line]
 
     def test_dynamic_program_no_warning(self):
         self.assertEqual(self.warnings(self.dyn), [])
@@ -272,11 +278,21 @@ class Cli(unittest.TestCase):
         static = compile_c(self.tmp, "static", MAIN, "-static")
         if static is None:
             self.skipTest("no libc.a (libc6-dev) for cc -static")
-        w = self.warnings(static)
+        # Supervised mode is chosen for it, without a warning; --preload
+        # keeps the library, and warns.
+        self.assertEqual(self.warnings(static), [])
+        m = self.mode_lines(static)
+        self.assertEqual(len(m), 1, m)
+        self.assertIn("statically linked: supervised mode", m[0])
+        w = self.warnings(static, "--preload")
         self.assertEqual(len(w), 1, w)
         self.assertIn("statically linked", w[0])
-        # A warning does not stop the program.
+        # A warning does not stop the program; neither mode changes its status.
+        self.check(run(["--preload", "--send", "1MiB/s", "--", static]), 0)
         self.check(run(["--send", "1MiB/s", "--", static]), 0)
+        r = run(["--supervise", "--preload", "--", static])
+        self.check(r, 2)
+        self.assertIn("--supervise and --preload exclude each other", r.stderr)
 
     def test_script_judged_by_interpreter(self):
         static = compile_c(self.tmp, "static2", MAIN, "-static")
@@ -286,7 +302,8 @@ class Cli(unittest.TestCase):
         with open(script, "w") as f:
             f.write(f"#!{static}\n")
         os.chmod(script, 0o755)
-        w = self.warnings(script)
+        self.assertIn("statically linked: supervised mode", " ".join(self.mode_lines(script)))
+        w = self.warnings(script, "--preload")
         self.assertEqual(len(w), 1, w)
         self.assertIn(f"(interpreter of {script})", w[0])
         self.assertIn("statically linked", w[0])
@@ -323,13 +340,16 @@ class Cli(unittest.TestCase):
         gobin = os.path.join(self.tmp, "gobin")
         subprocess.run(["objcopy", "--add-section", f".note.go.buildid={note}", self.dyn, gobin],
                        check=True)
-        w = self.warnings(gobin)
+        self.assertIn("a Go binary: supervised mode", " ".join(self.mode_lines(gobin)))
+        w = self.warnings(gobin, "--preload")
         self.assertEqual(len(w), 1, w)
         self.assertIn("Go binary", w[0])
-        # Named like Go but not built by it: no warning (the file decides).
+        # Named like Go but not built by it: no warning, the library (the
+        # file decides).
         named = os.path.join(self.tmp, "go")
         shutil.copy(self.dyn, named)
         self.assertEqual(self.warnings(named), [])
+        self.assertIn("sluice: preload mode", " ".join(self.mode_lines(named)))
 
     # -- the installed tree ------------------------------------------------------
 

@@ -1,0 +1,545 @@
+/*
+ * io.c - the send and receive families of supervised programs, performed by
+ * the supervisor on its own duplicate of the socket.
+ *
+ * Send (write, writev, send, sendto, sendmsg, the first message of
+ * sendmmsg, pwritev2 at offset -1): the call is held until the rules admit
+ * a piece (at most the smallest burst of its byte rules, at most
+ * SL_SUP_PIECE_MAX); then the piece is read from the program's memory, the
+ * call is checked to be still waiting (NOTIF_ID_VALID), and the piece is
+ * sent with MSG_DONTWAIT | MSG_NOSIGNAL. What it did not move is refunded.
+ * A blocking socket's call goes on piece by piece until all is sent when
+ * the filter has WAIT_KILLABLE_RECV (the program's signals then wait for
+ * the answer, so none can cancel the call between a piece and its answer);
+ * without it, and always on a non-blocking socket, the call is answered
+ * with the count of its first piece, a short count as the kernel may give.
+ * A full socket buffer: a blocking call waits for POLLOUT on the duplicate
+ * (SO_SNDTIMEO honoured), a non-blocking one gets the kernel's EAGAIN. EPIPE
+ * raises SIGPIPE in the calling thread unless the call said MSG_NOSIGNAL.
+ *
+ * Receive (read, readv, recv, recvfrom, recvmsg, the first message of
+ * recvmmsg, preadv2 at offset -1): the call waits for data first (a
+ * non-blocking socket without data gets the kernel's EAGAIN, so Go's
+ * edge-triggered poller still sees the next edge), then asks the rules for
+ * at most what is queued (FIONREAD), then peeks that much, copies it into
+ * the program's buffers (after NOTIF_ID_VALID), answers, and only then
+ * consumes what was delivered: a call cancelled before its answer loses no
+ * data. MSG_WAITALL on a blocking stream socket is completed piece by piece
+ * under WAIT_KILLABLE_RECV. Calls with MSG_PEEK, MSG_OOB, MSG_ERRQUEUE or
+ * MSG_TRUNC continue in the kernel uncharged.
+ *
+ * A throttled call is always held, never answered with a made-up EAGAIN:
+ * data that is already queued produces no new edge for an edge-triggered
+ * epoll, and Go would wait for it for ever. Each held call keeps one of the
+ * program's threads in the system call: Go starts another thread for its
+ * other goroutines, so the cost is one OS thread per held call (bounded by
+ * SL_SUP_CALLS_MAX, and by Go's own limit of 10,000 threads).
+ *
+ * sendmsg/recvmsg with control messages take their units and then continue
+ * in the kernel (the count is the requested one). sendfile and splice on a
+ * throttled socket fail with EINVAL, which makes Go, busybox and most
+ * programs fall back to read and write.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#define MMSG_LEN_OFF 56 /* struct mmsghdr.msg_len */
+#define MSG_NAMELEN_OFF offsetof(struct msghdr, msg_namelen)
+#define MSG_CONTROLLEN_OFF offsetof(struct msghdr, msg_controllen)
+#define MSG_FLAGS_OFF offsetof(struct msghdr, msg_flags)
+
+static char piece_buf[SL_SUP_PIECE_MAX];
+
+enum parse { PARSE_OK, PARSE_CONTINUE };
+
+/* The part of the program's buffers from byte off, at most len bytes. */
+static int iov_slice(const struct iovec *iov, int n, uint64_t off, uint64_t len,
+		     struct iovec *out, int max)
+{
+	int k = 0;
+	for (int i = 0; i < n && len > 0 && k < max; i++) {
+		uint64_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		uint64_t take = l - off < len ? l - off : len;
+		out[k].iov_base = (char *)iov[i].iov_base + off;
+		out[k].iov_len = take;
+		k++;
+		len -= take;
+		off = 0;
+	}
+	return k;
+}
+
+static ssize_t read_piece(struct sl_sup_call *c, uint64_t len)
+{
+	static struct iovec sl[SL_SUP_IOV_MAX];
+	int k = iov_slice(c->riov, c->niov, c->done, len, sl, SL_SUP_IOV_MAX);
+	return sl_sup_mem_readv((pid_t)c->req.pid, sl, k, piece_buf, len);
+}
+
+static ssize_t write_piece(struct sl_sup_call *c, uint64_t len)
+{
+	static struct iovec sl[SL_SUP_IOV_MAX];
+	int k = iov_slice(c->riov, c->niov, c->done, len, sl, SL_SUP_IOV_MAX);
+	return sl_sup_mem_writev((pid_t)c->req.pid, sl, k, piece_buf, len);
+}
+
+/* Read the program's iovec array. */
+static enum parse read_iov(struct sl_sup_call *c, uint64_t ptr, uint64_t n)
+{
+	if (n == 0 || n > SL_SUP_IOV_MAX)
+		return PARSE_CONTINUE; /* nothing to move, or the kernel's EINVAL */
+	size_t len = (size_t)n * sizeof(struct iovec);
+	if (sl_sup_mem_read((pid_t)c->req.pid, ptr, c->riov, len) != (ssize_t)len)
+		return PARSE_CONTINUE; /* the kernel's EFAULT */
+	c->niov = (int)n;
+	return PARSE_OK;
+}
+
+static enum parse read_msghdr(struct sl_sup_call *c, uint64_t ptr, struct msghdr *mh)
+{
+	if (sl_sup_mem_read((pid_t)c->req.pid, ptr, mh, sizeof(*mh)) != (ssize_t)sizeof(*mh))
+		return PARSE_CONTINUE;
+	c->msg_ptr = ptr;
+	c->cont = mh->msg_controllen > 0;
+	return read_iov(c, (uint64_t)(uintptr_t)mh->msg_iov, mh->msg_iovlen);
+}
+
+static uint64_t iov_total(const struct sl_sup_call *c)
+{
+	uint64_t t = 0;
+	for (int i = 0; i < c->niov; i++) {
+		if (c->riov[i].iov_len > (uint64_t)SSIZE_MAX - t)
+			return UINT64_MAX; /* the kernel's EINVAL */
+		t += c->riov[i].iov_len;
+	}
+	return t;
+}
+
+static uint64_t sock_timeout(int fd, int opt)
+{
+	struct timeval tv;
+	socklen_t l = sizeof(tv);
+	if (getsockopt(fd, SOL_SOCKET, opt, &tv, &l) != 0)
+		return 0;
+	return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000u;
+}
+
+static enum parse parse_send(struct sl_sup_call *c)
+{
+	const __u64 *a = c->req.data.args;
+	struct msghdr mh;
+	c->niov = 1;
+	switch (c->req.data.nr) {
+	case SYS_write:
+		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
+		break;
+	case SYS_sendto:
+		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
+		c->flags = (int)a[3];
+		if (a[4] != 0 && (uint32_t)a[5] != 0) {
+			c->destlen = (uint32_t)a[5] < sizeof(c->dest) ? (socklen_t)a[5] : sizeof(c->dest);
+			if (sl_sup_mem_read((pid_t)c->req.pid, a[4], &c->dest, c->destlen) !=
+			    (ssize_t)c->destlen)
+				return PARSE_CONTINUE;
+		}
+		break;
+	case SYS_writev:
+		return read_iov(c, a[1], a[2]);
+	case SYS_pwritev2:
+		if (a[3] != UINT64_MAX || a[5] != 0)
+			return PARSE_CONTINUE; /* an offset on a socket: ESPIPE */
+		return read_iov(c, a[1], a[2]);
+	case SYS_sendmsg:
+	case SYS_sendmmsg:
+		if (c->req.data.nr == SYS_sendmmsg && (uint32_t)a[2] == 0)
+			return PARSE_CONTINUE;
+		c->flags = (int)(c->req.data.nr == SYS_sendmsg ? a[2] : a[3]);
+		if (read_msghdr(c, a[1], &mh) != PARSE_OK)
+			return PARSE_CONTINUE;
+		if (mh.msg_name != NULL && mh.msg_namelen > 0) {
+			c->destlen = mh.msg_namelen < sizeof(c->dest) ? mh.msg_namelen : sizeof(c->dest);
+			if (sl_sup_mem_read((pid_t)c->req.pid, (uint64_t)(uintptr_t)mh.msg_name,
+					    &c->dest, c->destlen) != (ssize_t)c->destlen)
+				return PARSE_CONTINUE;
+		}
+		break;
+	default:
+		return PARSE_CONTINUE;
+	}
+	return PARSE_OK;
+}
+
+static enum parse parse_recv(struct sl_sup_call *c)
+{
+	const __u64 *a = c->req.data.args;
+	struct msghdr mh;
+	c->niov = 1;
+	switch (c->req.data.nr) {
+	case SYS_read:
+		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
+		break;
+	case SYS_recvfrom:
+		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
+		c->flags = (int)a[3];
+		c->name_ptr = a[4] != 0 && a[5] != 0 ? a[4] : 0;
+		c->namelen_ptr = c->name_ptr != 0 ? a[5] : 0;
+		break;
+	case SYS_readv:
+		return read_iov(c, a[1], a[2]);
+	case SYS_preadv2:
+		if (a[3] != UINT64_MAX || a[5] != 0)
+			return PARSE_CONTINUE;
+		return read_iov(c, a[1], a[2]);
+	case SYS_recvmsg:
+	case SYS_recvmmsg:
+		if (c->req.data.nr == SYS_recvmmsg && (uint32_t)a[2] == 0)
+			return PARSE_CONTINUE;
+		c->flags = (int)(c->req.data.nr == SYS_recvmsg ? a[2] : a[3]);
+		if (read_msghdr(c, a[1], &mh) != PARSE_OK)
+			return PARSE_CONTINUE;
+		c->name_ptr = (uint64_t)(uintptr_t)mh.msg_name;
+		c->destlen = mh.msg_name != NULL ? mh.msg_namelen : 0; /* its room */
+		break;
+	default:
+		return PARSE_CONTINUE;
+	}
+	if (c->flags & (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE | MSG_TRUNC))
+		return PARSE_CONTINUE; /* nothing consumed, or not the data stream */
+	return PARSE_OK;
+}
+
+/* The common start of both families: the call's socket, its rules. Returns
+ * the held call, or NULL when the call was let through. */
+static struct sl_sup_call *start(struct sl_sup *s, const struct seccomp_notif *req,
+				 enum sl_sup_kind kind)
+{
+	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
+	if (th == NULL || th->proc->pass)
+		goto pass;
+	int dup = sl_sup_getfd(s, th, (int)(uint32_t)req->data.args[0]);
+	if (dup < 0)
+		goto pass;
+	struct stat st;
+	if (fstat(dup, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+		close(dup); /* a file or pipe the program moved up here itself */
+		goto pass;
+	}
+	struct sl_sup_call *c = sl_sup_call_new(s, req, th);
+	if (c == NULL) {
+		close(dup);
+		goto pass;
+	}
+	c->kind = (uint8_t)kind;
+	c->dup = dup;
+	enum parse p = kind == SL_SUP_SEND ? parse_send(c) : parse_recv(c);
+	/* The memory read above is the calling thread's only if its call is
+	 * still waiting (its tid cannot have been reused then). */
+	if (p != PARSE_OK || !sl_sup_valid(s, req->id))
+		goto pass_call;
+	c->total = iov_total(c);
+	if (c->total == 0 || c->total == UINT64_MAX)
+		goto pass_call;
+	unsigned fam, type;
+	/* The peer is looked up only when a rule of the operation filters on
+	 * an address or keeps a limiter per peer: one system call less on
+	 * every other transfer. */
+	enum sl_op op = kind == SL_SUP_SEND ? SL_OP_SEND : SL_OP_RECV;
+	sl_sup_classify(dup, &fam, &type, sl_sup_needs_peer(s, op) ? &c->peer : NULL);
+	if (c->destlen > 0 && kind == SL_SUP_SEND)
+		sl_sup_addr_of(&c->peer, (struct sockaddr *)&c->dest, c->destlen);
+	c->rules = sl_sup_match(s, op, fam, type, &c->peer);
+	if (c->rules == 0)
+		goto pass_call;
+	c->stream = type == SL_TYPE_STREAM;
+	c->nonblock = (fcntl(dup, F_GETFL) & O_NONBLOCK) || (c->flags & MSG_DONTWAIT);
+	if (!c->nonblock)
+		c->timeout_ns = sock_timeout(dup, kind == SL_SUP_SEND ? SO_SNDTIMEO : SO_RCVTIMEO);
+	return c;
+pass_call:
+	sl_sup_call_free(s, c);
+pass:
+	sl_sup_continue(s, req->id);
+	return NULL;
+}
+
+void sl_sup_on_send(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	struct sl_sup_call *c = start(s, req, SL_SUP_SEND);
+	if (c != NULL && sl_sup_step_send(s, c, sl_sup_now_ns()))
+		sl_sup_call_free(s, c);
+}
+
+void sl_sup_on_recv(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	struct sl_sup_call *c = start(s, req, SL_SUP_RECV);
+	if (c != NULL && sl_sup_step_recv(s, c, sl_sup_now_ns()))
+		sl_sup_call_free(s, c);
+}
+
+/* Answer a transfer with its count (or -err when nothing moved): sendmmsg
+ * and recvmmsg report one message, its length in msg_len. */
+static bool finish(struct sl_sup *s, struct sl_sup_call *c, int err)
+{
+	int64_t v = (int64_t)c->done;
+	if (c->done > 0 || err == 0) {
+		err = 0;
+		long nr = c->req.data.nr;
+		if (nr == SYS_sendmmsg || nr == SYS_recvmmsg) {
+			uint32_t len = (uint32_t)c->done;
+			if (sl_sup_mem_write((pid_t)c->req.pid, c->msg_ptr + MMSG_LEN_OFF, &len,
+					     sizeof(len)) < 0)
+				err = EFAULT;
+			v = 1;
+		}
+	}
+	sl_sup_answer(s, c->req.id, v, err);
+	return true;
+}
+
+/* Wait for tokens for the next piece: true when they are there (or the call
+ * was refused and answered: *done set). */
+static bool take_piece(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes, uint64_t now_ns,
+		       bool *answered)
+{
+	*answered = false;
+	if (c->granted) {
+		c->due_ns = c->go_ns;
+		c->wait = SL_SUP_WAIT_TIME;
+		return now_ns >= c->go_ns;
+	}
+	uint64_t wait = 0;
+	int err = 0;
+	switch (sl_sup_admit(s, c, bytes, c->done == 0 ? 1 : 0, now_ns, &wait, &err)) {
+	case SL_SUP_GO:
+		c->granted = true;
+		c->grant_bytes = bytes;
+		c->go_ns = c->due_ns = now_ns + wait;
+		c->wait = SL_SUP_WAIT_TIME;
+		return wait == 0;
+	case SL_SUP_RETRY:
+		c->due_ns = now_ns + wait;
+		c->wait = SL_SUP_WAIT_TIME;
+		return false;
+	default:
+		*answered = finish(s, c, err);
+		return false;
+	}
+}
+
+/* Wait for the socket (a blocking call), until SO_*TIMEO if set. */
+static bool wait_io(struct sl_sup_call *c, short events, uint64_t now_ns)
+{
+	if (c->timeout_ns != 0 && now_ns >= c->start_ns + c->timeout_ns)
+		return false; /* timed out */
+	c->wait = SL_SUP_WAIT_IO;
+	c->events = events;
+	c->due_ns = c->timeout_ns != 0 ? c->start_ns + c->timeout_ns : UINT64_MAX;
+	return true;
+}
+
+bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
+{
+	for (;;) {
+		uint64_t left = c->total - c->done;
+		uint64_t piece = c->cont || !c->stream ? left : sl_sup_piece_cap(s, c->rules);
+		if (piece > left)
+			piece = left;
+		if (!c->granted && !c->cont && piece > SL_SUP_PIECE_MAX)
+			return finish(s, c, EMSGSIZE); /* a datagram bigger than we move */
+		bool answered;
+		if (!take_piece(s, c, piece, now_ns, &answered))
+			return answered;
+		piece = c->grant_bytes;
+		if (c->cont) { /* control messages: the kernel sends */
+			c->granted = false;
+			sl_sup_continue(s, c->req.id);
+			return true;
+		}
+		ssize_t k = read_piece(c, piece);
+		if (!sl_sup_valid(s, c->req.id))
+			return true; /* cancelled: the grant goes back */
+		if (k <= 0) {
+			sl_sup_refund(s, c, UINT64_MAX);
+			return finish(s, c, EFAULT);
+		}
+		struct iovec iov = {piece_buf, (size_t)k};
+		struct msghdr mh = {.msg_name = c->destlen ? &c->dest : NULL,
+				    .msg_namelen = c->destlen, .msg_iov = &iov, .msg_iovlen = 1};
+		int fl = MSG_DONTWAIT | MSG_NOSIGNAL |
+			 (c->flags & (MSG_MORE | MSG_EOR | MSG_OOB | MSG_CONFIRM | MSG_DONTROUTE));
+		ssize_t r = sendmsg(c->dup, &mh, fl);
+		if (r < 0) {
+			int e = errno;
+			if (e == EINTR)
+				continue;
+			if ((e == EAGAIN || e == EWOULDBLOCK) && !c->nonblock &&
+			    wait_io(c, POLLOUT, sl_sup_now_ns()))
+				return false; /* the grant is kept for the retry */
+			sl_sup_refund(s, c, UINT64_MAX);
+			if (e == EPIPE && !(c->flags & MSG_NOSIGNAL) && c->done == 0 && c->th->tid > 0)
+				syscall(SYS_tgkill, c->th->proc->tgid, c->th->tid, SIGPIPE);
+			return finish(s, c, e);
+		}
+		sl_sup_refund(s, c, piece - (uint64_t)r);
+		c->granted = false;
+		c->done += (uint64_t)r;
+		sl_sup_stat_bytes(c->th->proc, c->rules, (uint64_t)r);
+		if (c->done >= c->total || c->nonblock || !c->stream || !s->feat.wait_killable)
+			return finish(s, c, 0);
+		now_ns = sl_sup_now_ns();
+	}
+}
+
+bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
+{
+	bool waitall = (c->flags & MSG_WAITALL) && c->stream && !c->nonblock &&
+		       s->feat.wait_killable;
+	for (;;) {
+		uint64_t left = c->total - c->done;
+		if (!c->granted) {
+			int q = 0;
+			if (ioctl(c->dup, FIONREAD, &q) != 0)
+				q = 0;
+			if (q == 0) {
+				/* Nothing queued: end of stream, an error, an
+				 * empty datagram, or not yet. */
+				ssize_t r = recv(c->dup, piece_buf, 1, MSG_PEEK | MSG_DONTWAIT);
+				if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+					if (c->done > 0)
+						return finish(s, c, 0);
+					if (!c->nonblock && wait_io(c, POLLIN, now_ns))
+						return false;
+					return finish(s, c, EAGAIN);
+				}
+				if (r < 0)
+					return finish(s, c, errno);
+				if (r == 0 && c->stream)
+					return finish(s, c, 0);
+			}
+			uint64_t piece = (uint64_t)q < left ? (uint64_t)q : left;
+			if (piece > SL_SUP_PIECE_MAX)
+				piece = SL_SUP_PIECE_MAX;
+			if (c->stream) {
+				uint64_t cap = sl_sup_piece_cap(s, c->rules);
+				piece = piece < cap ? piece : cap;
+				if (piece == 0)
+					piece = 1; /* queued between FIONREAD and the peek */
+			}
+			bool answered;
+			if (!take_piece(s, c, piece, now_ns, &answered))
+				return answered;
+		} else if (now_ns < c->go_ns) {
+			c->due_ns = c->go_ns;
+			c->wait = SL_SUP_WAIT_TIME;
+			return false;
+		}
+		uint64_t piece = c->grant_bytes;
+		if (c->cont) {
+			c->granted = false;
+			sl_sup_continue(s, c->req.id);
+			return true;
+		}
+		struct sockaddr_storage from;
+		socklen_t fromlen = sizeof(from);
+		memset(&from, 0, sizeof(from));
+		/* MSG_TRUNC tells a datagram's full length; on a stream socket
+		 * it would skip the copy. */
+		ssize_t full = recvfrom(c->dup, piece_buf, piece,
+					MSG_PEEK | MSG_DONTWAIT | (c->stream ? 0 : MSG_TRUNC),
+					(struct sockaddr *)&from, &fromlen);
+		if (full < 0) {
+			int e = errno;
+			sl_sup_refund(s, c, UINT64_MAX);
+			if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR)
+				continue; /* someone else read it: wait again */
+			return finish(s, c, e);
+		}
+		uint64_t k = (uint64_t)full < piece ? (uint64_t)full : piece;
+		bool truncated = !c->stream && (uint64_t)full > left;
+		if (!sl_sup_valid(s, c->req.id))
+			return true;
+		if (k > 0 && write_piece(c, k) != (ssize_t)k) {
+			sl_sup_refund(s, c, UINT64_MAX);
+			return finish(s, c, EFAULT);
+		}
+		sl_sup_refund(s, c, piece - k);
+		c->granted = false;
+		sl_sup_stat_bytes(c->th->proc, c->rules, k);
+		if (waitall && c->done + k < c->total && k > 0) {
+			/* Completed inside one call: only death can end it
+			 * before the answer, and then the data has no reader. */
+			recv(c->dup, NULL, k, MSG_TRUNC | MSG_DONTWAIT);
+			c->done += k;
+			now_ns = sl_sup_now_ns();
+			continue;
+		}
+		c->done += k;
+		/* Where the source address and flags go. */
+		long nr = c->req.data.nr;
+		pid_t tid = (pid_t)c->req.pid;
+		if (nr == SYS_recvfrom && c->name_ptr != 0) {
+			socklen_t room = 0;
+			if (sl_sup_mem_read(tid, c->namelen_ptr, &room, sizeof(room)) == sizeof(room)) {
+				sl_sup_mem_write(tid, c->name_ptr, &from, room < fromlen ? room : fromlen);
+				sl_sup_mem_write(tid, c->namelen_ptr, &fromlen, sizeof(fromlen));
+			}
+		} else if (nr == SYS_recvmsg || nr == SYS_recvmmsg) {
+			socklen_t room = c->destlen;
+			int mflags = truncated ? MSG_TRUNC : 0;
+			size_t zero = 0;
+			if (c->name_ptr != 0) {
+				sl_sup_mem_write(tid, c->name_ptr, &from, room < fromlen ? room : fromlen);
+				sl_sup_mem_write(tid, c->msg_ptr + MSG_NAMELEN_OFF, &fromlen,
+						 sizeof(fromlen));
+			}
+			sl_sup_mem_write(tid, c->msg_ptr + MSG_CONTROLLEN_OFF, &zero, sizeof(zero));
+			sl_sup_mem_write(tid, c->msg_ptr + MSG_FLAGS_OFF, &mflags, sizeof(mflags));
+		}
+		finish(s, c, 0);
+		/* Consumed only now: an answer that did not arrive (the call was
+		 * cancelled) leaves the data for the retry. */
+		if (c->stream)
+			recv(c->dup, NULL, k, MSG_TRUNC | MSG_DONTWAIT);
+		else
+			recv(c->dup, piece_buf, 1, MSG_DONTWAIT);
+		return true;
+	}
+}
+
+void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
+	int fds[2] = {(int)req->data.args[0], req->data.nr == SYS_splice ? (int)req->data.args[2] : -1};
+	enum sl_op ops[2] = {req->data.nr == SYS_splice ? SL_OP_RECV : SL_OP_SEND, SL_OP_SEND};
+	for (int i = 0; i < 2 && th != NULL && !th->proc->pass; i++) {
+		if (fds[i] < SL_SUP_FD_BASE)
+			continue;
+		int dup = sl_sup_getfd(s, th, fds[i]);
+		if (dup < 0)
+			continue;
+		unsigned fam, type;
+		struct sl_sup_addr peer;
+		sl_sup_classify(dup, &fam, &type, &peer);
+		close(dup);
+		if (fam != 0 && sl_sup_match(s, ops[i], fam, type, &peer) != 0) {
+			sl_sup_answer(s, req->id, 0, EINVAL); /* programs fall back to write */
+			return;
+		}
+	}
+	sl_sup_continue(s, req->id);
+}

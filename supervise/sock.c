@@ -1,0 +1,397 @@
+/*
+ * sock.c - socket, connect and accept of supervised programs.
+ *
+ * socket() and accept()/accept4() are performed by the supervisor whenever a
+ * send or receive rule could apply to the new socket: it creates (accepts)
+ * the socket itself and installs it in the program with
+ * SECCOMP_IOCTL_NOTIF_ADDFD at the lowest free fd >= SL_SUP_FD_BASE found
+ * from a per-process cursor (SETFD, checked free in /proc/TGID/fd first;
+ * the SEND flag answers the call with the number in the same step). The
+ * filter traps fd-based I/O only for those numbers, so a program's file
+ * and pipe I/O never leaves the kernel. When no number is free below the
+ * program's RLIMIT_NOFILE, the socket takes the lowest free fd and its
+ * transfers pass unthrottled (warned once per process).
+ *
+ * connect() is held until the rule's slot comes and then continues in the
+ * kernel (SECCOMP_USER_NOTIF_FLAG_CONTINUE), for blocking and non-blocking
+ * sockets alike: Go's connect is never answered with a fabricated EAGAIN or
+ * EINPROGRESS. accept() waits for a pending connection first (a
+ * non-blocking listener with none gets the kernel's EAGAIN), then for the
+ * rule's slot, then accepts.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+void sl_sup_addr_of(struct sl_sup_addr *a, const struct sockaddr *sa, socklen_t len)
+{
+	memset(a, 0, sizeof(*a));
+	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		a->family = 4;
+		a->port = ntohs(in->sin_port);
+		memcpy(a->addr, &in->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		a->family = 6;
+		a->port = ntohs(in6->sin6_port);
+		memcpy(a->addr, &in6->sin6_addr, 16);
+	}
+}
+
+void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_sup_addr *peer)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+	*fam = getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) == 0 ? sl_sup_fam_bit(v) : 0;
+	len = sizeof(v);
+	*type = getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 ? sl_sup_type_bit(v) : 0;
+	if (peer != NULL) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		memset(peer, 0, sizeof(*peer));
+		if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+			sl_sup_addr_of(peer, (struct sockaddr *)&ss, sl);
+	}
+}
+
+int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd,
+		 bool cloexec)
+{
+	struct sl_sup_proc *p = th->proc;
+	struct seccomp_notif_addfd add = {.id = id, .srcfd = (uint32_t)srcfd,
+					  .newfd_flags = cloexec ? O_CLOEXEC : 0};
+	struct rlimit rl;
+	unsigned long hi = 0;
+	if (p->fddir >= 0 && prlimit(p->tgid, RLIMIT_NOFILE, NULL, &rl) == 0)
+		hi = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned long)rl.rlim_cur;
+	for (unsigned long tries = 0; hi > SL_SUP_FD_BASE && tries < hi - SL_SUP_FD_BASE; tries++) {
+		int n = p->next_fd >= SL_SUP_FD_BASE && (unsigned long)p->next_fd < hi ? p->next_fd
+										      : SL_SUP_FD_BASE;
+		p->next_fd = n + 1;
+		char name[16];
+		struct stat st;
+		snprintf(name, sizeof(name), "%d", n);
+		if (fstatat(p->fddir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			continue; /* in use */
+		if (errno == EACCES || errno == EPERM)
+			sl_sup_unreachable(p, "/proc/PID/fd", errno);
+		if (errno != ENOENT)
+			break;
+		add.flags = SECCOMP_ADDFD_FLAG_SETFD | SECCOMP_ADDFD_FLAG_SEND;
+		add.newfd = (uint32_t)n;
+		int r = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+		if (r >= 0) {
+			sl_sup_fd_reset(p, r);
+			return r;
+		}
+		if (errno != EBADF && errno != EMFILE)
+			return -errno; /* ENOENT: the call is gone */
+		break;
+	}
+	if (p->fddir < 0)
+		sl_sup_unreachable(p, "/proc/PID/fd", EACCES);
+	if (!p->low_fd_warned && !p->unreachable)
+		sl_sup_warn("process %d (%s): no free fd between %d and its RLIMIT_NOFILE (%lu): "
+			    "its sockets take low fds and their sends and receives pass unthrottled",
+			    (int)p->tgid, p->comm, SL_SUP_FD_BASE, hi);
+	p->low_fd_warned = true;
+	add.flags = SECCOMP_ADDFD_FLAG_SEND;
+	add.newfd = 0;
+	int r = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	return r >= 0 ? r : -errno;
+}
+
+/* Whether a new socket of this kind must be placed high. */
+static bool wants_place(const struct sl_sup *s, unsigned fam, unsigned type)
+{
+	return s->traps.place && fam != 0 && type != 0 &&
+	       (sl_sup_may_match(s, SL_OP_SEND, fam, type) ||
+		sl_sup_may_match(s, SL_OP_RECV, fam, type));
+}
+
+void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	int domain = (int)req->data.args[0], type = (int)req->data.args[1];
+	int proto = (int)req->data.args[2];
+	if (!wants_place(s, sl_sup_fam_bit(domain), sl_sup_type_bit(type))) {
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
+	if (th == NULL || th->proc->pass) {
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	int fd = socket(domain, type | SOCK_CLOEXEC, proto);
+	if (fd < 0) {
+		sl_sup_answer(s, req->id, 0, errno);
+		return;
+	}
+	sl_sup_place(s, th, req->id, fd, (type & SOCK_CLOEXEC) != 0);
+	close(fd);
+}
+
+void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
+	if (th == NULL || th->proc->pass) {
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	int dup = sl_sup_getfd(s, th, (int)req->data.args[0]);
+	if (dup < 0) {
+		sl_sup_continue(s, req->id); /* the kernel gives the caller EBADF */
+		return;
+	}
+	unsigned fam, type;
+	sl_sup_classify(dup, &fam, &type, NULL);
+	/* A TCP socket already connecting or connected (a connect interrupted
+	 * by a signal and called again, a polling connect): the kernel answers
+	 * it (EALREADY, EISCONN) uncharged, as the shim does. */
+	struct tcp_info ti;
+	socklen_t til = sizeof(ti);
+	bool busy = type == SL_TYPE_STREAM && (fam & (SL_FAM_INET | SL_FAM_INET6)) &&
+		    getsockopt(dup, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 && ti.tcpi_state != TCP_CLOSE;
+	close(dup);
+	if (busy) {
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	struct sockaddr_storage ss;
+	size_t len = (size_t)(uint32_t)req->data.args[2];
+	if (len > sizeof(ss))
+		len = sizeof(ss);
+	memset(&ss, 0, sizeof(ss));
+	ssize_t got = len >= sizeof(sa_family_t)
+			      ? sl_sup_mem_read((pid_t)req->pid, req->data.args[1], &ss, len)
+			      : -EINVAL;
+	if (got != (ssize_t)len || !sl_sup_valid(s, req->id) || ss.ss_family == AF_UNSPEC) {
+		sl_sup_continue(s, req->id); /* EFAULT, EINVAL, a dissolve: the kernel's */
+		return;
+	}
+	struct sl_sup_addr a;
+	sl_sup_addr_of(&a, (struct sockaddr *)&ss, (socklen_t)len);
+	uint32_t rules = sl_sup_match(s, SL_OP_CONNECT, fam, type, &a);
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &a);
+	struct sl_sup_call *c = rules | conns ? sl_sup_call_new(s, req, th) : NULL;
+	if (c == NULL) {
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	c->kind = SL_SUP_CONNECT;
+	c->rules = rules;
+	c->conns_rules = conns;
+	c->peer = a;
+	if (sl_sup_step_connect(s, c, sl_sup_now_ns()))
+		sl_sup_call_free(s, c);
+}
+
+/* Take one unit for a connect or an accept: false while it must wait (the
+ * call's deadline is set), true when it may go on or was refused (*err). */
+static bool take_one(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns, int *err)
+{
+	*err = 0;
+	if (c->granted) {
+		c->due_ns = c->go_ns;
+		c->wait = SL_SUP_WAIT_TIME;
+		return now_ns >= c->go_ns;
+	}
+	uint64_t wait = 0;
+	switch (sl_sup_admit(s, c, 0, 1, now_ns, &wait, err)) {
+	case SL_SUP_GO:
+		c->granted = true; /* even for dry-run rules: the wait is over */
+		c->go_ns = c->due_ns = now_ns + wait;
+		c->wait = SL_SUP_WAIT_TIME;
+		return wait == 0;
+	case SL_SUP_RETRY:
+		c->due_ns = now_ns + wait;
+		c->wait = SL_SUP_WAIT_TIME;
+		return false;
+	default:
+		return true;
+	}
+}
+
+/* A slot of the call's conns rules: false while it must wait (deadline
+ * set), true to go on (or refused: *err). */
+static bool take_slot(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns, int *err)
+{
+	uint64_t wait = 0;
+	switch (sl_sup_conns_take(s, c, now_ns, &wait, err)) {
+	case SL_SUP_RETRY:
+		c->due_ns = now_ns + wait;
+		c->wait = SL_SUP_WAIT_TIME;
+		return false;
+	default:
+		return true;
+	}
+}
+
+bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
+{
+	int err;
+	if (!take_one(s, c, now_ns, &err))
+		return false;
+	if (err == 0 && !take_slot(s, c, now_ns, &err))
+		return false; /* the rate's unit stays taken while the slot is awaited */
+	c->granted = false; /* the unit is used, whatever the kernel says */
+	if (err != 0) {
+		sl_sup_answer(s, c->req.id, 0, err);
+		return true;
+	}
+	if (sl_sup_continue(s, c->req.id) == 0)
+		sl_sup_conns_hold(c, (int)(uint32_t)c->req.data.args[0]);
+	return true;
+}
+
+void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
+	if (th == NULL || th->proc->pass) {
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	int dup = sl_sup_getfd(s, th, (int)req->data.args[0]);
+	if (dup < 0) {
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	unsigned fam, type;
+	sl_sup_classify(dup, &fam, &type, NULL);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct sl_sup_addr local = {0};
+	if (getsockname(dup, (struct sockaddr *)&ss, &sl) == 0)
+		sl_sup_addr_of(&local, (struct sockaddr *)&ss, sl);
+	uint32_t rules = sl_sup_match(s, SL_OP_ACCEPT, fam, type, &local);
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &local);
+	int flags = req->data.nr == SYS_accept4 ? (int)req->data.args[3] : 0;
+	int accmode = 0;
+	socklen_t il = sizeof(accmode);
+	bool listening = getsockopt(dup, SOL_SOCKET, SO_ACCEPTCONN, &accmode, &il) == 0 && accmode;
+	struct sl_sup_call *c = NULL;
+	if (listening && (rules != 0 || conns != 0 || wants_place(s, fam, type)) &&
+	    (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == 0)
+		c = sl_sup_call_new(s, req, th);
+	if (c == NULL) {
+		close(dup);
+		sl_sup_continue(s, req->id);
+		return;
+	}
+	c->kind = SL_SUP_ACCEPT;
+	c->rules = rules;
+	c->conns_rules = conns;
+	c->dup = dup;
+	c->flags = flags;
+	c->nonblock = (fcntl(dup, F_GETFL) & O_NONBLOCK) != 0;
+	c->name_ptr = req->data.args[1];
+	c->namelen_ptr = req->data.args[2];
+	if (sl_sup_step_accept(s, c, sl_sup_now_ns()))
+		sl_sup_call_free(s, c);
+}
+
+/* accept4 on our duplicate of a listener without blocking the supervisor
+ * for long: it runs only after poll said a connection is pending, and a
+ * blocking listener's SO_RCVTIMEO (which bounds accept) is set to 1 us (one
+ * jiffy, the kernel rounds up) around the call, in case another, unsupervised
+ * process took the connection first. Supervised accepts on the listener are
+ * all held by this thread meanwhile, so none of them sees the change. */
+static int accept_now(int dup, bool nonblock, struct sockaddr_storage *ss, socklen_t *sl,
+		      int flags)
+{
+	struct timeval old, tiny = {0, 1};
+	socklen_t ol = sizeof(old);
+	bool swap = !nonblock && getsockopt(dup, SOL_SOCKET, SO_RCVTIMEO, &old, &ol) == 0 &&
+		    setsockopt(dup, SOL_SOCKET, SO_RCVTIMEO, &tiny, sizeof(tiny)) == 0;
+	int fd = accept4(dup, (struct sockaddr *)ss, sl, flags | SOCK_CLOEXEC);
+	int e = errno;
+	if (swap)
+		setsockopt(dup, SOL_SOCKET, SO_RCVTIMEO, &old, sizeof(old));
+	errno = e;
+	return fd;
+}
+
+bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
+{
+	/* First a pending connection. */
+	if (!c->granted) {
+		struct pollfd p = {.fd = c->dup, .events = POLLIN};
+		if (poll(&p, 1, 0) <= 0) {
+			if (c->nonblock) {
+				sl_sup_answer(s, c->req.id, 0, EAGAIN); /* the kernel's own answer */
+				return true;
+			}
+			c->wait = SL_SUP_WAIT_IO;
+			c->events = POLLIN;
+			c->due_ns = UINT64_MAX;
+			return false;
+		}
+	}
+	int err;
+	if (!take_one(s, c, now_ns, &err))
+		return false;
+	if (err == 0 && !take_slot(s, c, now_ns, &err))
+		return false;
+	c->granted = false;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int fd = accept_now(c->dup, c->nonblock, &ss, &sl, c->flags & SOCK_NONBLOCK);
+	if (fd < 0) {
+		if ((errno == EAGAIN || errno == EWOULDBLOCK) && !c->nonblock) {
+			c->wait = SL_SUP_WAIT_IO; /* another process took it: wait again */
+			c->events = POLLIN;
+			c->due_ns = UINT64_MAX;
+			return false;
+		}
+		sl_sup_answer(s, c->req.id, 0, errno);
+		return true;
+	}
+	if (err != 0) { /* refused: the connection is closed, like policing */
+		close(fd);
+		sl_sup_answer(s, c->req.id, 0, err);
+		return true;
+	}
+	/* The peer's address goes into the caller's buffer before the fd is
+	 * installed, which answers the call. */
+	if (c->name_ptr != 0 && c->namelen_ptr != 0) {
+		socklen_t want = 0;
+		if (sl_sup_mem_read((pid_t)c->req.pid, c->namelen_ptr, &want, sizeof(want)) !=
+			    (ssize_t)sizeof(want) ||
+		    !sl_sup_valid(s, c->req.id) ||
+		    sl_sup_mem_write((pid_t)c->req.pid, c->name_ptr, &ss,
+				     want < sl ? want : sl) < 0 ||
+		    sl_sup_mem_write((pid_t)c->req.pid, c->namelen_ptr, &sl, sizeof(sl)) < 0) {
+			close(fd);
+			sl_sup_answer(s, c->req.id, 0, EFAULT);
+			return true;
+		}
+	}
+	unsigned fam, type;
+	sl_sup_classify(fd, &fam, &type, NULL);
+	int placed;
+	if (wants_place(s, fam, type)) {
+		placed = sl_sup_place(s, c->th, c->req.id, fd, (c->flags & SOCK_CLOEXEC) != 0);
+	} else {
+		struct seccomp_notif_addfd add = {.id = c->req.id, .flags = SECCOMP_ADDFD_FLAG_SEND,
+						  .srcfd = (uint32_t)fd,
+						  .newfd_flags = (c->flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0};
+		placed = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
+	}
+	close(fd);
+	sl_sup_conns_hold(c, placed);
+	return true;
+}

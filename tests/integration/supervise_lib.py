@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Helpers for the supervised-mode tests (test_supervise_*.py).
+
+They build their programs themselves (gcc -static, Debian's golang-go with
+GOCACHE/GOPATH in a temporary directory, GOPROXY=off, standard library
+only), run them under `$SL_BUILD/sluice --supervise`, and play the
+unthrottled peer on 127.0.0.1 with ports chosen by the kernel. Timing
+checks: a lower bound strictly (what was admitted can never exceed
+rate * elapsed + burst), the upper bound the issue asks for.
+"""
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+from test_shim_lib import ROOT, BUILD, check, finish  # noqa: F401 (re-exported)
+
+SLUICE = os.path.join(ROOT, BUILD, "sluice") if not os.path.isabs(BUILD) \
+    else os.path.join(BUILD, "sluice")
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervised")
+
+TMP = tempfile.mkdtemp(prefix="sluice-sup-%d-" % os.getpid())
+
+
+def cleanup():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def build_c(name="netprog"):
+    """gcc -static the test program; its path."""
+    out = os.path.join(TMP, name)
+    subprocess.run(["gcc", "-static", "-O2", "-o", out, os.path.join(HERE, name + ".c")],
+                   check=True)
+    return out
+
+
+def build_go(name="goprog"):
+    """go build the Go test program offline; its path."""
+    out = os.path.join(TMP, name)
+    env = dict(os.environ, GOCACHE=os.path.join(TMP, "gocache"),
+               GOPATH=os.path.join(TMP, "gopath"), GOPROXY="off", GO111MODULE="off",
+               GOFLAGS="", CGO_ENABLED="0")
+    subprocess.run(["go", "build", "-o", out, name + ".go"], cwd=HERE, env=env, check=True)
+    return out
+
+
+def env_clean():
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("SLUICE_") and k != "LD_PRELOAD"}
+
+
+def sluice(args, timeout=120, env=None, raw=False):
+    """Run sluice ARGS (raw: ARGS is the whole command); (returncode,
+    stdout, stderr)."""
+    p = subprocess.run(args if raw else [SLUICE] + args, capture_output=True, text=True, timeout=timeout,
+                       env=env if env is not None else env_clean())
+    return p.returncode, p.stdout, p.stderr
+
+
+def pattern(n):
+    """netprog's upload bytes."""
+    return bytes(((i * 2654435761) >> 13) & 255 for i in range(n))
+
+
+class Server:
+    """A threaded TCP server on 127.0.0.1: `sink` hashes what it receives
+    (self.digests), `source` sends `data` then closes, `count` accepts and
+    closes."""
+
+    def __init__(self, mode, data=b""):
+        self.mode, self.data = mode, data
+        self.digests, self.sizes = [], []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(256)
+        self.port = self.sock.getsockname()[1]
+        self.lock = threading.Lock()
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.handle, args=(c,), daemon=True).start()
+
+    def handle(self, c):
+        try:
+            if self.mode == "sink":
+                h, n = hashlib.sha256(), 0
+                while True:
+                    d = c.recv(1 << 20)
+                    if not d:
+                        break
+                    h.update(d)
+                    n += len(d)
+                with self.lock:
+                    self.digests.append(h.hexdigest())
+                    self.sizes.append(n)
+            elif self.mode == "source":
+                c.sendall(self.data)
+        finally:
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def within(what, elapsed, floor, tol):
+    """floor <= elapsed (strict, 1 ms for clock reads) and elapsed <=
+    floor * (1 + tol): the rate is honoured and reached within tol."""
+    check(elapsed >= floor - 0.001, "%s: %.4f s >= floor %.4f s" % (what, elapsed, floor))
+    check(elapsed <= floor * (1 + tol),
+          "%s: %.4f s <= %.4f s (rate within %g%%)" % (what, elapsed, floor * (1 + tol),
+                                                       tol * 100))
+
+
+def run_main(body):
+    try:
+        body()
+    finally:
+        cleanup()
+    finish()
+
+
+if __name__ == "__main__":
+    sys.exit(0)

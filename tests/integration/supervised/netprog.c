@@ -1,0 +1,218 @@
+/*
+ * netprog.c - a small network client for the supervised-mode tests, built
+ * with `gcc -static` by tests/integration/test_supervise_static.py (no
+ * libc socket call of it can be interposed: only the supervisor sees them).
+ *
+ *   netprog connect PORT N          N connects (and closes) to 127.0.0.1:PORT
+ *   netprog upload PORT SIZE        connect, write() SIZE pattern bytes, close
+ *   netprog download PORT FILE      connect, read() to EOF into FILE
+ *   netprog recvmsg PORT FILE       the same with recvmsg()
+ *   netprog writev PORT SIZE        upload with writev() of 3 pieces per call
+ *   netprog filewrite FILE N        N 1-byte write()s to FILE (cost bench)
+ *   netprog syscalls - -            io_uring_setup and an i386 getpid
+ *                                   (int $0x80): prints their results
+ *   netprog nodump PORT SIZE        PR_SET_DUMPABLE 0, then upload
+ *   netprog small PORT N            connect, N 1-byte write()s (bench)
+ * Prints one JSON line: {"elapsed": seconds, "bytes": n, "calls": n,
+ * "short": n, "fd": first socket fd, "eintr": n}. SIGALRM fires every 20 ms
+ * (SA_RESTART off) while it runs, so held calls meet signals.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int dial(int port)
+{
+	int fd;
+	/* A signal that comes before the supervisor has picked the call up
+	 * interrupts even socket() (documented in the README). */
+	while ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 && errno == EINTR)
+		;
+	if (fd < 0) {
+		perror("socket");
+		exit(1);
+	}
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	while (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		if (errno == EINTR)
+			continue; /* a restarted connect may say EALREADY/EISCONN */
+		if (errno == EISCONN)
+			break;
+		perror("connect");
+		exit(1);
+	}
+	return fd;
+}
+
+static unsigned char pattern(unsigned long i)
+{
+	return (unsigned char)((i * 2654435761u) >> 13);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: netprog MODE PORT|FILE ARG\n");
+		return 2;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {{0, 20000}, {0, 20000}};
+	const char *mode = argv[1];
+	long calls = 0, shorts = 0, eintr = 0, firstfd = -1;
+	unsigned long bytes = 0;
+	static unsigned char buf[1 << 20];
+	if (strcmp(mode, "filewrite") == 0) {
+		int fd = open(argv[2], O_WRONLY);
+		long n = atol(argv[3]);
+		double t0 = now();
+		for (long i = 0; i < n; i++)
+			if (write(fd, "x", 1) == 1)
+				bytes++;
+		printf("{\"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n", now() - t0,
+		       bytes, n, fd);
+		return 0;
+	}
+	if (strcmp(mode, "syscalls") == 0) {
+		unsigned char params[120] = {0}; /* struct io_uring_params */
+		long r = syscall(SYS_io_uring_setup, 4, params);
+		int e = r < 0 ? errno : 0;
+		long r32 = 20; /* i386 getpid */
+		__asm__ volatile("int $0x80" : "+a"(r32) : : "memory");
+		printf("{\"io_uring_setup\": %ld, \"io_uring_errno\": %d, \"i386_getpid\": %ld, "
+		       "\"pid\": %d}\n",
+		       r, e, r32, (int)getpid());
+		return 0;
+	}
+	if (strcmp(mode, "nodump") == 0) {
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		mode = "upload";
+	}
+	int port = atoi(argv[2]);
+	if (getenv("NETPROG_NOALARM") == NULL)
+		setitimer(ITIMER_REAL, &it, NULL);
+	double t0 = now();
+	if (strcmp(mode, "connect") == 0) {
+		long n = atol(argv[3]);
+		for (long i = 0; i < n; i++) {
+			int fd = dial(port);
+			if (firstfd < 0)
+				firstfd = fd;
+			close(fd);
+			calls++;
+		}
+	} else if (strcmp(mode, "small") == 0) {
+		long n = atol(argv[3]);
+		int fd = dial(port);
+		firstfd = fd;
+		t0 = now();
+		for (long i = 0; i < n; i++)
+			if (write(fd, "x", 1) == 1)
+				bytes++;
+		calls = n;
+		close(fd);
+	} else if (strcmp(mode, "upload") == 0 || strcmp(mode, "writev") == 0) {
+		unsigned long size = strtoul(argv[3], NULL, 10);
+		int fd = dial(port);
+		firstfd = fd;
+		while (bytes < size) {
+			size_t want = size - bytes < 100000 ? size - bytes : 100000;
+			for (size_t i = 0; i < want; i++)
+				buf[i] = pattern(bytes + i);
+			ssize_t n;
+			if (mode[0] == 'w') {
+				size_t a = want / 3, b = want / 3;
+				struct iovec iov[3] = {{buf, a}, {buf + a, b}, {buf + a + b, want - a - b}};
+				n = writev(fd, iov, 3);
+			} else {
+				n = write(fd, buf, want);
+			}
+			if (n < 0 && errno == EINTR) {
+				eintr++;
+				continue;
+			}
+			if (n < 0) {
+				perror("write");
+				return 1;
+			}
+			calls++;
+			shorts += (size_t)n < want;
+			bytes += (unsigned long)n;
+		}
+		close(fd);
+	} else if (strcmp(mode, "download") == 0 || strcmp(mode, "recvmsg") == 0) {
+		int out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fd = dial(port);
+		firstfd = fd;
+		for (;;) {
+			ssize_t n;
+			if (mode[0] == 'r') {
+				struct iovec iov = {buf, sizeof(buf)};
+				struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+				n = recvmsg(fd, &mh, 0);
+			} else {
+				n = read(fd, buf, sizeof(buf));
+			}
+			if (n < 0 && errno == EINTR) {
+				eintr++;
+				continue;
+			}
+			if (n < 0) {
+				perror("read");
+				return 1;
+			}
+			if (n == 0)
+				break;
+			calls++;
+			bytes += (unsigned long)n;
+			if (write(out, buf, (size_t)n) != n) {
+				perror("write file");
+				return 1;
+			}
+		}
+		close(out);
+		close(fd);
+	} else {
+		fprintf(stderr, "netprog: unknown mode %s\n", mode);
+		return 2;
+	}
+	double el = now() - t0;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+	printf("{\"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"short\": %ld, \"fd\": %ld, "
+	       "\"eintr\": %ld, \"alarms\": %d, \"cpu\": %.6f}\n",
+	       el, bytes, calls, shorts, firstfd, eintr, (int)alarms, cpu);
+	return 0;
+}
