@@ -514,7 +514,6 @@ int sl__cli_stat(int argc, char **argv)
 		}
 		return report_shared(stdout, fmt, shared);
 	}
-	sl__cli_old_note();
 	if (optind < argc) {
 		char *end;
 		long v = strtol(argv[optind], &end, 10);
@@ -537,6 +536,9 @@ int sl__cli_stat(int argc, char **argv)
 		}
 		return sl__cli_metrics_serve(listen_text, listen_any);
 	}
+	/* Only where a person reads the listing: not for usage errors, not for
+	 * a --listen server. */
+	sl__cli_old_note();
 	if (watch == 0)
 		return report(stdout, fmt, pid);
 	for (;;) {

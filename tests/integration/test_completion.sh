@@ -20,7 +20,7 @@ c = socket.create_connection(s.getsockname()); c.send(b"x")
 print("ready", flush=True); sys.stdin.read()' < "$fifo" > "/tmp/sluice-compl-$$.out" &
 child=$!
 exec 8>"$fifo"
-trap 'exec 8>&-; wait $child 2>/dev/null; rm -f "$fifo" "/tmp/sluice-compl-$$.out" "/dev/shm/sluice-$(id -u)-shared-$name"' EXIT
+trap 'exec 8>&-; wait $child 2>/dev/null; rm -f "$fifo" "/tmp/sluice-compl-$$.out"; "$build/sluice" rm --force "shared:$name" >/dev/null 2>&1' EXIT
 for _ in $(seq 50); do grep -q ready "/tmp/sluice-compl-$$.out" 2>/dev/null && break; sleep 0.1; done
 
 bash -s "$child" "$name" <<'BASH'
@@ -52,7 +52,7 @@ tab() {
 tab "sluice --se" "--send"
 tab "sluice --ch" "--check"
 tab "sluice --co" "--connect|--conns"
-tab "sluice --send 1MiB/s" "1MiB/s,burst=|1MiB/s,algo=|1MiB/s,action=|1MiB/s,max-delay=|1MiB/s,errno=|1MiB/s,per=|1MiB/s,to=|1MiB/s,port=|1MiB/s,family=|1MiB/s,type=|1MiB/s,nonblock=|1MiB/s,shared=|1MiB/s,redis=|1MiB/s,on-error=|1MiB/s,lease="
+tab "sluice --send 1MiB/s" "1MiB/s,burst=|1MiB/s,algo=|1MiB/s,action=|1MiB/s,max-delay=|1MiB/s,errno=|1MiB/s,per=|1MiB/s,to=|1MiB/s,port=|1MiB/s,family=|1MiB/s,type=|1MiB/s,nonblock=|1MiB/s,shared=|1MiB/s,redis=|1MiB/s,on-error=|1MiB/s,lease=|1MiB/s,warmup=|1MiB/s,cold="
 tab "sluice --send 1MiB/s,bu" "1MiB/s,burst="
 tab "sluice --recv 1MiB/s,burst=64KiB,pe" "64KiB,per="
 # After '=' bash replaces only what follows it (COMP_WORDBREAKS).

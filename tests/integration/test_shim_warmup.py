@@ -180,6 +180,14 @@ def test_shared():
 STAT_CHILD = r'''
 import socket, sys
 port = int(sys.argv[1])
+# A call on a TCP socket makes the status record visible (it is published
+# when a rule may first apply); a send on an unconnected socket fails and
+# takes no connect token, so the limiter stays cold.
+t = socket.socket()
+try:
+    t.send(b"x")
+except OSError:
+    pass
 print("cold", flush=True)
 sys.stdin.readline()
 for _ in range(40):
