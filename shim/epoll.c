@@ -42,6 +42,7 @@
 #include "clock.h"
 #include "epoll.h"
 #include "fd.h"
+#include "hup.h"
 #include "log.h"
 #include "ready.h"
 #include "real.h"
@@ -353,6 +354,31 @@ SL_EXPORT int epoll_create1(int flags)
 	return ep_created(SL_REAL(epoll_create1)(flags));
 }
 
+/* An event with HUP for slot s of fd (hup.h): true if it must wait for the
+ * end of fd's hold in IN; the registration is parked until then (ep_sync
+ * brings it back; checked again under the lock, so a hold that ended
+ * meanwhile brings it back at once). */
+static bool ep_hup(uint32_t fd, uint32_t s, uint32_t rev, uint32_t asked)
+{
+	if (!sl__hup_held((int)fd, rev, asked))
+		return false;
+	int saved = errno;
+	struct ep_fd *e = &ep_table[fd];
+	ep_lock(e);
+	uint64_t until = UINT64_MAX;
+	if (atomic_load_explicit(&e->r[s].epfd1, memory_order_relaxed) != 0) {
+		ep_apply((int)fd, (int)s, SL_HIDE_ALL);
+		uint32_t hidden = sl__ready_hidden((int)fd, sl__clock_ns(), &until);
+		if ((hidden & SL_HIDE_IN) == 0)
+			ep_apply((int)fd, (int)s, hidden);
+	}
+	ep_unlock(e);
+	if (until != UINT64_MAX)
+		sl__ready_arm((int)fd, until);
+	errno = saved;
+	return true;
+}
+
 /* Put the program's data back into the n events; drop those of parked or
  * freed registrations. Returns how many are left. */
 static int ep_translate(struct epoll_event *ev, int n)
@@ -373,9 +399,13 @@ static int ep_translate(struct epoll_event *ev, int n)
 		if (atomic_load_explicit(&g->epfd1, memory_order_relaxed) == 0 ||
 		    atomic_load_explicit(&g->ks, memory_order_relaxed) == SL_KS_PARKED)
 			continue;
-		if (atomic_load_explicit(&g->events, memory_order_relaxed) & EPOLLONESHOT)
+		uint32_t asked = atomic_load_explicit(&g->events, memory_order_relaxed);
+		if ((ev[i].events & SL_HUP_BITS) && ep_hup(fd, s, ev[i].events, asked))
+			continue;
+		if (asked & EPOLLONESHOT)
 			atomic_store_explicit(&g->armed, 0, memory_order_relaxed);
 		ev[m] = ev[i];
+		ev[m].events = sl__hup_filter((int)fd, ev[i].events);
 		/* Acquire pairs with the release in ep_add / ep_mod. */
 		ev[m].data.u64 = atomic_load_explicit(&g->data, memory_order_acquire);
 		m++;

@@ -9,6 +9,7 @@
 #ifndef SLUICE_SHIM_REAL_H
 #define SLUICE_SHIM_REAL_H
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,6 +62,9 @@
 	  SEND, out)                                                                            \
 	X(ssize_t, sendfile64, (int out, int in, off_t *offset, size_t n),                      \
 	  (out, in, offset, n), SEND, out)                                                      \
+	X(ssize_t, splice,                                                                      \
+	  (int in, loff_t *off_in, int out, loff_t *off_out, size_t n, unsigned int flags),       \
+	  (in, off_in, out, off_out, n, flags), OWN, 0)                                         \
 	X(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags), RECV,   \
 	  fd)                                                                                   \
 	X(ssize_t, recvfrom,                                                                    \
