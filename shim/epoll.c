@@ -81,7 +81,7 @@ struct ep_fd {
 };
 
 static struct ep_fd *ep_table; /* [sl__fd_cap], mmap'd */
-static _Atomic uint32_t ep_hi; /* 1 + the highest fd with a slot */
+static _Atomic uint32_t ep_hi; /* 1 + the highest fd epoll_ctl was given */
 static _Atomic int ep_full_logged;
 
 static bool ep_sync(int fd);
@@ -103,6 +103,33 @@ int sl__ep_init_unsync(bool on)
 	sl__fd_on_forget_unsync(ep_forget);
 	sl__ready_on_change_unsync(ep_sync);
 	return 0;
+}
+
+/* ep_hi covers fd from before its lock is first taken (ep_add, and
+ * sl__ep_after_fork_unsync's scan). Relaxed: a bound for scans; the lock's
+ * atomic read-modify-write that follows (a full barrier on x86) orders it
+ * before the lock for a fork's copy of memory. */
+static void ep_raise_hi(int fd)
+{
+	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
+	while (hi < (uint32_t)fd + 1 &&
+	       !atomic_compare_exchange_weak_explicit(&ep_hi, &hi, (uint32_t)fd + 1,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+void sl__ep_after_fork_unsync(void)
+{
+	if (ep_table == NULL)
+		return;
+	/* Relaxed: the child has one thread. A lock that another thread of
+	 * the parent held at fork has no owner here: free it. Read as a byte
+	 * first (GCC's atomic_flag is one) so that the pages of fds that were
+	 * never locked stay untouched. */
+	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < sl__fd_cap && fd < hi; fd++)
+		if (*(volatile const unsigned char *)&ep_table[fd].lock != 0)
+			atomic_flag_clear_explicit(&ep_table[fd].lock, memory_order_relaxed);
 }
 
 static void ep_lock(struct ep_fd *e)
@@ -266,11 +293,6 @@ static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidde
 	}
 	if ((ev->events & EPOLLEXCLUSIVE) && want == SL_KS_PARKED)
 		ep_apply(fd, s, hidden);
-	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
-	while (hi < (uint32_t)fd + 1 &&
-	       !atomic_compare_exchange_weak_explicit(&ep_hi, &hi, (uint32_t)fd + 1,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
 	return 0;
 }
 
@@ -302,6 +324,7 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	uint64_t until = UINT64_MAX;
 	uint32_t hidden = sl__ready_hidden(fd, sl__clock_ns(), &until);
 	struct ep_fd *e = &ep_table[fd];
+	ep_raise_hi(fd);
 	ep_lock(e);
 	int s = ep_find(e, epfd), r;
 	if (op == EPOLL_CTL_ADD) {
