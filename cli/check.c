@@ -90,28 +90,17 @@ static bool script_interpreter(const char *path, char *interp, size_t len)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	ssize_t n = read(fd, line, sizeof(line) - 1);
+	ssize_t n = read(fd, line, sizeof(line));
 	close(fd);
-	if (n < 3 || line[0] != '#' || line[1] != '!')
+	char name[256];
+	switch (n > 0 ? sl_elf_script(line, (size_t)n, name, sizeof(name)) : 0) {
+	case 1:
+		return (size_t)snprintf(interp, len, "%s", name) < len;
+	case 2:
+		return sl__cli_resolve_program(name, interp, len) == 0;
+	default:
 		return false;
-	line[n] = '\0';
-	line[strcspn(line, "\n")] = '\0';
-
-	char *save = NULL;
-	char *prog = strtok_r(line + 2, " \t", &save);
-	if (prog == NULL)
-		return false;
-	char *arg = strtok_r(NULL, " \t", &save);
-	const char *base = strrchr(prog, '/');
-	base = base != NULL ? base + 1 : prog;
-	/* "#!/usr/bin/env [-S] NAME": the program that runs is NAME. */
-	if (strcmp(base, "env") == 0 && arg != NULL) {
-		if (strcmp(arg, "-S") == 0)
-			arg = strtok_r(NULL, " \t", &save);
-		if (arg != NULL && arg[0] != '-')
-			return sl__cli_resolve_program(arg, interp, len) == 0;
 	}
-	return (size_t)snprintf(interp, len, "%s", prog) < len;
 }
 
 /* Warnings about privileges of the ELF file at path, named `label` in the
@@ -149,10 +138,10 @@ static int warn_privileges(FILE *out, const char *path, const char *label)
 }
 
 /* Warnings from the ELF headers of path, compared with the library's. */
-static int warn_elf(FILE *out, const char *path, const struct sl__elf_info *e,
+static int warn_elf(FILE *out, const char *path, const struct sl_elf_info *e,
 		    const char *lib)
 {
-	struct sl__elf_info l;
+	struct sl_elf_info l;
 	int n = 0;
 
 	if (!e->has_interp) {
@@ -188,7 +177,7 @@ int sl__cli_warn_unthrottlable(FILE *out, const char *path, const char *lib)
 
 	snprintf(cur, sizeof(cur), "%s", path);
 	for (int depth = 0; depth <= SCRIPT_DEPTH_MAX; depth++) {
-		struct sl__elf_info e;
+		struct sl_elf_info e;
 		int rc = sl__elf_inspect(cur, &e);
 		if (rc == 0) {
 			/* Name the script too, so the user sees why its
@@ -216,7 +205,7 @@ const char *sl__cli_preload_blind(const char *path)
 
 	snprintf(cur, sizeof(cur), "%s", path);
 	for (int depth = 0; depth <= SCRIPT_DEPTH_MAX; depth++) {
-		struct sl__elf_info e;
+		struct sl_elf_info e;
 		int rc = sl__elf_inspect(cur, &e);
 		if (rc == 0)
 			return e.is_go ? "a Go binary" : !e.has_interp ? "statically linked" : NULL;

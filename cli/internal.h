@@ -19,25 +19,16 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "elfinfo.h"
 #include "shm_format.h"
 
-/* What the ELF header and program headers of one file say. */
-struct sl__elf_info {
-	int elf_class;    /* ELFCLASS32 or ELFCLASS64 */
-	int elf_data;     /* ELFDATA2LSB or ELFDATA2MSB */
-	unsigned machine; /* e_machine (EM_X86_64, ...) */
-	bool has_interp;  /* a PT_INTERP segment: the dynamic loader runs */
-	bool is_go;       /* a Go toolchain note, section or build-info marker */
-};
-
 /*
- * Read the ELF file at `path` into *info. Both ELF classes and both byte
- * orders are understood. Returns 0 on success, 1 if the file is readable but
- * is not an ELF file (a script, for instance), -1 if it cannot be read or its
- * headers are truncated or inconsistent (errno is left as the failing call
- * set it, or EINVAL).
+ * Read the ELF file at `path` into *info (policy/elfinfo.h decodes it). Returns 0
+ * on success, 1 if the file is readable but is not an ELF file (a script,
+ * for instance), -1 if it cannot be read or its headers are truncated or
+ * inconsistent (errno is left as the failing call set it, or EINVAL).
  */
-int sl__elf_inspect(const char *path, struct sl__elf_info *info);
+int sl__elf_inspect(const char *path, struct sl_elf_info *info);
 
 /*
  * Resolve a program name like execvp(3) does: a name containing '/' is taken

@@ -12,10 +12,12 @@
  * How flags combine with the environment. Rules only ever add limits: every
  * rule that matches a call applies, so adding one never loosens another.
  *   --send SPEC   sets SLUICE_SEND=SPEC when SLUICE_SEND is unset; when it is
- *                 already set (inherited, or by an earlier --send) to another
- *                 value, "send:SPEC" is appended to SLUICE_RULES instead, so
- *                 both limits apply. The same SPEC twice is kept once.
- *                 --connect, --accept, --recv and --conns work alike.
+ *                 already set (inherited) to another value, "send:SPEC" is
+ *                 appended to SLUICE_RULES instead, so both limits apply; the
+ *                 inherited value itself is kept once. --send given twice is a
+ *                 usage error naming both values (two limits of one kind go
+ *                 in --rules). --connect, --accept, --recv and --conns work
+ *                 alike.
  *   --rules RULES sets SLUICE_RULES, or appends ";RULES" to it.
  *   --stats PATH  sets SLUICE_STATS (a flag wins over the environment), made
  *                 absolute against the current directory.
@@ -240,6 +242,16 @@ static int usage_error(void)
 	return EXIT_USAGE;
 }
 
+/* A rate flag given twice: which one was meant is a guess, so neither is;
+ * two limits of one kind go in --rules. */
+static int repeated_flag(enum sl_op op, const char *first, const char *second)
+{
+	fprintf(stderr, "sluice: --%s given twice ('%s' and '%s'): give it once, or both "
+			"limits as --rules '%s:%s;%s:%s'\n",
+		sl_op_name(op), first, second, sl_op_name(op), first, sl_op_name(op), second);
+	return usage_error();
+}
+
 /* Append "sep" + text to the variable `name` (or set it if unset). */
 static int env_append(const char *name, const char *sep, const char *text)
 {
@@ -415,6 +427,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "rm") == 0)
 		return sl__cli_rm(argc - 1, argv + 1);
 
+	const char *given[SL_OP_COUNT] = {NULL};
 	while ((c = getopt_long(argc, argv, "+vh", long_opts, NULL)) != -1) {
 		int rc = 0;
 		switch (c) {
@@ -423,6 +436,9 @@ int main(int argc, char **argv)
 		case OPT_SEND:
 		case OPT_RECV:
 		case OPT_CONNS:
+			if (given[c - 256] != NULL)
+				return repeated_flag((enum sl_op)(c - 256), given[c - 256], optarg);
+			given[c - 256] = optarg;
 			rc = apply_rate_flag((enum sl_op)(c - 256), optarg);
 			break;
 		case OPT_RULES:

@@ -2,9 +2,13 @@
  * accept.c - the rate and conns rules of accept and accept4 (wrap_sock.c
  * exports them).
  *
- * Delaying rules that are not per=peer wait before the real accept, so
- * connections queue in the backlog and clients see slow accepts; conns rules
- * with delay also wait there for a free slot. Everything that needs the
+ * Delaying rate rules that are not per=peer take their token when the
+ * connection is there: after the real accept, the call holds the connection
+ * until its slot (connections queue in the backlog meanwhile, and clients
+ * see slow accepts), so accepted connections are spaced by the rate however
+ * long the listener was idle before (arrival_rules). On a non-blocking
+ * listener they decide before the real accept (below). conns rules with
+ * delay wait before the real accept for a free slot. Everything that needs the
  * client's address (per=peer) or refuses (reject) is decided after the real
  * accept: a refused connection is reset (SO_LINGER {1, 0}, then close), so
  * the client sees ECONNRESET and the program sees the rule's errno
@@ -63,6 +67,22 @@ static uint32_t pre_rules(uint32_t rules)
 	return m;
 }
 
+/*
+ * Of the pre rules, those that still wait before the real accept: conns
+ * rules, and rate rules whose waits become EAGAIN on this listener (an
+ * event loop calls accept when a connection is there, and its listener is
+ * hidden until the slot). The other rate rules take their token when the
+ * connection is there, after the real accept, and the call returns it at
+ * its slot: a blocking accept that waited in the kernel through an idle
+ * spell would otherwise have taken its token when it was called, and hand
+ * over the next connection back to back with the one before.
+ */
+static uint32_t arrival_rules(struct sl_call *c, uint32_t pre, uint32_t conns)
+{
+	uint32_t rate = pre & ~conns;
+	return rate == 0 ? pre : (pre & conns) | (rate & sl__call_nb(c));
+}
+
 static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 			  const struct sl_fdrec *rec)
 {
@@ -75,6 +95,7 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 	int err = 0;
 	sl__call_begin(&c, fd, SL_OP_ACCEPT, NULL, SO_RCVTIMEO);
 	sl__nb_begin(&c, 0, pre);
+	pre = arrival_rules(&c, pre, conns);
 	if ((err = sl__admit(&c, pre & ~conns, 1, &g)) == 0 && (pre & conns) != 0) {
 		sl__available(&c, pre & conns, true, &err);
 		if (err != 0)

@@ -42,6 +42,7 @@
 #include "clock.h"
 #include "epoll.h"
 #include "fd.h"
+#include "hup.h"
 #include "log.h"
 #include "ready.h"
 #include "real.h"
@@ -80,7 +81,7 @@ struct ep_fd {
 };
 
 static struct ep_fd *ep_table; /* [sl__fd_cap], mmap'd */
-static _Atomic uint32_t ep_hi; /* 1 + the highest fd with a slot */
+static _Atomic uint32_t ep_hi; /* 1 + the highest fd epoll_ctl was given */
 static _Atomic int ep_full_logged;
 
 static bool ep_sync(int fd);
@@ -102,6 +103,33 @@ int sl__ep_init_unsync(bool on)
 	sl__fd_on_forget_unsync(ep_forget);
 	sl__ready_on_change_unsync(ep_sync);
 	return 0;
+}
+
+/* ep_hi covers fd from before its lock is first taken (ep_add, and
+ * sl__ep_after_fork_unsync's scan). Relaxed: a bound for scans; the lock's
+ * atomic read-modify-write that follows (a full barrier on x86) orders it
+ * before the lock for a fork's copy of memory. */
+static void ep_raise_hi(int fd)
+{
+	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
+	while (hi < (uint32_t)fd + 1 &&
+	       !atomic_compare_exchange_weak_explicit(&ep_hi, &hi, (uint32_t)fd + 1,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+void sl__ep_after_fork_unsync(void)
+{
+	if (ep_table == NULL)
+		return;
+	/* Relaxed: the child has one thread. A lock that another thread of
+	 * the parent held at fork has no owner here: free it. Read as a byte
+	 * first (GCC's atomic_flag is one) so that the pages of fds that were
+	 * never locked stay untouched. */
+	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < sl__fd_cap && fd < hi; fd++)
+		if (*(volatile const unsigned char *)&ep_table[fd].lock != 0)
+			atomic_flag_clear_explicit(&ep_table[fd].lock, memory_order_relaxed);
 }
 
 static void ep_lock(struct ep_fd *e)
@@ -265,11 +293,6 @@ static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidde
 	}
 	if ((ev->events & EPOLLEXCLUSIVE) && want == SL_KS_PARKED)
 		ep_apply(fd, s, hidden);
-	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
-	while (hi < (uint32_t)fd + 1 &&
-	       !atomic_compare_exchange_weak_explicit(&ep_hi, &hi, (uint32_t)fd + 1,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
 	return 0;
 }
 
@@ -301,6 +324,7 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	uint64_t until = UINT64_MAX;
 	uint32_t hidden = sl__ready_hidden(fd, sl__clock_ns(), &until);
 	struct ep_fd *e = &ep_table[fd];
+	ep_raise_hi(fd);
 	ep_lock(e);
 	int s = ep_find(e, epfd), r;
 	if (op == EPOLL_CTL_ADD) {
@@ -353,6 +377,31 @@ SL_EXPORT int epoll_create1(int flags)
 	return ep_created(SL_REAL(epoll_create1)(flags));
 }
 
+/* An event with HUP for slot s of fd (hup.h): true if it must wait for the
+ * end of fd's hold in IN; the registration is parked until then (ep_sync
+ * brings it back; checked again under the lock, so a hold that ended
+ * meanwhile brings it back at once). */
+static bool ep_hup(uint32_t fd, uint32_t s, uint32_t rev, uint32_t asked)
+{
+	if (!sl__hup_held((int)fd, rev, asked))
+		return false;
+	int saved = errno;
+	struct ep_fd *e = &ep_table[fd];
+	ep_lock(e);
+	uint64_t until = UINT64_MAX;
+	if (atomic_load_explicit(&e->r[s].epfd1, memory_order_relaxed) != 0) {
+		ep_apply((int)fd, (int)s, SL_HIDE_ALL);
+		uint32_t hidden = sl__ready_hidden((int)fd, sl__clock_ns(), &until);
+		if ((hidden & SL_HIDE_IN) == 0)
+			ep_apply((int)fd, (int)s, hidden);
+	}
+	ep_unlock(e);
+	if (until != UINT64_MAX)
+		sl__ready_arm((int)fd, until);
+	errno = saved;
+	return true;
+}
+
 /* Put the program's data back into the n events; drop those of parked or
  * freed registrations. Returns how many are left. */
 static int ep_translate(struct epoll_event *ev, int n)
@@ -373,9 +422,13 @@ static int ep_translate(struct epoll_event *ev, int n)
 		if (atomic_load_explicit(&g->epfd1, memory_order_relaxed) == 0 ||
 		    atomic_load_explicit(&g->ks, memory_order_relaxed) == SL_KS_PARKED)
 			continue;
-		if (atomic_load_explicit(&g->events, memory_order_relaxed) & EPOLLONESHOT)
+		uint32_t asked = atomic_load_explicit(&g->events, memory_order_relaxed);
+		if ((ev[i].events & SL_HUP_BITS) && ep_hup(fd, s, ev[i].events, asked))
+			continue;
+		if (asked & EPOLLONESHOT)
 			atomic_store_explicit(&g->armed, 0, memory_order_relaxed);
 		ev[m] = ev[i];
+		ev[m].events = sl__hup_filter((int)fd, ev[i].events);
 		/* Acquire pairs with the release in ep_add / ep_mod. */
 		ev[m].data.u64 = atomic_load_explicit(&g->data, memory_order_acquire);
 		m++;

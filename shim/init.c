@@ -175,6 +175,7 @@ static void atfork_child(void)
 	sl__stats_reset();
 	sl__fdtab_after_fork_unsync();
 	sl__scope_after_fork_unsync();
+	sl__ep_after_fork_unsync();
 }
 
 /* Parse environ; on error decide between exit 2 and running unthrottled. */

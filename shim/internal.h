@@ -54,9 +54,13 @@
  *   wrap_sock.c   the exported connect, accept, socket, close, dup, fcntl,
  *                 fclose wrappers;
  *   wrap_sockopt.c getsockopt (SO_ERROR of a deferred connect);
+ *   wrap_splice.c splice into or out of a socket, as a send or a receive;
+ *   hup.c/h       RDHUP/HUP not reported where a read may be cut short;
  *   poll.c        poll, ppoll, select, pselect for held-back fds;
  *   epoll.c       epoll_*: registrations mirrored, held-back directions taken
  *                 out of the kernel's interest set until they are ready;
+ *   exec.c        execve, execv, execvp, execvpe, posix_spawn(p): a warning
+ *                 before running a program the shim cannot throttle;
  *   init.c        the constructor, the destructor and the fork handler.
  *
  * Thread-safety: every shim function may be called from any thread unless

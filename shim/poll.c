@@ -25,6 +25,7 @@
 #include <sys/time.h>
 
 #include "clock.h"
+#include "hup.h"
 #include "ready.h"
 #include "real.h"
 
@@ -59,9 +60,46 @@ static struct timespec *timeout_ts(struct timespec *ts, uint64_t now, uint64_t t
 	return ts;
 }
 
+/* Entries whose HUP waits for the end of their hold in IN (hup.h): passed
+ * negated until then. */
+#define SL_POLL_HELD 32
+struct poll_held {
+	unsigned n;
+	uint32_t i[SL_POLL_HELD];
+};
+
+static bool poll_is_held(const struct poll_held *hd, uint32_t i)
+{
+	for (unsigned k = 0; k < hd->n; k++)
+		if (hd->i[k] == i)
+			return true;
+	return false;
+}
+
+/* The end-of-stream bits of what the kernel reported (hup.h). Returns the
+ * entries still reported. */
+static int poll_hup(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
+{
+	for (nfds_t i = 0; i < n && r > 0; i++) {
+		uint32_t rev = (uint16_t)fds[i].revents;
+		if ((rev & SL_HUP_BITS) == 0 || fds[i].fd < 0)
+			continue;
+		if (hd->n < SL_POLL_HELD &&
+		    sl__hup_held(fds[i].fd, rev, (uint16_t)fds[i].events)) {
+			fds[i].revents = 0;
+			hd->i[hd->n++] = (uint32_t)i;
+			r--;
+		} else {
+			fds[i].revents = (short)sl__hup_filter(fds[i].fd, rev);
+		}
+	}
+	return r;
+}
+
 static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigset_t *mask)
 {
 	struct poll_edit ed[SL_POLL_EDITS];
+	struct poll_held hd = {.n = 0};
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
 		unsigned ne = 0;
@@ -71,7 +109,8 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 			if (h == 0 || (h != SL_HIDE_ALL && ((uint32_t)fds[i].events & h) == 0))
 				continue;
 			ed[ne] = (struct poll_edit){.i = (uint32_t)i, .events = fds[i].events};
-			if (h == SL_HIDE_ALL || ((uint32_t)fds[i].events & SL_POLL_EVBITS & ~h) == 0) {
+			if (h == SL_HIDE_ALL || ((uint32_t)fds[i].events & SL_POLL_EVBITS & ~h) == 0 ||
+			    ((h & SL_HIDE_IN) && poll_is_held(&hd, (uint32_t)i))) {
 				fds[i].fd = ~fd;
 				ed[ne].negated = true;
 			} else {
@@ -89,6 +128,8 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 				p->fd = ~p->fd;
 			p->events = ed[k].events;
 		}
+		if (r > 0)
+			r = poll_hup(fds, n, r, &hd);
 		errno = e;
 		if (r != 0 || sl__clock_ns() >= deadline)
 			return r;

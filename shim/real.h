@@ -9,8 +9,10 @@
 #ifndef SLUICE_SHIM_REAL_H
 #define SLUICE_SHIM_REAL_H
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -18,6 +20,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -61,6 +64,9 @@
 	  SEND, out)                                                                            \
 	X(ssize_t, sendfile64, (int out, int in, off_t *offset, size_t n),                      \
 	  (out, in, offset, n), SEND, out)                                                      \
+	X(ssize_t, splice,                                                                      \
+	  (int in, loff_t *off_in, int out, loff_t *off_out, size_t n, unsigned int flags),       \
+	  (in, off_in, out, off_out, n, flags), OWN, 0)                                         \
 	X(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags), RECV,   \
 	  fd)                                                                                   \
 	X(ssize_t, recvfrom,                                                                    \
@@ -101,6 +107,20 @@
 	  (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts,                   \
 	   const sigset_t *mask),                                                               \
 	  (n, r, w, e, ts, mask), OWN, 0)                                                       \
+	X(int, execve, (const char *path, char *const *argv, char *const *envp),               \
+	  (path, argv, envp), OWN, 0)                                                           \
+	X(int, execv, (const char *path, char *const *argv), (path, argv), OWN, 0)              \
+	X(int, execvp, (const char *file, char *const *argv), (file, argv), OWN, 0)             \
+	X(int, execvpe, (const char *file, char *const *argv, char *const *envp),              \
+	  (file, argv, envp), OWN, 0)                                                           \
+	X(int, posix_spawn,                                                                     \
+	  (pid_t * pid, const char *path, const posix_spawn_file_actions_t *fa,                  \
+	   const posix_spawnattr_t *attr, char *const *argv, char *const *envp),                \
+	  (pid, path, fa, attr, argv, envp), OWN, 0)                                            \
+	X(int, posix_spawnp,                                                                    \
+	  (pid_t * pid, const char *file, const posix_spawn_file_actions_t *fa,                  \
+	   const posix_spawnattr_t *attr, char *const *argv, char *const *envp),                \
+	  (pid, file, fa, attr, argv, envp), OWN, 0)                                            \
 	X(int, epoll_create, (int size), (size), OWN, 0)                                        \
 	X(int, epoll_create1, (int flags), (flags), OWN, 0)                                     \
 	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev),                   \

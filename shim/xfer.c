@@ -93,7 +93,7 @@ __attribute__((noinline)) ssize_t sl__io_xfer_piece(const struct sl_io *whole, s
 	struct iovec v[IOV_MAX];
 	struct msghdr m;
 	struct sl_io piece = *whole, *io = &piece;
-	if (io->how <= SL_IO_SENDFILE64) {
+	if (io->how <= SL_IO_SPLICE_OUT) {
 		/* One-shot parts of a send go with one piece: a TCP Fast Open
 		 * connect and the destination with the first (after it the
 		 * socket is connected: EISCONN), the urgent mark with the last

@@ -33,7 +33,8 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 
 enum sl_io_how {
 	SL_IO_SEND, SL_IO_SENDTO, SL_IO_SENDMSG, SL_IO_WRITE, SL_IO_WRITEV, SL_IO_SENDFILE,
-	SL_IO_SENDFILE64, SL_IO_RECV, SL_IO_RECVFROM, SL_IO_RECVMSG, SL_IO_READ, SL_IO_READV,
+	SL_IO_SENDFILE64, SL_IO_SPLICE_OUT, /* the send kinds end here */
+	SL_IO_SPLICE_IN, SL_IO_RECV, SL_IO_RECVFROM, SL_IO_RECVMSG, SL_IO_READ, SL_IO_READV,
 	SL_IO_READ_CHK, SL_IO_RECV_CHK, SL_IO_RECVFROM_CHK,
 };
 
@@ -53,6 +54,14 @@ struct sl_io {
 	int iovcnt;
 	int in_fd;                 /* sendfile */
 	off_t *offset;
+	const struct sl_splice *splice; /* splice (wrap_splice.c) */
+};
+
+/* A splice call as the program made it; fd (struct sl_io) is its socket. */
+struct sl_splice {
+	int in, out;
+	loff_t *off_in, *off_out;
+	unsigned int flags;
 };
 
 /* End a transfer: stats, errno, the return value (done > 0 wins over an
@@ -92,6 +101,10 @@ sl__io_real(const struct sl_io *io, char *b, size_t len, size_t buflen, const st
 	case SL_IO_WRITEV: return SL_REAL(writev)(io->fd, iov, cnt);
 	case SL_IO_SENDFILE: return SL_REAL(sendfile)(io->fd, io->in_fd, io->offset, len);
 	case SL_IO_SENDFILE64: return SL_REAL(sendfile64)(io->fd, io->in_fd, io->offset, len);
+	case SL_IO_SPLICE_OUT:
+	case SL_IO_SPLICE_IN:
+		return SL_REAL(splice)(io->splice->in, io->splice->off_in, io->splice->out,
+				       io->splice->off_out, len, io->splice->flags);
 	case SL_IO_RECV: return SL_REAL(recv)(io->fd, b, len, io->flags);
 	case SL_IO_RECVFROM:
 		return SL_REAL(recvfrom)(io->fd, b, len, io->flags, first ? io->addr : NULL,

@@ -17,6 +17,7 @@
 
 #include "../cli/check.c"
 #include "../cli/elf.c"
+#include "../policy/elfinfo.c"
 #include "../cli/env.c"
 
 #include <sys/stat.h>
@@ -172,7 +173,7 @@ static const char *write_image(const struct dir *d, const char *name, const void
 static void expect_info(void **state, const char *name, const struct image *im, int elf_class,
 			unsigned machine, bool has_interp, bool is_go)
 {
-	struct sl__elf_info info;
+	struct sl_elf_info info;
 	const char *p = write_image(*state, name, im->b, sizeof(im->b));
 	assert_int_equal(sl__elf_inspect(p, &info), 0);
 	assert_int_equal(info.elf_class, elf_class);
@@ -230,7 +231,7 @@ static void test_cli_elf_go_magic_scan(void **state)
 {
 	static unsigned char big[SCAN_CHUNK + 4096];
 	struct image im;
-	struct sl__elf_info info;
+	struct sl_elf_info info;
 	elf_header(&im, true, false, 1, 0);
 	elf_phdr(&im, 0, PT_INTERP, 0x200, 28);
 	memcpy(big, im.b, sizeof(im.b));
@@ -248,7 +249,7 @@ static void test_cli_elf_go_magic_scan(void **state)
 static void test_cli_elf_corrupt(void **state)
 {
 	struct image im;
-	struct sl__elf_info info;
+	struct sl_elf_info info;
 	/* Program headers past the end of the file. */
 	elf_header(&im, true, false, 4, 0);
 	put(&im, 24 + 8, 0x10000, 8);

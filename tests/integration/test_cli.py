@@ -189,10 +189,17 @@ class Cli(unittest.TestCase):
         self.check(r, 0)
         self.assertIn(f"stats: {os.path.realpath(self.tmp)}/rel/stats.json\n", r.stdout)
 
-    def test_repeated_flag_appends_rule(self):
-        e = self.child_env(["--send", "1MiB/s", "--send=2MiB/s", "--send", "1MiB/s"])
-        self.assertEqual(e["SLUICE_SEND"], "1MiB/s")
-        self.assertEqual(e["SLUICE_RULES"], "send:2MiB/s")
+    def test_repeated_flag_is_usage_error(self):
+        r = run(["--check", "--recv", "1MiB/s", "--recv=2MiB/s"])
+        self.check(r, 2)
+        self.assertIn("sluice: --recv given twice ('1MiB/s' and '2MiB/s'): give it once, "
+                      "or both limits as --rules 'recv:1MiB/s;recv:2MiB/s'\n", r.stderr)
+        self.assertEqual(r.stdout, "")
+        r = run(["--check", "--send", "1MiB/s", "--connect", "5/s", "--send", "1MiB/s"])
+        self.check(r, 2)
+        self.assertIn("--send given twice ('1MiB/s' and '1MiB/s')", r.stderr)
+        e = self.child_env(["--rules", "send:1MiB/s;send:2MiB/s"])
+        self.assertEqual(e["SLUICE_RULES"], "send:1MiB/s;send:2MiB/s")
 
     def test_flag_adds_to_inherited_variable(self):
         env = clean_env(SLUICE_SEND="1MiB/s", SLUICE_RULES="connect:5/s")

@@ -66,7 +66,64 @@ def run_acceptor(n, sluice):
     return json.loads(out.strip().splitlines()[-1]), seen
 
 
+# A blocking acceptor that records when each accept returns.
+SPACED = r'''
+import json, socket, sys, time
+n = int(sys.argv[1])
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(64)
+print(l.getsockname()[1], flush=True)
+ts = []
+while len(ts) < n:
+    c, _ = l.accept()
+    ts.append(time.monotonic())
+    c.close()
+print(json.dumps([t - ts[0] for t in ts]))
+'''
+
+
+def spaced_after_idle():
+    """--accept 4/s,burst=1, a blocking listener idle for 2 s, then 6 clients
+    at once: the accepts return 1/rate apart after the first (the token is
+    taken when the connection is there, not when accept was called)."""
+    import json
+    import subprocess
+    from test_shim_lib import child_env
+    n, rate = 6, 4.0
+    p = subprocess.Popen([sys.executable, "-c", SPACED, str(n)],
+                         env=child_env({"SLUICE_ACCEPT": "4/s,burst=1"}),
+                         stdout=subprocess.PIPE, text=True)
+    port = int(p.stdout.readline())
+    time.sleep(2.0)
+    socks, lock = [], threading.Lock()
+
+    def client():
+        s = socket.create_connection(("127.0.0.1", port), timeout=20)
+        with lock:
+            socks.append(s)
+
+    threads = [threading.Thread(target=client) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out, _ = p.communicate(timeout=30)
+    for s in socks:
+        s.close()
+    ts = json.loads(out.strip().splitlines()[-1])
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    print("measured: accept returns after 2 s idle, 6 clients at once: %s"
+          % ", ".join("%.4f" % t for t in ts))
+    # The limiter spaces them exactly 1/rate; the program's clock reading
+    # after each return adds scheduling jitter of either sign to one gap.
+    check(min(gaps) >= 1 / rate - 0.01, "every gap %.4f s >= 1/rate (0.25 s, -10 ms of "
+          "jitter)" % min(gaps))
+    check(ts[-1] >= (n - 1) / rate - 0.002, "the sixth %.4f s after the first >= %.2f s"
+          % (ts[-1], (n - 1) / rate))
+    check(ts[-1] < (n - 1) / rate + 1.0, "and < %.2f s" % ((n - 1) / rate + 1.0))
+
+
 def main():
+    spaced_after_idle()
     r, seen = run_acceptor(100, {"SLUICE_ACCEPT": "50/s"})
     el = r["elapsed"]
     print("measured: 100 accepts at 50/s (burst 1) in %.3f s; clients: %s" % (el, seen))
