@@ -37,6 +37,7 @@
 #include "ready.h"
 #include "real.h"
 #include "scope.h"
+#include "sandbox.h"
 #include "shm.h"
 #include "state.h"
 #include "stats.h"
@@ -58,6 +59,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 {
 	struct sl_state *st = &sl__st;
 	st->ready = false;
+	sl__sandbox_reset_unsync();
 	sl__fd_cap_init_unsync();
 	st->active = false;
 	st->policy = *p;
@@ -186,8 +188,12 @@ static bool program_selected(const struct sl_policy *p)
 static void atfork_child(void)
 {
 	sl__clock_fork_child();
-	sl__shm_rec_fork_child();
-	sl__stats_reset();
+	/* A sandboxed process's child may open no record of its own
+	 * (sandbox.h): it counts on in its parent's. */
+	if (!sl__sandboxed()) {
+		sl__shm_rec_fork_child();
+		sl__stats_reset();
+	}
 	sl__fdtab_after_fork_unsync();
 	sl__scope_after_fork_unsync();
 }
@@ -235,8 +241,10 @@ __attribute__((constructor)) static void init(void)
 	sl__st.active = sl__st.active && program_selected(&p);
 	if (!sl__st.active)
 		sl__shm_rec_remove(); /* nothing to report or retune here */
-	if (sl__st.active)
+	if (sl__st.active) {
 		sl__clock_init();
+		sl__fd_scan_unsync(); /* inherited sockets, before any filter */
+	}
 	if (sl__st.policy.n_rules > 0)
 		pthread_atfork(NULL, NULL, atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
@@ -249,8 +257,12 @@ __attribute__((destructor)) static void fini(void)
 {
 	int saved = errno;
 	sl__busy = 1;
-	sl__stats_write();
-	sl__shm_rec_remove();
+	/* In a sandbox no file may be written or removed (sandbox.h): the
+	 * record stays until `sluice stat` finds its process gone. */
+	if (!sl__sandboxed()) {
+		sl__stats_write();
+		sl__shm_rec_remove();
+	}
 	sl__busy = 0;
 	errno = saved;
 }

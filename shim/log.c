@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sandbox.h"
 #include "real.h"
 
 int sl__log_level = SL_LOG_ERROR;
@@ -44,6 +45,9 @@ static const char *const sl_level_names[] = {"error", "warning", "info", "debug"
  */
 void sl__log_write(int level, const char *fmt, ...)
 {
+	/* A sandboxed process may make no write of ours (sandbox.h). */
+	if (sl__sandboxed())
+		return;
 	int saved = errno;
 	char buf[1024];
 	int busy = sl__busy;

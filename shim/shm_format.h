@@ -92,7 +92,10 @@ struct sl_shm_stat {
 	uint64_t start_ticks; /* field 22 of /proc/PID/stat: tells a reused pid */
 	uint32_t n_rules;
 	uint32_t active;      /* the rules apply to this program */
-	uint8_t pad0[64 - 40];
+	_Atomic uint64_t unclassified; /* fds that passed through unclassified in a
+	                                  seccomp sandbox (shim/sandbox.h) */
+	_Atomic uint32_t sandboxed;    /* the process installed a seccomp filter */
+	uint8_t pad0[64 - 52];
 	char program[SL_SHM_PROGRAM_MAX];
 	char rules[SL_MAX_RULES][SL_RULE_TEXT_MAX]; /* canonical text of each rule */
 	struct sl_rstats stats[SL_MAX_RULES];
