@@ -9,8 +9,9 @@ which only the shim's syscall() wrapper sees (issue 19, part 1).
            (each raw close gave its slot back);
   files    node connects, closes the socket (a raw close) and writes 4 MiB
            with fs.writeSync to a file that gets the socket's fd number,
-           then reads it back, under --send 1MiB/s --recv 1MiB/s: both run
-           at disk speed (< 1 s; throttled they take 4 s), bytes intact.
+           then reads it back with fs.readSync on that fd, under --send
+           1MiB/s --recv 1MiB/s: both run at disk speed (< 1 s; throttled
+           as the socket they take 4 s each), bytes intact.
 Skips (exit 77) only if node or curl is not installed.
 """
 import hashlib
@@ -45,19 +46,18 @@ const sock = net.connect(port, '127.0.0.1', () => {
   sock.destroy();
   setTimeout(() => {
     const f = path.join(dir, 'out.bin');
-    const fd = fs.openSync(f, 'w');
+    const fd = fs.openSync(f, 'w+');
     const buf = Buffer.alloc(4 << 20);
     for (let i = 0; i < buf.length; i++) buf[i] = (i * 7 + (i >> 12)) & 255;
     const t0 = process.hrtime.bigint();
     fs.writeSync(fd, buf);
     const t1 = process.hrtime.bigint();
-    fs.closeSync(fd);
     const b = Buffer.alloc(4 << 20);
-    const rfd = fs.openSync(f, 'r');
     const t2 = process.hrtime.bigint();
-    const n = fs.readSync(rfd, b, 0, b.length, 0);
+    const n = fs.readSync(fd, b, 0, b.length, 0);
     const t3 = process.hrtime.bigint();
-    console.log(JSON.stringify({sock_fd: sfd, file_fd: fd, read_fd: rfd, read: n,
+    fs.closeSync(fd);
+    console.log(JSON.stringify({sock_fd: sfd, file_fd: fd, read: n,
       same: b.equals(buf), write_s: Number(t1 - t0) / 1e9, read_s: Number(t3 - t2) / 1e9}));
   }, 50);
 });
