@@ -42,8 +42,8 @@
  * non-blocking is asked only when a rule would wait (sl__call_nb), like
  * the socket's timeout.
  *
- * Before a rule makes a call wait or refuses it, the fd's identity is
- * checked once per call (sl__fd_same, one fstat): an fd that changed behind
+ * Before a rule makes a call wait, refuses it or cuts it short, the fd's
+ * identity is checked once per call (sl__fd_same, one fstat): an fd that changed behind
  * the wrappers' back (fd.c) is not held back for the socket it no longer
  * is; the call passes through from then on (c->passing), with what it was
  * charged for the wait given back. A sleep that fails (a seccomp filter
@@ -455,9 +455,11 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 				worst = i;
 			}
 		}
-		if (avail > 0)
+		/* Fewer than the call wants cuts it short: that is acting too,
+		 * as waiting is (see admit_slow). */
+		if (avail > 0 && (avail >= c->nb_want || !call_passes(c)))
 			return avail;
-		if (call_passes(c)) /* about to act: see admit_slow */
+		if (call_passes(c))
 			return UINT64_MAX;
 		const struct sl_rule *r = &sl__st.policy.rules[worst];
 		if (at != UINT64_MAX && sl__nb_has(c, worst)) {
