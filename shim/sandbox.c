@@ -22,7 +22,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "real.h"
 #include "sandbox.h"
 #include "state.h"
@@ -32,12 +31,11 @@ static _Atomic uint64_t unclassified; /* when there is no stats record */
 
 int sl__sandbox_enter(const char *how)
 {
-	/* Logged while it still may be (a write; the last line it writes). */
-	if (!sl__sandboxed())
-		sl_log(SL_LOG_INFO,
-		       "%s: a seccomp filter is being installed; from now on the shim makes no "
-		       "system call of its own but the real call, the clock and sleeps",
-		       how);
+	/* Not logged, not even here, before the filter: a sandboxing program
+	 * limits more than system calls (sshd's pre-auth child sets
+	 * RLIMIT_FSIZE to 0 first, so a log line written to a file would kill
+	 * it with SIGXFSZ). The stats record says it (sluice stat). */
+	(void)how;
 	/* Relaxed: see sl__sandboxed. */
 	int was = atomic_exchange_explicit(&sl__sandbox_on, 1, memory_order_relaxed);
 	if (sl__st.rec != NULL)

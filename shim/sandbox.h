@@ -34,7 +34,8 @@ static inline bool sl__sandboxed(void)
 }
 
 /* A seccomp filter (or strict mode) is about to be installed by the calling
- * thread, `how` naming the call. Returns what sl__sandbox_leave needs. */
+ * thread, `how` naming the call (for a debugger: nothing is logged, see
+ * sandbox.c). Returns what sl__sandbox_leave needs. */
 int sl__sandbox_enter(const char *how);
 /* The call of sl__sandbox_enter failed (r < 0): the process is not
  * sandboxed after all, unless it was before (was = the value returned). */

@@ -8,7 +8,8 @@ A private sshd (own host key, key auth for root, UsePAM=no, StrictModes no,
 everything under a 0700 temp dir) listens on a loopback port the kernel
 chose, under each of --send 1MiB/s, --recv 1MiB/s, --connect 10/s,
 --accept 5/s:
-  login    `ssh ... echo hi` prints hi (three times under --accept);
+  login    `ssh ... echo hi` prints hi (three times under --accept; and
+           once more with SLUICE_LOG=debug into a file);
   scp      a 4 MiB file copied from sshd (--send: the direction it limits)
            or to it (--recv) moves at 1 MiB/s within 5 %: 3 MiB over the
            time of the 4 MiB copy minus that of a 1 MiB copy (the same
@@ -59,16 +60,18 @@ def sha(path):
 
 
 class Sshd:
-    """sshd -D -e under `sluice FLAGS`, its stderr drained by a thread."""
+    """sshd -D -e under `sluice FLAGS`, its stderr drained by a thread;
+    `env` adds SLUICE_* variables."""
 
-    def __init__(self, d, flags):
+    def __init__(self, d, flags, env=None):
         self.d = d
         for _ in range(5):  # the port is free when chosen; another may take it
             port = el.free_port()
             cfg = os.path.join(d, "sshd_config")
             with open(cfg, "w") as f:
                 f.write(CONFIG.format(port=port, d=d))
-            self.proc = el.Proc(flags, [SSHD, "-D", "-e", "-f", cfg])
+            self.proc = el.Proc(flags, [SSHD, "-D", "-e", "-f", cfg],
+                                env=el.clean_env(**(env or {})))
             self.log, self.port = [], None
             line = self.proc.p.stderr.readline().decode(errors="replace")
             self.log.append(line)
@@ -150,10 +153,15 @@ def main():
         with open(small, "wb") as f:
             f.write(os.urandom(SMALL))
         big_sha = sha(big)
-        for flags in (["--send", "1MiB/s"], ["--recv", "1MiB/s"], ["--connect", "10/s"],
-                      ["--accept", "5/s"]):
-            what = " ".join(flags)
-            s = Sshd(d, flags)
+        # The last case logs every debug line to a file: sshd's pre-auth child
+        # sets RLIMIT_FSIZE to 0 before its filter, so one line of ours in it
+        # would kill it with SIGXFSZ.
+        log = os.path.join(d, "sluice.log")
+        for flags, env in ((["--send", "1MiB/s"], None), (["--recv", "1MiB/s"], None),
+                           (["--connect", "10/s"], None), (["--accept", "5/s"], None),
+                           (["--connect", "10/s"], {"SLUICE_LOG": "debug", "SLUICE_LOG_FILE": log})):
+            what = " ".join(flags) + (" SLUICE_LOG=debug" if env else "")
+            s = Sshd(d, flags, env)
             try:
                 check(s.port is not None, "%s: sshd listening (%r)" % (what, s.log[:1]))
                 if s.port is None:
