@@ -540,3 +540,19 @@ void sl__fd_scan_unsync(void)
 	closedir(d);
 	errno = saved;
 }
+
+void sl__fdtab_before_fork(void)
+{
+	if (!sl__st.active || sl__sandboxed() || sl__fdrecs == NULL)
+		return;
+	int saved = errno;
+	/* Relaxed: the forking thread's own view is enough; an fd another
+	 * thread classifies meanwhile is classified either way. */
+	const uint32_t hi = atomic_load_explicit(&busy_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < hi && fd < sl__fd_cap; fd++) {
+		uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed);
+		if ((b & SL_FDB_KEEP) && !(b & (SL_FDB_READY | SL_FDB_BUSY)))
+			(void)sl__fd_rec((int)fd);
+	}
+	errno = saved;
+}

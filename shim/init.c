@@ -16,8 +16,9 @@
  * of /proc/self/exe or by program_invocation_short_name; either matching is
  * a match (a script run by python3.11 is both "python3.11" and "python3").
  *
- * After fork the child keeps every classification (its fds are the same)
- * and its own copy of the buckets; its SLUICE_STATS counters start at zero
+ * After fork the child keeps every classification (its fds are the same;
+ * the prepare handler first classifies the sockets a connect left for
+ * later, so that a child that sandboxes itself knows them) and its own copy of the buckets; its SLUICE_STATS counters start at zero
  * so that no call is reported twice. shared=NAME rules keep the limiter of
  * the shared file (shm.c), in the child as in the parent. The state itself
  * is built by state.c.
@@ -246,7 +247,7 @@ __attribute__((constructor)) static void init(void)
 		sl__fd_scan_unsync(); /* inherited sockets, before any filter */
 	}
 	if (sl__st.policy.n_rules > 0)
-		pthread_atfork(NULL, NULL, atfork_child);
+		pthread_atfork(sl__fdtab_before_fork, NULL, atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
 	       sl__st.active ? "active" : "inactive for this program");
 	sl__busy = 0;
