@@ -541,7 +541,7 @@ void sl__fd_scan_unsync(void)
 	errno = saved;
 }
 
-void sl__fdtab_before_fork(void)
+void sl__fdtab_classify_pending(void)
 {
 	if (!sl__st.active || sl__sandboxed() || sl__fdrecs == NULL)
 		return;

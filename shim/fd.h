@@ -116,11 +116,12 @@ void sl__fd_invalidate(int fd);
 /* Allocate (once) and clear the table. Init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void);
 void sl__fdtab_reset_unsync(void);
-/* Before fork (pthread_atfork prepare): classify again the sockets that a
- * connect left to be reclassified on their next call (SL_FDB_KEEP), so that
- * a child that installs a seccomp filter before using them knows them. A
- * scan of the fd bytes; system calls only for those sockets. */
-void sl__fdtab_before_fork(void);
+/* Classify again the sockets that a connect left to be reclassified on
+ * their next call (SL_FDB_KEEP): before fork (pthread_atfork prepare) and
+ * before a seccomp filter (sandbox.c), so that a process that sandboxes
+ * itself, or its child, knows them. A scan of the fd bytes; system calls
+ * only for those sockets. */
+void sl__fdtab_classify_pending(void);
 /* The child after fork: clear the BUSY bits of threads that are gone. */
 void sl__fdtab_after_fork_unsync(void);
 

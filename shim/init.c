@@ -247,7 +247,7 @@ __attribute__((constructor)) static void init(void)
 		sl__fd_scan_unsync(); /* inherited sockets, before any filter */
 	}
 	if (sl__st.policy.n_rules > 0)
-		pthread_atfork(sl__fdtab_before_fork, NULL, atfork_child);
+		pthread_atfork(sl__fdtab_classify_pending, NULL, atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
 	       sl__st.active ? "active" : "inactive for this program");
 	sl__busy = 0;

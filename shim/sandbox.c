@@ -6,7 +6,8 @@
  *
  * The flag is set before the real call, not after: from the instant the
  * kernel installs the filter, any query could be the one that kills the
- * process. A call that fails clears it again (nothing was installed). A
+ * process. Right before it, the sockets a connect left to be classified on
+ * their next call are classified (the shim's last queries). A call that fails clears it again (nothing was installed). A
  * filter installed by some other route (a raw system call instruction, a
  * filter inherited through exec from a process without the shim) is not
  * seen; the README says so.
@@ -22,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fd.h"
 #include "real.h"
 #include "sandbox.h"
 #include "state.h"
@@ -36,6 +38,8 @@ int sl__sandbox_enter(const char *how)
 	 * RLIMIT_FSIZE to 0 first, so a log line written to a file would kill
 	 * it with SIGXFSZ). The stats record says it (sluice stat). */
 	(void)how;
+	/* The last queries: sockets a connect left for later (fd.h). */
+	sl__fdtab_classify_pending();
 	/* Relaxed: see sl__sandboxed. */
 	int was = atomic_exchange_explicit(&sl__sandbox_on, 1, memory_order_relaxed);
 	if (sl__st.rec != NULL)

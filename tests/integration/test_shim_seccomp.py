@@ -10,7 +10,9 @@ otherwise make. Then, under --send 1MiB/s:
               512 KiB take >= 0.49 s (strict: (512 KiB - burst) / rate);
   no query    the child is not killed (SIGSYS) and exits 0;
   new socket  one made and connected after the filter cannot be
-              classified: it passes through (512 KiB well under 0.45 s).
+              classified: it passes through (512 KiB well under 0.45 s);
+  connected   one the child connected just before its filter and never
+              used is classified when the filter is noted: throttled.
 x86_64 only (the filter's system call numbers); skips elsewhere (exit 77).
 """
 import json
@@ -42,6 +44,7 @@ if pid == 0:
     buf = ctypes.create_string_buffer(prog)
     fprog = struct.pack("HxxxxxxQ", len(ins), ctypes.addressof(buf))
     fbuf = ctypes.create_string_buffer(fprog)
+    s3 = socket.create_connection(("127.0.0.1", port))  # connected, never used
     assert libc.prctl(38, 1, 0, 0, 0) == 0               # PR_SET_NO_NEW_PRIVS
     rc = libc.prctl(22, 2, ctypes.addressof(fbuf), 0, 0)  # PR_SET_SECCOMP, FILTER
     data = b"z" * (512 << 10)
@@ -52,7 +55,10 @@ if pid == 0:
     t2 = time.monotonic()
     s2.sendall(data)
     t3 = time.monotonic()
-    os.write(w, json.dumps({"prctl": rc, "old_s": t1 - t0, "new_s": t3 - t2}).encode())
+    s3.sendall(data)
+    t4 = time.monotonic()
+    os.write(w, json.dumps({"prctl": rc, "old_s": t1 - t0, "new_s": t3 - t2,
+                            "pre_s": t4 - t3}).encode())
     os._exit(0)
 os.close(w)
 _, status = os.waitpid(pid, 0)
@@ -93,6 +99,8 @@ def main():
         check(r["old_s"] < 1.5, "and at about the rate (%.3f s < 1.5 s)" % r["old_s"])
         check(r["new_s"] < 0.45, "a socket made in the sandbox passes through (%.3f s < 0.45 s)"
               % r["new_s"])
+        check(r["pre_s"] >= floor, "a socket the child connected just before its filter is "
+              "throttled in the sandbox (%.3f s >= %.3f s)" % (r["pre_s"], floor))
     finish()
 
 
