@@ -146,7 +146,12 @@ static void prom_str(FILE *out, const char *s)
 static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
 		       const struct sl_shm_break *brk)
 {
-	fprintf(out, "pid %u  %s%s\n", r->pid, r->program, r->active ? "" : "  (inactive)");
+	fprintf(out, "pid %u  %s%s", r->pid, r->program, r->active ? "" : "  (inactive)");
+	if (atomic_load_explicit(&r->sandboxed, memory_order_relaxed))
+		fprintf(out, "  (seccomp sandbox: %llu fds unclassified, passed through)",
+			(unsigned long long)atomic_load_explicit(&r->unclassified,
+								 memory_order_relaxed));
+	fputc('\n', out);
 	for (uint32_t i = 0; i < r->n_rules; i++) {
 		const struct rule_view *x = &v[i];
 		fprintf(out, "  rule %u  %s", i + 1, x->now);
@@ -174,7 +179,10 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 {
 	fprintf(out, "%s{\"pid\":%u,\"program\":", first ? "" : ",", r->pid);
 	json_str(out, r->program);
-	fprintf(out, ",\"active\":%s,\"rules\":[", r->active ? "true" : "false");
+	fprintf(out, ",\"active\":%s,\"sandboxed\":%s,\"unclassified\":%llu,\"rules\":[",
+		r->active ? "true" : "false",
+		atomic_load_explicit(&r->sandboxed, memory_order_relaxed) ? "true" : "false",
+		(unsigned long long)atomic_load_explicit(&r->unclassified, memory_order_relaxed));
 	for (uint32_t i = 0; i < r->n_rules; i++) {
 		const struct rule_view *x = &v[i];
 		fprintf(out, "%s{\"index\":%u,\"rule\":", i ? "," : "", i + 1);

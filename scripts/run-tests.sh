@@ -2,7 +2,9 @@
 # run-tests.sh BUILD_DIR - run every unit test binary in BUILD_DIR/tests and
 # every integration test in tests/integration (given SL_BUILD=BUILD_DIR),
 # then print one closing line
-# "N passed, N failed" and exit non-zero if anything failed.
+# "N passed, N failed, N skipped" and exit non-zero if anything failed. A test
+# that exits 77 cannot run on this machine (it prints why): skipped, which
+# is not a pass.
 #   SL_TEST_UNIT_ONLY=1   skip integration tests
 #   SL_TEST_INTEGRATION_ONLY=1   skip unit tests
 #   SL_TEST_FILTER=WORD   only tests whose name contains WORD
@@ -11,15 +13,21 @@ build=${1:-build}
 filter=${SL_TEST_FILTER:-}
 passed=0
 failed=0
+skipped=0
 failures=""
+skips=""
 
 run_one() { # name command...
 	name=$1; shift
 	case "$name" in *"$filter"*) ;; *) return 0 ;; esac
 	echo "=== $name"
 	start=$(date +%s)
-	if "$@"; then
+	"$@"
+	rc=$?
+	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1)); echo "--- PASS $name ($(( $(date +%s) - start ))s)"
+	elif [ "$rc" -eq 77 ]; then # the test cannot run on this machine (it says why)
+		skipped=$((skipped + 1)); skips="$skips $name"; echo "--- SKIP $name"
 	else
 		failed=$((failed + 1)); failures="$failures $name"; echo "--- FAIL $name"
 	fi
@@ -42,6 +50,7 @@ if [ -z "${SL_TEST_UNIT_ONLY:-}" ]; then
 	done
 fi
 
+[ -n "$skips" ] && echo "skipped (not passed):$skips"
 [ -n "$failures" ] && echo "failed:$failures"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

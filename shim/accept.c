@@ -114,7 +114,7 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 		sl__grant_refund(&c, &g, 1);
 		return sl__call_fail(&c, rules, e);
 	}
-	sl__fd_forget(r);
+	sl__fd_created(r);
 	if (sa != NULL && len != NULL) {
 		memcpy(sa, &ss, sslen < *len ? sslen : *len);
 		*len = sslen;
@@ -162,7 +162,7 @@ int sl__accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	    (sa != NULL && len == NULL) || !sl__fd_get(fd, &rec) || rec.match[SL_K_ACCEPT] == 0) {
 		int r = real_accept(fd, sa, len, flags);
 		if (r >= 0)
-			sl__fd_forget(r);
+			sl__fd_created(r);
 		return r;
 	}
 	return accept_slow(fd, sa, len, flags, &rec);

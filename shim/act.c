@@ -42,6 +42,15 @@
  * non-blocking is asked only when a rule would wait (sl__call_nb), like
  * the socket's timeout.
  *
+ * Before a rule makes a call wait, refuses it or cuts it short, the fd's
+ * identity is checked once per call (sl__fd_same, one fstat): an fd that changed behind
+ * the wrappers' back (fd.c) is not held back for the socket it no longer
+ * is; the call passes through from then on (c->passing), with what it was
+ * charged for the wait given back. A sleep that fails (a seccomp filter
+ * that refuses clock_nanosleep with ENOSYS or EPERM) does the same. In a
+ * sandbox (sandbox.h) the socket's timeout and the signal dispositions are
+ * not read: no timeout applies, and an interrupted wait is resumed.
+ *
  * Actions: delay waits as above; reject refuses at once (max_wait 0); dry-run
  * never waits or refuses: it takes what is available, counts the calls that
  * would have been delayed or refused, and logs them at info level.
@@ -58,10 +67,12 @@
 #include "breaker.h"
 #include "record.h"
 #include "clock.h"
+#include "fd.h"
 #include "lease.h"
 #include "log.h"
 #include "nb.h"
 #include "real.h"
+#include "sandbox.h"
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
@@ -81,9 +92,9 @@ void sl__call_begin_at(struct sl_call *c, int fd, enum sl_op op, const struct sl
 	c->start_ns = now;
 	c->timeout_ns = UINT64_MAX;
 	c->timeout_opt = timeout_opt;
-	c->timeout_known = timeout_opt == 0;
+	c->timeout_known = timeout_opt == 0 || sl__sandboxed(); /* no getsockopt there */
 	c->start_fresh = true;
-	c->defer = c->nb_partial = false;
+	c->defer = c->nb_partial = c->ident_checked = c->passing = false;
 	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = 0;
 	c->waited_ns = c->nb_want = c->ready_ns = 0;
 }
@@ -154,13 +165,17 @@ static bool sig_all_restart(void)
  * the kernel would restart the call. errno is preserved. */
 static bool call_restarts(struct sl_call *c)
 {
+	if (sl__sandboxed()) /* sigaction is not ours to call there */
+		return true;
 	int saved = errno;
 	bool r = call_timeout(c) == UINT64_MAX && sig_all_restart();
 	errno = saved;
 	return r;
 }
 
-/* Sleep until t, counting the time slept. Returns 0 or EINTR. */
+/* Sleep until t, counting the time slept. Returns 0 or EINTR. A sleep the
+ * system refuses (a seccomp filter: ENOSYS, EPERM, EACCES) makes the call
+ * pass through (c->passing) and returns 0. */
 static int call_sleep(struct sl_call *c, uint64_t t)
 {
 	uint64_t before = sl__clock_ns();
@@ -171,7 +186,24 @@ static int call_sleep(struct sl_call *c, uint64_t t)
 		;
 	uint64_t after = sl__clock_ns();
 	c->waited_ns += after > before ? after - before : 0;
+	if (e != 0 && e != EINTR) {
+		c->passing = true;
+		e = 0;
+	}
 	return e;
+}
+
+/* True if call c passes through from now on: checks once per call, when a
+ * rule is about to make it wait or refuse it, that its fd still is the
+ * socket it was classified as (sl__fd_same). */
+static bool call_passes(struct sl_call *c)
+{
+	if (!c->ident_checked) {
+		c->ident_checked = true;
+		if (!sl__fd_same(c->fd))
+			c->passing = true;
+	}
+	return c->passing;
 }
 
 static void stats_max(_Atomic uint64_t *m, uint64_t v)
@@ -262,6 +294,13 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i,
 				d.wait_ns);
 		return 0;
 	}
+	/* The rule is about to act: not on an fd that is no longer its
+	 * socket. What d took is given back with the grant (sl__admit). */
+	if (call_passes(c)) {
+		if (d.verdict == SL_ADMIT)
+			grant_add(g, i, l, sl__sat_add(now, d.wait_ns));
+		return 0;
+	}
 	/* Non-blocking (nb.c): no wait, the refusal is EAGAIN. Only the
 	 * first answer can be a refusal here: a retry below follows a sleep. */
 	if (d.verdict == SL_REFUSE && !c->defer && sl__nb_has(c, i)) {
@@ -304,6 +343,8 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i,
 				c->delayed_rules |= (uint32_t)1 << i;
 				if (call_sleep(c, at) == EINTR)
 					return EINTR;
+				if (c->passing)
+					return 0;
 				now = sl__clock_ns();
 				/* Ask again: a redis=KEY rule may have switched
 				 * limiter (Redis failed or came back). */
@@ -322,7 +363,7 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 {
 	g->rules = 0;
 	g->n = n;
-	if (rules == 0) {
+	if (rules == 0 || c->passing) {
 		c->start_fresh = false; /* the call's first decision, all the same */
 		return 0;
 	}
@@ -346,17 +387,19 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 		else
 			err = call_sleep(c, due);
 	}
-	if (err != 0) {
+	if (err != 0 || c->passing) {
 		sl__grant_refund(c, g, n);
 		g->rules = 0;
 	}
-	return err;
+	return c->passing ? 0 : err;
 }
 
 uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 {
 	*err = 0;
 	for (;;) {
+		if (c->passing)
+			return UINT64_MAX;
 		uint64_t now = call_now(c), avail = UINT64_MAX, at = 0;
 		unsigned worst = 0;
 		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
@@ -415,8 +458,12 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 				worst = i;
 			}
 		}
-		if (avail > 0)
+		/* Fewer than the call wants cuts it short: that is acting too,
+		 * as waiting is (see admit_slow). */
+		if (avail > 0 && (avail >= c->nb_want || !call_passes(c)))
 			return avail;
+		if (call_passes(c))
+			return UINT64_MAX;
 		const struct sl_rule *r = &sl__st.policy.rules[worst];
 		if (at != UINT64_MAX && sl__nb_has(c, worst)) {
 			*err = sl__nb_refuse(c, worst, now, at - now);
@@ -440,7 +487,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 {
 	c->start_fresh = false;
-	if (n == 0)
+	if (n == 0 || c->passing)
 		return;
 	uint64_t now = sl__clock_ns();
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {

@@ -44,6 +44,7 @@
 #include "log.h"
 #include "real.h"
 #include "record.h"
+#include "sandbox.h"
 #include "segment.h"
 #include "shm_break.h"
 #include "state.h"
@@ -306,6 +307,8 @@ static int sl_brk_tcp_state(int fd)
 {
 	struct tcp_info ti;
 	socklen_t l = sizeof(ti);
+	if (sl__sandboxed()) /* no query of ours in a seccomp sandbox */
+		return TCP_CLOSE;
 	int saved = errno;
 	int st = SL_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 ? ti.tcpi_state
 									      : TCP_CLOSE;

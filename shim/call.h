@@ -39,6 +39,9 @@ struct sl_call {
 	                            ready_ns says until when */
 	bool nb_partial;         /* a send whose nb byte rules now send what they
 	                            allow (after an SL_NB_PARTIAL) */
+	bool ident_checked;      /* the fd's identity was checked (sl__fd_same) */
+	bool passing;            /* the rest of the call passes through: the fd is
+	                            no longer its socket, or a sleep failed */
 	uint32_t delayed_rules;  /* rules that made this call wait */
 	uint32_t nb_rules;       /* rules whose wait becomes EAGAIN (nb.h) */
 	uint32_t nb_maybe;       /* nb_rules if the fd is O_NONBLOCK, not read yet */

@@ -67,9 +67,10 @@ static int sleep_default(uint64_t deadline_ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
 			      .tv_nsec = (long)(deadline_ns % 1000000000u)};
-	/* Returns 0 at the deadline, EINTR after a signal handler ran; EINVAL
-	 * cannot happen with a normalised timespec. */
-	return clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR ? EINTR : 0;
+	/* Returns 0 at the deadline, EINTR after a signal handler ran (EINVAL
+	 * cannot happen with a normalised timespec), or the error of a sleep
+	 * the system refuses (a seccomp filter: ENOSYS, EPERM, EACCES). */
+	return clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
 uint64_t (*sl__clock_ns)(void) = clock_vdso;

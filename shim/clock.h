@@ -14,7 +14,8 @@
 /* CLOCK_MONOTONIC now, in ns (the TSC on a fitted line where it can be). */
 extern uint64_t (*sl__clock_ns)(void);
 /* Sleep until the absolute CLOCK_MONOTONIC instant deadline_ns: returns 0,
- * or EINTR if a signal handler ran. */
+ * EINTR if a signal handler ran, or another error number if the system
+ * refuses the sleep (a seccomp filter). */
 extern int (*sl__sleep_until)(uint64_t deadline_ns);
 /* Use the TSC for sl__clock_ns if the CPU and the process allow it (the
  * constructor); make the line whole again in a fork child. */

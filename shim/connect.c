@@ -26,6 +26,7 @@
 #include "nb.h"
 #include "ready.h"
 #include "real.h"
+#include "sandbox.h"
 #include "state.h"
 
 /* True if fd is a TCP socket already connecting or connected: another
@@ -35,8 +36,8 @@
  * errno is preserved. */
 static bool tcp_started(int fd, const struct sl_fdrec *rec)
 {
-	if (!rec->stream || !(rec->family & (SL_FAM_INET | SL_FAM_INET6)))
-		return false;
+	if (!rec->stream || !(rec->family & (SL_FAM_INET | SL_FAM_INET6)) || sl__sandboxed())
+		return false; /* a sandbox: no getsockopt (sandbox.h), charged as new */
 	struct tcp_info ti;
 	socklen_t l = sizeof(ti);
 	int saved = errno;

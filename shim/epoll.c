@@ -351,6 +351,8 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 /* A new epoll fd: slots left by a closed one of the same number are stale. */
 static int ep_created(int epfd)
 {
+	if (epfd >= 0)
+		sl__fd_opened(epfd); /* fd.c: not a socket, whatever the number was */
 	if (epfd < 0 || ep_table == NULL)
 		return epfd;
 	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);

@@ -11,12 +11,27 @@
  * ttys end up with every pass bit set.
  *
  * The classification is forgotten on close, close_range, dup2/dup3 onto the
- * fd and fcntl(F_DUPFD) (the new fd), and refreshed after connect (the peer
- * changed). Modules with per-fd state of their own (ready.c, epoll.c)
- * register a forget hook, run by sl__fd_forget: closing an fd is this one
- * call. An fd closed behind our back (fclose() closes inside libc,
- * where no wrapper sees it) and reused may keep a stale class; socket(),
- * socketpair() and accept() forget their new fds for that reason.
+ * fd and fcntl(F_DUPFD) (the new fd), and by every call that hands out an
+ * fd number (wrap_fd.c: open, pipe, eventfd, ... mark theirs "not a socket"
+ * at once), also when made through syscall(); it is refreshed after connect
+ * (the peer changed). Modules with per-fd state of their own (ready.c,
+ * epoll.c) register a forget hook, run by sl__fd_forget: closing an fd is
+ * this one call.
+ *
+ * Sockets are classified where they are made (socket, socketpair, accept:
+ * sl__fd_created), a dup shares its original's classification, and the fds
+ * a process inherits through exec are classified by the constructor
+ * (sl__fd_scan_unsync): so a process that later installs a seccomp filter
+ * (sandbox.h), and the children it forks, already know their sockets, and
+ * nothing asks the kernel once the filter is there. A socket that still
+ * needs classifying then passes through, counted as unclassified.
+ *
+ * An fd may still change behind our back (fclose() and glibc's own opens
+ * work inside libc, where no wrapper sees them; a raw system call
+ * instruction). Each record keeps its socket's inode (st_dev, st_ino), and
+ * sl__fd_same compares it with an fstat of the fd, only when a rule is
+ * about to make a call wait or refuse it (act.c): a stale record may charge
+ * a call, never hold it back, and the unmatched path pays nothing.
  *
  * Connection records count the slots of conns rules: a connect or accept
  * takes one slot of each matching conns limiter and stores them in a record
@@ -41,7 +56,10 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "fd.h"
@@ -49,6 +67,7 @@
 #include "log.h"
 #include "real.h"
 #include "match.h"
+#include "sandbox.h"
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
@@ -115,6 +134,11 @@ static int fd_classify(int fd, struct sl_fdrec *r)
 	r->stream = type == SOCK_STREAM;
 	if (r->family == 0)
 		return 0;
+	struct stat st;
+	if (fstat(fd, &st) == 0) {
+		r->dev = (uint64_t)st.st_dev;
+		r->ino = (uint64_t)st.st_ino;
+	}
 	struct sockaddr_storage ss;
 	l = sizeof(ss);
 	if (getsockname(fd, (struct sockaddr *)&ss, &l) == 0)
@@ -140,9 +164,8 @@ static void fd_limiters_reset(int fd)
 		sl__rules_reset_row(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules], SL_SCOPE_FD);
 }
 
-/* Copy a published record, keeping the live conn field out of the copy's
- * business (callers never read it from a copy). */
-static void fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
+/* Every field of r but the live conn field into out. */
+static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 {
 	memcpy(out->cand, r->cand, sizeof(out->cand));
 	memcpy(out->match, r->match, sizeof(out->match));
@@ -151,7 +174,27 @@ static void fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
 	out->stream = r->stream;
 	out->peer = r->peer;
 	out->local = r->local;
+	out->dev = r->dev;
+	out->ino = r->ino;
+}
+
+/* Copy a published record, keeping the live conn field out of the copy's
+ * business (callers never read it from a copy). */
+static void fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
+{
+	rec_fill(out, r);
 	atomic_store_explicit(&out->conn, 0, memory_order_relaxed);
+}
+
+/* The fd byte's pass bits for a record: kind k passes if no rule of it is a
+ * candidate. */
+static uint8_t rec_pass(const struct sl_fdrec *r)
+{
+	uint8_t pass = 0;
+	for (int k = 0; k < SL_K_COUNT; k++)
+		if (r->cand[k] == 0)
+			pass |= (uint8_t)SL_FDB_PASS(k);
+	return pass;
 }
 
 /* The part of sl__fd_rec_miss for an fd whose record is not published: wait for
@@ -182,6 +225,17 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 			break;
 	}
 	struct sl_fdrec r;
+	if (sl__sandboxed() && sl__st.active) {
+		/* No query may be made any more (sandbox.h): the fd passes
+		 * through for good, counted once. Relaxed, as for big fds. */
+		atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)SL_FDB_PASS_ALL,
+					 memory_order_relaxed);
+		atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
+					  memory_order_release);
+		if ((b & SL_FDB_PASS_ALL) != SL_FDB_PASS_ALL)
+			sl__sandbox_unclassified();
+		return NULL;
+	}
 	int saved = errno;
 	int kind = sl__st.active ? fd_classify(fd, &r) : 0;
 	errno = saved;
@@ -200,17 +254,8 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 	if (any != 0)
 		sl__rec_publish(); /* a rule may apply: sluice stat shows us */
 	struct sl_fdrec *dst = &sl__fdrecs[fd];
-	memcpy(dst->cand, r.cand, sizeof(r.cand));
-	memcpy(dst->match, r.match, sizeof(r.match));
-	dst->family = r.family;
-	dst->type = r.type;
-	dst->stream = r.stream;
-	dst->peer = r.peer;
-	dst->local = r.local;
-	uint8_t pass = 0;
-	for (int k = 0; k < SL_K_COUNT; k++)
-		if (r.cand[k] == 0)
-			pass |= (uint8_t)SL_FDB_PASS(k);
+	rec_fill(dst, &r);
+	uint8_t pass = rec_pass(&r);
 	/* Release: publishes the fields written above (pairs with the acquire
 	 * loads in sl__fd_rec and above); then drop BUSY. */
 	atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_READY | pass),
@@ -225,7 +270,7 @@ const struct sl_fdrec *sl__fd_rec_miss(int fd)
 	if (!sl__st.ready)
 		return NULL;
 	if ((unsigned)fd >= sl__fd_cap) {
-		if (fd >= 0 && sl__st.active &&
+		if (fd >= 0 && sl__st.active && !sl__sandboxed() &&
 		    !atomic_exchange_explicit(&big_fd_logged, 1, memory_order_relaxed))
 			sl_log(SL_LOG_WARN,
 			       "fd %d is beyond the table (%u fds: the RLIMIT_NOFILE hard limit "
@@ -287,7 +332,9 @@ static void conn_put(uint32_t c)
  * tells the reclassification not to reset them). */
 void sl__fd_invalidate(int fd)
 {
-	if ((unsigned)fd >= sl__fd_cap)
+	/* In a sandbox the fd could not be classified again: it keeps what
+	 * is known (its rules, its old addresses). */
+	if ((unsigned)fd >= sl__fd_cap || sl__sandboxed())
 		return;
 	/* Relaxed: the next reader reclassifies and publishes with release. */
 	uint8_t b = atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_CONN | SL_FDB_KEEP),
@@ -331,11 +378,41 @@ static void fd_attach(int fd, uint32_t c)
 		conn_put(old);
 }
 
+/* newfd (just forgotten) is a dup of oldfd: give it oldfd's classification,
+ * classifying oldfd first if it is unknown and queries are allowed. Its
+ * per-fd limiters start afresh, as for any socket new to its number. */
+static void fd_dup_class(int oldfd, int newfd)
+{
+	uint8_t ob = atomic_load_explicit(&sl__fdbits[oldfd], memory_order_acquire);
+	if (!(ob & SL_FDB_READY) && !sl__sandboxed() && sl__st.active) {
+		int saved = errno;
+		(void)sl__fd_rec(oldfd);
+		errno = saved;
+		ob = atomic_load_explicit(&sl__fdbits[oldfd], memory_order_acquire);
+	}
+	if (!(ob & SL_FDB_READY))
+		return;
+	/* oldfd's record is published (acquire above) and rewritten only if
+	 * oldfd is reclassified: a program racing that with its own dup gets
+	 * one of the two, as it would with the kernel. */
+	struct sl_fdrec r;
+	fd_copy(&sl__fdrecs[oldfd], &r);
+	uint8_t pass = rec_pass(&r);
+	rec_fill(&sl__fdrecs[newfd], &r);
+	if (pass != SL_FDB_PASS_ALL)
+		fd_limiters_reset(newfd);
+	/* Release: publishes the record just written (as in fd_rec_slow). */
+	atomic_fetch_or_explicit(&sl__fdbits[newfd], (uint8_t)(SL_FDB_READY | pass),
+				 memory_order_release);
+}
+
 void sl__fd_dup(int oldfd, int newfd)
 {
 	sl__fd_forget(newfd);
 	if ((unsigned)oldfd >= sl__fd_cap || (unsigned)newfd >= sl__fd_cap || sl__fdrecs == NULL)
 		return;
+	if (sl__st.ready)
+		fd_dup_class(oldfd, newfd);
 	uint32_t c = atomic_load_explicit(&sl__fdrecs[oldfd].conn, memory_order_acquire);
 	if (c == 0)
 		return;
@@ -387,4 +464,104 @@ void sl__fdtab_after_fork_unsync(void)
 		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_BUSY)
 			atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
 						  memory_order_relaxed);
+}
+
+void sl__fd_created(int fd)
+{
+	int saved = errno;
+	sl__fd_forget(fd);
+	/* Classified now, while the kernel may still be asked (sandbox.h). */
+	if (sl__st.active && !sl__sandboxed())
+		(void)sl__fd_rec(fd);
+	errno = saved;
+}
+
+void sl__fd_opened(int fd)
+{
+	int saved = errno;
+	sl__fd_forget(fd);
+	if ((unsigned)fd < sl__fd_cap && sl__fdrecs != NULL && sl__st.ready) {
+		static const struct sl_fdrec none;
+		rec_fill(&sl__fdrecs[fd], &none);
+		/* Release: publishes the cleared record (as in fd_rec_slow). */
+		atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_READY | SL_FDB_PASS_ALL),
+					 memory_order_release);
+	}
+	errno = saved;
+}
+
+void sl__fd_forget_range(unsigned first, unsigned last, int flags)
+{
+	/* Only when the call cannot fail with EINVAL (a failed call must keep
+	 * what it did not close), and not for CLOSE_RANGE_CLOEXEC, which
+	 * closes nothing now. */
+	if (first > last || ((unsigned)flags & ~SL_CLOSE_RANGE_FLAGS) != 0 ||
+	    ((unsigned)flags & SL_CLOSE_RANGE_CLOEXEC))
+		return;
+	for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
+		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
+			sl__fd_forget((int)fd);
+}
+
+bool sl__fd_same(int fd)
+{
+	if (sl__sandboxed() || (unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL ||
+	    !(atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY))
+		return true;
+	uint64_t dev = sl__fdrecs[fd].dev, ino = sl__fdrecs[fd].ino;
+	if (ino == 0) /* fstat failed when it was classified: nothing to compare */
+		return true;
+	int saved = errno;
+	struct stat st;
+	bool same = fstat(fd, &st) == 0 && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
+	if (!same) {
+		sl_log(SL_LOG_DEBUG, "fd %d is no longer the socket it was classified as: "
+				     "classified again", fd);
+		sl__fd_forget(fd);
+	}
+	errno = saved;
+	return same;
+}
+
+void sl__fd_scan_unsync(void)
+{
+	if (!sl__st.active || sl__fdrecs == NULL)
+		return;
+	int saved = errno;
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL) {
+		/* No /proc: the low fds, where inherited sockets usually are
+		 * (a closed one fails its classification and stays unknown). */
+		for (int fd = 0; fd < 256 && (unsigned)fd < sl__fd_cap; fd++)
+			(void)sl__fd_rec(fd);
+		errno = saved;
+		return;
+	}
+	const int own = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		if (end != e->d_name && *end == '\0' && fd >= 0 && fd != own &&
+		    (unsigned long)fd < sl__fd_cap)
+			(void)sl__fd_rec((int)fd);
+	}
+	closedir(d);
+	errno = saved;
+}
+
+void sl__fdtab_classify_pending(void)
+{
+	if (!sl__st.active || sl__sandboxed() || sl__fdrecs == NULL)
+		return;
+	int saved = errno;
+	/* Relaxed: the forking thread's own view is enough; an fd another
+	 * thread classifies meanwhile is classified either way. */
+	const uint32_t hi = atomic_load_explicit(&busy_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < hi && fd < sl__fd_cap; fd++) {
+		uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed);
+		if ((b & SL_FDB_KEEP) && !(b & (SL_FDB_READY | SL_FDB_BUSY)))
+			(void)sl__fd_rec((int)fd);
+	}
+	errno = saved;
 }

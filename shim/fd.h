@@ -14,6 +14,10 @@
 
 #define SL_CONN_RULES 8 /* conns rules one connection may hold a slot of */
 
+/* close_range's flags (linux/close_range.h): UNSHARE and CLOEXEC. */
+#define SL_CLOSE_RANGE_CLOEXEC (1u << 2)
+#define SL_CLOSE_RANGE_FLAGS ((1u << 1) | SL_CLOSE_RANGE_CLOEXEC)
+
 /* The fd byte. */
 #define SL_FDB_PASS(k) (1u << (k)) /* classified: no rule of kind k can match */
 #define SL_FDB_PASS_ALL 0x0fu
@@ -33,6 +37,8 @@ struct sl_fdrec {
 	struct sl_addr peer;  /* family 0 if not connected */
 	struct sl_addr local;
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
+	uint64_t dev, ino;     /* the socket's identity (fstat), checked by
+	                          sl__fd_same before a rule acts on the fd */
 };
 
 extern _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
@@ -81,8 +87,28 @@ void sl__fd_forget(int fd);
 /* Modules that keep state per fd number (ready.c, epoll.c) register what
  * to do when a number is forgotten. Init only; registering twice is one. */
 void sl__fd_on_forget_unsync(void (*hook)(int fd));
-/* newfd now refers to the same socket as oldfd (dup): share the connection. */
+/* newfd now refers to the same socket as oldfd (dup): share the connection,
+ * and the classification (no query: it is the same socket). */
 void sl__fd_dup(int oldfd, int newfd);
+/* fd is a new socket (socket, socketpair, accept): forget what the number
+ * meant and classify it now, while the process may still ask the kernel
+ * (sandbox.h); errno is preserved. */
+void sl__fd_created(int fd);
+/* fd was just handed out by a call that never makes a socket (open, pipe,
+ * eventfd, memfd_create, ...): forget what the number meant and mark it as
+ * not a socket, with no system call. errno is preserved. */
+void sl__fd_opened(int fd);
+/* close_range(first, last, flags) is about to run: forget the fds it will
+ * close (none if it would fail with EINVAL or only sets close-on-exec). */
+void sl__fd_forget_range(unsigned first, unsigned last, int flags);
+/* True unless fd provably no longer is the socket it was classified as
+ * (another inode: it changed through a path no wrapper saw). One fstat;
+ * called only when a rule is about to act on fd, never in a sandbox. If it
+ * returns false, fd is forgotten (its next call classifies it again). */
+bool sl__fd_same(int fd);
+/* Classify every fd open now (the constructor: fds inherited through exec
+ * are classified before the program can install a seccomp filter). */
+void sl__fd_scan_unsync(void);
 /* Record that fd holds one slot of each limiter in lims (a new connection). */
 void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n);
 /* Mark fd unknown but keep its connection (connect changed its peer). */
@@ -90,6 +116,12 @@ void sl__fd_invalidate(int fd);
 /* Allocate (once) and clear the table. Init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void);
 void sl__fdtab_reset_unsync(void);
+/* Classify again the sockets that a connect left to be reclassified on
+ * their next call (SL_FDB_KEEP): before fork (pthread_atfork prepare) and
+ * before a seccomp filter (sandbox.c), so that a process that sandboxes
+ * itself, or its child, knows them. A scan of the fd bytes; system calls
+ * only for those sockets. */
+void sl__fdtab_classify_pending(void);
 /* The child after fork: clear the BUSY bits of threads that are gone. */
 void sl__fdtab_after_fork_unsync(void);
 

@@ -16,8 +16,9 @@
  * of /proc/self/exe or by program_invocation_short_name; either matching is
  * a match (a script run by python3.11 is both "python3.11" and "python3").
  *
- * After fork the child keeps every classification (its fds are the same)
- * and its own copy of the buckets; its SLUICE_STATS counters start at zero
+ * After fork the child keeps every classification (its fds are the same;
+ * the prepare handler first classifies the sockets a connect left for
+ * later, so that a child that sandboxes itself knows them) and its own copy of the buckets; its SLUICE_STATS counters start at zero
  * so that no call is reported twice. shared=NAME rules keep the limiter of
  * the shared file (shm.c), in the child as in the parent. The state itself
  * is built by state.c.
@@ -39,6 +40,7 @@
 #include "ready.h"
 #include "real.h"
 #include "scope.h"
+#include "sandbox.h"
 #include "shm.h"
 #include "state.h"
 #include "stats.h"
@@ -60,6 +62,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 {
 	struct sl_state *st = &sl__st;
 	st->ready = false;
+	sl__sandbox_reset_unsync();
 	sl__fd_cap_init_unsync();
 	st->active = false;
 	st->policy = *p;
@@ -171,8 +174,12 @@ static bool program_selected(const struct sl_policy *p)
 static void atfork_child(void)
 {
 	sl__clock_fork_child();
-	sl__shm_rec_fork_child();
-	sl__stats_reset();
+	/* A sandboxed process's child may open no record of its own
+	 * (sandbox.h): it counts on in its parent's. */
+	if (!sl__sandboxed()) {
+		sl__shm_rec_fork_child();
+		sl__stats_reset();
+	}
 	sl__fdtab_after_fork_unsync();
 	sl__scope_after_fork_unsync();
 	sl__ep_after_fork_unsync();
@@ -223,10 +230,12 @@ __attribute__((constructor)) static void init(void)
 	sl__st.active = sl__st.active && program_selected(&p);
 	if (!sl__st.active)
 		sl__shm_rec_remove(); /* nothing to report or retune here */
-	if (sl__st.active)
+	if (sl__st.active) {
 		sl__clock_init();
+		sl__fd_scan_unsync(); /* inherited sockets, before any filter */
+	}
 	if (sl__st.policy.n_rules > 0)
-		pthread_atfork(NULL, NULL, atfork_child);
+		pthread_atfork(sl__fdtab_classify_pending, NULL, atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
 	       sl__st.active ? "active" : "inactive for this program");
 	sl__busy = 0;
@@ -237,8 +246,12 @@ __attribute__((destructor)) static void fini(void)
 {
 	int saved = errno;
 	sl__busy = 1;
-	sl__stats_write();
-	sl__shm_rec_remove();
+	/* In a sandbox no file may be written or removed (sandbox.h): the
+	 * record stays until `sluice stat` finds its process gone. */
+	if (!sl__sandboxed()) {
+		sl__stats_write();
+		sl__shm_rec_remove();
+	}
 	sl__busy = 0;
 	errno = saved;
 }

@@ -54,6 +54,11 @@
  *   wrap_sock.c   the exported connect, accept, socket, close, dup, fcntl,
  *                 fclose wrappers;
  *   wrap_sockopt.c getsockopt (SO_ERROR of a deferred connect);
+ *   wrap_fd.c     the calls that hand out fds (open, pipe, eventfd, ...:
+ *                 the number forgets its socket), and syscall() for the
+ *                 numbers that change what an fd is;
+ *   sandbox.c/h   prctl(PR_SET_SECCOMP) and seccomp(): once a filter is
+ *                 installed, the shim makes no query system call;
  *   wrap_splice.c splice into or out of a socket, as a send or a receive;
  *   hup.c/h       RDHUP/HUP not reported where a read may be cut short;
  *   poll.c        poll, ppoll, select, pselect for held-back fds;
@@ -128,6 +133,6 @@ static inline void *sl__map(size_t bytes)
 /* Anchors that make a unit test link a wrapper file from the archive even
  * when a sanitizer runtime already defines the libc names it exports. */
 extern const int sl__wrap_send_anchor, sl__wrap_recv_anchor, sl__wrap_sock_anchor,
-	sl__wrap_sockopt_anchor, sl__poll_anchor, sl__epoll_anchor;
+	sl__wrap_sockopt_anchor, sl__poll_anchor, sl__epoll_anchor, sl__wrap_fd_anchor;
 
 #endif /* SLUICE_SHIM_INTERNAL_H */

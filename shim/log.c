@@ -22,6 +22,7 @@
 
 #include "files.h"
 #include "log.h"
+#include "sandbox.h"
 #include "real.h"
 
 int sl__log_level = SL_LOG_ERROR;
@@ -46,6 +47,9 @@ static const char *const sl_level_names[] = {"error", "warning", "info", "debug"
  */
 static void sl_log_vwrite(int level, const char *fmt, va_list ap)
 {
+	/* A sandboxed process may make no write of ours (sandbox.h). */
+	if (sl__sandboxed())
+		return;
 	int saved = errno;
 	char buf[1024];
 	int busy = sl__busy;

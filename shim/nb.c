@@ -22,6 +22,7 @@
 #include "ready.h"
 #include "real.h"
 #include "scope.h"
+#include "sandbox.h"
 #include "state.h"
 
 /* A limiter that names no instant (conns: a slot frees on a close) is
@@ -32,7 +33,9 @@ void sl__nb_read(struct sl_call *c)
 {
 	uint32_t m = c->nb_maybe;
 	c->nb_maybe = 0;
-	if ((unsigned)c->fd >= sl__fd_cap)
+	/* In a sandbox no fcntl may be made (sandbox.h): the call is taken
+	 * for a blocking one and waits in place. */
+	if ((unsigned)c->fd >= sl__fd_cap || sl__sandboxed())
 		return;
 	int saved = errno;
 	int fl = SL_REAL(fcntl)(c->fd, F_GETFL);

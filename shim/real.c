@@ -35,9 +35,7 @@ static const char *const real_names[SL_REAL_COUNT] = {
 
 /* Slots whose symbol was missing and already logged. Relaxed: a second log
  * line in a race is harmless, nothing else depends on the bit. */
-static _Atomic uint64_t missing_logged;
-
-_Static_assert(SL_REAL_COUNT <= 64, "missing_logged has 64 bits");
+static _Atomic uint64_t missing_logged[(SL_REAL_COUNT + 63) / 64];
 
 /* The stand-in for a missing symbol: every intercepted function returns an
  * int or ssize_t, and -1 in a long register reads as -1 for both. */
@@ -80,9 +78,9 @@ void sl__real_resolve(enum sl_real_slot slot)
 	 * pointer sees a resolved symbol. A racer stores the same value. */
 	atomic_store_explicit(p, fn, memory_order_release);
 	/* Logged after publishing, so that a missing write() cannot recurse. */
-	uint64_t bit = (uint64_t)1 << slot;
+	uint64_t bit = (uint64_t)1 << (slot % 64);
 	if (missing &&
-	    !(atomic_fetch_or_explicit(&missing_logged, bit, memory_order_relaxed) & bit))
+	    !(atomic_fetch_or_explicit(&missing_logged[slot / 64], bit, memory_order_relaxed) & bit))
 		sl_log(SL_LOG_WARN, "%s not found in the C library: calls fail with ENOSYS",
 		       real_names[slot]);
 	errno = saved;

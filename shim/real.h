@@ -36,8 +36,15 @@
  *               the slow path: it connects the socket, which must then be
  *               classified again whatever its pass bits said;
  *   OWN         written by hand (connect, accept, close, dup, ...: each
- *               does something before or after the real call).
- * `fd` names the parameter whose pass bit is tested (SEND/RECV shapes).
+ *               does something before or after the real call);
+ *   NEWFD       generated (wrap_fd.c): a call that hands out a new fd that
+ *               is never a socket: the real call, then sl__fd_opened on
+ *               the fd it returns (what the number meant is forgotten);
+ *   NEWFD_MODE  the same for open and openat, whose `mode` is variadic
+ *               (read only when their `flags` need one);
+ *   NEWFD_PAIR  the same for pipe and pipe2: both fds of the array `fd`.
+ * `fd` names the parameter whose pass bit is tested (SEND/RECV shapes), or
+ * the fd array (NEWFD_PAIR).
  */
 #define SL_REAL_LIST(X)                                                                        \
 	X(int, connect, (int fd, const struct sockaddr *sa, socklen_t len), (fd, sa, len), OWN,  \
@@ -133,7 +140,33 @@
 	X(int, epoll_pwait2,                                                                    \
 	  (int epfd, struct epoll_event *ev, int max, const struct timespec *ts,                \
 	   const sigset_t *mask),                                                               \
-	  (epfd, ev, max, ts, mask), OWN, 0)
+	  (epfd, ev, max, ts, mask), OWN, 0)                                                    \
+	X(long, syscall, (long nr, ...), (nr), OWN, 0)                                          \
+	X(int, prctl, (int option, ...), (option), OWN, 0)                                      \
+	X(int, open, (const char *path, int flags, ...), (path, flags, mode), NEWFD_MODE, 0)    \
+	X(int, open64, (const char *path, int flags, ...), (path, flags, mode), NEWFD_MODE, 0)  \
+	X(int, openat, (int dir, const char *path, int flags, ...), (dir, path, flags, mode),   \
+	  NEWFD_MODE, 0)                                                                        \
+	X(int, openat64, (int dir, const char *path, int flags, ...), (dir, path, flags, mode), \
+	  NEWFD_MODE, 0)                                                                        \
+	X(int, __open_2, (const char *path, int flags), (path, flags), NEWFD, 0)                \
+	X(int, __open64_2, (const char *path, int flags), (path, flags), NEWFD, 0)              \
+	X(int, __openat_2, (int dir, const char *path, int flags), (dir, path, flags), NEWFD, 0) \
+	X(int, __openat64_2, (int dir, const char *path, int flags), (dir, path, flags), NEWFD, \
+	  0)                                                                                    \
+	X(int, creat, (const char *path, mode_t mode), (path, mode), NEWFD, 0)                  \
+	X(int, creat64, (const char *path, mode_t mode), (path, mode), NEWFD, 0)                \
+	X(int, pipe, (int fd[2]), (fd), NEWFD_PAIR, fd)                                         \
+	X(int, pipe2, (int fd[2], int flags), (fd, flags), NEWFD_PAIR, fd)                      \
+	X(int, eventfd, (unsigned int initval, int flags), (initval, flags), NEWFD, 0)          \
+	X(int, timerfd_create, (int clockid, int flags), (clockid, flags), NEWFD, 0)            \
+	X(int, signalfd, (int fd, const sigset_t *mask, int flags), (fd, mask, flags), NEWFD,   \
+	  0)                                                                                    \
+	X(int, memfd_create, (const char *name, unsigned int flags), (name, flags), NEWFD, 0)   \
+	X(int, inotify_init, (void), (), NEWFD, 0)                                              \
+	X(int, inotify_init1, (int flags), (flags), NEWFD, 0)                                   \
+	X(int, fanotify_init, (unsigned int flags, unsigned int event_flags),                   \
+	  (flags, event_flags), NEWFD, 0)
 
 enum sl_real_slot {
 #define SL_REAL_ENUM(ret, name, params, args, shape, fd) SL_REAL_##name,

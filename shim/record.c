@@ -50,6 +50,7 @@
 #include "log.h"
 #include "real.h"
 #include "record.h"
+#include "sandbox.h"
 #include "segment.h"
 #include "shm.h"
 #include "state.h"
@@ -147,6 +148,10 @@ static int sl_rec_copy(void *map, size_t size, void *arg)
 
 void sl__rec_publish_slow(void)
 {
+	/* In a seccomp sandbox the files and maps it takes are not ours to
+	 * make: the record stays private (sluice stat does not see it). */
+	if (sl__sandboxed())
+		return;
 	int expect = SL_REC_PRIVATE;
 	/* Acquire/release: the winner owns the remap; losers wait below for
 	 * its final store (release) before they count into the record. */
@@ -233,6 +238,8 @@ void sl__shm_rec_fork_child(void)
 /* Remove this process's record file (exit, _exit), and make no other. */
 void sl__shm_rec_remove(void)
 {
+	if (sl__sandboxed()) /* no getpid or unlink of ours there: stat removes it */
+		return;
 	/* pid 0: the record of a failed init, never filled in; another pid: a
 	 * vfork child, which shares our memory. */
 	if (sl__st.rec == NULL ||

@@ -107,7 +107,10 @@ struct sl_shm_stat {
 	 * without rules names another executable. */
 	uint64_t exe_dev;
 	uint64_t exe_ino;
-	uint8_t pad0[64 - 56];
+	_Atomic uint64_t unclassified; /* fds that passed through unclassified in a
+	                                  seccomp sandbox (shim/sandbox.h) */
+	_Atomic uint32_t sandboxed;    /* the process installed a seccomp filter */
+	uint8_t pad0[128 - 68];
 	char program[SL_SHM_PROGRAM_MAX];
 };
 
@@ -141,7 +144,7 @@ _Static_assert(sizeof(struct sl_shm_shared) == 64 + 256 + 576 + 8 * SL_SHM_HOLDE
 	       "sl_shm_shared layout");
 _Static_assert(sizeof(struct sl_rstats) == 56, "sl_rstats layout");
 _Static_assert(offsetof(struct sl_shm_shared, set_ns) == 56, "sl_shm_shared layout");
-_Static_assert(offsetof(struct sl_shm_stat, program) == 64, "sl_shm_stat layout");
+_Static_assert(offsetof(struct sl_shm_stat, program) == 128, "sl_shm_stat layout");
 _Static_assert(sizeof(struct sl_shm_stat) % SL_CACHELINE == 0, "sl_shm_stat layout");
 _Static_assert(sizeof(struct sl_tunable) % SL_CACHELINE == 0, "sl_shm_stat layout");
 _Static_assert(sizeof(struct sl_rstats) % 8 == 0, "sl_shm_stat layout");

@@ -108,6 +108,9 @@ slow___recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 #define WRAP_SEND(ret, name, params, args, fd)
 #define WRAP_SEND_TFO(ret, name, params, args, fd)
 #define WRAP_OWN(ret, name, params, args, fd)
+#define WRAP_NEWFD(ret, name, params, args, fd)
+#define WRAP_NEWFD_MODE(ret, name, params, args, fd)
+#define WRAP_NEWFD_PAIR(ret, name, params, args, fd)
 #define WRAP(ret, name, params, args, shape, fd) WRAP_##shape(ret, name, params, args, fd)
 SL_REAL_LIST(WRAP)
 

@@ -6,8 +6,9 @@
  *
  * What an fd number means is forgotten whenever it may stop meaning its
  * socket (fd.c): before close (after it, another thread may already have the
- * number again), on the new fds of socket, socketpair and accept, and on the
- * target of dup2/dup3. fclose forgets the stream's fd too: glibc closes it
+ * number again), on the new fds of socket, socketpair and accept (which are
+ * classified at once), and on the target of dup2/dup3 (which shares its
+ * original's classification). fclose forgets the stream's fd too: glibc closes it
  * with its internal close, which no preload sees, and the number's next
  * owner (a file, a pipe) would inherit the socket's rules.
  */
@@ -24,11 +25,6 @@
 #include "real.h"
 
 const int sl__wrap_sock_anchor = 1;
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1u << 2)
-#endif
-#define CLOSE_RANGE_FLAGS ((1u << 1) | CLOSE_RANGE_CLOEXEC) /* UNSHARE | CLOEXEC */
 
 SL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
 {
@@ -49,12 +45,13 @@ SL_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 	return sl__accept(fd, sa, len, flags);
 }
 
-/* New sockets start unknown, whatever their fd number was used for. */
+/* New sockets are classified at once, whatever their fd number was used
+ * for (fd.c: before any seccomp filter can forbid asking). */
 SL_EXPORT int socket(int domain, int type, int protocol)
 {
 	int r = SL_REAL(socket)(domain, type, protocol);
 	if (r >= 0)
-		sl__fd_forget(r);
+		sl__fd_created(r);
 	return r;
 }
 
@@ -62,8 +59,8 @@ SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
 	int r = SL_REAL(socketpair)(domain, type, protocol, sv);
 	if (r == 0) {
-		sl__fd_forget(sv[0]);
-		sl__fd_forget(sv[1]);
+		sl__fd_created(sv[0]);
+		sl__fd_created(sv[1]);
 	}
 	return r;
 }
@@ -77,14 +74,9 @@ SL_EXPORT int close(int fd)
 
 SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-	/* Forgotten before the real call (as close does: after it, another
-	 * thread may already have the numbers again), so only when it cannot
-	 * fail with EINVAL: a failed call must keep what it did not close. */
-	if (first <= last && ((unsigned)flags & ~CLOSE_RANGE_FLAGS) == 0 &&
-	    !((unsigned)flags & CLOSE_RANGE_CLOEXEC))
-		for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
-			if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
-				sl__fd_forget((int)fd);
+	/* Forgotten before the real call, as close does: after it, another
+	 * thread may already have the numbers again. */
+	sl__fd_forget_range(first, last, flags);
 	return SL_REAL(close_range)(first, last, flags);
 }
 
