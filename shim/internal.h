@@ -19,7 +19,8 @@
  *                 function that opens or creates a segment by name (linked
  *                 into the launcher too);
  *   shm.c/h       shared=NAME limiters (layout in shm_format.h, shared with
- *                 cli/);
+ *                 cli/), opened through shm_shared.c/h (linked into the
+ *                 launcher too, for the supervisor);
  *   record.c/h    this process's status record: private, published as a
  *                 segment on first need, reclaimed when its process died;
  *   exit.c        _exit and _Exit: the record goes first;
@@ -47,7 +48,7 @@
  *   accept.c/h    the rate and conns rules of accept;
  *   breaker.c/h   circuit breakers on connect (SLUICE_BREAK): fail fast while
  *                 open, one probe, outcomes from connect and SO_ERROR; their
- *                 /dev/shm file for `sluice stat` (layout in shm_break.h);
+ *                 segment break-PID for `sluice stat` (layout shm_break.h);
  *   wrap_send.c   the exported send family (send ... sendfile64, sendmmsg);
  *   wrap_recv.c   the exported receive family (recv ... __recvfrom_chk,
  *                 recvmmsg);
