@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "connwait.h"
 #include "epoll.h"
 #include "fd.h"
 #include "init.h"
@@ -189,6 +190,7 @@ static void atfork_child(void)
 	sl__shm_rec_fork_child();
 	sl__stats_reset();
 	sl__fdtab_after_fork_unsync();
+	sl__cw_after_fork_unsync();
 	sl__scope_after_fork_unsync();
 }
 

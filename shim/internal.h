@@ -36,6 +36,8 @@
  *   xfer.c/h      the transfer engine of both directions: pieces, the send
  *                 fast path, partial counts, the receive loop;
  *   connect.c/h   the rate and conns rules of connect;
+ *   connwait.c/h  a non-blocking connect that waits for a conns slot
+ *                 without blocking (its connection record, its start);
  *   accept.c/h    the rate and conns rules of accept;
  *   wrap_send.c   the exported send family (send ... sendfile64, sendmmsg);
  *   wrap_recv.c   the exported receive family (recv ... __recvfrom_chk,

@@ -36,6 +36,9 @@ bool sl__ready_on(void);
  * also re-armed the timer for what is still hidden). Init only. */
 void sl__ready_on_change_unsync(bool (*hook)(int fd));
 
+/* What is hidden of fd changed (not through sl__ready_hold): bring its
+ * epoll registrations in line. */
+void sl__ready_changed(int fd);
 /* Hold fd back in dir until the instant t (now < t): poll and epoll do not
  * report that direction before it. */
 void sl__ready_hold(int fd, enum sl_dir dir, uint64_t t);

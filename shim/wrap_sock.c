@@ -19,6 +19,7 @@
 
 #include "accept.h"
 #include "connect.h"
+#include "connwait.h"
 #include "fd.h"
 #include "real.h"
 
@@ -67,9 +68,12 @@ SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 SL_EXPORT int close(int fd)
 {
-	if (sl__fd_known(fd))
-		sl__fd_forget(fd);
-	return SL_REAL(close)(fd);
+	if (!sl__fd_known(fd))
+		return SL_REAL(close)(fd);
+	sl__fd_forget(fd);
+	int r = SL_REAL(close)(fd);
+	sl__cw_after_close(); /* errno is preserved */
+	return r;
 }
 
 SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
@@ -82,7 +86,9 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
 			if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
 				sl__fd_forget((int)fd);
-	return SL_REAL(close_range)(first, last, flags);
+	int r = SL_REAL(close_range)(first, last, flags);
+	sl__cw_after_close();
+	return r;
 }
 
 SL_EXPORT int dup(int fd)
@@ -138,5 +144,7 @@ SL_EXPORT int fclose(FILE *fp)
 	int fd = fp != NULL ? fileno(fp) : -1;
 	if (sl__fd_known(fd))
 		sl__fd_forget(fd);
-	return SL_REAL(fclose)(fp);
+	int r = SL_REAL(fclose)(fp);
+	sl__cw_after_close();
+	return r;
 }

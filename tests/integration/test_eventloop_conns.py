@@ -17,10 +17,13 @@ The cases the reverted first attempt (358b66b) got wrong come first:
   race     the same with the close in one thread and the freeing close in
            another, many times;
 then the plain behaviour:
+  asyncio  5 tasks making 20 requests at SLUICE_CONNS=2 (no max-delay)
+           take about 10 server replies, never more than 2 connections;
   basic    EINPROGRESS at once, not writable, SO_ERROR 0 and EALREADY while
            both slots are held; started within 100 ms of a close; data flows.
 """
 import json
+import select
 import socket
 import subprocess
 import sys
@@ -63,6 +66,7 @@ a.close()
 out["after_close"], out["after_close_s"] = writable(c, 3)
 out["soerror"] = soerr(c)
 c.setblocking(True); c.settimeout(3); c.sendall(b"x"); out["echo"] = c.recv(1).decode()
+c.connect_ex(ADDR)  # the kernel: 0 for the call that sees the connect done
 out["again_after"] = errno.errorcode.get(c.connect_ex(ADDR), "0")
 done()
 '''),
@@ -207,7 +211,99 @@ def run(name):
     return res or {}, len(count)
 
 
+ASYNCIO = r'''
+import asyncio, json, sys, time
+port = int(sys.argv[1])
+async def worker(q, done):
+    while not q.empty():
+        q.get_nowait()
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"x")
+        await w.drain()
+        done.append(await r.readexactly(1))
+        w.close()
+        await w.wait_closed()
+async def main():
+    q = asyncio.Queue()
+    for i in range(20):
+        q.put_nowait(i)
+    done = []
+    t0 = time.monotonic()
+    await asyncio.gather(*(worker(q, done) for _ in range(5)))
+    print(json.dumps({"elapsed": time.monotonic() - t0, "answers": len(done)}), flush=True)
+asyncio.run(main())
+'''
+REPLY_S = 0.2
+
+
+def run_asyncio():
+    """5 asyncio tasks, 20 requests, conns:2, a server that answers each
+    after REPLY_S: (elapsed, answers, the most connections open at once)."""
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(64)
+    lst.settimeout(0.1)
+    stop, lock = threading.Event(), threading.Lock()
+    opened, most = set(), [0]
+
+    def still_open(c):
+        """True unless the client's FIN has arrived (its close)."""
+        try:  # (a socket with a timeout would wait in recv: select first)
+            r, _, _ = select.select([c], [], [], 0)
+            return not r or c.recv(1, socket.MSG_PEEK) != b""
+        except OSError:
+            return False
+
+    def handle(c):
+        # Counted at each accept: the connections whose client has not
+        # closed yet (a handler may not have seen an EOF already there).
+        with lock:
+            most[0] = max(most[0], 1 + sum(1 for o in opened if still_open(o)))
+            opened.add(c)
+        c.settimeout(10)
+        try:
+            if c.recv(1):
+                time.sleep(REPLY_S)
+                c.sendall(b"y")
+                c.recv(1)  # until the client closes
+        except OSError:
+            pass
+        with lock:
+            opened.discard(c)
+        c.close()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                continue
+            threading.Thread(target=handle, args=(c,), daemon=True).start()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        rc, res, _ = run_child(None, {"SLUICE_CONNS": "2"}, timeout=30,
+                               argv=[sys.executable, "-c", ASYNCIO, str(lst.getsockname()[1])])
+    except subprocess.TimeoutExpired:
+        rc, res = -1, None
+    stop.set()
+    th.join(timeout=5)
+    lst.close()
+    check(rc == 0 and res is not None, "asyncio: the client ran (rc %d)" % rc)
+    res = res or {}
+    return res.get("elapsed", -1), res.get("answers", 0), most[0]
+
+
 def main():
+    elapsed, answers, most = run_asyncio()
+    check(answers == 20, "asyncio: 20 answers (%d)" % answers)
+    # 20 requests, 2 at a time, each at least REPLY_S: at least 10 x REPLY_S.
+    check(10 * REPLY_S * 0.98 <= elapsed < 10 * REPLY_S * 1.5,
+          "asyncio: 5 tasks, 20 requests at conns:2 take about 10 replies (%.3f s, "
+          "reply %.1f s)" % (elapsed, REPLY_S))
+    check(most <= 2, "asyncio: never more than 2 connections open (%d)" % most)
+
     r, n = run("dup")
     check(r.get("rc") == "EINPROGRESS", "dup: the connect is deferred (%s)" % r.get("rc"))
     check(r.get("b_started") is True, "dup: it starts on its dup when the slot frees")
