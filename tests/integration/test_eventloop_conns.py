@@ -154,9 +154,12 @@ for i in range(40):
     except OSError:
         pass
     x.close()
-    c, _, _ = nbconnect()
+    c, rc, _ = nbconnect()
     ok, _ = writable(c, 1)
-    stuck += 0 if ok else 1
+    if not ok:
+        stuck += 1
+        out.setdefault("stuck_rc", []).append(rc)
+        out.setdefault("late", []).append(writable(c, 3)[0])
     c.close()
 out["bad"] = bad; out["stuck"] = stuck
 done()
