@@ -95,9 +95,16 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 		return;
 	int saved = errno;
 	uint64_t now = sl__clock_ns(), t = c->ready_ns;
+	/* Event-loop throttling counts as a delay (sl__call_end): a call cut
+	 * short by its nb rules, and the time the fd is held back from now
+	 * to the instant it is ready (only what extends an earlier hold). */
+	if (cut)
+		c->delayed_rules |= c->nb_rules;
 	if (t == 0 && cut)
 		t = nb_next(c, now);
-	if (t > now)
-		sl__ready_hold(c->fd, dir, t);
+	if (t > now) {
+		uint64_t prev = sl__ready_hold(c->fd, dir, t), from = prev > now ? prev : now;
+		c->waited_ns += t > from ? t - from : 0;
+	}
 	errno = saved;
 }

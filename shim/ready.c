@@ -148,14 +148,15 @@ bool sl__ready_on(void)
 	return atomic_load_explicit(&eagain_on, memory_order_relaxed) && sl__st.active;
 }
 
-void sl__ready_hold(int fd, enum sl_dir dir, uint64_t t)
+uint64_t sl__ready_hold(int fd, enum sl_dir dir, uint64_t t)
 {
 	if (ready_at == NULL || (unsigned)fd >= sl__fd_cap)
-		return;
+		return 0;
 	/* Relaxed: a timestamp; the wait wrappers only compare it. */
-	atomic_store_explicit(&ready_at[fd][dir], t, memory_order_relaxed);
+	uint64_t prev = atomic_exchange_explicit(&ready_at[fd][dir], t, memory_order_relaxed);
 	note_fd(fd);
 	changed(fd);
+	return prev;
 }
 
 uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until)
