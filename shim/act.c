@@ -56,6 +56,7 @@
 
 #include "act.h"
 #include "clock.h"
+#include "fair.h"
 #include "lease.h"
 #include "log.h"
 #include "nb.h"
@@ -82,7 +83,7 @@ void sl__call_begin_at(struct sl_call *c, int fd, enum sl_op op, const struct sl
 	c->timeout_known = timeout_opt == 0;
 	c->start_fresh = true;
 	c->defer = c->nb_partial = false;
-	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = 0;
+	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = c->credit_rules = 0;
 	c->waited_ns = c->nb_want = c->ready_ns = 0;
 }
 
@@ -361,6 +362,9 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			const struct sl_rule *r = &sl__st.policy.rules[i];
 			struct sl_limiter *l = sl__limiter(c, i);
 			uint64_t a = sl_limiter_available(l, now), need = 1;
+			/* Units of the fd's reserved turn are the call's (fair.c). */
+			if ((c->credit_rules >> i) & 1)
+				a = sl__sat_add(a, c->credit[i]);
 			/* An nb rule needs sl__need units, never more than the
 			 * call still wants: only when fewer are there is the
 			 * fd's mode asked. A blocking wait for a delay rule
@@ -444,8 +448,16 @@ void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		/* The units were already received: they go on the limiter's
 		 * account as debt that later calls wait for, whatever it says
-		 * (a policing acquire would drop a charge over the limit). */
-		sl_limiter_charge(sl__limiter(c, i), n, now);
+		 * (a policing acquire would drop a charge over the limit). The
+		 * units of a reserved turn are taken already (fair.c). */
+		uint64_t k = n;
+		if ((c->credit_rules >> i) & 1) {
+			uint64_t used = c->credit[i] < k ? c->credit[i] : k;
+			c->credit[i] -= used;
+			k -= used;
+		}
+		if (k != 0)
+			sl_limiter_charge(sl__limiter(c, i), k, now);
 	}
 }
 
@@ -457,6 +469,8 @@ void sl__stats_bytes(uint32_t rules, uint64_t n)
 
 void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes)
 {
+	if (__builtin_expect(c->credit_rules != 0, 0)) /* a turn's units left */
+		sl__fair_return(c);
 	sl__stats_end(rules, ok, bytes);
 	for (uint32_t rest = rules & c->delayed_rules; rest != 0; rest &= rest - 1) {
 		struct sl_rstats *s = &sl__st.stats[__builtin_ctz(rest)];

@@ -30,6 +30,8 @@
  *                 absolute deadlines, refuse, refund, socket timeouts, EINTR;
  *   nb.c/h        non-blocking calls: a wait becomes EAGAIN or a partial
  *                 count, and the fd is held back until its tokens are there;
+ *   fair.c/h      the turns of non-blocking fds waiting for one byte
+ *                 limiter, reserved in the limiter in the order they wait;
  *   ready.c/h     when each held-back fd is ready again, deferred connects,
  *                 the timer that wakes event loops, and the "readiness
  *                 changed" hook that epoll.c registers;

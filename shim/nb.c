@@ -16,6 +16,7 @@
 
 #include "call.h"
 #include "clock.h"
+#include "fair.h"
 #include "fd.h"
 #include "log.h"
 #include "nb.h"
@@ -100,7 +101,12 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 	 * to the instant it is ready (only what extends an earlier hold). */
 	if (cut)
 		c->delayed_rules |= c->nb_rules;
-	if (t == 0 && cut)
+	/* Its next turn is reserved in the limiters that can (fair.c): the
+	 * fds waiting for one limiter get their turns in order. */
+	uint64_t turn = sl__fair_reserve(c, dir, now);
+	if (turn != 0)
+		t = turn > t ? turn : t;
+	else if (t == 0 && cut)
 		t = nb_next(c, now);
 	if (t > now) {
 		uint64_t prev = sl__ready_hold(c->fd, dir, t), from = prev > now ? prev : now;

@@ -41,6 +41,7 @@
 #include "call.h"
 #include "clock.h"
 #include "connwait.h"
+#include "fair.h"
 #include "fd.h"
 #include "log.h"
 #include "ready.h"
@@ -139,7 +140,7 @@ int sl__ready_init_unsync(void)
 	/* Relaxed: init runs before any wrapper (or between test cases). */
 	atomic_store_explicit(&eagain_on, on, memory_order_relaxed);
 	sl__st.eagain_rules = eagain;
-	return sl__cw_init_unsync();
+	return sl__cw_init_unsync() != 0 || sl__fair_init_unsync() != 0 ? -1 : 0;
 }
 
 bool sl__ready_on(void)
