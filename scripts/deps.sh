@@ -6,7 +6,7 @@ set -eu
 
 pkgs_for() {
 	case "$1" in
-	test) echo "libcmocka-dev python3 curl iperf3 pkg-config nginx-light redis-server redis-tools wrk python3-prometheus-client libhiredis-dev" ;;
+	test) echo "libcmocka-dev python3 curl iperf3 pkg-config nginx-light redis-server redis-tools wrk python3-prometheus-client libhiredis-dev nodejs" ;;
 	fuzz) echo "clang libclang-rt-14-dev" ;;
 	bench) echo "valgrind iperf3 python3 curl trickle pv gnuplot-nox iproute2 nginx-light" ;;
 	*) echo "deps.sh: unknown group '$1' (expected test, fuzz, bench)" >&2; exit 2 ;;
