@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "acchold.h"
 #include "clock.h"
 #include "ready.h"
 #include "real.h"
@@ -64,6 +65,10 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 	struct poll_edit ed[SL_POLL_EDITS];
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
+		if (sl__ah_on()) { /* held connections (acchold.c) */
+			uint64_t h = sl__ah_next(now);
+			next = h < next ? h : next;
+		}
 		unsigned ne = 0;
 		for (nfds_t i = 0; i < n && ne < SL_POLL_EDITS; i++) {
 			int fd = fds[i].fd;
@@ -89,6 +94,14 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 				p->fd = ~p->fd;
 			p->events = ed[k].events;
 		}
+		/* A listener with a held connection due is readable
+		 * (acchold.c), whatever the kernel says of its backlog. */
+		for (nfds_t i = 0; r >= 0 && sl__ah_on() && i < n; i++)
+			if (fds[i].fd >= 0 && (fds[i].events & POLLIN) &&
+			    sl__ah_due(fds[i].fd, sl__clock_ns())) {
+				r += fds[i].revents == 0;
+				fds[i].revents |= POLLIN;
+			}
 		errno = e;
 		if (r != 0 || sl__clock_ns() >= deadline)
 			return r;

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "acchold.h"
 #include "call.h"
 #include "clock.h"
 #include "connwait.h"
@@ -135,8 +136,10 @@ int sl__ready_init_unsync(void)
 		atomic_store_explicit(&timer_bits[w], 0, memory_order_relaxed);
 	atomic_store_explicit(&timer_words, 0, memory_order_relaxed);
 	atomic_store_explicit(&timer_next, UINT64_MAX, memory_order_relaxed);
-	if (on)
+	if (on) {
 		sl__fd_on_forget_unsync(ready_forget);
+		sl__ah_init_unsync();
+	}
 	/* Relaxed: init runs before any wrapper (or between test cases). */
 	atomic_store_explicit(&eagain_on, on, memory_order_relaxed);
 	sl__st.eagain_rules = eagain;

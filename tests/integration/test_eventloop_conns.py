@@ -155,11 +155,12 @@ for i in range(40):
         pass
     x.close()
     c, rc, _ = nbconnect()
-    ok, _ = writable(c, 1)
+    # A lost slot never frees: 3 s tells it from a slow machine (a SYN the
+    # kernel retransmits after 1 s).
+    ok, _ = writable(c, 3)
     if not ok:
         stuck += 1
         out.setdefault("stuck_rc", []).append(rc)
-        out.setdefault("late", []).append(writable(c, 3)[0])
     c.close()
 out["bad"] = bad; out["stuck"] = stuck
 done()
