@@ -142,6 +142,10 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 {
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
+		if (sl__ah_on()) { /* held connections (acchold.c) */
+			uint64_t h = sl__ah_next(now);
+			next = h < next ? h : next;
+		}
 		for (int j = 0; j < 3; j++)
 			if (s->user[j] != NULL)
 				s->k[j] = *s->user[j];
@@ -164,6 +168,13 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 					 mask);
 		if (r < 0)
 			return r;
+		/* A listener with a held connection due is readable. */
+		for (int fd = 0; sl__ah_on() && s->user[0] != NULL && fd < nfds; fd++)
+			if (FD_ISSET(fd, s->user[0]) && !FD_ISSET(fd, &s->k[0]) &&
+			    sl__ah_due(fd, sl__clock_ns())) {
+				FD_SET(fd, &s->k[0]);
+				r++;
+			}
 		if (r > 0 || sl__clock_ns() >= deadline) {
 			for (int j = 0; j < 3; j++)
 				if (s->user[j] != NULL)

@@ -8,7 +8,9 @@ for inside accept, so the one event loop goes on serving everyone else.
            than (k - 1) / 2 s, strict), all of them;
   others   meanwhile a client on 127.0.0.3 makes 5 requests, 0.6 s apart
            (its own limit never applies): each is answered in < 100 ms;
-  CPU      nginx's CPU time stays under 0.2 s per wall second.
+  CPU      nginx's CPU time stays under 0.2 s per wall second;
+  poll, select  the same hand-over in a python server whose loop is poll()
+           or select() (nginx's is epoll).
 """
 import os
 import shutil
@@ -82,7 +84,76 @@ def others(port, out):
         time.sleep(0.6)
 
 
+SERVER = r'''
+import selectors, socket, sys, time
+sel = getattr(selectors, sys.argv[1])()
+lst = socket.socket()
+lst.bind(("127.0.0.1", 0))
+lst.listen(64)
+lst.setblocking(False)
+print(lst.getsockname()[1], flush=True)
+sel.register(lst, selectors.EVENT_READ)
+end = time.monotonic() + 8
+while time.monotonic() < end:
+    for key, _ in sel.select(0.5):
+        try:
+            c, _ = lst.accept()
+        except BlockingIOError:
+            continue
+        c.setblocking(True)
+        c.sendall(b"x")
+        c.close()
+'''
+
+
+def python_server(selector):
+    """A single-threaded python server (selectors.<selector>: poll.c's poll
+    or select) at --accept 2/s,burst=1,per=peer: 4 connections from
+    127.0.0.2 at once, then one from 127.0.0.3 answered at once."""
+    import subprocess
+    import sys
+    from test_shim_lib import child_env
+    p = subprocess.Popen([sys.executable, "-c", SERVER, selector], stdout=subprocess.PIPE,
+                         text=True, env=child_env({"SLUICE_ACCEPT": "2/s,burst=1,per=peer"}))
+    try:
+        port = int(p.stdout.readline())
+        t0 = time.monotonic()
+        socks = []
+        for _ in range(4):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", port))
+            socks.append(s)
+        time.sleep(0.2)
+        s3 = socket.socket()
+        s3.bind(("127.0.0.3", 0))
+        s3.settimeout(5)
+        t3 = time.monotonic()
+        s3.connect(("127.0.0.1", port))
+        got3 = s3.recv(1)
+        t3 = time.monotonic() - t3
+        times = []
+        for s in socks:
+            try:
+                times.append(time.monotonic() - t0 if s.recv(1) == b"x" else None)
+            except OSError:
+                times.append(None)
+        got = sorted(x for x in times if x is not None)
+        print("measured: %s: 127.0.0.2 answered at %s s, 127.0.0.3 in %.3f s" % (
+            selector, ", ".join("%.3f" % x for x in got), t3))
+        check(got3 == b"x" and t3 < 0.1,
+              "%s: 127.0.0.3 is answered at once (%.3f s)" % (selector, t3))
+        check(len(got) == 4 and all(x >= k * 0.5 - 0.02 for k, x in enumerate(got)) and
+              got[-1] < 3.5, "%s: 127.0.0.2's 4 connections are handed over 1/2 s apart" % selector)
+    finally:
+        p.kill()
+        p.wait()
+
+
 def main():
+    python_server("PollSelector")
+    python_server("SelectSelector")
     if not el.have("nginx"):
         finish()
     d = tempfile.mkdtemp(prefix="sluice-peer-")
