@@ -52,6 +52,7 @@ enum { FAIR_NONE = 0, FAIR_BUSY = 1, FAIR_KEPT = 2 };
 
 struct resv {
 	_Atomic uint32_t state;
+	_Atomic uint64_t turn_ns; /* the instant the turn starts (all its rules) */
 	uint32_t n;
 	uint8_t rule[FAIR_RULES];
 	struct sl_limiter *lim[FAIR_RULES];
@@ -63,15 +64,18 @@ static struct resv (*tab)[2]; /* [sl__fd_cap][dir], mmap'd */
 static _Atomic uint32_t fd_hi;
 static uint32_t fair_rules; /* rules whose turns are reserved */
 
-/* Take (fd, dir)'s kept turn if there is one: true with *out copied. */
-static bool take(int fd, enum sl_dir dir, struct resv *out)
+/* Take (fd, dir)'s kept turn if there is one and it has started at now:
+ * true with *out copied. A call before its turn (a loop that reads an fd
+ * not reported ready) does not get it: it finds the units spoken for. */
+static bool take(int fd, enum sl_dir dir, struct resv *out, uint64_t now)
 {
 	if (tab == NULL || (unsigned)fd >= sl__fd_cap)
 		return false;
 	struct resv *r = &tab[fd][dir];
 	uint32_t st = FAIR_KEPT;
 	/* Acquire: the reservation's fields, written before KEPT. */
-	if (atomic_load_explicit(&r->state, memory_order_relaxed) != FAIR_KEPT ||
+	if (atomic_load_explicit(&r->state, memory_order_acquire) != FAIR_KEPT ||
+	    atomic_load_explicit(&r->turn_ns, memory_order_relaxed) > now ||
 	    !atomic_compare_exchange_strong_explicit(&r->state, &st, FAIR_BUSY,
 						     memory_order_acquire, memory_order_relaxed))
 		return false;
@@ -86,7 +90,7 @@ static void forget(int fd)
 {
 	struct resv r;
 	if (atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0 ||
-	    !take(fd, SL_DIR_IN, &r))
+	    !take(fd, SL_DIR_IN, &r, UINT64_MAX))
 		return;
 	uint64_t now = sl__clock_ns();
 	for (uint32_t j = 0; j < r.n; j++)
@@ -120,7 +124,7 @@ int sl__fair_init_unsync(void)
 void sl__fair_settle_slow(struct sl_call *c, enum sl_dir dir)
 {
 	struct resv r;
-	if (!take(c->fd, dir, &r))
+	if (!take(c->fd, dir, &r, c->start_ns))
 		return;
 	for (uint32_t j = 0; j < r.n; j++) {
 		c->credit_rules |= (uint32_t)1 << r.rule[j];
@@ -139,6 +143,17 @@ void sl__fair_return(struct sl_call *c)
 	c->credit_rules = 0;
 }
 
+/* The instant to hold c's fd until, its turn starting at t: t, or later if
+ * a rule without turns refused it until later (c->ready_ns). A refusal by
+ * a rule with turns names a later instant than the turn (the units of the
+ * turn are counted taken): the turn is what the fd waits for. */
+static uint64_t later(const struct sl_call *c, uint64_t t)
+{
+	if ((c->delayed_rules & ~fair_rules) != 0 && c->ready_ns > t)
+		return c->ready_ns;
+	return t;
+}
+
 uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 {
 	if (c->credit_rules != 0)
@@ -150,7 +165,11 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 	uint32_t st = FAIR_NONE;
 	if (!atomic_compare_exchange_strong_explicit(&r->state, &st, FAIR_BUSY,
 						     memory_order_acquire, memory_order_relaxed))
-		return 0;
+		/* A turn still to come (this call came before it): the fd
+		 * waits for it. */
+		return st == FAIR_KEPT ? later(c, atomic_load_explicit(&r->turn_ns,
+								      memory_order_relaxed))
+				       : 0;
 	uint32_t hi = atomic_load_explicit(&fd_hi, memory_order_relaxed);
 	while (hi < (uint32_t)c->fd + 1 &&
 	       !atomic_compare_exchange_weak_explicit(&fd_hi, &hi, (uint32_t)c->fd + 1,
@@ -178,6 +197,8 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 		atomic_store_explicit(&r->state, FAIR_NONE, memory_order_release);
 		return 0;
 	}
+	atomic_store_explicit(&r->turn_ns, t, memory_order_relaxed);
+	t = later(c, t);
 	atomic_fetch_add_explicit(&sl__fair_kept, 1, memory_order_relaxed);
 	/* Release: the fields above are complete before KEPT is seen. */
 	atomic_store_explicit(&r->state, FAIR_KEPT, memory_order_release);

@@ -18,8 +18,10 @@ int sl__fair_init_unsync(void);
  * turn: sl__need units of each of its nb byte rules whose limiter can
  * reserve (token and leaky buckets, delay, not per=peer or redis=KEY),
  * kept on (fd, dir) until its next call there (first giving back what c
- * did not use of its own turn). Returns the instant the last of them
- * starts (the fd is held back until then), or 0 if none was reserved. */
+ * did not use of its own turn). Returns the instant the fd is held back
+ * until: the turn's (the last of its rules'), later if a rule without turns
+ * refused c until later; a call before its kept turn gets that turn's
+ * instant; 0 if nothing was reserved. */
 uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now);
 /* The part of sl__fair_settle past its test. */
 void sl__fair_settle_slow(struct sl_call *c, enum sl_dir dir);

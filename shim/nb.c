@@ -105,7 +105,7 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 	 * fds waiting for one limiter get their turns in order. */
 	uint64_t turn = sl__fair_reserve(c, dir, now);
 	if (turn != 0)
-		t = turn > t ? turn : t;
+		t = turn;
 	else if (t == 0 && cut)
 		t = nb_next(c, now);
 	if (t > now) {
