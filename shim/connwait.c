@@ -333,7 +333,7 @@ void sl__cw_after_fork_unsync(void)
 		}
 }
 
-bool sl__cw_may_defer(struct sl_call *c, uint32_t conns)
+bool sl__cw_may_defer(uint32_t conns)
 {
 	if (!cw_enabled || cw == NULL || (conns & ~sl__st.eagain_rules) != 0)
 		return false;
@@ -343,8 +343,13 @@ bool sl__cw_may_defer(struct sl_call *c, uint32_t conns)
 		      r->scope == SL_SCOPE_FD))
 			return false;
 	}
+	return true;
+}
+
+bool sl__cw_nonblock(int fd)
+{
 	int saved = errno;
-	int fl = SL_REAL(fcntl)(c->fd, F_GETFL);
+	int fl = SL_REAL(fcntl)(fd, F_GETFL);
 	errno = saved;
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
