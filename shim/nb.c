@@ -96,11 +96,11 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 		return;
 	int saved = errno;
 	uint64_t now = sl__clock_ns(), t = c->ready_ns;
-	/* Event-loop throttling counts as a delay (sl__call_end): a call cut
-	 * short by its nb rules, and the time the fd is held back from now
-	 * to the instant it is ready (only what extends an earlier hold). */
-	if (cut)
-		c->delayed_rules |= c->nb_rules;
+	/* Event-loop throttling counts as a delay (sl__call_end): a call
+	 * refused (sl__nb_refuse) or cut short with the tokens of its next
+	 * call missing (not by the kernel alone), and the time the fd is held
+	 * back from now to the instant it is ready (only what extends an
+	 * earlier hold). */
 	/* Its next turn is reserved in the limiters that can (fair.c): the
 	 * fds waiting for one limiter get their turns in order. */
 	uint64_t turn = sl__fair_reserve(c, dir, now);
@@ -109,6 +109,8 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 	else if (t == 0 && cut)
 		t = nb_next(c, now);
 	if (t > now) {
+		if (cut)
+			c->delayed_rules |= c->nb_rules;
 		uint64_t prev = sl__ready_hold(c->fd, dir, t), from = prev > now ? prev : now;
 		c->waited_ns += t > from ? t - from : 0;
 	}

@@ -183,6 +183,30 @@ static void test_shim_poll_send_partial_then_eagain(void **state)
 	assert_int_equal(sl__ready_hidden(f->cli, T0 + 100 * MS, &until), 0);
 }
 
+/* Event-loop throttling is counted: a call cut short or answered EAGAIN
+ * is delayed, and its delay is how much longer its fd is held back (a
+ * refusal inside a hold adds nothing). */
+static void test_shim_poll_stats(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	struct sl_rstats *st = &sl__st.stats[0];
+	throttle_send(f); /* 100 of 400 B, held until T0 + 50 ms */
+	assert_int_equal(atomic_load(&st->delayed), 1);
+	assert_int_equal(atomic_load(&st->delay_ns), 50 * MS);
+	assert_int_equal(atomic_load(&st->max_delay_ns), 50 * MS);
+	fake_now = T0 + 20 * MS;
+	assert_int_equal(send(f->cli, f->buf, 400, 0), -1); /* EAGAIN inside the hold */
+	assert_int_equal(atomic_load(&st->delayed), 2);
+	assert_int_equal(atomic_load(&st->delay_ns), 50 * MS);
+	fake_now = T0 + 50 * MS;
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 50); /* held until T0 + 100 ms */
+	assert_int_equal(atomic_load(&st->delayed), 3);
+	assert_int_equal(atomic_load(&st->delay_ns), 100 * MS);
+	assert_int_equal(atomic_load(&st->calls), 3);
+}
+
 static void test_shim_poll_msg_dontwait(void **state)
 {
 	struct fix *f = *state;
@@ -551,6 +575,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_poll_send_partial_then_eagain, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_msg_dontwait, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_nonblock_sleep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_hides_until_ready, setup, teardown),
