@@ -330,11 +330,20 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 		/* Police every rule first: a call none of them delays ends here. */
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		struct sl_limiter *l = sl__limiter(c, i);
-		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
+		/* Units of the fd's reserved turn are taken already (fair.c):
+		 * only the rest is asked for, and the turn's are used only if
+		 * the call is admitted (a refused one keeps them). */
+		uint64_t k = 0;
+		if (__builtin_expect((c->credit_rules >> i) & 1, 0))
+			k = c->credit[i] < n ? c->credit[i] : n;
+		struct sl_decision d = k < n ? sl_limiter_acquire(l, n - k, now, 0)
+					     : (struct sl_decision){.verdict = SL_ADMIT};
 		if (__builtin_expect(d.verdict == SL_ADMIT && d.wait_ns == 0, 1))
 			grant_add(g, i, l, now);
 		else
-			err = admit_slow(c, i, l, n, g, now, &due, d);
+			err = admit_slow(c, i, l, n - k, g, now, &due, d);
+		if (k != 0 && err == 0)
+			c->credit[i] -= k;
 	}
 	/* due stays 0 unless a rule must wait; call_sleep returns at once if
 	 * the instant has passed. */

@@ -27,9 +27,12 @@
  * at most q = min(burst/2, 100 ms of the rate) bytes, so over any interval
  * their byte counts differ by at most about 2q + burst.
  *
- * Receives only: a send's units are taken piece by piece before it is made
- * (sl__admit), where a credit has no place yet; sends still wait as before.
- * A reservation not used is given back when the fd is closed (the forget
+ * Both directions: a receive's units are charged after the fact
+ * (sl__charge uses the turn's first), a send's are taken before it is made
+ * (sl__admit asks the limiter only for what the turn does not cover). The
+ * send fast path (xfer.h) does not look at turns: a send it admits takes
+ * units nobody reserved, and a turn left kept then waits for the fd's next
+ * general-path call or its close. A reservation not used is given back when the fd is closed (the forget
  * hook) or by its next call. Two threads calling on one fd in one
  * direction at once: the second finds the record busy and reserves nothing
  * (it waits as before, for the units to be there).
@@ -88,13 +91,15 @@ static bool take(int fd, enum sl_dir dir, struct resv *out, uint64_t now)
 /* fd is closed or new: a turn it kept goes back to the limiters. */
 static void forget(int fd)
 {
-	struct resv r;
-	if (atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0 ||
-	    !take(fd, SL_DIR_IN, &r, UINT64_MAX))
-		return;
-	uint64_t now = sl__clock_ns();
-	for (uint32_t j = 0; j < r.n; j++)
-		sl_limiter_refund(r.lim[j], r.units[j], now);
+	for (int dir = 0; dir < 2; dir++) {
+		struct resv r;
+		if (atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0 ||
+		    !take(fd, (enum sl_dir)dir, &r, UINT64_MAX))
+			continue;
+		uint64_t now = sl__clock_ns();
+		for (uint32_t j = 0; j < r.n; j++)
+			sl_limiter_refund(r.lim[j], r.units[j], now);
+	}
 }
 
 int sl__fair_init_unsync(void)
@@ -159,7 +164,7 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 	if (c->credit_rules != 0)
 		sl__fair_return(c);
 	uint32_t rules = c->nb_rules & fair_rules;
-	if (tab == NULL || rules == 0 || dir != SL_DIR_IN || (unsigned)c->fd >= sl__fd_cap)
+	if (tab == NULL || rules == 0 || (unsigned)c->fd >= sl__fd_cap)
 		return 0;
 	struct resv *r = &tab[c->fd][dir];
 	uint32_t st = FAIR_NONE;

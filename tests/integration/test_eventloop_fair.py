@@ -9,7 +9,9 @@ process) in one event loop get equal shares while they are all backlogged
               smallest ends (at about 4 s), then 1/3: about 4, 7, 7, 8 s;
   curl one    a single 3 MiB download still gets the whole rate (3.0 s);
   node 2x2    node, two http.get downloads of 2 MiB at once: the same as
-              curl 2x2.
+              curl 2x2;
+  uploads     the same three cases for sends: python asyncio uploads under
+              `--send 1MiB/s` to a sink here.
 
 Lower bounds are strict (no download can beat what the limit allows of the
 bytes before it), upper bounds generous.
@@ -21,6 +23,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 
 import eventloop_lib as el
 from eventloop_lib import check, finish
@@ -44,6 +47,72 @@ for (const name of ["a", "b"]) {
   });
 }
 '''
+
+
+UPLOAD = r'''
+import asyncio, sys
+port, sizes = int(sys.argv[1]), [int(x) for x in sys.argv[2:]]
+async def up(n):
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(b"x" * n)
+    await w.drain()
+    w.close()
+    await w.wait_closed()
+async def main():
+    await asyncio.gather(*(up(n) for n in sizes))
+asyncio.run(main())
+'''
+
+
+def uploads(sizes):
+    """asyncio uploads of `sizes` bytes at once under --send 1MiB/s to a
+    sink here: {size: [seconds from the first connection to its EOF]}."""
+    import socket
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(16)
+    lst.settimeout(10)
+    done, t0 = {}, []
+
+    def sink(c):
+        n = 0
+        c.settimeout(30)
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                n += len(b)
+        except OSError:
+            pass
+        done.setdefault(n, []).append(time.monotonic() - t0[0])
+        c.close()
+
+    def accept():
+        ths = []
+        for _ in sizes:
+            try:
+                c, _ = lst.accept()
+            except OSError:
+                break
+            if not t0:
+                t0.append(time.monotonic())
+            th = threading.Thread(target=sink, args=(c,))
+            th.start()
+            ths.append(th)
+        for th in ths:
+            th.join(40)
+
+    acc = threading.Thread(target=accept)
+    acc.start()
+    import sys
+    up = el.Proc(["--send", "1MiB/s"], [sys.executable, "-c", UPLOAD,
+                                        str(lst.getsockname()[1])] + [str(n) for n in sizes])
+    up.wait(60)
+    acc.join(40)
+    lst.close()
+    check(up.rc == 0, "asyncio uploads %s exited 0 (rc %s)" % (sizes, up.rc))
+    return {k: sorted(v) for k, v in done.items()}
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -147,6 +216,24 @@ def main():
         srv.shutdown()
         srv.server_close()
         shutil.rmtree(d, ignore_errors=True)
+
+    # The same for sends: asyncio uploads sharing --send 1MiB/s.
+    t = uploads([2 * MIB, 2 * MIB])
+    ts = t.get(2 * MIB, [])
+    print("measured: asyncio uploads 2x2 MiB: %s s" % ", ".join("%.3f" % x for x in ts))
+    check(len(ts) == 2 and ts[0] > 0 and ts[1] / ts[0] <= 1.10 and
+          (4 * MIB - BURST) / RATE <= ts[1] < 5.5,
+          "uploads 2x2: both end at about 4 s, within 10 %")
+    t = uploads([MIB, 2 * MIB, 2 * MIB, 3 * MIB])
+    print("measured: asyncio uploads 1,2,2,3 MiB: %s" % t)
+    t1, t2, t3 = t.get(MIB, [0]), t.get(2 * MIB, []), t.get(3 * MIB, [0])
+    check(3.5 <= t1[0] < 4.6 and len(t2) == 2 and all(6.5 <= x < 7.9 for x in t2) and
+          (8 * MIB - BURST) / RATE <= t3[0] < 9.5,
+          "uploads 1223: about 4, 7, 7 and 8 s (1/4 each, then 1/3)")
+    t = uploads([3 * MIB])
+    t3 = t.get(3 * MIB, [0])[0]
+    print("measured: one asyncio upload of 3 MiB: %.3f s" % t3)
+    check((3 * MIB - BURST) / RATE <= t3 < 3.3, "one upload gets the whole rate (%.3f s)" % t3)
     finish()
 
 
