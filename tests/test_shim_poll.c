@@ -416,6 +416,39 @@ static void test_shim_poll_recv_turns(void **state)
 	close(lst2);
 }
 
+/* The same for two senders sharing one send limiter. */
+static void test_shim_poll_send_turns(void **state)
+{
+	struct fix *f = *state;
+	int lst2, cli2, srv2;
+	struct sockaddr_in a2;
+	loopback_pair(&lst2, &cli2, &srv2, &a2);
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	set_nonblock(cli2);
+	uint64_t until = NONE;
+	throttle_send(f); /* A: 100 B, its turn at T0 + 50 ms */
+	errno = 0;
+	assert_int_equal(send(cli2, f->buf, 400, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 100 * MS); /* B: after A */
+	fake_now = T0 + 50 * MS;
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 50);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 150 * MS); /* A again: after B */
+	fake_now = T0 + 100 * MS;
+	assert_int_equal(send(cli2, f->buf, 400, 0), 50);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 200 * MS);
+	assert_int_equal(n_sleeps, 0);
+	close(srv2);
+	close(cli2);
+	close(lst2);
+}
+
 /* A non-blocking recvmmsg returns what the tokens allow, or EAGAIN with the
  * fd held back (it waited in place). */
 static void test_shim_poll_recvmmsg(void **state)
@@ -585,6 +618,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_edge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_oneshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recv_turns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_send_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recvmmsg, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_deferred_connect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_accept_epoll, setup, teardown),
