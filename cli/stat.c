@@ -219,9 +219,11 @@ static const struct {
 } prom_metrics[] = {
 	{ "sluice_calls_total", "counter", "Calls the rule matched.", 0 },
 	{ "sluice_admitted_total", "counter", "Matched calls that went through.", 1 },
-	{ "sluice_delayed_total", "counter", "Matched calls that waited.", 2 },
+	{ "sluice_delayed_total", "counter",
+	  "Matched calls that waited (non-blocking: answered EAGAIN or cut short).", 2 },
 	{ "sluice_refused_total", "counter", "Matched calls that were refused.", 3 },
-	{ "sluice_delay_seconds_total", "counter", "Time matched calls waited.", 4 },
+	{ "sluice_delay_seconds_total", "counter",
+	  "Time matched calls waited (non-blocking: their fds were held back).", 4 },
 	{ "sluice_delay_max_seconds", "gauge", "Longest wait of one call.", 5 },
 	{ "sluice_bytes_total", "counter", "Bytes moved by admitted calls.", 6 },
 	{ "sluice_available", "gauge", "Units the limiter would admit now.", -1 },

@@ -19,14 +19,20 @@
  * Non-blocking sockets (nb.c, ready.c), under delay rules with
  * nonblock=eagain: an accept that would wait before the real accept fails
  * with EAGAIN and the listening fd is reported readable when its slot comes.
- * Waits that come after the real accept (per=peer) are still taken in place.
+ * A connection that a per=peer rule would make wait after the real accept is
+ * held instead (acchold.c), its slot reserved, and the call goes on with
+ * the next connection in the backlog (at most SL_AH_PER_CALL held per call):
+ * the program gets another peer's connection or EAGAIN, and the held one
+ * from an accept once its slot has come.
  */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "accept.h"
+#include "acchold.h"
 #include "act.h"
+#include "clock.h"
 #include "fd.h"
 #include "nb.h"
 #include "real.h"
@@ -83,11 +89,37 @@ static uint32_t arrival_rules(struct sl_call *c, uint32_t pre, uint32_t conns)
 	return rate == 0 ? pre : (pre & conns) | (rate & sl__call_nb(c));
 }
 
+/* per=peer rules of `rules` that wait after the real accept and may hold
+ * the connection instead (acchold.c): delay with nonblock=eagain. */
+static uint32_t hold_rules(uint32_t rules)
+{
+	uint32_t m = 0;
+	for (uint32_t rest = rules & sl__st.eagain_rules & ~sl__st.conns_rules; rest != 0;
+	     rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		if (sl__st.policy.rules[i].scope == SL_SCOPE_PEER)
+			m |= (uint32_t)1 << i;
+	}
+	return m;
+}
+
+/* Connections one accept call may hold before it gives up with EAGAIN. */
+#define SL_AH_PER_CALL 16
+
 static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
-			  const struct sl_fdrec *rec)
+			  const struct sl_fdrec *rec, int depth)
 {
 	int saved = errno;
 	sl__busy = 1;
+	/* A held connection whose slot has come is the answer (acchold.c). */
+	if (sl__ah_on()) {
+		int h = sl__ah_take(fd, sl__clock_ns(), sa, len, flags);
+		if (h >= 0) {
+			sl__busy = 0;
+			errno = saved;
+			return h;
+		}
+	}
 	uint32_t rules = rec->match[SL_K_ACCEPT], conns = rules & sl__st.conns_rules;
 	uint32_t pre = pre_rules(rules);
 	struct sl_call c;
@@ -125,7 +157,44 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 	 * the connection, but never without its conns slots: it takes them
 	 * only if they are free now (call_no_wait), else the connection
 	 * is reset and the call fails with EINTR. */
-	err = sl__admit(&c, rules & ~pre & ~conns, 1, &g2);
+	/* A non-blocking listener whose per=peer rules would make it wait
+	 * holds the connection instead, its slot reserved (c.defer: ready_ns
+	 * says when), and goes on with the next one in the backlog. */
+	const uint32_t post = rules & ~pre & ~conns, held = hold_rules(post);
+	if (held != 0 && depth < SL_AH_PER_CALL) {
+		c.defer = true;
+		c.nb_maybe |= held;
+		c.ready_ns = 0;
+	}
+	err = sl__admit(&c, post, 1, &g2);
+	c.defer = false;
+	if (err == 0 && c.ready_ns > sl__clock_ns()) {
+		uint64_t due = c.ready_ns;
+		err = sl__admit(&c, conns, 1, &gc);
+		if (err == 0 && sl__ah_hold(fd, r, due, (struct sockaddr *)&ss, sslen)) {
+			struct sl_limiter *lims[SL_MAX_RULES];
+			sl__fd_set_conn(r, lims, sl__grant_conns(&gc, lims));
+			sl__call_end(&c, rules, true);
+			errno = saved;
+			int next = accept_slow(fd, sa, len, flags, rec, depth + 1);
+			sl__busy = 0;
+			return next;
+		}
+		if (err == 0) /* the table is full: wait in place, as before (a
+			       * signal: the program keeps the connection) */
+			sl__sleep_until(due);
+		else
+			sl__grant_refund(&c, &g2, 1);
+		if (err == 0) {
+			struct sl_limiter *lims[SL_MAX_RULES];
+			sl__fd_set_conn(r, lims, sl__grant_conns(&gc, lims));
+			sl__call_end(&c, rules, true);
+			sl__busy = 0;
+			errno = e;
+			return r;
+		}
+		g2.rules = 0;
+	}
 	bool intr = err == EINTR;
 	if (intr)
 		call_no_wait(&c);
@@ -165,5 +234,5 @@ int sl__accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 			sl__fd_created(r);
 		return r;
 	}
-	return accept_slow(fd, sa, len, flags, &rec);
+	return accept_slow(fd, sa, len, flags, &rec, 0);
 }

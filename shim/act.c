@@ -67,6 +67,7 @@
 #include "breaker.h"
 #include "record.h"
 #include "clock.h"
+#include "fair.h"
 #include "fd.h"
 #include "lease.h"
 #include "log.h"
@@ -95,7 +96,7 @@ void sl__call_begin_at(struct sl_call *c, int fd, enum sl_op op, const struct sl
 	c->timeout_known = timeout_opt == 0 || sl__sandboxed(); /* no getsockopt there */
 	c->start_fresh = true;
 	c->defer = c->nb_partial = c->ident_checked = c->passing = false;
-	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = 0;
+	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = c->credit_rules = 0;
 	c->waited_ns = c->nb_want = c->ready_ns = 0;
 }
 
@@ -373,11 +374,20 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 		/* Police every rule first: a call none of them delays ends here. */
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		struct sl_limiter *l = sl__limiter(c, i);
-		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
+		/* Units of the fd's reserved turn are taken already (fair.c):
+		 * only the rest is asked for, and the turn's are used only if
+		 * the call is admitted (a refused one keeps them). */
+		uint64_t k = 0;
+		if (__builtin_expect((c->credit_rules >> i) & 1, 0))
+			k = c->credit[i] < n ? c->credit[i] : n;
+		struct sl_decision d = k < n ? sl_limiter_acquire(l, n - k, now, 0)
+					     : (struct sl_decision){.verdict = SL_ADMIT};
 		if (__builtin_expect(d.verdict == SL_ADMIT && d.wait_ns == 0, 1))
 			grant_add(g, i, l, now);
 		else
-			err = admit_slow(c, i, l, n, g, now, &due, d);
+			err = admit_slow(c, i, l, n - k, g, now, &due, d);
+		if (k != 0 && err == 0)
+			c->credit[i] -= k;
 	}
 	/* due stays 0 unless a rule must wait; call_sleep returns at once if
 	 * the instant has passed. */
@@ -407,6 +417,9 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			const struct sl_rule *r = &sl__st.policy.rules[i];
 			struct sl_limiter *l = sl__limiter(c, i);
 			uint64_t a = sl_limiter_available(l, now), need = 1;
+			/* Units of the fd's reserved turn are the call's (fair.c). */
+			if ((c->credit_rules >> i) & 1)
+				a = sl__sat_add(a, c->credit[i]);
 			/* An nb rule needs sl__need units, never more than the
 			 * call still wants: only when fewer are there is the
 			 * fd's mode asked. A blocking wait for a delay rule
@@ -494,8 +507,16 @@ void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		/* The units were already received: they go on the limiter's
 		 * account as debt that later calls wait for, whatever it says
-		 * (a policing acquire would drop a charge over the limit). */
-		sl_limiter_charge(sl__limiter(c, i), n, now);
+		 * (a policing acquire would drop a charge over the limit). The
+		 * units of a reserved turn are taken already (fair.c). */
+		uint64_t k = n;
+		if ((c->credit_rules >> i) & 1) {
+			uint64_t used = c->credit[i] < k ? c->credit[i] : k;
+			c->credit[i] -= used;
+			k -= used;
+		}
+		if (k != 0)
+			sl_limiter_charge(sl__limiter(c, i), k, now);
 	}
 }
 
@@ -507,6 +528,8 @@ void sl__stats_bytes(uint32_t rules, uint64_t n)
 
 void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes)
 {
+	if (__builtin_expect(c->credit_rules != 0, 0)) /* a turn's units left */
+		sl__fair_return(c);
 	sl__stats_end(rules, ok, bytes);
 	for (uint32_t rest = rules & c->delayed_rules; rest != 0; rest &= rest - 1) {
 		struct sl_rstats *s = &sl__st.stats[__builtin_ctz(rest)];

@@ -51,6 +51,9 @@ struct sl_call {
 	uint64_t ready_ns;       /* nb/defer: the instant the call would have waited for */
 	uint16_t pin[SL_MAX_RULES]; /* per rule in `pinned`: the peer table entry
 	                               the call pins (scope.c), or SL_PIN_NONE */
+	uint32_t credit_rules;   /* rules in whose limiter this call has units
+	                            already taken: the fd's reserved turn (fair.c) */
+	uint64_t credit[SL_MAX_RULES]; /* per rule in credit_rules: those units */
 };
 
 /* The limiter of rule i for call c (its fd, its peer address). A per=peer

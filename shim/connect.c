@@ -11,9 +11,11 @@
  *
  * Non-blocking sockets (nb.c, ready.c), under delay rules with
  * nonblock=eagain: a connect has its rate slot reserved, returns EINPROGRESS
- * at once and connects for real when the slot comes. Its conns slots are
- * still taken in place. A connect on a TCP socket already connecting or
- * connected goes to the kernel uncharged.
+ * at once and connects for real when the slot comes. Its conns slots, if
+ * they are full, are waited for the same way (connwait.c), unless a conns
+ * rule is per=thread, per=peer or redis=KEY (then in place). A connect on
+ * a TCP socket already connecting or connected goes to the kernel
+ * uncharged.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -21,6 +23,7 @@
 
 #include "act.h"
 #include "connect.h"
+#include "connwait.h"
 #include "fd.h"
 #include "match.h"
 #include "nb.h"
@@ -67,7 +70,19 @@ static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	int err = sl__admit(&c, rules & ~conns, 1, &g);
 	if (err != 0)
 		return sl__call_fail(&c, rules, err);
-	err = sl__admit(&c, conns, 1, &gc);
+	/* A non-blocking connect whose conns slots are full waits for them
+	 * without blocking (connwait.c), if every one of its conns rules can. */
+	const bool later = conns != 0 && sl__cw_may_defer(conns);
+	err = later ? sl__cw_take(&c, conns, &gc) : sl__admit(&c, conns, 1, &gc);
+	if (later && err != 0) {
+		if (sl__cw_nonblock(fd) && sl__cw_defer(&c, conns, sa, len)) { /* EINPROGRESS */
+			sl__call_end(&c, rules, true);
+			sl__busy = 0;
+			errno = EINPROGRESS;
+			return -1;
+		}
+		err = sl__admit(&c, conns, 1, &gc); /* blocking, or cannot be kept: in place */
+	}
 	if (err != 0) {
 		sl__grant_refund(&c, &g, 1);
 		return sl__call_fail(&c, rules, err);

@@ -39,6 +39,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "acchold.h"
 #include "clock.h"
 #include "epoll.h"
 #include "fd.h"
@@ -464,6 +465,35 @@ static int ep_wait_once(enum ep_how how, int epfd, struct epoll_event *ev, int m
 				  : SL_REAL(epoll_wait)(epfd, ev, max, to);
 }
 
+/* Add an EPOLLIN event for each listener registered in epfd that has a
+ * held connection due (acchold.c: the kernel's listener may have nothing
+ * queued), unless the kernel reported it already. Raw tokens, before
+ * ep_translate. Returns the new count. */
+static int ep_inject(int epfd, struct epoll_event *ev, int n, int max)
+{
+	uint64_t now = sl__clock_ns();
+	const uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < hi && n < max; fd++) {
+		struct ep_fd *e = &ep_table[fd];
+		if (atomic_load_explicit(&e->n, memory_order_relaxed) == 0 ||
+		    !sl__ah_due((int)fd, now))
+			continue;
+		for (int s = 0; s < SL_EP_SLOTS && n < max; s++) {
+			struct ep_reg *g = &e->r[s];
+			if (atomic_load_explicit(&g->epfd1, memory_order_relaxed) != epfd + 1 ||
+			    !(atomic_load_explicit(&g->events, memory_order_relaxed) & EPOLLIN))
+				continue;
+			uint64_t tok = SL_EP_TOKEN(fd, s);
+			bool there = false;
+			for (int k = 0; k < n && !there; k++)
+				there = ev[k].data.u64 == tok;
+			if (!there)
+				ev[n++] = (struct epoll_event){.events = EPOLLIN, .data.u64 = tok};
+		}
+	}
+	return n;
+}
+
 /* The wait loop of every epoll_wait flavour; deadline is absolute
  * (UINT64_MAX: none). */
 static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max,
@@ -471,8 +501,14 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max,
 {
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
+		if (sl__ah_on()) { /* held connections (acchold.c) */
+			uint64_t h = sl__ah_next(now);
+			next = h < next ? h : next;
+		}
 		uint64_t t = deadline < next ? deadline : next, d = t > now ? t - now : 0;
 		int n = ep_wait_once(how, epfd, ev, max, t, d, next < deadline, mask);
+		if (n >= 0 && sl__ah_on())
+			n = ep_inject(epfd, ev, n, max);
 		if (n <= 0 && (n < 0 || sl__clock_ns() >= deadline))
 			return n;
 		if (n > 0 && (n = ep_translate(ev, n)) > 0)

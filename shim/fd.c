@@ -87,6 +87,8 @@ static _Atomic uint32_t busy_hi; /* 1 + the highest fd ever classified */
 /* What other modules do when an fd number is forgotten (init only). */
 static void (*forget_hooks[4])(int fd);
 static unsigned n_forget_hooks;
+/* The deferred connects' hooks (connwait.c), or NULL (init only). */
+static const struct sl_conn_hooks *conn_hooks;
 
 /* Allocate the records (once; later calls just clear them). Not
  * thread-safe: init only. Returns 0 or -1. */
@@ -317,14 +319,30 @@ static void conn_put(uint32_t c)
 	struct sl_limiter *lims[SL_CONN_RULES];
 	uint32_t n = cn->n;
 	memcpy(lims, cn->lims, sizeof(lims));
-	/* acq_rel: release, so that this dropper's reads of the record happen
-	 * before a later claimer rewrites it (the acquire CAS of refs in
-	 * sl__fd_set_conn); acquire, so that the last dropper's releases come
-	 * after every other dropper's reads. */
-	if (atomic_fetch_sub_explicit(&cn->refs, 1, memory_order_acq_rel) != 1)
+	/* The last reference asks the hook whether the slots were taken (a
+	 * deferred connect takes them when it starts): asked while refs is
+	 * still 1, so that the record cannot be claimed again meanwhile. */
+	bool held = true, asked = false;
+	uint32_t r = atomic_load_explicit(&cn->refs, memory_order_acquire);
+	for (;;) {
+		if (r == 1 && !asked && conn_hooks != NULL) {
+			held = conn_hooks->last(c);
+			asked = true;
+		}
+		/* acq_rel: release, so that this dropper's reads of the record
+		 * happen before a later claimer rewrites it (the acquire CAS of
+		 * refs in sl__fd_set_conn); acquire, so that the last dropper's
+		 * releases come after every other dropper's reads. */
+		if (atomic_compare_exchange_weak_explicit(&cn->refs, &r, r - 1, memory_order_acq_rel,
+							  memory_order_acquire))
+			break;
+	}
+	if (r != 1)
 		return;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; held && i < n; i++)
 		conn_release(lims[i]);
+	if (held && n != 0 && conn_hooks != NULL)
+		conn_hooks->released();
 }
 
 /* Mark fd unknown but keep its connection (its peer changed), and its
@@ -363,7 +381,12 @@ void sl__fd_forget(int fd)
 	uint8_t b = atomic_exchange_explicit(&sl__fdbits[fd], 0, memory_order_relaxed);
 	if (!(b & SL_FDB_CONN))
 		return;
-	uint32_t c = atomic_exchange_explicit(&sl__fdrecs[fd].conn, 0, memory_order_acquire);
+	/* seq_cst: a deferred connect being started on fd checks that fd still
+	 * refers to its record after it marked it started; this closer looks
+	 * at that mark after the exchange (conn_hooks->closing). */
+	uint32_t c = atomic_exchange(&sl__fdrecs[fd].conn, 0);
+	if (c != 0 && conn_hooks != NULL)
+		conn_hooks->closing(fd, c);
 	if (c != 0)
 		conn_put(c);
 }
@@ -422,18 +445,10 @@ void sl__fd_dup(int oldfd, int newfd)
 	fd_attach(newfd, c);
 }
 
-void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
+/* Claim a free connection record for fd's slots of lims (at most
+ * SL_CONN_RULES): index + 1 with one reference, or 0 if none is free. */
+static uint32_t conn_claim(int fd, struct sl_limiter *const *lims, unsigned n)
 {
-	if (n == 0)
-		return;
-	/* Each slot keeps its per=peer entry (given back by conn_release). */
-	for (unsigned i = 0; i < n; i++)
-		sl__peer_pin(lims[i]);
-	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL) {
-		for (unsigned i = 0; i < n; i++)
-			conn_release(lims[i]);
-		return;
-	}
 	for (uint32_t probe = 0; probe < sl__fd_cap; probe++) {
 		uint32_t i = ((uint32_t)fd + probe) % sl__fd_cap;
 		uint32_t expect = 0;
@@ -446,13 +461,42 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 		cn->n = n > SL_CONN_RULES ? SL_CONN_RULES : n;
 		for (unsigned j = 0; j < cn->n; j++)
 			cn->lims[j] = lims[j];
-		for (unsigned j = cn->n; j < n; j++)
-			conn_release(lims[j]);
-		fd_attach(fd, i + 1);
-		return;
+		return i + 1;
 	}
+	return 0;
+}
+
+void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
+{
+	if (n == 0)
+		return;
+	/* Each slot keeps its per=peer entry (given back by conn_release). */
 	for (unsigned i = 0; i < n; i++)
-		conn_release(lims[i]);
+		sl__peer_pin(lims[i]);
+	uint32_t c = 0;
+	if ((unsigned)fd < sl__fd_cap && sl__fdrecs != NULL)
+		c = conn_claim(fd, lims, n);
+	for (unsigned j = c != 0 ? SL_CONN_RULES : 0; j < n; j++)
+		conn_release(lims[j]);
+	if (c != 0)
+		fd_attach(fd, c);
+}
+
+uint32_t sl__fd_conn_claim(int fd, struct sl_limiter *const *lims, unsigned n)
+{
+	if (n == 0 || n > SL_CONN_RULES || (unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
+		return 0;
+	return conn_claim(fd, lims, n);
+}
+
+void sl__fd_conn_attach(int fd, uint32_t c)
+{
+	fd_attach(fd, c);
+}
+
+void sl__fd_on_conn_unsync(const struct sl_conn_hooks *hooks)
+{
+	conn_hooks = hooks;
 }
 
 void sl__fdtab_after_fork_unsync(void)

@@ -111,6 +111,25 @@ bool sl__fd_same(int fd);
 void sl__fd_scan_unsync(void);
 /* Record that fd holds one slot of each limiter in lims (a new connection). */
 void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n);
+/* A connection whose slots are taken later (a deferred connect,
+ * connwait.c): claim a record for the slots of lims (n <= SL_CONN_RULES),
+ * with one reference and no fd yet: index + 1, or 0 if none is free. */
+uint32_t sl__fd_conn_claim(int fd, struct sl_limiter *const *lims, unsigned n);
+/* Make fd refer to record c, whose reference the caller hands over. */
+void sl__fd_conn_attach(int fd, uint32_t c);
+/* What the owner of deferred connects is told about connection records. */
+struct sl_conn_hooks {
+	/* fd stops referring to record c (its close): runs after fd's
+	 * reference is cut (seq_cst), before it is dropped. */
+	void (*closing)(int fd, uint32_t c);
+	/* The last reference to record c is being dropped: true if its slots
+	 * were taken (they are then given back). */
+	bool (*last)(uint32_t c);
+	/* Slots were given back (a waiting connect may take them). */
+	void (*released)(void);
+};
+/* Register them. Init only. */
+void sl__fd_on_conn_unsync(const struct sl_conn_hooks *hooks);
 /* Mark fd unknown but keep its connection (connect changed its peer). */
 void sl__fd_invalidate(int fd);
 /* Allocate (once) and clear the table. Init only. Returns 0 or -1. */

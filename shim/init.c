@@ -31,6 +31,7 @@
 
 #include "breaker.h"
 #include "clock.h"
+#include "connwait.h"
 #include "epoll.h"
 #include "fd.h"
 #include "files.h"
@@ -181,6 +182,7 @@ static void atfork_child(void)
 		sl__stats_reset();
 	}
 	sl__fdtab_after_fork_unsync();
+	sl__cw_after_fork_unsync();
 	sl__scope_after_fork_unsync();
 	sl__ep_after_fork_unsync();
 }

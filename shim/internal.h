@@ -39,12 +39,16 @@
  *                 absolute deadlines, refuse, refund, socket timeouts, EINTR;
  *   nb.c/h        non-blocking calls: a wait becomes EAGAIN or a partial
  *                 count, and the fd is held back until its tokens are there;
+ *   fair.c/h      the turns of non-blocking fds waiting for one byte
+ *                 limiter, reserved in the limiter in the order they wait;
  *   ready.c/h     when each held-back fd is ready again, deferred connects,
  *                 the timer that wakes event loops, and the "readiness
  *                 changed" hook that epoll.c registers;
  *   xfer.c/h      the transfer engine of both directions: pieces, the send
  *                 fast path, partial counts, the receive loop;
  *   connect.c/h   the rate and conns rules of connect;
+ *   connwait.c/h  a non-blocking connect that waits for a conns slot
+ *                 without blocking (its connection record, its start);
  *   accept.c/h    the rate and conns rules of accept;
  *   breaker.c/h   circuit breakers on connect (SLUICE_BREAK): fail fast while
  *                 open, one probe, outcomes from connect and SO_ERROR; their

@@ -16,6 +16,7 @@
 
 #include "call.h"
 #include "clock.h"
+#include "fair.h"
 #include "fd.h"
 #include "log.h"
 #include "nb.h"
@@ -98,9 +99,23 @@ void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
 		return;
 	int saved = errno;
 	uint64_t now = sl__clock_ns(), t = c->ready_ns;
-	if (t == 0 && cut)
+	/* Event-loop throttling counts as a delay (sl__call_end): a call
+	 * refused (sl__nb_refuse) or cut short with the tokens of its next
+	 * call missing (not by the kernel alone), and the time the fd is held
+	 * back from now to the instant it is ready (only what extends an
+	 * earlier hold). */
+	/* Its next turn is reserved in the limiters that can (fair.c): the
+	 * fds waiting for one limiter get their turns in order. */
+	uint64_t turn = sl__fair_reserve(c, dir, now);
+	if (turn != 0)
+		t = turn;
+	else if (t == 0 && cut)
 		t = nb_next(c, now);
-	if (t > now)
-		sl__ready_hold(c->fd, dir, t);
+	if (t > now) {
+		if (cut)
+			c->delayed_rules |= c->nb_rules;
+		uint64_t prev = sl__ready_hold(c->fd, dir, t), from = prev > now ? prev : now;
+		c->waited_ns += t > from ? t - from : 0;
+	}
 	errno = saved;
 }

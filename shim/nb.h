@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "call.h"
+#include "fair.h"
 #include "internal.h"
 #include "ready.h"
 #include "state.h"
@@ -31,6 +32,10 @@
 static inline void sl__nb_begin(struct sl_call *c, int flags, uint32_t rules)
 {
 	uint32_t m = rules & sl__st.eagain_rules;
+	/* The turn an earlier call of this fd reserved (fair.h) is given back
+	 * first: this call finds its units available. */
+	if (c->op == SL_OP_RECV || c->op == SL_OP_SEND)
+		sl__fair_settle(c, c->op == SL_OP_RECV ? SL_DIR_IN : SL_DIR_OUT);
 	if (flags & MSG_DONTWAIT)
 		c->nb_rules = m;
 	else

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "acchold.h"
 #include "clock.h"
 #include "hup.h"
 #include "ready.h"
@@ -102,6 +103,10 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 	struct poll_held hd = {.n = 0};
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
+		if (sl__ah_on()) { /* held connections (acchold.c) */
+			uint64_t h = sl__ah_next(now);
+			next = h < next ? h : next;
+		}
 		unsigned ne = 0;
 		for (nfds_t i = 0; i < n && ne < SL_POLL_EDITS; i++) {
 			int fd = fds[i].fd;
@@ -130,6 +135,14 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 		}
 		if (r > 0)
 			r = poll_hup(fds, n, r, &hd);
+		/* A listener with a held connection due is readable
+		 * (acchold.c), whatever the kernel says of its backlog. */
+		for (nfds_t i = 0; r >= 0 && sl__ah_on() && i < n; i++)
+			if (fds[i].fd >= 0 && (fds[i].events & POLLIN) &&
+			    sl__ah_due(fds[i].fd, sl__clock_ns())) {
+				r += fds[i].revents == 0;
+				fds[i].revents |= POLLIN;
+			}
 		errno = e;
 		if (r != 0 || sl__clock_ns() >= deadline)
 			return r;
@@ -170,6 +183,10 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 {
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
+		if (sl__ah_on()) { /* held connections (acchold.c) */
+			uint64_t h = sl__ah_next(now);
+			next = h < next ? h : next;
+		}
 		for (int j = 0; j < 3; j++)
 			if (s->user[j] != NULL)
 				s->k[j] = *s->user[j];
@@ -192,6 +209,13 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 					 mask);
 		if (r < 0)
 			return r;
+		/* A listener with a held connection due is readable. */
+		for (int fd = 0; sl__ah_on() && s->user[0] != NULL && fd < nfds; fd++)
+			if (FD_ISSET(fd, s->user[0]) && !FD_ISSET(fd, &s->k[0]) &&
+			    sl__ah_due(fd, sl__clock_ns())) {
+				FD_SET(fd, &s->k[0]);
+				r++;
+			}
 		if (r > 0 || sl__clock_ns() >= deadline) {
 			for (int j = 0; j < 3; j++)
 				if (s->user[j] != NULL)

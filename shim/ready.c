@@ -38,8 +38,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "acchold.h"
 #include "call.h"
 #include "clock.h"
+#include "connwait.h"
+#include "fair.h"
 #include "fd.h"
 #include "log.h"
 #include "ready.h"
@@ -97,6 +100,11 @@ static bool changed(int fd)
 	return change_hook != NULL && change_hook(fd);
 }
 
+void sl__ready_changed(int fd)
+{
+	changed(fd);
+}
+
 static void ready_forget(int fd);
 
 int sl__ready_init_unsync(void)
@@ -128,12 +136,14 @@ int sl__ready_init_unsync(void)
 		atomic_store_explicit(&timer_bits[w], 0, memory_order_relaxed);
 	atomic_store_explicit(&timer_words, 0, memory_order_relaxed);
 	atomic_store_explicit(&timer_next, UINT64_MAX, memory_order_relaxed);
-	if (on)
+	if (on) {
 		sl__fd_on_forget_unsync(ready_forget);
+		sl__ah_init_unsync();
+	}
 	/* Relaxed: init runs before any wrapper (or between test cases). */
 	atomic_store_explicit(&eagain_on, on, memory_order_relaxed);
 	sl__st.eagain_rules = eagain;
-	return 0;
+	return sl__cw_init_unsync() != 0 || sl__fair_init_unsync() != 0 ? -1 : 0;
 }
 
 bool sl__ready_on(void)
@@ -142,22 +152,25 @@ bool sl__ready_on(void)
 	return atomic_load_explicit(&eagain_on, memory_order_relaxed) && sl__st.active;
 }
 
-void sl__ready_hold(int fd, enum sl_dir dir, uint64_t t)
+uint64_t sl__ready_hold(int fd, enum sl_dir dir, uint64_t t)
 {
 	if (ready_at == NULL || (unsigned)fd >= sl__fd_cap)
-		return;
+		return 0;
 	/* Relaxed: a timestamp; the wait wrappers only compare it. */
-	atomic_store_explicit(&ready_at[fd][dir], t, memory_order_relaxed);
+	uint64_t prev = atomic_exchange_explicit(&ready_at[fd][dir], t, memory_order_relaxed);
 	note_fd(fd);
 	changed(fd);
+	return prev;
 }
 
 uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until)
 {
 	if (ready_at == NULL || (unsigned)fd >= sl__fd_cap)
 		return 0;
+	uint32_t h = sl__cw_hidden(fd, now, until); /* waits for a conns slot */
+	if (h != 0)
+		return h;
 	uint64_t u = *until;
-	uint32_t h = 0;
 	/* Acquire pairs with the release in sl__connect_defer: due_ns is set. */
 	uint32_t st = atomic_load_explicit(&pend[fd].state, memory_order_acquire);
 	if (st == SL_CONN_PENDING || st == SL_CONN_STARTING) {
@@ -309,6 +322,8 @@ static int connect_take_err(int fd)
 
 bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 {
+	if (sl__cw_again(fd, ret))
+		return true;
 	if (pend == NULL || (unsigned)fd >= sl__fd_cap ||
 	    atomic_load_explicit(&pend[fd].state, memory_order_relaxed) == SL_CONN_NONE)
 		return false;
@@ -327,6 +342,8 @@ bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *re
 
 int sl__connect_soerror(int fd, int *err)
 {
+	if (sl__cw_soerror(fd, err))
+		return 1;
 	if (pend == NULL || (unsigned)fd >= sl__fd_cap ||
 	    atomic_load_explicit(&pend[fd].state, memory_order_relaxed) == SL_CONN_NONE)
 		return 0;

@@ -36,9 +36,13 @@ bool sl__ready_on(void);
  * also re-armed the timer for what is still hidden). Init only. */
 void sl__ready_on_change_unsync(bool (*hook)(int fd));
 
+/* What is hidden of fd changed (not through sl__ready_hold): bring its
+ * epoll registrations in line. */
+void sl__ready_changed(int fd);
 /* Hold fd back in dir until the instant t (now < t): poll and epoll do not
- * report that direction before it. */
-void sl__ready_hold(int fd, enum sl_dir dir, uint64_t t);
+ * report that direction before it. Returns the instant it was held back
+ * until before (0: never; the stats count only the extension). */
+uint64_t sl__ready_hold(int fd, enum sl_dir dir, uint64_t t);
 /* poll bits of fd hidden at now (0, SL_HIDE_* or SL_HIDE_ALL); *until gets
  * the earliest instant that changes (left alone if nothing is hidden). */
 uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until);

@@ -25,6 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "connwait.h"
 #include "fd.h"
 #include "real.h"
 #include "sandbox.h"
@@ -187,13 +188,20 @@ SL_EXPORT long syscall(long nr, ...)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
 	switch (nr) {
-	case SYS_close:
-		if (sl__fd_known((int)a[0]))
-			sl__fd_forget((int)a[0]);
-		return raw(nr, a);
-	case SYS_close_range:
+	case SYS_close: {
+		if (!sl__fd_known((int)a[0]))
+			return raw(nr, a);
+		sl__fd_forget((int)a[0]);
+		long r = raw(nr, a);
+		sl__cw_after_close(); /* as close(): waiting connects get the slot */
+		return r;
+	}
+	case SYS_close_range: {
 		sl__fd_forget_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
-		return raw(nr, a);
+		long r = raw(nr, a);
+		sl__cw_after_close();
+		return r;
+	}
 	case SYS_seccomp:
 	case SYS_prctl:
 		if (sl__sandbox_syscall(nr, a[0], a[1])) {

@@ -6,8 +6,9 @@
  * A generated wrapper's fast path is the fd's pass bit and a tail call to
  * libc; past it, slow_NAME below describes the call in a struct sl_io for
  * sl__recv (xfer.c), whose file comment gives the receive semantics. recvmmsg receives at most as
- * many messages as message rules allow now (waiting for one) and charges
- * the bytes after the fact.
+ * many messages as message rules allow now (waiting for one, or, on a
+ * non-blocking call, EAGAIN with the fd held back until it is there) and
+ * charges the bytes after the fact.
  */
 #undef _FORTIFY_SOURCE
 #include <errno.h>
@@ -16,6 +17,7 @@
 
 #include "act.h"
 #include "fd.h"
+#include "nb.h"
 #include "real.h"
 #include "xfer.h"
 
@@ -128,15 +130,21 @@ SL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
 	struct sl_call c;
 	sl__call_begin(&c, fd, SL_OP_RECV, rec.peer.family != 0 ? &rec.peer : NULL, SO_RCVTIMEO);
+	/* Non-blocking (nb.h): what the tokens allow now, or EAGAIN, and the
+	 * fd held back until they are there. */
+	sl__nb_begin(&c, flags, rules);
 	uint64_t m = rules & ~bytes ? sl__available(&c, rules & ~bytes,
 						    sl__rejecting(rules & ~bytes) == 0, &err)
 				    : UINT64_MAX;
 	if (err == 0 && bytes != 0)
 		sl__available(&c, bytes, sl__rejecting(bytes) == 0, &err);
-	if (err != 0)
+	if (err != 0) {
+		sl__nb_end(&c, SL_DIR_IN, false, 0);
 		return (int)sl__io_end(&c, rules, 0, -1, err, saved);
+	}
 	errno = saved;
-	int r = SL_REAL(recvmmsg)(fd, vec, vlen < m ? vlen : (unsigned)m, flags, timeout);
+	const unsigned want = vlen < m ? vlen : (unsigned)m;
+	int r = SL_REAL(recvmmsg)(fd, vec, want, flags, timeout);
 	int e = errno;
 	size_t got = 0;
 	for (int i = 0; i < r; i++)
@@ -146,6 +154,8 @@ SL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags
 		sl__charge(&c, bytes, got);
 	}
 	sl__stats_bytes(rules, got);
+	/* Cut short by a message rule: held back until its next unit. */
+	sl__nb_end(&c, SL_DIR_IN, r > 0 && (unsigned)r == want && want < vlen, 0);
 	sl__call_end(&c, rules, r >= 0);
 	sl__busy = 0;
 	errno = e;

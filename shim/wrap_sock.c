@@ -21,6 +21,7 @@
 #include "accept.h"
 #include "breaker.h"
 #include "connect.h"
+#include "connwait.h"
 #include "fd.h"
 #include "real.h"
 
@@ -67,9 +68,12 @@ SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 SL_EXPORT int close(int fd)
 {
-	if (sl__fd_known(fd))
-		sl__fd_forget(fd);
-	return SL_REAL(close)(fd);
+	if (!sl__fd_known(fd))
+		return SL_REAL(close)(fd);
+	sl__fd_forget(fd);
+	int r = SL_REAL(close)(fd);
+	sl__cw_after_close(); /* errno is preserved */
+	return r;
 }
 
 SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
@@ -77,7 +81,9 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	/* Forgotten before the real call, as close does: after it, another
 	 * thread may already have the numbers again. */
 	sl__fd_forget_range(first, last, flags);
-	return SL_REAL(close_range)(first, last, flags);
+	int r = SL_REAL(close_range)(first, last, flags);
+	sl__cw_after_close();
+	return r;
 }
 
 SL_EXPORT int dup(int fd)
@@ -133,5 +139,7 @@ SL_EXPORT int fclose(FILE *fp)
 	int fd = fp != NULL ? fileno(fp) : -1;
 	if (sl__fd_known(fd))
 		sl__fd_forget(fd);
-	return SL_REAL(fclose)(fp);
+	int r = SL_REAL(fclose)(fp);
+	sl__cw_after_close();
+	return r;
 }

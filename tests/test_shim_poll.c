@@ -183,6 +183,30 @@ static void test_shim_poll_send_partial_then_eagain(void **state)
 	assert_int_equal(sl__ready_hidden(f->cli, T0 + 100 * MS, &until), 0);
 }
 
+/* Event-loop throttling is counted: a call cut short or answered EAGAIN
+ * is delayed, and its delay is how much longer its fd is held back (a
+ * refusal inside a hold adds nothing). */
+static void test_shim_poll_stats(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	struct sl_rstats *st = &sl__st.stats[0];
+	throttle_send(f); /* 100 of 400 B, held until T0 + 50 ms */
+	assert_int_equal(atomic_load(&st->delayed), 1);
+	assert_int_equal(atomic_load(&st->delay_ns), 50 * MS);
+	assert_int_equal(atomic_load(&st->max_delay_ns), 50 * MS);
+	fake_now = T0 + 20 * MS;
+	assert_int_equal(send(f->cli, f->buf, 400, 0), -1); /* EAGAIN inside the hold */
+	assert_int_equal(atomic_load(&st->delayed), 2);
+	assert_int_equal(atomic_load(&st->delay_ns), 50 * MS);
+	fake_now = T0 + 50 * MS;
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 50); /* held until T0 + 100 ms */
+	assert_int_equal(atomic_load(&st->delayed), 3);
+	assert_int_equal(atomic_load(&st->delay_ns), 100 * MS);
+	assert_int_equal(atomic_load(&st->calls), 3);
+}
+
 static void test_shim_poll_msg_dontwait(void **state)
 {
 	struct fix *f = *state;
@@ -339,6 +363,122 @@ static void test_shim_poll_epoll_oneshot(void **state)
 	close(ep);
 }
 
+/* Two non-blocking receivers share one receive limiter (per=process):
+ * their turns come in the order they waited (fair.c), 50 B each (half the
+ * burst), not both at the instant the first one's units are there. */
+static void test_shim_poll_recv_turns(void **state)
+{
+	struct fix *f = *state;
+	int lst2, cli2, srv2;
+	struct sockaddr_in a2;
+	loopback_pair(&lst2, &cli2, &srv2, &a2);
+	use_policy("SLUICE_RECV", RATE_SPEC);
+	set_nonblock(f->srv);
+	set_nonblock(srv2);
+	assert_int_equal(send(f->cli, f->buf, 1000, 0), 1000);
+	assert_int_equal(send(cli2, f->buf, 1000, 0), 1000);
+	uint64_t until = NONE;
+	/* A takes the burst and waits for its turn: 50 B at T0 + 50 ms. */
+	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 100);
+	assert_int_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
+	assert_int_equal(until, T0 + 50 * MS);
+	/* B finds nothing: its turn comes after A's (without turns it was
+	 * ready at T0 + 50 ms too, and whoever the loop served first won). */
+	errno = 0;
+	assert_int_equal(recv(srv2, f->buf, 1000, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
+	assert_int_equal(until, T0 + 100 * MS);
+	fake_now = T0 + 50 * MS;
+	/* B before its turn gets nothing, and keeps its turn. */
+	errno = 0;
+	assert_int_equal(recv(srv2, f->buf, 1000, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
+	assert_int_equal(until, T0 + 100 * MS);
+	/* A's turn: its 50 B; its next turn is after B's. */
+	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 50);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
+	assert_int_equal(until, T0 + 150 * MS);
+	fake_now = T0 + 100 * MS;
+	assert_int_equal(recv(srv2, f->buf, 1000, 0), 50);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
+	assert_int_equal(until, T0 + 200 * MS);
+	fake_now = T0 + 150 * MS;
+	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 50);
+	assert_int_equal(n_sleeps, 0);
+	close(srv2);
+	close(cli2);
+	close(lst2);
+}
+
+/* The same for two senders sharing one send limiter. */
+static void test_shim_poll_send_turns(void **state)
+{
+	struct fix *f = *state;
+	int lst2, cli2, srv2;
+	struct sockaddr_in a2;
+	loopback_pair(&lst2, &cli2, &srv2, &a2);
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	set_nonblock(f->cli);
+	set_nonblock(cli2);
+	uint64_t until = NONE;
+	throttle_send(f); /* A: 100 B, its turn at T0 + 50 ms */
+	errno = 0;
+	assert_int_equal(send(cli2, f->buf, 400, 0), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 100 * MS); /* B: after A */
+	fake_now = T0 + 50 * MS;
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 50);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 150 * MS); /* A again: after B */
+	fake_now = T0 + 100 * MS;
+	assert_int_equal(send(cli2, f->buf, 400, 0), 50);
+	until = NONE;
+	assert_int_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
+	assert_int_equal(until, T0 + 200 * MS);
+	assert_int_equal(n_sleeps, 0);
+	close(srv2);
+	close(cli2);
+	close(lst2);
+}
+
+/* A non-blocking recvmmsg returns what the tokens allow, or EAGAIN with the
+ * fd held back (it waited in place). */
+static void test_shim_poll_recvmmsg(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_RECV", RATE_SPEC);
+	set_nonblock(f->srv);
+	assert_int_equal(send(f->cli, f->buf, 400, 0), 400);
+	char b[4][100];
+	struct iovec iov[4];
+	struct mmsghdr v[4];
+	memset(v, 0, sizeof(v));
+	for (int i = 0; i < 4; i++) {
+		iov[i] = (struct iovec){.iov_base = b[i], .iov_len = sizeof(b[i])};
+		v[i].msg_hdr.msg_iov = &iov[i];
+		v[i].msg_hdr.msg_iovlen = 1;
+	}
+	assert_int_equal(recvmmsg(f->srv, v, 4, 0, NULL), 4); /* charged after: 400 B */
+	assert_int_equal(send(f->cli, f->buf, 100, 0), 100);
+	errno = 0;
+	assert_int_equal(recvmmsg(f->srv, v, 4, 0, NULL), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(n_sleeps, 0);
+	uint64_t until = NONE;
+	assert_int_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
+	assert_true(until > T0 + 250 * MS); /* the 300 B of debt first */
+	fake_now = until;
+	assert_int_equal(recvmmsg(f->srv, v, 4, 0, NULL), 1);
+}
+
 static void test_shim_poll_deferred_connect(void **state)
 {
 	struct fix *f = *state;
@@ -468,6 +608,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_poll_send_partial_then_eagain, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_stats, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_msg_dontwait, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_nonblock_sleep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_hides_until_ready, setup, teardown),
@@ -476,6 +617,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_level, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_edge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_oneshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_recv_turns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_send_turns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_recvmmsg, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_deferred_connect, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_accept_epoll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_inside_poll, setup, teardown),

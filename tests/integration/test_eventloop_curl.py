@@ -7,11 +7,14 @@
               and all together about that long, not three times it;
   not slowed  a 400-byte file in the same run comes in at once;
   no hang     every transfer completes, with the right bytes;
-  CPU         curl's CPU time per wall second stays low.
+  CPU         curl's CPU time per wall second stays low;
+  stats       the --stats file counts the calls cut short or refused as
+              delayed, and the time the fds were held back as delay.
 """
 import functools
 import hashlib
 import http.server
+import json
 import os
 import shutil
 import tempfile
@@ -47,7 +50,8 @@ def main():
     for name in files:
         args += ["-o", os.path.join(d, name + ".out"), "http://127.0.0.1:%d/%s" % (port, name)]
     try:
-        cu = el.Proc(["--recv", "%dB/s,per=fd" % RATE], args)
+        stats = os.path.join(d, "stats.json")
+        cu = el.Proc(["--stats", stats, "--recv", "%dB/s,per=fd" % RATE], args)
         out, err = cu.wait(60)
     finally:
         srv.shutdown()
@@ -68,6 +72,20 @@ def main():
             got = b""
         check(hashlib.sha256(got).digest() == hashlib.sha256(data).digest(),
               "%s: %d bytes intact" % (name, len(data)))
+    try:
+        with open(stats) as f:
+            rule = json.loads(f.read().splitlines()[-1])["rules"][0]
+    except (OSError, ValueError, IndexError, KeyError):
+        rule = {}
+    print("measured: curl: stats: %d calls, %d delayed, %.3f s held back" % (
+        rule.get("calls", 0), rule.get("delayed", 0), rule.get("delay_ns_total", 0) / 1e9))
+    # Each 200 KB file takes about 2 s at 100 KB/s, nearly all of it held
+    # back: at least 1 s held in all, and most calls cut short.
+    check(rule.get("delayed", 0) * 2 > rule.get("calls", 0) > 0,
+          "stats: event-loop throttling counts as delayed (%d of %d calls)"
+          % (rule.get("delayed", 0), rule.get("calls", 0)))
+    check(rule.get("delay_ns_total", 0) >= 1e9,
+          "stats: delay_ns_total is the time held back (%.3f s)" % (rule.get("delay_ns_total", 0) / 1e9))
     shutil.rmtree(d, ignore_errors=True)
     ideal = (BIG - BURST) / RATE
     for name in "abc":

@@ -1,0 +1,506 @@
+/*
+ * connwait.c - a non-blocking connect under a full conns limit waits for
+ * its slot without blocking (the contract is in connwait.h).
+ *
+ * Waiting in place would hang a single-threaded event loop whose own close
+ * is what frees the slot. So the connect returns EINPROGRESS at once, and
+ * what it waits for is kept in a connection record (fd.c) created then,
+ * whose slots are not taken yet: every dup of the fd refers to it, so the
+ * slot taken when the connect starts is held until the last fd closes, and
+ * closing every fd before then abandons the wait without taking anything.
+ * The state of a record (this file's table, indexed like fd.c's records):
+ *
+ *   HELD      the slots are held (every record fd.c makes itself; the
+ *             default, 0)
+ *   PENDING   waiting: the fields below are valid, nothing is taken
+ *   STARTING  one thread is taking the slots and calling the real connect
+ *   FAILED    it ran out of time (max-delay: the rule's errno; SO_SNDTIMEO:
+ *             ETIMEDOUT) or the real connect failed at once: err, reported
+ *             once by SO_ERROR or connect (then SPENT)
+ *   SPENT     failed and reported
+ *
+ * Every change is a CAS (or a release store by the thread that owns the
+ * STARTING state). A connect starts (a) when a slot is given back (fd.c's
+ * released hook: the waiting connects are started in the order they waited,
+ * from the thread that closed), (b) when the ready timer (ready.c) or a
+ * poll, epoll or select that looks at the fd finds it due (every 10 ms, for
+ * a shared= limiter another process frees; its deadline), or (c) on a
+ * connect() or getsockopt(SO_ERROR) on it. Until it starts the fd is
+ * hidden from poll and epoll (SL_HIDE_ALL). Never before the rate slot a
+ * connect rule reserved for it (start_ns).
+ *
+ * A close racing a start: the starter marks STARTING, then checks that the
+ * fd it connects on still refers to the record; the closer cuts that
+ * reference, then waits while the record is STARTING (seq_cst on both
+ * sides: one of them sees the other). So the real connect never reaches a
+ * new socket that took the number. The last close waits the same way, and
+ * decides with one CAS whether the slots were taken.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "act.h"
+#include "clock.h"
+#include "connwait.h"
+#include "fd.h"
+#include "log.h"
+#include "ready.h"
+#include "real.h"
+#include "shm.h"
+#include "state.h"
+
+/* A wait with no instant to wait for (a slot frees on a close) is looked at
+ * again after this long. */
+#define CW_RETRY_NS 10000000u
+/* A record being started by another thread hides its fd this much longer. */
+#define CW_STARTING_NS 100000u
+
+enum cw_state {
+	CW_HELD = 0,
+	CW_PENDING = 1,
+	CW_STARTING = 2,
+	CW_FAILED = 3,
+	CW_SPENT = 4,
+};
+
+struct cw {
+	_Atomic uint32_t state;   /* enum cw_state */
+	_Atomic int32_t fd;       /* the fd to connect on; -1: closed (a dup
+	                             connects when it is looked at) */
+	_Atomic uint64_t retry_ns; /* looked at again then */
+	int32_t err;              /* FAILED: its error */
+	int32_t late_err;         /* the error once the deadline has passed */
+	uint64_t start_ns;        /* not started before (its rate slot) */
+	uint64_t deadline_ns;     /* max-delay or SO_SNDTIMEO */
+	uint64_t ticket;          /* the order of waiting */
+	uint32_t rules;           /* its conns rules (stats) */
+	uint32_t n;
+	struct sl_limiter *lims[SL_CONN_RULES];
+	socklen_t len;
+	struct sockaddr_storage addr;
+};
+
+static struct cw *cw;                         /* [sl__fd_cap], mmap'd */
+static _Atomic uint64_t cw_bits[SL_FD_LIMIT / 64]; /* PENDING records */
+static _Atomic uint32_t cw_words;             /* 1 + the highest word set */
+static _Atomic uint32_t cw_live;              /* records not HELD */
+static _Atomic uint64_t cw_tickets;
+static bool cw_enabled;
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The record fd refers to (index + 1), or 0. seq_cst: see the file comment. */
+static uint32_t fd_conn(int fd)
+{
+	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
+		return 0;
+	return atomic_load(&sl__fdrecs[fd].conn);
+}
+
+static bool live(void)
+{
+	/* Relaxed: a hint; a record is counted before it is published. */
+	return cw != NULL && atomic_load_explicit(&cw_live, memory_order_relaxed) != 0;
+}
+
+static void bit_set(uint32_t i)
+{
+	uint32_t words = atomic_load(&cw_words), need = i / 64 + 1;
+	while (words < need && !atomic_compare_exchange_weak(&cw_words, &words, need))
+		;
+	atomic_fetch_or(&cw_bits[i / 64], (uint64_t)1 << (i % 64));
+}
+
+static void bit_clear(uint32_t i)
+{
+	atomic_fetch_and(&cw_bits[i / 64], ~((uint64_t)1 << (i % 64)));
+}
+
+/* Take one slot of each limiter of w at now, all or none. */
+static bool take_lims(struct cw *w, uint64_t now)
+{
+	for (uint32_t j = 0; j < w->n; j++) {
+		struct sl_limiter *l = w->lims[j];
+		struct sl_decision d = sl_limiter_acquire(l, 1, now, 0);
+		if (d.verdict == SL_REFUSE && sl__shm_reclaim(l))
+			d = sl_limiter_acquire(l, 1, now, 0);
+		if (d.verdict != SL_ADMIT) {
+			while (j-- > 0) {
+				sl_limiter_release(w->lims[j], 1);
+				sl__shm_hold(w->lims[j], -1);
+			}
+			return false;
+		}
+		sl__shm_hold(l, 1);
+	}
+	return true;
+}
+
+static void give_back(struct cw *w)
+{
+	for (uint32_t j = 0; j < w->n; j++) {
+		sl_limiter_release(w->lims[j], 1);
+		sl__shm_hold(w->lims[j], -1);
+	}
+}
+
+/* When PENDING record w is looked at again. */
+static uint64_t next_look(struct cw *w, uint64_t now)
+{
+	uint64_t t = now < w->start_ns ? w->start_ns
+				       : atomic_load_explicit(&w->retry_ns, memory_order_relaxed);
+	return min64(t, w->deadline_ns);
+}
+
+/* Start record k's connect on fd if it is due (or, if `handed`, a slot was
+ * just given back). Returns the state it leaves. errno is preserved. */
+static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
+{
+	struct cw *w = &cw[k - 1];
+	if (now < w->deadline_ns &&
+	    (now < w->start_ns ||
+	     (!handed && now < atomic_load_explicit(&w->retry_ns, memory_order_relaxed))))
+		return CW_PENDING;
+	uint32_t st = CW_PENDING;
+	/* seq_cst: the check of fd below must come after the mark (the closer
+	 * cuts the fd, then looks at the mark). Acquire: the fields. */
+	if (!atomic_compare_exchange_strong(&w->state, &st, CW_STARTING))
+		return st;
+	if (fd_conn(fd) != k) { /* fd was closed: a dup connects later */
+		atomic_store_explicit(&w->state, CW_PENDING, memory_order_release);
+		return CW_PENDING;
+	}
+	int saved = errno;
+	int busy = sl__busy;
+	sl__busy = 1;
+	if (!take_lims(w, now)) {
+		if (now < w->deadline_ns) {
+			atomic_store_explicit(&w->retry_ns, sl__sat_add(now, CW_RETRY_NS),
+					      memory_order_relaxed);
+			atomic_store_explicit(&w->state, CW_PENDING, memory_order_release);
+			sl__ready_arm(fd, next_look(w, now));
+			sl__busy = busy;
+			errno = saved;
+			return CW_PENDING;
+		}
+		w->err = w->late_err;
+		st = CW_FAILED;
+		for (uint32_t rest = w->rules; rest != 0; rest &= rest - 1)
+			atomic_fetch_add_explicit(&sl__st.stats[__builtin_ctz(rest)].refused, 1,
+						  memory_order_relaxed);
+		sl_log(SL_LOG_DEBUG, "fd %d: connect waited for a conns slot past its limit", fd);
+	} else {
+		int r = SL_REAL(connect)(fd, (struct sockaddr *)&w->addr, w->len);
+		int e = errno;
+		st = CW_HELD;
+		if (r != 0 && e != EINPROGRESS && e != EINTR) {
+			give_back(w);
+			w->err = e;
+			st = CW_FAILED;
+		}
+		sl__fd_invalidate(fd);
+		sl_log(SL_LOG_DEBUG, "fd %d: connect started on a free conns slot (%s)", fd,
+		       st == CW_FAILED ? strerror(e) : "in progress");
+	}
+	bit_clear(k - 1);
+	if (st == CW_HELD)
+		atomic_fetch_sub_explicit(&cw_live, 1, memory_order_relaxed);
+	/* Release: err is written before FAILED is seen. */
+	atomic_store_explicit(&w->state, st, memory_order_release);
+	sl__busy = busy;
+	errno = saved;
+	sl__ready_changed(fd);
+	return st;
+}
+
+/* fd.c's hooks. */
+static void on_closing(int fd, uint32_t k)
+{
+	struct cw *w = &cw[k - 1];
+	if (atomic_load(&w->state) == CW_HELD)
+		return;
+	int32_t f = fd;
+	atomic_compare_exchange_strong(&w->fd, &f, -1);
+	while (atomic_load(&w->state) == CW_STARTING)
+		sched_yield();
+}
+
+static bool on_last(uint32_t k)
+{
+	struct cw *w = &cw[k - 1];
+	uint32_t st = atomic_load(&w->state);
+	for (;;) {
+		if (st == CW_HELD)
+			return true;
+		if (st == CW_STARTING) {
+			sched_yield();
+			st = atomic_load(&w->state);
+			continue;
+		}
+		if (atomic_compare_exchange_weak(&w->state, &st, CW_HELD))
+			break;
+	}
+	if (st == CW_PENDING)
+		bit_clear(k - 1);
+	atomic_fetch_sub_explicit(&cw_live, 1, memory_order_relaxed);
+	return false;
+}
+
+/* Set when this thread gave a slot back: the close wrapper hands it over
+ * once the real close is done (sl__cw_after_close). */
+__thread bool sl__cw_handoff_due __attribute__((tls_model("initial-exec")));
+
+static void on_released(void)
+{
+	if (live())
+		sl__cw_handoff_due = true;
+}
+
+/* A slot was given back: start the waiting connects in the order they
+ * waited (each takes a slot if one is there). */
+void sl__cw_handoff(void)
+{
+	sl__cw_handoff_due = false;
+	if (!live())
+		return;
+	enum { MAX = 32 };
+	uint32_t ks[MAX];
+	uint64_t tk[MAX];
+	unsigned n = 0;
+	const uint32_t words = atomic_load(&cw_words);
+	for (uint32_t wd = 0; wd < words; wd++)
+		for (uint64_t b = atomic_load(&cw_bits[wd]); b != 0; b &= b - 1) {
+			uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(b);
+			if (atomic_load_explicit(&cw[i].state, memory_order_acquire) != CW_PENDING)
+				continue;
+			uint64_t t = cw[i].ticket;
+			unsigned at = n < MAX ? n++ : MAX - 1;
+			if (at == MAX - 1 && n == MAX && tk[at] < t)
+				continue; /* the 32 oldest are enough for one close */
+			while (at > 0 && tk[at - 1] > t) {
+				ks[at] = ks[at - 1];
+				tk[at] = tk[at - 1];
+				at--;
+			}
+			ks[at] = i + 1;
+			tk[at] = t;
+		}
+	uint64_t now = sl__clock_ns();
+	for (unsigned j = 0; j < n; j++) {
+		int fd = atomic_load_explicit(&cw[ks[j] - 1].fd, memory_order_relaxed);
+		if (fd >= 0)
+			kick(ks[j], fd, now, true);
+	}
+}
+
+static const struct sl_conn_hooks hooks = {on_closing, on_last, on_released};
+
+int sl__cw_init_unsync(void)
+{
+	cw_enabled = (sl__st.eagain_rules & sl__st.conns_rules) != 0;
+	if (cw_enabled && cw == NULL) {
+		cw = sl__map(sizeof(*cw) * sl__fd_cap);
+		if (cw == NULL)
+			return -1;
+	} else if (cw != NULL) {
+		memset(cw, 0, sizeof(*cw) * sl__fd_cap); /* a re-init (tests) */
+	}
+	const uint32_t words = atomic_load_explicit(&cw_words, memory_order_relaxed);
+	for (uint32_t w = 0; w < words; w++)
+		atomic_store_explicit(&cw_bits[w], 0, memory_order_relaxed);
+	atomic_store_explicit(&cw_words, 0, memory_order_relaxed);
+	atomic_store_explicit(&cw_live, 0, memory_order_relaxed);
+	sl__fd_on_conn_unsync(cw_enabled ? &hooks : NULL);
+	return 0;
+}
+
+void sl__cw_after_fork_unsync(void)
+{
+	if (cw == NULL)
+		return;
+	const uint32_t words = atomic_load_explicit(&cw_words, memory_order_relaxed);
+	for (uint32_t wd = 0; wd < words; wd++)
+		for (uint64_t b = atomic_load(&cw_bits[wd]); b != 0; b &= b - 1) {
+			uint32_t st = CW_STARTING;
+			atomic_compare_exchange_strong(&cw[wd * 64 + __builtin_ctzll(b)].state, &st,
+						       CW_PENDING);
+		}
+}
+
+bool sl__cw_may_defer(uint32_t conns)
+{
+	if (!cw_enabled || cw == NULL || (conns & ~sl__st.eagain_rules) != 0)
+		return false;
+	for (uint32_t rest = conns; rest != 0; rest &= rest - 1) {
+		const struct sl_rule *r = &sl__st.policy.rules[__builtin_ctz(rest)];
+		if (!((r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0') ||
+		      r->scope == SL_SCOPE_FD))
+			return false;
+	}
+	return true;
+}
+
+bool sl__cw_nonblock(int fd)
+{
+	int saved = errno;
+	int fl = SL_REAL(fcntl)(fd, F_GETFL);
+	errno = saved;
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+int sl__cw_take(struct sl_call *c, uint32_t conns, struct sl_grant *g)
+{
+	uint64_t now = sl__clock_ns();
+	g->rules = 0;
+	g->n = 1;
+	for (uint32_t rest = conns; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_limiter *l = sl__limiter(c, i);
+		struct sl_decision d = sl_limiter_acquire(l, 1, now, 0);
+		if (d.verdict == SL_REFUSE && sl__shm_reclaim(l))
+			d = sl_limiter_acquire(l, 1, now, 0);
+		if (d.verdict != SL_ADMIT) {
+			sl__grant_refund(c, g, 1);
+			g->rules = 0;
+			return EAGAIN;
+		}
+		g->rules |= (uint32_t)1 << i;
+		g->lim[i] = l;
+		g->at_ns[i] = now;
+		sl__shm_hold(l, 1);
+	}
+	return 0;
+}
+
+bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, socklen_t len)
+{
+	if (cw == NULL || sa == NULL || len > (socklen_t)sizeof(struct sockaddr_storage))
+		return false;
+	struct sl_limiter *lims[SL_CONN_RULES];
+	unsigned n = 0;
+	uint64_t deadline = UINT64_MAX;
+	int late_err = ECONNREFUSED;
+	for (uint32_t rest = conns; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &sl__st.policy.rules[i];
+		if (n == SL_CONN_RULES)
+			return false;
+		lims[n++] = sl__limiter(c, i);
+		uint64_t d = sl__sat_add(c->start_ns, r->max_delay_ns);
+		if (d < deadline) {
+			deadline = d;
+			late_err = sl_rule_errno(r, SL_OP_CONNECT);
+		}
+	}
+	struct timeval tv;
+	socklen_t tl = sizeof(tv);
+	int saved = errno;
+	if (SL_REAL(getsockopt)(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
+	    (tv.tv_sec > 0 || tv.tv_usec > 0)) {
+		uint64_t d = sl__sat_add(c->start_ns, (uint64_t)tv.tv_sec * 1000000000u +
+							     (uint64_t)tv.tv_usec * 1000u);
+		if (d < deadline) {
+			deadline = d;
+			late_err = ETIMEDOUT;
+		}
+	}
+	errno = saved;
+	uint32_t k = sl__fd_conn_claim(c->fd, lims, n);
+	if (k == 0)
+		return false;
+	struct cw *w = &cw[k - 1];
+	const uint64_t now = sl__clock_ns();
+	atomic_store_explicit(&w->fd, c->fd, memory_order_relaxed);
+	atomic_store_explicit(&w->retry_ns, sl__sat_add(now, CW_RETRY_NS), memory_order_relaxed);
+	w->err = 0;
+	w->late_err = late_err;
+	w->start_ns = c->ready_ns;
+	w->deadline_ns = deadline;
+	w->ticket = atomic_fetch_add_explicit(&cw_tickets, 1, memory_order_relaxed);
+	w->rules = conns;
+	w->n = n;
+	memcpy(w->lims, lims, sizeof(lims[0]) * n);
+	w->len = len;
+	memcpy(&w->addr, sa, len);
+	atomic_fetch_add_explicit(&cw_live, 1, memory_order_relaxed);
+	/* Release: the fields are complete before anyone sees PENDING; the
+	 * record is reachable from no fd yet (attached below). */
+	atomic_store_explicit(&w->state, CW_PENDING, memory_order_release);
+	bit_set(k - 1);
+	sl__fd_conn_attach(c->fd, k);
+	sl__ready_arm(c->fd, next_look(w, now));
+	sl__ready_changed(c->fd);
+	sl_log(SL_LOG_DEBUG, "fd %d: connect waits for a conns slot", c->fd);
+	return true;
+}
+
+uint32_t sl__cw_hidden(int fd, uint64_t now, uint64_t *until)
+{
+	if (!live())
+		return 0;
+	uint32_t k = fd_conn(fd);
+	if (k == 0)
+		return 0;
+	struct cw *w = &cw[k - 1];
+	uint32_t st = atomic_load_explicit(&w->state, memory_order_acquire);
+	if (st == CW_PENDING)
+		st = kick(k, fd, now, false);
+	if (st != CW_PENDING && st != CW_STARTING)
+		return 0;
+	uint64_t u = st == CW_STARTING ? now + CW_STARTING_NS : next_look(w, now);
+	*until = min64(*until, u);
+	return SL_HIDE_ALL;
+}
+
+/* The state of fd's record after starting it if due, or CW_HELD if fd's
+ * connect does not wait here. *k gets the record. */
+static uint32_t look(int fd, uint32_t *k)
+{
+	if (!live() || (*k = fd_conn(fd)) == 0)
+		return CW_HELD;
+	uint32_t st = atomic_load_explicit(&cw[*k - 1].state, memory_order_acquire);
+	if (st == CW_PENDING)
+		st = kick(*k, fd, sl__clock_ns(), false);
+	return st;
+}
+
+/* A FAILED record's error, once (then SPENT); 0 if another thread took it. */
+static int take_err(uint32_t k)
+{
+	uint32_t st = CW_FAILED;
+	if (!atomic_compare_exchange_strong(&cw[k - 1].state, &st, CW_SPENT))
+		return 0;
+	return cw[k - 1].err;
+}
+
+bool sl__cw_again(int fd, int *ret)
+{
+	uint32_t k = 0, st = look(fd, &k);
+	/* Started or never waited here: the kernel answers; failed and
+	 * reported: a new connect, charged anew. */
+	if (k == 0 || st == CW_HELD || st == CW_SPENT)
+		return false;
+	*ret = -1;
+	if (st == CW_FAILED) {
+		int e = take_err(k);
+		errno = e != 0 ? e : EALREADY;
+	} else {
+		errno = EALREADY;
+	}
+	return true;
+}
+
+int sl__cw_soerror(int fd, int *err)
+{
+	uint32_t k = 0, st = look(fd, &k);
+	if (k == 0 || st == CW_HELD || st == CW_SPENT)
+		return 0;
+	*err = st == CW_FAILED ? take_err(k) : 0;
+	return 1;
+}
