@@ -146,9 +146,11 @@ def test_set_phases():
     time.sleep(1.5)
     t_low = time.monotonic()
     rc1, out1, err1 = sluice("set", pid, "send:1MiB/s")
+    t_low_set = time.monotonic()  # the new limit holds from here on
     time.sleep(1.5)
     t_high = time.monotonic()
     rc2, out2, err2 = sluice("set", pid, "send:8MiB/s")
+    t_high_set = time.monotonic()
     time.sleep(1.5)
     rc, out, err = sluice("stat", "--json", pid)
     t_end = time.monotonic()
@@ -165,9 +167,11 @@ def test_set_phases():
           "stat shows the new rule: %r" % {k: rule.get(k) for k in ("rule", "configured")})
     samples = json.loads([l for l in o.splitlines() if l.startswith("{")][-1])["samples"]
     settle = 0.15
+    # Each phase is measured from when its `sluice set` had returned (a
+    # loaded machine may take a while to run it), to when the next began.
     for name, t0, t1, want in (("4 MiB/s", t_start + settle, t_low, 4 * MIB),
-                               ("1 MiB/s", t_low + settle, t_high, 1 * MIB),
-                               ("8 MiB/s", t_high + settle, t_end, 8 * MIB)):
+                               ("1 MiB/s", t_low_set + settle, t_high, 1 * MIB),
+                               ("8 MiB/s", t_high_set + settle, t_end, 8 * MIB)):
         got = rate_between(samples, t0, t1)
         # Strict above (never more than the limit admits), generous below:
         # a loaded machine may send less, never more.
