@@ -107,7 +107,7 @@ static bool sl_lease_once;
 static bool sl_lease_running, sl_lease_stop; /* under sl_lease_mu */
 static pthread_t sl_lease_tid;
 static _Atomic uint32_t sl_lease_wanted; /* dormant rules a call woke */
-static struct sl_rconn *sl_lease_conn;   /* the thread's; the fork child's */
+static struct sl_rlink *sl_lease_conn;   /* the thread's; the fork child's */
 static int sl_lease_state;               /* thread only: 0 unknown, 1 up, -1 down */
 
 static uint64_t sl_clamp(uint64_t v, uint64_t lo, uint64_t hi)
@@ -196,7 +196,7 @@ static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, 
 	}
 	if (level * 2 <= ls->cap && now >= ls->retry_at_ns) {
 		uint64_t want = ls->cap - level, got = 0, wait_ns = 0;
-		if (sl__redis_take(sl_lease_conn, ls->key, ls->t_us, ls->tau_us, want, &got, &wait_ns,
+		if (sl__rlink_take(sl_lease_conn, ls->key, ls->t_us, ls->tau_us, want, &got, &wait_ns,
 				   why, whylen) < 0)
 			return -1;
 		now = sl__clock_ns();
@@ -245,7 +245,7 @@ static void *sl_lease_main(void *arg)
 		/* Relaxed: the bits carry no data; the mutex orders the wakeup. */
 		uint32_t wanted = atomic_exchange_explicit(&sl_lease_wanted, 0, memory_order_relaxed);
 		if (sl_lease_conn == NULL && now >= reconnect_at) {
-			sl_lease_conn = sl__redis_open(&sl_lease_cfg, SL_LEASE_TIMEOUT_NS, why,
+			sl_lease_conn = sl__rlink_open(&sl_lease_cfg, SL_LEASE_TIMEOUT_NS, why,
 						       sizeof(why));
 			if (sl_lease_conn == NULL)
 				sl_lease_down(why);
@@ -254,7 +254,7 @@ static void *sl_lease_main(void *arg)
 		     rest &= rest - 1) {
 			unsigned i = (unsigned)__builtin_ctz(rest);
 			if (sl_lease_tend(i, now, (wanted >> i) & 1u, &next, why, sizeof(why)) < 0) {
-				sl__redis_close(sl_lease_conn);
+				sl__rlink_close(sl_lease_conn);
 				sl_lease_conn = NULL;
 				sl_lease_down(why);
 				break;
@@ -282,7 +282,7 @@ static void *sl_lease_main(void *arg)
 			sl_lease_wait_until(next);
 	}
 	pthread_mutex_unlock(&sl_lease_mu);
-	sl__redis_close(sl_lease_conn);
+	sl__rlink_close(sl_lease_conn);
 	sl_lease_conn = NULL;
 	return NULL;
 }
@@ -401,7 +401,7 @@ static void sl_lease_atfork_child(void)
 {
 	sl_lease_running = false;
 	sl_lease_stop = false;
-	sl__redis_abandon(sl_lease_conn);
+	sl__rlink_abandon(sl_lease_conn);
 	sl_lease_conn = NULL;
 	sl_lease_state = 0;
 	atomic_store_explicit(&sl_lease_wanted, 0, memory_order_relaxed);
@@ -416,7 +416,7 @@ static void sl_lease_atfork_child(void)
 int sl__lease_init_unsync(const struct sl_policy *p)
 {
 	sl_lease_stop_thread();
-	sl__redis_close(sl_lease_conn);
+	sl__rlink_close(sl_lease_conn);
 	sl_lease_conn = NULL;
 	sl_lease_state = 0;
 	sl_lease_rules = 0;

@@ -1,0 +1,177 @@
+/*
+ * redis_sentinel.c - redis=KEY rules on a master watched by Redis Sentinel
+ * (SLUICE_REDIS=redis+sentinel://NODE,NODE,.../MASTER[/DB]).
+ *
+ * Finding the master: ask the sentinels in turn, starting with the one that
+ * answered last, SENTINEL get-master-addr-by-name MASTER; connect to the
+ * address it gives (AUTH and SELECT as SLUICE_REDIS says) and check with
+ * ROLE that it is a master: right after a failover a sentinel may still
+ * name the old one, or the old master may be back as a replica. A sentinel
+ * that is down, does not know MASTER or names a replica is passed over for
+ * the next.
+ *
+ * Then leases go to that master until it fails: a connection error, or a
+ * -READONLY reply (it was demoted to a replica while we were connected).
+ * Either way the master is asked for again at once, and the lease retried
+ * once on the new one; if that fails too, the lease fails and the rule is
+ * on its on-error mode (lease.c) until the lease thread's next attempt.
+ * Sentinels are asked without AUTH (SLUICE_REDIS's password is the data
+ * nodes'); the sentinel connection is closed once it has answered.
+ *
+ * Thread-safety: one thread (the lease thread) per struct sl_sentinel.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "redis_proto.h"
+
+struct sl_sentinel {
+	const struct sl_redis *cfg;
+	uint64_t timeout_ns;
+	uint32_t next;         /* the sentinel to ask first */
+	struct sl_rconn *conn; /* the master's */
+	char host[SL_REDIS_HOST_MAX];
+	uint16_t port;
+};
+
+/* Sentinel k's answer for the master's address into s->host, s->port. */
+static int sl_sentinel_ask(struct sl_sentinel *s, uint32_t k, char *why, size_t whylen)
+{
+	const struct sl_redis_node *n = &s->cfg->nodes[k];
+	char e[160];
+	struct sl_rconn *c = sl__redis_open_at(NULL, n->host, n->port, s->timeout_ns, e, sizeof(e));
+	if (c == NULL) {
+		snprintf(why, whylen, "sentinel %s:%u: %s", n->host, n->port, e);
+		return -1;
+	}
+	const char *argv[] = {"SENTINEL", "get-master-addr-by-name", s->cfg->master};
+	struct sl_hreply *r = sl__redis_cmd(c, 3, argv, e, sizeof(e));
+	int ok = -1;
+	if (r == NULL) {
+		snprintf(why, whylen, "sentinel %s:%u: %s", n->host, n->port, e);
+	} else if (r->type == SL_HR_ARRAY && r->elements == 2 &&
+		   r->element[0]->type == SL_HR_STRING && r->element[1]->type == SL_HR_STRING &&
+		   r->element[0]->len < sizeof(s->host)) {
+		char *end;
+		unsigned long port = strtoul(r->element[1]->str, &end, 10);
+		if (*end == '\0' && port > 0 && port <= 65535) {
+			memcpy(s->host, r->element[0]->str, r->element[0]->len);
+			s->host[r->element[0]->len] = '\0';
+			s->port = (uint16_t)port;
+			ok = 0;
+		} else {
+			snprintf(why, whylen, "sentinel %s:%u: bad port '%s'", n->host, n->port,
+				 r->element[1]->str);
+		}
+	} else {
+		snprintf(why, whylen, "sentinel %s:%u: %s", n->host, n->port,
+			 r->type == SL_HR_ERROR && r->str != NULL ? r->str
+			 : r->type == SL_HR_NIL			  ? "does not know this master"
+								  : "unexpected reply");
+	}
+	if (r != NULL)
+		sl__redis_free_reply(r);
+	sl__redis_close(c);
+	return ok;
+}
+
+/* ROLE of the connection is master. 0, or -1 (reason in why). */
+static int sl_sentinel_is_master(struct sl_sentinel *s, char *why, size_t whylen)
+{
+	static const char *const argv[] = {"ROLE"};
+	char e[160];
+	struct sl_hreply *r = sl__redis_cmd(s->conn, 1, (const char **)argv, e, sizeof(e));
+	if (r == NULL) {
+		snprintf(why, whylen, "%s:%u: ROLE: %s", s->host, s->port, e);
+		return -1;
+	}
+	int ok = r->type == SL_HR_ARRAY && r->elements > 0 &&
+		 r->element[0]->type == SL_HR_STRING && strcmp(r->element[0]->str, "master") == 0;
+	if (!ok)
+		snprintf(why, whylen, "%s:%u is not a master (ROLE: %s)", s->host, s->port,
+			 r->type == SL_HR_ARRAY && r->elements > 0 && r->element[0]->str != NULL
+				 ? r->element[0]->str
+				 : "unexpected reply");
+	sl__redis_free_reply(r);
+	return ok ? 0 : -1;
+}
+
+/* Find the master and connect to it. 0 or -1 (the last reason in why). */
+static int sl_sentinel_find(struct sl_sentinel *s, char *why, size_t whylen)
+{
+	uint32_t n = s->cfg->n_nodes;
+	for (uint32_t j = 0; j < n; j++) {
+		uint32_t k = (s->next + j) % n;
+		if (sl_sentinel_ask(s, k, why, whylen) < 0)
+			continue;
+		char e[160];
+		s->conn = sl__redis_open_at(s->cfg, s->host, s->port, s->timeout_ns, e, sizeof(e));
+		if (s->conn == NULL) {
+			snprintf(why, whylen, "master %s:%u (from sentinel %u): %s", s->host, s->port,
+				 k + 1, e);
+			continue;
+		}
+		if (sl_sentinel_is_master(s, why, whylen) < 0) {
+			sl__redis_close(s->conn);
+			s->conn = NULL;
+			continue;
+		}
+		if (k != s->next)
+			sl_log(SL_LOG_INFO, "redis: sentinel %u answers", k + 1);
+		s->next = k;
+		sl_log(SL_LOG_INFO, "redis: master %s is %s:%u", s->cfg->master, s->host, s->port);
+		return 0;
+	}
+	return -1;
+}
+
+struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+				      size_t whylen)
+{
+	struct sl_sentinel *s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return NULL;
+	}
+	s->cfg = cfg;
+	s->timeout_ns = timeout_ns;
+	if (sl_sentinel_find(s, why, whylen) < 0) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, double tau_us,
+		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (s->conn == NULL && sl_sentinel_find(s, why, whylen) < 0)
+			return SL_REDIS_EIO;
+		int rc = sl__redis_take_at(s->conn, false, key, t_us, tau_us, want, got, wait_ns, why,
+					   whylen);
+		if (rc == 0)
+			return 0;
+		if (rc == SL_REDIS_EREPLY && strstr(why, "READONLY") == NULL)
+			return SL_REDIS_EIO; /* an error no other master would fix */
+		/* Gone, or demoted: ask the sentinels again. */
+		sl_log(SL_LOG_INFO, "redis: master %s:%u: %s", s->host, s->port, why);
+		sl__redis_close(s->conn);
+		s->conn = NULL;
+	}
+	return SL_REDIS_EIO;
+}
+
+void sl__sentinel_close(struct sl_sentinel *s, bool abandon)
+{
+	if (s == NULL)
+		return;
+	if (abandon) {
+		sl__redis_abandon(s->conn);
+		return;
+	}
+	sl__redis_close(s->conn);
+	free(s);
+}
