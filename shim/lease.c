@@ -64,6 +64,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "lease_share.h"
 #include "redis.h"
 
 #define SL_LEASE_POLL_MIN_NS 1000000ull        /* 1 ms */
@@ -78,6 +79,8 @@
 #define SL_LEASE_IDLE_NS 1000000000ull         /* the thread wakes at least this often */
 #define SL_LEASE_HINT_MIN_NS 200000ull         /* retry hint for a call the bank refused */
 #define SL_LEASE_HINT_MAX_NS 5000000ull
+#define SL_LEASE_SHARE_MIN_NS 250000000ull     /* a share bucket: 1/8 of its window */
+#define SL_LEASE_SHARE_MAX_NS 1000000000ull
 
 struct sl_lease {
 	struct sl_limiter bank; /* concurrency limiter: free slots = units in hand */
@@ -88,6 +91,11 @@ struct sl_lease {
 	char key[SL_REDIS_KEY_MAX + 16]; /* "sluice:{KEY}" */
 	/* Renewal thread only. */
 	uint64_t retry_at_ns, last_grant_ns, last_use_ns, last_level;
+	struct sl_share share; /* what Redis granted lately */
+	/* on-error=local: the share this process falls back to (lease_share.c);
+	 * tunable, since calls may still be in it when it is retuned. */
+	struct sl_tunable share_lim;
+	uint64_t burst; /* the rule's */
 };
 
 static struct sl_lease sl_leases[SL_MAX_RULES];
@@ -144,7 +152,33 @@ static void sl_lease_set(unsigned i, struct sl_limiter *l)
 	atomic_store_explicit(&sl_lease_cur[i], l, memory_order_release);
 }
 
-static struct sl_limiter *sl_lease_fallback(unsigned i)
+/*
+ * on-error=local: this process's recent share of the rate, from what Redis
+ * granted it in the last window (2 to 8 s): units/window, burst at most a
+ * lease. At least one lease per window, so that a process that was idle
+ * can still make calls. With no grant yet (Redis never answered) there is
+ * no share to go by: the rule's whole rate, its local limiter.
+ */
+static struct sl_limiter *sl_lease_share(unsigned i, uint64_t now)
+{
+	struct sl_lease *ls = &sl_leases[i];
+	uint64_t window_ns;
+	uint64_t units = sl__share_recent(&ls->share, now, &window_ns);
+	if (window_ns == 0)
+		return sl__st.rule_lim[i];
+	if (units < ls->cap)
+		units = ls->cap;
+	struct sl_params prm = {.kind = SL_KIND_TOKEN, .amount = units, .period_ns = window_ns,
+				.burst = ls->burst < ls->cap ? ls->burst : ls->cap};
+	if (sl_tunable_retune(&ls->share_lim, &prm, now) != SL_OK)
+		return sl__st.rule_lim[i];
+	sl_log(SL_LOG_INFO, "redis: rule %u: on-error=local at this process's share: %llu in "
+	       "%llu ms", i + 1, (unsigned long long)units,
+	       (unsigned long long)(window_ns / 1000000u));
+	return &ls->share_lim.head;
+}
+
+static struct sl_limiter *sl_lease_fallback(unsigned i, uint64_t now)
 {
 	switch (sl__st.policy.rules[i].on_error) {
 	case SL_ON_ERROR_OPEN:
@@ -152,16 +186,22 @@ static struct sl_limiter *sl_lease_fallback(unsigned i)
 	case SL_ON_ERROR_CLOSED:
 		return &sl_closed;
 	default:
-		return sl__st.rule_lim[i];
+		return sl_lease_share(i, now);
 	}
 }
 
-/* Redis does not answer: every rule to its on-error mode. */
+/* Redis does not answer: every rule to its on-error mode (a rule already on
+ * it stays, so a share is measured once per outage). */
 static void sl_lease_down(const char *why)
 {
+	uint64_t now = sl__clock_ns();
 	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		sl_lease_set(i, sl_lease_fallback(i));
+		/* Relaxed: only this thread stores sl_lease_cur. */
+		struct sl_limiter *cur = atomic_load_explicit(&sl_lease_cur[i], memory_order_relaxed);
+		if (cur != &sl_leases[i].bank && cur != &sl_dormant)
+			continue;
+		sl_lease_set(i, sl_lease_fallback(i, now));
 		if (sl_lease_state >= 0)
 			sl_log(SL_LOG_WARN, "redis: %s: rule %u falls back to on-error=%s", why, i + 1,
 			       sl_on_error_name((enum sl_on_error)sl__st.policy.rules[i].on_error));
@@ -201,8 +241,10 @@ static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, 
 			return -1;
 		now = sl__clock_ns();
 		sl_bank_deposit(&ls->bank, got);
-		if (got > 0)
+		if (got > 0) {
 			ls->last_grant_ns = now;
+			sl__share_add(&ls->share, now, got);
+		}
 		/* Short of units: come back when half a lease will be there
 		 * (the first unit after wait_ns, the others one T apart), so
 		 * that contention does not turn into one round trip per unit. */
@@ -442,6 +484,13 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 				       SL_LEASE_HINT_MAX_NS);
 		ls->t_us = (double)r->period_ns / 1000.0 / (double)r->amount;
 		ls->tau_us = (double)(r->burst > ls->cap ? r->burst : ls->cap) * ls->t_us;
+		ls->burst = r->burst;
+		sl__share_init(&ls->share, sl_clamp(worth > UINT64_MAX / 32 ? UINT64_MAX : worth * 32,
+						    SL_LEASE_SHARE_MIN_NS, SL_LEASE_SHARE_MAX_NS));
+		struct sl_params whole = {.kind = SL_KIND_TOKEN, .amount = r->amount,
+					  .period_ns = r->period_ns, .burst = r->burst};
+		if (sl_tunable_init(&ls->share_lim, &whole, sl__clock_ns()) != SL_OK)
+			return -1;
 		snprintf(ls->key, sizeof(ls->key), "sluice:{%s}", r->redis_key);
 		sl_lease_rules |= 1u << i;
 	}
