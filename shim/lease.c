@@ -60,10 +60,13 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
+#include "lease_pool.h"
 #include "lease_share.h"
 #include "redis.h"
 
@@ -79,11 +82,17 @@
 #define SL_LEASE_IDLE_NS 1000000000ull         /* the thread wakes at least this often */
 #define SL_LEASE_HINT_MIN_NS 200000ull         /* retry hint for a call the bank refused */
 #define SL_LEASE_HINT_MAX_NS 5000000ull
+#define SL_LEASE_STALE_MIN_NS 20000000ull      /* a pool renewer's silence before takeover */
 #define SL_LEASE_SHARE_MIN_NS 250000000ull     /* a share bucket: 1/8 of its window */
 #define SL_LEASE_SHARE_MAX_NS 1000000000ull
 
 struct sl_lease {
 	struct sl_limiter bank; /* concurrency limiter: free slots = units in hand */
+	/* The bank in use: &bank, or a host pool's in its shared segment. */
+	struct sl_limiter *bk;
+	struct sl_shm_shared *pool; /* shared=NAME with redis=KEY, else NULL */
+	uint64_t stale_ns;          /* a pool renewer silent this long is replaced */
+	bool renewing;              /* thread only: this process renews the pool */
 	uint64_t cap;           /* L */
 	uint64_t poll_ns, ttl_ns, hint_ns;
 	uint64_t worth_ns; /* time the server's rate takes to make L units */
@@ -162,6 +171,10 @@ static void sl_lease_set(unsigned i, struct sl_limiter *l)
 static struct sl_limiter *sl_lease_share(unsigned i, uint64_t now)
 {
 	struct sl_lease *ls = &sl_leases[i];
+	if (ls->pool != NULL)
+		/* A host pool: the host-wide limiter of shared=NAME, at the
+		 * whole rate (the share of one process says nothing here). */
+		return sl__st.rule_lim[i];
 	uint64_t window_ns;
 	uint64_t units = sl__share_recent(&ls->share, now, &window_ns);
 	if (window_ns == 0)
@@ -199,7 +212,11 @@ static void sl_lease_down(const char *why)
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		/* Relaxed: only this thread stores sl_lease_cur. */
 		struct sl_limiter *cur = atomic_load_explicit(&sl_lease_cur[i], memory_order_relaxed);
-		if (cur != &sl_leases[i].bank && cur != &sl_dormant)
+		if (sl_leases[i].pool != NULL && sl_leases[i].renewing)
+			/* Release: the pool's spenders switch on it. */
+			atomic_store_explicit(&sl_leases[i].pool->state, SL_POOL_DOWN,
+					      memory_order_release);
+		if (cur != sl_leases[i].bk && cur != &sl_dormant)
 			continue;
 		sl_lease_set(i, sl_lease_fallback(i, now));
 		if (sl_lease_state >= 0)
@@ -207,6 +224,38 @@ static void sl_lease_down(const char *why)
 			       sl_on_error_name((enum sl_on_error)sl__st.policy.rules[i].on_error));
 	}
 	sl_lease_state = -1;
+}
+
+/*
+ * Rule i is a host pool: is this process its renewer at now (lease_pool.c)?
+ * If not, follow the renewer's view of Redis: the pool's bank while it is
+ * up, the rule's on-error fallback while it is down; and come back within
+ * a poll, to take over if the renewer goes silent. A pool never expires
+ * (its units are every local process's): at most one lease per host sits
+ * unspent.
+ */
+static bool sl_lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur,
+				  uint64_t *next)
+{
+	struct sl_lease *ls = &sl_leases[i];
+	bool took;
+	bool mine = sl__pool_renew_role(ls->pool, (uint32_t)getpid(), now, ls->stale_ns, &took);
+	if (took)
+		sl_log(SL_LOG_INFO, "redis: rule %u: this process renews the host pool", i + 1);
+	else if (!mine && ls->renewing)
+		sl_log(SL_LOG_INFO, "redis: rule %u: process %u renews the host pool now", i + 1,
+		       sl__pool_renewer(ls->pool));
+	ls->renewing = mine;
+	if (!mine) {
+		/* Acquire: pairs with the renewer's release store of state. */
+		uint32_t st = atomic_load_explicit(&ls->pool->state, memory_order_acquire);
+		struct sl_limiter *want = st == SL_POOL_DOWN ? sl_lease_fallback(i, now) : ls->bk;
+		if (cur != want)
+			sl_lease_set(i, want);
+		if (now + ls->poll_ns < *next)
+			*next = now + ls->poll_ns;
+	}
+	return mine;
 }
 
 /*
@@ -222,14 +271,16 @@ static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, 
 	struct sl_limiter *cur = atomic_load_explicit(&sl_lease_cur[i], memory_order_relaxed);
 	if (cur == &sl_dormant && !wanted)
 		return 0;
-	uint64_t level = sl_limiter_available(&ls->bank, now);
+	if (ls->pool != NULL && !sl_lease_pool_renewer(i, now, cur, next))
+		return 0; /* another process renews the host pool */
+	uint64_t level = sl_limiter_available(ls->bk, now);
 	if (level < ls->last_level || wanted)
 		ls->last_use_ns = now;
-	if (cur == &ls->bank && now - ls->last_use_ns >= ls->ttl_ns &&
+	if (ls->pool == NULL && cur == ls->bk && now - ls->last_use_ns >= ls->ttl_ns &&
 	    now - ls->last_grant_ns >= ls->ttl_ns) {
 		/* Unused for a TTL: the units expire, the rule sleeps. */
 		sl_lease_set(i, &sl_dormant);
-		sl_bank_drain(&ls->bank);
+		sl_bank_drain(ls->bk);
 		ls->last_level = 0;
 		sl_log(SL_LOG_DEBUG, "redis: rule %u idle: lease expired", i + 1);
 		return 0;
@@ -240,7 +291,10 @@ static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, 
 				   why, whylen) < 0)
 			return -1;
 		now = sl__clock_ns();
-		sl_bank_deposit(&ls->bank, got);
+		sl_bank_deposit(ls->bk, got);
+		if (ls->pool != NULL)
+			/* Release: pairs with the spenders' acquire load. */
+			atomic_store_explicit(&ls->pool->state, SL_POOL_UP, memory_order_release);
 		if (got > 0) {
 			ls->last_grant_ns = now;
 			sl__share_add(&ls->share, now, got);
@@ -257,10 +311,10 @@ static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, 
 					     : 0;
 		if (got < want && ls->retry_at_ns < *next)
 			*next = ls->retry_at_ns;
-		level = sl_limiter_available(&ls->bank, now);
+		level = sl_limiter_available(ls->bk, now);
 	}
-	if (cur != &ls->bank)
-		sl_lease_set(i, &ls->bank); /* woken, or Redis is back */
+	if (cur != ls->bk)
+		sl_lease_set(i, ls->bk); /* woken, or Redis is back */
 	ls->last_level = level;
 	if (now + ls->poll_ns < *next)
 		*next = now + ls->poll_ns;
@@ -371,7 +425,7 @@ static struct sl_limiter *sl_lease_wake(unsigned i)
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000};
 		nanosleep(&ts, NULL);
 	}
-	return l == &sl_dormant ? &sl_leases[i].bank : l;
+	return l == &sl_dormant ? sl_leases[i].bk : l;
 }
 
 struct sl_limiter *sl__lease_limiter(unsigned i)
@@ -411,8 +465,10 @@ static void sl_lease_reset_banks(void)
 {
 	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		sl_bank_drain(&sl_leases[i].bank);
+		if (sl_leases[i].pool == NULL) /* a pool's units are the host's */
+			sl_bank_drain(&sl_leases[i].bank);
 		sl_leases[i].last_level = 0;
+		sl_leases[i].renewing = false;
 		sl_leases[i].retry_at_ns = 0;
 		sl_lease_set(i, &sl_dormant);
 	}
@@ -455,6 +511,36 @@ static void sl_lease_atfork_child(void)
 	sl_lease_cv_init();
 }
 
+/* This process stops renewing its host pools, so that another takes over
+ * at once instead of after stale_ns. */
+static void sl_lease_resign(void)
+{
+	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		if (sl_leases[i].pool != NULL)
+			sl__pool_resign(sl_leases[i].pool, (uint32_t)getpid());
+	}
+}
+
+void sl__lease_stop_unsync(void)
+{
+	sl_lease_stop_thread();
+	sl_lease_resign();
+	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		sl_leases[i].pool = NULL; /* its segment is about to be unmapped */
+		sl_leases[i].bk = &sl_leases[i].bank;
+		sl_lease_set(i, &sl_dormant);
+	}
+}
+
+/* At exit: the lease thread may still run (it is never joined at exit),
+ * so only the election word is touched. */
+static void sl_lease_atexit(void)
+{
+	sl_lease_resign();
+}
+
 int sl__lease_init_unsync(const struct sl_policy *p)
 {
 	sl_lease_stop_thread();
@@ -473,6 +559,14 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 		struct sl_params prm = {.kind = SL_KIND_CONC, .amount = ls->cap};
 		if (sl_limiter_init(&ls->bank, &prm, 0) != SL_OK)
 			return -1;
+		ls->bk = &ls->bank;
+		if (r->shared[0] != '\0') {
+			/* The host pool in shared=NAME's segment (init.c opened it). */
+			ls->pool = sl__shm_shared_seg(i);
+			if (ls->pool == NULL)
+				return -1;
+			ls->bk = &ls->pool->bank;
+		}
 		/* Worth of the lease in ns, and the server's GCRA in us. */
 		unsigned __int128 lease_ns = (unsigned __int128)ls->cap * r->period_ns / r->amount;
 		uint64_t worth = lease_ns > UINT64_MAX ? UINT64_MAX : (uint64_t)lease_ns;
@@ -482,6 +576,7 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 				      SL_LEASE_TTL_MIN_NS, SL_LEASE_TTL_MAX_NS);
 		ls->hint_ns = sl_clamp(r->period_ns / r->amount, SL_LEASE_HINT_MIN_NS,
 				       SL_LEASE_HINT_MAX_NS);
+		ls->stale_ns = worth > SL_LEASE_STALE_MIN_NS ? worth : SL_LEASE_STALE_MIN_NS;
 		ls->t_us = (double)r->period_ns / 1000.0 / (double)r->amount;
 		ls->tau_us = (double)(r->burst > ls->cap ? r->burst : ls->cap) * ls->t_us;
 		ls->burst = r->burst;
@@ -504,6 +599,7 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 		struct sl_params open = {.kind = SL_KIND_CONC, .amount = UINT64_MAX / 2};
 		sl_limiter_init(&sl_open, &open, 0);
 		pthread_atfork(sl_lease_atfork_prepare, sl_lease_atfork_parent, sl_lease_atfork_child);
+		atexit(sl_lease_atexit);
 		sl_lease_once = true;
 	}
 	return 0;

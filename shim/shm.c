@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "lease_pool.h"
 
 static struct sl_shm_shared *sl_shared[SL_MAX_RULES]; /* by rule index */
 static bool sl_rec_is_file;       /* the record is a file (else private) */
@@ -212,7 +213,13 @@ static int sl_shared_create(const char *path, const struct sl_rule *r, const cha
 	}
 	struct sl_params p;
 	sl_shm_rule_params(r, &p);
-	if (s != NULL && sl_tunable_init(&s->lim, &p, now_ns) == SL_OK) {
+	/* A host pool (redis=) starts with an empty bank of max(lease, burst)
+	 * slots, as a process's own bank does (lease.c). */
+	struct sl_params bank = {.kind = SL_KIND_CONC, .amount = r->lease > r->burst ? r->lease
+										    : r->burst};
+	if (s != NULL && sl_tunable_init(&s->lim, &p, now_ns) == SL_OK &&
+	    sl_limiter_init(&s->bank, &bank, 0) == SL_OK &&
+	    sl_limiter_acquire(&s->bank, bank.amount, 0, 0).verdict == SL_ADMIT) {
 		s->magic = SL_SHM_MAGIC_SHARED;
 		s->version = SL_SHM_VERSION;
 		s->size = sizeof(*s);
@@ -305,6 +312,11 @@ struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *
 		munmap(sl_shared[i], sizeof(*sl_shared[i]));
 	sl_shared[i] = s;
 	return &s->lim.head;
+}
+
+struct sl_shm_shared *sl__shm_shared_seg(unsigned i)
+{
+	return i < SL_MAX_RULES ? sl_shared[i] : NULL;
 }
 
 /* Unmap every shared limiter (before a re-init). */

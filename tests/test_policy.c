@@ -39,6 +39,9 @@ static const struct policy_case valid_cases[] = {
 	 "send:1MiB/s,redis=up,on-error=open"},
 	{"SLUICE_SEND", "1MiB/s,burst=64KiB,redis=up",
 	 "send:1MiB/s,burst=64KiB,redis=up"},
+	/* A host pool: shared= with redis=. */
+	{"SLUICE_SEND", "10MiB/s,redis=up,shared=up,lease=1MiB",
+	 "send:10MiB/s,shared=up,redis=up,lease=1MiB"},
 	{"SLUICE_RULES", "recv:10/s,redis=r,lease=4;send:1/s",
 	 "recv:10/s,redis=r,lease=4;send:1/s"},
 	/* The fixed option order: nonblock and shared before redis. */
@@ -316,8 +319,6 @@ static const struct policy_case error_cases[] = {
 	 "SLUICE_CONNECT=\"500/s,redis=k,algo=leaky\": at column 7: option 'redis' is valid only with algo=token (the Redis script is a GCRA token bucket)"},
 	{"SLUICE_CONNECT", "500/s,redis=k,per=thread",
 	 "SLUICE_CONNECT=\"500/s,redis=k,per=thread\": at column 7: option 'redis' is valid only with per=process (each process leases from the one fleet-wide bucket)"},
-	{"SLUICE_SEND", "1MiB/s,shared=h,redis=k",
-	 "SLUICE_SEND=\"1MiB/s,shared=h,redis=k\": at column 17: option 'redis' cannot be combined with shared= yet (a fleet-wide limit is leased by each process; use one or the other)"},
 	{"SLUICE_CONNS", "10,redis=k",
 	 "SLUICE_CONNS=\"10,redis=k\": at column 4: option 'redis' is not valid for conns (open connections are counted on one machine)"},
 	{"SLUICE_CONNECT", "500/s,redis=k,lease=2",
