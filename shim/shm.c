@@ -218,8 +218,9 @@ static int sl_shared_create(const char *path, const struct sl_rule *r, const cha
 	struct sl_params bank = {.kind = SL_KIND_CONC, .amount = r->lease > r->burst ? r->lease
 										    : r->burst};
 	if (s != NULL && sl_tunable_init(&s->lim, &p, now_ns) == SL_OK &&
-	    sl_limiter_init(&s->bank, &bank, 0) == SL_OK &&
-	    sl_limiter_acquire(&s->bank, bank.amount, 0, 0).verdict == SL_ADMIT) {
+	    (r->redis_key[0] == '\0' ||
+	     (sl_limiter_init(&s->bank, &bank, 0) == SL_OK &&
+	      sl_limiter_acquire(&s->bank, bank.amount, 0, 0).verdict == SL_ADMIT))) {
 		s->magic = SL_SHM_MAGIC_SHARED;
 		s->version = SL_SHM_VERSION;
 		s->size = sizeof(*s);

@@ -5,7 +5,8 @@
  * under connect:2000/s,redis=KEY for 1 s against a private redis-server
  * (unix socket in a 0700 temp dir, killed at the end), while the lease
  * thread tops up, expires and publishes banks; then the policy is replaced,
- * which joins the thread. The count admitted is checked against the rate
+ * which joins the thread; then the same through a host pool (shared= with
+ * redis=, the bank in a shared segment). The count admitted is checked against the rate
  * (strict upper bound, generous lower bound), so the test also fails if
  * nothing is leased. Skipped if redis-server is not installed.
  */
@@ -109,13 +110,14 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static void test_lease_thread_race(void **state)
+/* Four threads under `opts` (after the rate) for 1 s. */
+static void race(const char *opts)
 {
-	(void)state;
 	if (server <= 0 || !server_up())
 		skip();
-	char spec[64], url[160], err[SL_ERR_MAX];
-	snprintf(spec, sizeof(spec), "%d/s,redis=tsan%ld", RATE, (long)getpid());
+	char spec[96], url[160], err[SL_ERR_MAX];
+	snprintf(spec, sizeof(spec), "%d/s,%s", RATE, opts);
+	atomic_store(&admitted, 0);
 	snprintf(url, sizeof(url), "unix://%s", sock);
 	struct sl_policy p;
 	sl_policy_init(&p);
@@ -142,10 +144,33 @@ static void test_lease_thread_race(void **state)
 	assert_int_equal(sl__state_init_unsync(&p), 0);
 }
 
+static void test_lease_thread_race(void **state)
+{
+	char opts[64];
+	(void)state;
+	snprintf(opts, sizeof(opts), "redis=tsan%ld", (long)getpid());
+	race(opts);
+}
+
+/* The same through a host pool (shared= with redis=): the bank and the
+ * election word are in the shared segment. */
+static void test_lease_thread_pool(void **state)
+{
+	char opts[96], path[128];
+	(void)state;
+	snprintf(opts, sizeof(opts), "shared=tsan%ld,redis=tsanp%ld", (long)getpid(),
+		 (long)getpid());
+	race(opts);
+	snprintf(path, sizeof(path), "/dev/shm/sluice-%u-shared-tsan%ld", (unsigned)getuid(),
+		 (long)getpid());
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lease_thread_race),
+		cmocka_unit_test(test_lease_thread_pool),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
