@@ -34,8 +34,12 @@
  * The hot path finds a rule's current limiter with one acquire load of
  * sl_lease_cur[i]: the bank while Redis answers; while it does not (connect
  * or command failed or took longer than 250 ms), the rule's on-error mode:
- *   local   sl__st.rule_lim[i], the token bucket the rule would have as a local
- *           rule (each process keeps the whole rate for itself);
+ *   local   the process's recent share (lease_share.c): a token bucket at
+ *           what Redis granted it over the last 2 to 8 s, measured when the
+ *           outage starts, so N processes stay near the fleet's rate rather
+ *           than at N times it; sl__st.rule_lim[i] (the rule's whole rate)
+ *           if no lease was ever granted, or for a host pool (the
+ *           host-wide shared= limiter);
  *   open    a limiter that admits everything;
  *   closed  a limiter that refuses everything at once (SL_NEVER): calls
  *           fail with the rule's errno, whatever its action.
@@ -51,10 +55,14 @@
  * once rather than at the next poll) and retries after one unit's worth of
  * time (200 us to 5 ms), instead of act.c's generic doubling back-off.
  *
- * Combining with shared (host-wide) scope later: the bank is a plain
- * struct sl_limiter, so it can live in the shared segment like any other,
- * with one renewal thread per host elected through the segment (the others
- * only spend); the bound above then counts hosts instead of processes.
+ * Host pools (shared=NAME with redis=KEY): the bank lives in the rule's
+ * shared segment, and one process of the host, elected through the segment
+ * (lease_pool.c), tends it for all; the others only spend from it and
+ * follow the renewer's view of Redis (its state word) for on-error. A pool
+ * never expires, and the bound above then counts hosts, not processes.
+ *
+ * The link to the server (redis_link.c) is one connection, a Redis
+ * Cluster's nodes or a master found through Sentinel, as SLUICE_REDIS says.
  */
 #include <errno.h>
 #include <pthread.h>
