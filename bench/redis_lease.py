@@ -15,7 +15,9 @@ the bound: any window of t seconds admits at most
 1000 * t + max(burst, L) + 4 * L. The cluster row is the default lease
 (10) on three masters (tests/integration/test_redis_cluster.py's Cluster),
 seeded with a node that does not own the key, EVALSHA summed over the
-nodes. Every server is private (temp dir, loopback) and killed at the end.
+nodes. The host pool row is the default lease with the 4 processes sharing
+one pool (shared=NAME,redis=KEY): one of them leases for all. Every server
+is private (temp dir, loopback) and killed at the end.
 """
 import json
 import os
@@ -46,7 +48,7 @@ def run(srv, sl, rts):
 
 
 def row(name, n, rts):
-    print("%-12s  %9.0f  %15.3f  %10.0f" % (name, rts / DUR, rts / max(n, 1), n / DUR))
+    print("%-13s  %9.0f  %15.3f  %10.0f" % (name, rts / DUR, rts / max(n, 1), n / DUR))
 
 
 def hot(url):
@@ -61,12 +63,23 @@ def main():
     redis, cl = Redis(), None
     srv = Server("sink", backlog=4096)
     try:
-        print("lease         evalsha/s  evalsha/connect  admitted/s")
+        print("lease          evalsha/s  evalsha/connect  admitted/s")
         for lease in (5, 10, 20, 50, 100, 200):
             sl = {"SLUICE_CONNECT": "%d/s,redis=bench%d,lease=%d" % (RATE, lease, lease),
                   "SLUICE_REDIS": "unix://" + redis.sock}
             n, rts = run(srv, sl, lambda: redis.stat("evalsha"))
             row("%d" % lease, n, rts)
+        pool = "benchpool%d" % os.getpid()
+        sl = {"SLUICE_CONNECT": "%d/s,shared=%s,redis=%s" % (RATE, pool, pool),
+              "SLUICE_REDIS": "unix://" + redis.sock}
+        try:
+            n, rts = run(srv, sl, lambda: redis.stat("evalsha"))
+        finally:
+            try:
+                os.unlink("/dev/shm/sluice-%d-shared-%s" % (os.getuid(), pool))
+            except OSError:
+                pass
+        row("10, host pool", n, rts)
         cl = Cluster()
         key = key_for_slot(100, "bc")
         other = [p for i, p in enumerate(cl.ports) if i != cl.owner(100)][0]
