@@ -17,7 +17,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../shim/internal.h"
+#include "../shim/act.h"
+#include "../shim/clock.h"
+#include "../shim/init.h"
+#include "../shim/state.h"
 
 #define ROUNDS 5
 #define CALLS 5000000u

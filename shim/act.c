@@ -34,7 +34,7 @@
  *                 SIGSYS: sanitizers, crash reporters) are left out, as they
  *                 cannot interrupt a sleep.
  *
- * Non-blocking calls (ready.c): a delay rule with nonblock=eagain does not
+ * Non-blocking calls (nb.c): a delay rule with nonblock=eagain does not
  * wait on a call that must not block (c->nb_rules): it polices, and its
  * refusal is EAGAIN with the instant it would have waited for left in
  * c->ready_ns. A deferred connect (c->defer) reserves its slot like a
@@ -54,12 +54,15 @@
 #include <signal.h>
 #include <sys/time.h>
 
-#include "internal.h"
-
-static uint64_t sl_sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
+#include "act.h"
+#include "clock.h"
+#include "lease.h"
+#include "log.h"
+#include "nb.h"
+#include "real.h"
+#include "scope.h"
+#include "shm.h"
+#include "state.h"
 
 void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
 		    int timeout_opt)
@@ -85,7 +88,7 @@ void sl__call_begin_at(struct sl_call *c, int fd, enum sl_op op, const struct sl
 
 /* The instant of a decision of call c: its start for the first (no time has
  * passed since, see sl__call_begin), a new clock reading for the others. */
-static uint64_t sl_call_now(struct sl_call *c)
+static uint64_t call_now(struct sl_call *c)
 {
 	if (c->start_fresh) {
 		c->start_fresh = false;
@@ -96,7 +99,7 @@ static uint64_t sl_call_now(struct sl_call *c)
 
 /* The absolute instant the socket's own timeout expires (UINT64_MAX: none),
  * read on first need. errno is preserved. */
-static uint64_t sl_call_timeout(struct sl_call *c)
+static uint64_t call_timeout(struct sl_call *c)
 {
 	if (!c->timeout_known) {
 		c->timeout_known = true;
@@ -105,7 +108,7 @@ static uint64_t sl_call_timeout(struct sl_call *c)
 		int saved = errno;
 		if (getsockopt(c->fd, SOL_SOCKET, c->timeout_opt, &tv, &l) == 0 &&
 		    (tv.tv_sec > 0 || tv.tv_usec > 0))
-			c->timeout_ns = sl_sat_add(c->start_ns, (uint64_t)tv.tv_sec * 1000000000u +
+			c->timeout_ns = sl__sat_add(c->start_ns, (uint64_t)tv.tv_sec * 1000000000u +
 								(uint64_t)tv.tv_usec * 1000u);
 		errno = saved;
 	}
@@ -113,25 +116,25 @@ static uint64_t sl_call_timeout(struct sl_call *c)
 }
 
 /* The instant past which rule r may not make call c wait. */
-static uint64_t sl_call_limit(struct sl_call *c, const struct sl_rule *r)
+static uint64_t call_limit(struct sl_call *c, const struct sl_rule *r)
 {
-	uint64_t a = sl_sat_add(c->start_ns, r->max_delay_ns), b = sl_call_timeout(c);
+	uint64_t a = sl__sat_add(c->start_ns, r->max_delay_ns), b = call_timeout(c);
 	return a < b ? a : b;
 }
 
 /* The errno of a refusal by rule r: EAGAIN when the socket timeout, not
  * max-delay, was the limit that bit. */
-static int sl_call_errno(struct sl_call *c, const struct sl_rule *r, bool never)
+static int call_errno(struct sl_call *c, const struct sl_rule *r, bool never)
 {
 	if (!never && r->action == SL_ACTION_DELAY &&
-	    sl_call_timeout(c) < sl_sat_add(c->start_ns, r->max_delay_ns))
+	    call_timeout(c) < sl__sat_add(c->start_ns, r->max_delay_ns))
 		return EAGAIN;
 	return sl_rule_errno(r, c->op);
 }
 
 /* True if every handler installed for an asynchronous signal has
  * SA_RESTART (see the file comment). */
-static bool sl_sig_all_restart(void)
+static bool sig_all_restart(void)
 {
 	for (int s = 1; s < NSIG; s++) {
 		struct sigaction sa;
@@ -147,29 +150,29 @@ static bool sl_sig_all_restart(void)
 
 /* True if a wait of call c that a signal interrupted is to be resumed, as
  * the kernel would restart the call. errno is preserved. */
-static bool sl_call_restarts(struct sl_call *c)
+static bool call_restarts(struct sl_call *c)
 {
 	int saved = errno;
-	bool r = sl_call_timeout(c) == UINT64_MAX && sl_sig_all_restart();
+	bool r = call_timeout(c) == UINT64_MAX && sig_all_restart();
 	errno = saved;
 	return r;
 }
 
 /* Sleep until t, counting the time slept. Returns 0 or EINTR. */
-static int sl_call_sleep(struct sl_call *c, uint64_t t)
+static int call_sleep(struct sl_call *c, uint64_t t)
 {
 	uint64_t before = sl__clock_ns();
 	if (t <= before)
 		return 0;
 	int e;
-	while ((e = sl__sleep_until(t)) == EINTR && sl_call_restarts(c))
+	while ((e = sl__sleep_until(t)) == EINTR && call_restarts(c))
 		;
 	uint64_t after = sl__clock_ns();
 	c->waited_ns += after > before ? after - before : 0;
 	return e;
 }
 
-static void sl_stats_max(_Atomic uint64_t *m, uint64_t v)
+static void stats_max(_Atomic uint64_t *m, uint64_t v)
 {
 	/* Relaxed: a statistic, read at exit only. */
 	uint64_t cur = atomic_load_explicit(m, memory_order_relaxed);
@@ -178,17 +181,17 @@ static void sl_stats_max(_Atomic uint64_t *m, uint64_t v)
 		;
 }
 
-static void sl_stats_add(_Atomic uint64_t *m, uint64_t v)
+static void stats_add(_Atomic uint64_t *m, uint64_t v)
 {
 	/* Relaxed: a statistic, read at exit only. */
 	atomic_fetch_add_explicit(m, v, memory_order_relaxed);
 }
 
-static void sl_dry_run_note(struct sl_call *c, unsigned i, bool refuse, uint64_t wait_ns)
+static void dry_run_note(struct sl_call *c, unsigned i, bool refuse, uint64_t wait_ns)
 {
 	/* A would-be delay is counted once per call, by sl__call_end. */
 	if (refuse)
-		sl_stats_add(&sl__st.stats[i].refused, 1);
+		stats_add(&sl__st.stats[i].refused, 1);
 	else
 		c->delayed_rules |= (uint32_t)1 << i;
 	sl_log(SL_LOG_INFO, "dry-run: rule %u would %s %s on fd %d (wait %llu us)", i + 1,
@@ -214,7 +217,7 @@ void sl__grant_refund(const struct sl_call *c, const struct sl_grant *g, uint64_
 /* Record that rule i's limiter l took the call's units for a slot at at_ns
  * (and count them for dead-holder recovery if l is a shared conns
  * limiter). */
-static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l, uint64_t at_ns)
+static void grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l, uint64_t at_ns)
 {
 	g->rules |= (uint32_t)1 << i;
 	g->lim[i] = l;
@@ -227,7 +230,7 @@ static void sl_grant_add(struct sl_grant *g, unsigned i, struct sl_limiter *l, u
  * limiter's hint, or for a redis=KEY rule whose bank of leased units is
  * empty (a concurrency limiter: no hint), the lease's retry time, after
  * kicking the renewal thread. */
-static uint64_t sl_refusal_wait(const struct sl_rule *r, unsigned i, struct sl_decision d)
+static uint64_t refusal_wait(const struct sl_rule *r, unsigned i, struct sl_decision d)
 {
 	if (d.wait_ns == 0 && r->redis_key[0] != '\0')
 		return sl__lease_retry_ns(i);
@@ -244,7 +247,7 @@ static uint64_t sl_refusal_wait(const struct sl_rule *r, unsigned i, struct sl_d
  * timeout (a getsockopt), and the reservation up to it asked for: a call
  * admitted at once never reads the timeout.
  */
-static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i,
+static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i,
 						   struct sl_limiter *l, uint64_t n,
 						   struct sl_grant *g, uint64_t now, uint64_t *due,
 						   struct sl_decision d)
@@ -252,30 +255,30 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	uint64_t backoff = 1000000u;
 	if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
-		sl_dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
+		dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
 				d.wait_ns);
 		return 0;
 	}
-	/* Non-blocking (ready.c): no wait, the refusal is EAGAIN. Only the
+	/* Non-blocking (nb.c): no wait, the refusal is EAGAIN. Only the
 	 * first answer can be a refusal here: a retry below follows a sleep. */
 	if (d.verdict == SL_REFUSE && !c->defer && sl__nb_has(c, i)) {
 		if (c->op == SL_OP_SEND && !c->nb_partial && ((sl__st.byte_rules >> i) & 1))
 			return SL_NB_PARTIAL;
-		return sl__nb_refuse(c, i, now, sl_refusal_wait(r, i, d));
+		return sl__nb_refuse(c, i, now, refusal_wait(r, i, d));
 	}
 	for (;;) {
 		uint64_t limit = now;
 		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DELAY) {
-			limit = sl_call_limit(c, r);
+			limit = call_limit(c, r);
 			if (limit > now)
 				d = sl_limiter_acquire(l, n, now, limit - now);
 		}
 		if (d.verdict == SL_ADMIT) {
-			sl_grant_add(g, i, l, sl_sat_add(now, d.wait_ns));
+			grant_add(g, i, l, sl__sat_add(now, d.wait_ns));
 			if (d.wait_ns > 0) {
 				c->delayed_rules |= (uint32_t)1 << i;
-				if (sl_sat_add(now, d.wait_ns) > *due)
-					*due = sl_sat_add(now, d.wait_ns);
+				if (sl__sat_add(now, d.wait_ns) > *due)
+					*due = sl__sat_add(now, d.wait_ns);
 			}
 			return 0;
 		}
@@ -290,13 +293,13 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 		const uint32_t kind = l->kind == SL_KIND_TUNABLE ? l->params.kind : l->kind;
 		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
 		    (kind == SL_KIND_SLIDING || kind == SL_KIND_CONC)) {
-			d.wait_ns = sl_refusal_wait(r, i, d);
-			uint64_t at = sl_sat_add(now, d.wait_ns != 0 ? d.wait_ns : backoff);
+			d.wait_ns = refusal_wait(r, i, d);
+			uint64_t at = sl__sat_add(now, d.wait_ns != 0 ? d.wait_ns : backoff);
 			if (d.wait_ns == 0 && backoff < 50000000u)
 				backoff *= 2;
 			if (at <= limit) {
 				c->delayed_rules |= (uint32_t)1 << i;
-				if (sl_call_sleep(c, at) == EINTR)
+				if (call_sleep(c, at) == EINTR)
 					return EINTR;
 				now = sl__clock_ns();
 				/* Ask again: a redis=KEY rule may have switched
@@ -306,9 +309,9 @@ static __attribute__((noinline)) int sl_admit_slow(struct sl_call *c, unsigned i
 				continue;
 			}
 		}
-		sl_stats_add(&sl__st.stats[i].refused, 1);
+		stats_add(&sl__st.stats[i].refused, 1);
 		sl_log(SL_LOG_DEBUG, "rule %u refuses %s on fd %d", i + 1, sl_op_name(c->op), c->fd);
-		return sl_call_errno(c, r, d.verdict == SL_NEVER);
+		return call_errno(c, r, d.verdict == SL_NEVER);
 	}
 }
 
@@ -320,7 +323,7 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 		c->start_fresh = false; /* the call's first decision, all the same */
 		return 0;
 	}
-	uint64_t due = 0, now = sl_call_now(c);
+	uint64_t due = 0, now = call_now(c);
 	int err = 0;
 	for (uint32_t rest = rules; rest != 0 && err == 0; rest &= rest - 1) {
 		/* Police every rule first: a call none of them delays ends here. */
@@ -328,17 +331,17 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 		struct sl_limiter *l = sl__limiter(c, i);
 		struct sl_decision d = sl_limiter_acquire(l, n, now, 0);
 		if (__builtin_expect(d.verdict == SL_ADMIT && d.wait_ns == 0, 1))
-			sl_grant_add(g, i, l, now);
+			grant_add(g, i, l, now);
 		else
-			err = sl_admit_slow(c, i, l, n, g, now, &due, d);
+			err = admit_slow(c, i, l, n, g, now, &due, d);
 	}
-	/* due stays 0 unless a rule must wait; sl_call_sleep returns at once if
+	/* due stays 0 unless a rule must wait; call_sleep returns at once if
 	 * the instant has passed. */
 	if (err == 0 && due != 0) {
 		if (c->defer && sl__call_nb(c) != 0)
 			c->ready_ns = due;
 		else
-			err = sl_call_sleep(c, due);
+			err = call_sleep(c, due);
 	}
 	if (err != 0) {
 		sl__grant_refund(c, g, n);
@@ -351,7 +354,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 {
 	*err = 0;
 	for (;;) {
-		uint64_t now = sl_call_now(c), avail = UINT64_MAX, at = 0;
+		uint64_t now = call_now(c), avail = UINT64_MAX, at = 0;
 		unsigned worst = 0;
 		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 			unsigned i = (unsigned)__builtin_ctz(rest);
@@ -386,7 +389,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
 			if (gather && d.verdict != SL_ADMIT &&
 			    (d.verdict == SL_NEVER ||
-			     sl_sat_add(now, d.wait_ns) > sl_call_limit(c, r))) {
+			     sl__sat_add(now, d.wait_ns) > call_limit(c, r))) {
 				/* Gathering would outlast max-delay or the
 				 * socket's timeout: wait for one unit, as the
 				 * limit allows. */
@@ -399,11 +402,11 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 				continue;
 			}
 			if (dry) {
-				sl_dry_run_note(c, i, d.verdict == SL_NEVER, d.wait_ns);
+				dry_run_note(c, i, d.verdict == SL_NEVER, d.wait_ns);
 				continue;
 			}
 			avail = 0;
-			uint64_t t = sl_sat_add(now, d.wait_ns ? d.wait_ns : 1000000u);
+			uint64_t t = sl__sat_add(now, d.wait_ns ? d.wait_ns : 1000000u);
 			if (t > at) {
 				at = t;
 				worst = i;
@@ -417,14 +420,14 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			return 0;
 		}
 		/* at is UINT64_MAX when no wait helps (on-error=closed). */
-		if (!wait || r->action == SL_ACTION_REJECT || at > sl_call_limit(c, r) ||
+		if (!wait || r->action == SL_ACTION_REJECT || at > call_limit(c, r) ||
 		    at == UINT64_MAX) {
-			sl_stats_add(&sl__st.stats[worst].refused, 1);
-			*err = sl_call_errno(c, r, false);
+			stats_add(&sl__st.stats[worst].refused, 1);
+			*err = call_errno(c, r, false);
 			return 0;
 		}
 		c->delayed_rules |= (uint32_t)1 << worst;
-		if (sl_call_sleep(c, at) == EINTR) {
+		if (call_sleep(c, at) == EINTR) {
 			*err = EINTR;
 			return 0;
 		}
@@ -449,7 +452,7 @@ void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 void sl__stats_bytes(uint32_t rules, uint64_t n)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		sl_stats_add(&sl__st.stats[__builtin_ctz(rest)].bytes, n);
+		stats_add(&sl__st.stats[__builtin_ctz(rest)].bytes, n);
 }
 
 void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes)
@@ -457,9 +460,9 @@ void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t byt
 	sl__stats_end(rules, ok, bytes);
 	for (uint32_t rest = rules & c->delayed_rules; rest != 0; rest &= rest - 1) {
 		struct sl_rstats *s = &sl__st.stats[__builtin_ctz(rest)];
-		sl_stats_add(&s->delayed, 1);
-		sl_stats_add(&s->delay_ns, c->waited_ns);
-		sl_stats_max(&s->max_delay_ns, c->waited_ns);
+		stats_add(&s->delayed, 1);
+		stats_add(&s->delay_ns, c->waited_ns);
+		stats_max(&s->max_delay_ns, c->waited_ns);
 	}
 	/* Last, a tail call: the hot path (nothing pinned) stays a leaf. */
 	if (c->pinned != 0) /* per=peer: the call is done with its limiters */
@@ -469,4 +472,22 @@ void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t byt
 void sl__call_end(struct sl_call *c, uint32_t rules, bool ok)
 {
 	sl__call_end_bytes(c, rules, ok, 0);
+}
+
+/* Collect the conns limiters of a grant into lims; returns how many. */
+unsigned sl__grant_conns(const struct sl_grant *g, struct sl_limiter **lims)
+{
+	unsigned n = 0;
+	for (uint32_t rest = g->rules & sl__st.conns_rules; rest != 0; rest &= rest - 1)
+		lims[n++] = g->lim[__builtin_ctz(rest)];
+	return n;
+}
+
+/* Fail the call with err: stats, errno. Returns -1. */
+int sl__call_fail(struct sl_call *c, uint32_t rules, int err)
+{
+	sl__call_end(c, rules, false);
+	sl__busy = 0;
+	errno = err;
+	return -1;
 }

@@ -34,15 +34,18 @@
  * through successive lines can go back by that error: the core takes any
  * now, and one in the past only makes it refuse more.
  *
- * sl__clock_line_fit and sl__clock_line_ns are pure (tests/test_shim_clock.c
- * drives them with made-up TSC rates).
+ * sl__clock_line_fit and sl__clock_line_ns are pure: tests/test_shim_clock_thread.c
+ * drives them with made-up TSC rates, and reads the live clock from several
+ * threads.
  */
 #include <errno.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "internal.h"
+#include "clock.h"
+#include "log.h"
+#include "seqlock.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -53,14 +56,14 @@
 #endif
 
 /* A vDSO reading of CLOCK_MONOTONIC in ns. */
-static uint64_t sl_clock_vdso(void)
+static uint64_t clock_vdso(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int sl_sleep_default(uint64_t deadline_ns)
+static int sleep_default(uint64_t deadline_ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
 			      .tv_nsec = (long)(deadline_ns % 1000000000u)};
@@ -69,12 +72,12 @@ static int sl_sleep_default(uint64_t deadline_ns)
 	return clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR ? EINTR : 0;
 }
 
-uint64_t (*sl__clock_ns)(void) = sl_clock_vdso;
-int (*sl__sleep_until)(uint64_t deadline_ns) = sl_sleep_default;
+uint64_t (*sl__clock_ns)(void) = clock_vdso;
+int (*sl__sleep_until)(uint64_t deadline_ns) = sleep_default;
 
 /* ---- the line (pure) ------------------------------------------------------ */
 
-static uint64_t sl_absdiff(uint64_t a, uint64_t b)
+static uint64_t absdiff(uint64_t a, uint64_t b)
 {
 	return a > b ? a - b : b - a;
 }
@@ -109,7 +112,7 @@ enum sl_fit sl__clock_line_fit(struct sl_clock_line *l, uint64_t tsc, uint64_t n
 		/* The line's error over the stretch since its base. */
 		const unsigned __int128 pred = (unsigned __int128)dt * l->mult >> 32;
 		const uint64_t err =
-			pred > UINT64_MAX ? UINT64_MAX : sl_absdiff((uint64_t)pred, dns);
+			pred > UINT64_MAX ? UINT64_MAX : absdiff((uint64_t)pred, dns);
 		if (err > dns / 1000000u * SL_FIT_PPM + SL_FIT_SLACK_NS)
 			return SL_FIT_OFF;
 	}
@@ -136,107 +139,98 @@ static struct {
 	_Atomic uint32_t seq;
 	_Atomic bool off;
 	_Atomic uint64_t base_tsc, base_ns, mult, span;
-} sl_live;
+} live_line;
 
 /* A (tsc, ns) sample: ns from clock_gettime, tsc the middle of two reads
  * around it, the narrowest of three tries. Returns ns; *tsc is 0 if no try
  * had its reads within SL_PAIR_MAX_TICKS. */
-static uint64_t sl_sample(uint64_t *tsc)
+static uint64_t tsc_sample(uint64_t *tsc)
 {
 	uint64_t best = SL_PAIR_MAX_TICKS + 1, ns = 0;
 	*tsc = 0;
 	for (int i = 0; i < 3; i++) {
-		uint64_t t1 = __rdtsc(), n = sl_clock_vdso(), t2 = __rdtsc();
+		uint64_t t1 = __rdtsc(), n = clock_vdso(), t2 = __rdtsc();
 		if (t2 >= t1 && t2 - t1 < best) {
 			best = t2 - t1;
 			*tsc = t1 + best / 2;
 			ns = n;
 		}
 	}
-	return *tsc != 0 ? ns : sl_clock_vdso();
+	return *tsc != 0 ? ns : clock_vdso();
 }
 
 /* Store a line (inside the odd section). */
-static void sl_live_store(const struct sl_clock_line *l)
+static void live_store(const struct sl_clock_line *l)
 {
 	/* Relaxed: the release store of seq that ends the section publishes
 	 * them; readers check seq around their loads. */
-	atomic_store_explicit(&sl_live.base_tsc, l->base_tsc, memory_order_relaxed);
-	atomic_store_explicit(&sl_live.base_ns, l->base_ns, memory_order_relaxed);
-	atomic_store_explicit(&sl_live.mult, l->mult, memory_order_relaxed);
-	atomic_store_explicit(&sl_live.span, l->span, memory_order_relaxed);
+	atomic_store_explicit(&live_line.base_tsc, l->base_tsc, memory_order_relaxed);
+	atomic_store_explicit(&live_line.base_ns, l->base_ns, memory_order_relaxed);
+	atomic_store_explicit(&live_line.mult, l->mult, memory_order_relaxed);
+	atomic_store_explicit(&live_line.span, l->span, memory_order_relaxed);
 }
 
 /* Past the line (or none yet): clock_gettime's reading, and the next line
  * fitted from a fresh sample if the stretch since the base is long enough
  * and no other thread is at it. */
-static __attribute__((noinline)) uint64_t sl_clock_refit(void)
+static __attribute__((noinline)) uint64_t clock_refit(void)
 {
-	const uint64_t now = sl_clock_vdso();
+	const uint64_t now = clock_vdso();
 	/* Relaxed: off only ever goes from false to true (a stale false costs
 	 * one refit more), and base_ns only decides whether to try (the fit
 	 * reads the fields again inside the section). */
-	if (atomic_load_explicit(&sl_live.off, memory_order_relaxed) ||
-	    now - atomic_load_explicit(&sl_live.base_ns, memory_order_relaxed) < SL_FIT_FIRST_NS)
+	if (atomic_load_explicit(&live_line.off, memory_order_relaxed) ||
+	    now - atomic_load_explicit(&live_line.base_ns, memory_order_relaxed) < SL_FIT_FIRST_NS)
 		return now;
-	uint32_t s = atomic_load_explicit(&sl_live.seq, memory_order_relaxed);
-	/* Acquire: the fields written by the refit that made seq s. */
-	if ((s & 1) || !atomic_compare_exchange_strong_explicit(&sl_live.seq, &s, s + 1,
-								 memory_order_acquire,
-								 memory_order_relaxed))
-		return now;
-	/* The writer's side of the seqlock: seq odd before any field changes
-	 * (pairs with the readers' acquire fence). */
-	atomic_thread_fence(memory_order_release);
-	uint64_t tsc, ns = sl_sample(&tsc);
+	uint32_t s;
+	if (!sl__seq_write_try_begin(&live_line.seq, &s))
+		return now; /* another thread is refitting */
+	uint64_t tsc, ns = tsc_sample(&tsc);
 	/* Relaxed: the writer's own fields, inside the odd section. */
 	struct sl_clock_line l = {
-		.base_tsc = atomic_load_explicit(&sl_live.base_tsc, memory_order_relaxed),
-		.base_ns = atomic_load_explicit(&sl_live.base_ns, memory_order_relaxed),
-		.mult = atomic_load_explicit(&sl_live.mult, memory_order_relaxed),
+		.base_tsc = atomic_load_explicit(&live_line.base_tsc, memory_order_relaxed),
+		.base_ns = atomic_load_explicit(&live_line.base_ns, memory_order_relaxed),
+		.mult = atomic_load_explicit(&live_line.mult, memory_order_relaxed),
 		.span = 0,
 	};
 	switch (tsc == 0 ? SL_FIT_WAIT : sl__clock_line_fit(&l, tsc, ns)) {
 	case SL_FIT_OK:
-		sl_live_store(&l);
+		live_store(&l);
 		break;
 	case SL_FIT_OFF:
-		atomic_store_explicit(&sl_live.off, true, memory_order_relaxed);
-		atomic_store_explicit(&sl_live.span, 0, memory_order_relaxed);
+		atomic_store_explicit(&live_line.off, true, memory_order_relaxed);
+		atomic_store_explicit(&live_line.span, 0, memory_order_relaxed);
 		sl_log(SL_LOG_DEBUG, "the TSC does not follow CLOCK_MONOTONIC: the clock is "
 				     "clock_gettime from now on");
 		break;
 	case SL_FIT_WAIT:
 		break;
 	}
-	atomic_store_explicit(&sl_live.seq, s + 2, memory_order_release);
+	sl__seq_write_end(&live_line.seq, s);
 	return ns;
 }
 
 /* The TSC through the live line, or clock_gettime. */
-static uint64_t sl_clock_tsc(void)
+static uint64_t clock_tsc(void)
 {
-	/* Acquire, and an acquire fence before the second load: a seqlock's
-	 * reader (the fields are the writer's only while seq is odd). */
-	const uint32_t s = atomic_load_explicit(&sl_live.seq, memory_order_acquire);
+	const uint32_t s = sl__seq_read_begin(&live_line.seq);
 	const uint64_t tsc = __rdtsc();
 	struct sl_clock_line l = {
-		.base_tsc = atomic_load_explicit(&sl_live.base_tsc, memory_order_relaxed),
-		.base_ns = atomic_load_explicit(&sl_live.base_ns, memory_order_relaxed),
-		.mult = atomic_load_explicit(&sl_live.mult, memory_order_relaxed),
-		.span = atomic_load_explicit(&sl_live.span, memory_order_relaxed),
+		.base_tsc = atomic_load_explicit(&live_line.base_tsc, memory_order_relaxed),
+		.base_ns = atomic_load_explicit(&live_line.base_ns, memory_order_relaxed),
+		.mult = atomic_load_explicit(&live_line.mult, memory_order_relaxed),
+		.span = atomic_load_explicit(&live_line.span, memory_order_relaxed),
 	};
-	atomic_thread_fence(memory_order_acquire);
 	uint64_t ns;
-	if ((s & 1) || atomic_load_explicit(&sl_live.seq, memory_order_relaxed) != s)
-		return sl_clock_vdso(); /* a refit is under way */
+	if (sl__seq_read_retry(&live_line.seq, s))
+		return clock_vdso(); /* a refit is under way */
 	if (__builtin_expect(sl__clock_line_ns(&l, tsc, &ns), 1))
 		return ns;
-	return sl_clock_refit();
+	return clock_refit();
 }
 
 /* True if the CPU says its TSC is invariant and this process may read it. */
-static bool sl_tsc_usable(void)
+static bool tsc_usable(void)
 {
 	unsigned a, b, c, d;
 	if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000007u)
@@ -250,32 +244,32 @@ static bool sl_tsc_usable(void)
 
 /* The first base (no line yet); single-threaded. False if no sample was
  * narrow enough. */
-static bool sl_live_start(void)
+static bool live_start(void)
 {
-	uint64_t tsc, ns = sl_sample(&tsc);
+	uint64_t tsc, ns = tsc_sample(&tsc);
 	if (tsc == 0)
 		return false;
 	struct sl_clock_line l = {.base_tsc = tsc, .base_ns = ns};
-	sl_live_store(&l);
+	live_store(&l);
 	return true;
 }
 
 void sl__clock_init(void)
 {
 	/* The constructor, single-threaded. */
-	if (sl_tsc_usable() && sl_live_start())
-		sl__clock_ns = sl_clock_tsc;
+	if (tsc_usable() && live_start())
+		sl__clock_ns = clock_tsc;
 }
 
 void sl__clock_fork_child(void)
 {
 	/* The only thread: a refit another thread had begun at fork may have
 	 * left the line half written. Start again (seq even, no line). */
-	uint32_t s = atomic_load_explicit(&sl_live.seq, memory_order_relaxed);
+	uint32_t s = atomic_load_explicit(&live_line.seq, memory_order_relaxed);
 	if (s & 1) {
-		if (!sl_live_start())
-			atomic_store_explicit(&sl_live.off, true, memory_order_relaxed);
-		atomic_store_explicit(&sl_live.seq, s + 1, memory_order_relaxed);
+		if (!live_start())
+			atomic_store_explicit(&live_line.off, true, memory_order_relaxed);
+		atomic_store_explicit(&live_line.seq, s + 1, memory_order_relaxed);
 	}
 }
 

@@ -39,7 +39,12 @@
 #include <sched.h>
 #include <string.h>
 
-#include "internal.h"
+#include "clock.h"
+#include "epoll.h"
+#include "fd.h"
+#include "log.h"
+#include "ready.h"
+#include "real.h"
 
 /* Referenced by the unit tests so that this archive member is linked into
  * them even when a sanitizer runtime already defines the libc names. */
@@ -53,50 +58,55 @@ const int sl__epoll_anchor = 1;
 		      EPOLLWRBAND | EPOLLRDHUP | EPOLLMSG)
 
 /* What the kernel holds for a registration. */
-enum sl_ks {
+enum ep_ks {
 	SL_KS_MASK = 0,   /* kevents */
 	SL_KS_PARKED = 1, /* EPOLLONESHOT, no events: its events are dropped */
 	SL_KS_ABSENT = 2, /* deleted (EPOLLEXCLUSIVE, everything hidden) */
 };
 
-struct sl_epreg {
+struct ep_reg {
 	_Atomic int32_t epfd1;   /* epoll fd + 1; 0: free slot */
 	_Atomic uint32_t events; /* the program's events */
 	_Atomic uint64_t data;   /* the program's epoll_data */
 	uint32_t kevents;        /* (lock) events last given to the kernel */
-	_Atomic uint8_t ks;      /* enum sl_ks; written under the lock */
+	_Atomic uint8_t ks;      /* enum ep_ks; written under the lock */
 	_Atomic uint8_t armed;   /* 0 once a oneshot event was delivered, until MOD */
 };
 
-struct sl_epfd {
+struct ep_fd {
 	atomic_flag lock;
 	_Atomic uint8_t n; /* slots in use */
-	struct sl_epreg r[SL_EP_SLOTS];
+	struct ep_reg r[SL_EP_SLOTS];
 };
 
-static struct sl_epfd *sl_eps; /* [sl__fd_cap], mmap'd */
-static _Atomic uint32_t sl_ep_hi; /* 1 + the highest fd with a slot */
-static _Atomic int sl_ep_full_logged;
+static struct ep_fd *ep_table; /* [sl__fd_cap], mmap'd */
+static _Atomic uint32_t ep_hi; /* 1 + the highest fd with a slot */
+static _Atomic int ep_full_logged;
+
+static bool ep_sync(int fd);
+static void ep_forget(int fd);
 
 int sl__ep_init_unsync(bool on)
 {
-	if (!on && sl_eps == NULL)
+	if (!on && ep_table == NULL)
 		return 0;
-	if (sl_eps == NULL) {
-		sl_eps = sl__map(sizeof(*sl_eps) * sl__fd_cap);
-		if (sl_eps == NULL)
+	if (ep_table == NULL) {
+		ep_table = sl__map(sizeof(*ep_table) * sl__fd_cap);
+		if (ep_table == NULL)
 			return -1;
 	} else {
-		memset(sl_eps, 0, sizeof(*sl_eps) * atomic_load_explicit(&sl_ep_hi,
+		memset(ep_table, 0, sizeof(*ep_table) * atomic_load_explicit(&ep_hi,
 									   memory_order_relaxed));
 	}
-	atomic_store_explicit(&sl_ep_hi, 0, memory_order_relaxed);
+	atomic_store_explicit(&ep_hi, 0, memory_order_relaxed);
+	sl__fd_on_forget_unsync(ep_forget);
+	sl__ready_on_change_unsync(ep_sync);
 	return 0;
 }
 
-static void sl_ep_lock(struct sl_epfd *e)
+static void ep_lock(struct ep_fd *e)
 {
-	/* Acquire pairs with the release in sl_ep_unlock: the slots as the
+	/* Acquire pairs with the release in ep_unlock: the slots as the
 	 * last holder left them. */
 	for (int spins = 0; atomic_flag_test_and_set_explicit(&e->lock, memory_order_acquire);
 	     spins++)
@@ -104,21 +114,21 @@ static void sl_ep_lock(struct sl_epfd *e)
 			sched_yield();
 }
 
-static void sl_ep_unlock(struct sl_epfd *e)
+static void ep_unlock(struct ep_fd *e)
 {
 	atomic_flag_clear_explicit(&e->lock, memory_order_release);
 }
 
-bool sl__ep_has(int fd)
+static bool ep_has(int fd)
 {
 	/* Relaxed: a hint; the slots are read under the lock. */
-	return sl_eps != NULL && (unsigned)fd < sl__fd_cap &&
-	       atomic_load_explicit(&sl_eps[fd].n, memory_order_relaxed) != 0;
+	return ep_table != NULL && (unsigned)fd < sl__fd_cap &&
+	       atomic_load_explicit(&ep_table[fd].n, memory_order_relaxed) != 0;
 }
 
 /* What the kernel should hold for program events ev with bits `hidden`
  * hidden: SL_KS_MASK with *kev, or SL_KS_PARKED. */
-static enum sl_ks sl_ep_want(uint32_t ev, uint32_t hidden, uint32_t *kev)
+static enum ep_ks ep_want(uint32_t ev, uint32_t hidden, uint32_t *kev)
 {
 	*kev = ev;
 	if (hidden == 0)
@@ -131,13 +141,13 @@ static enum sl_ks sl_ep_want(uint32_t ev, uint32_t hidden, uint32_t *kev)
 
 /* Give the kernel what slot s of fd should hold now. Lock held. Returns 0,
  * or -1 with errno if the kernel refused (the registration is gone). */
-static int sl_ep_apply(int fd, int s, uint32_t hidden)
+static int ep_apply(int fd, int s, uint32_t hidden)
 {
-	struct sl_epreg *g = &sl_eps[fd].r[s];
+	struct ep_reg *g = &ep_table[fd].r[s];
 	int epfd = atomic_load_explicit(&g->epfd1, memory_order_relaxed) - 1;
 	uint32_t ev = atomic_load_explicit(&g->events, memory_order_relaxed), kev;
-	enum sl_ks want = sl_ep_want(ev, hidden, &kev);
-	enum sl_ks ks = (enum sl_ks)atomic_load_explicit(&g->ks, memory_order_relaxed);
+	enum ep_ks want = ep_want(ev, hidden, &kev);
+	enum ep_ks ks = (enum ep_ks)atomic_load_explicit(&g->ks, memory_order_relaxed);
 	if (!atomic_load_explicit(&g->armed, memory_order_relaxed))
 		return 0; /* a delivered oneshot: the program re-arms it */
 	if (want == ks && (want != SL_KS_MASK || kev == g->kevents))
@@ -163,7 +173,7 @@ static int sl_ep_apply(int fd, int s, uint32_t hidden)
 	return r;
 }
 
-static void sl_ep_free(struct sl_epfd *e, int s)
+static void ep_free(struct ep_fd *e, int s)
 {
 	/* Relaxed: under the lock; epoll_wait reading a freed slot drops the
 	 * event, as the kernel would after EPOLL_CTL_DEL. */
@@ -171,39 +181,43 @@ static void sl_ep_free(struct sl_epfd *e, int s)
 	atomic_fetch_sub_explicit(&e->n, 1, memory_order_relaxed);
 }
 
-void sl__ep_sync(int fd)
+/* The readiness hook (ready.h): bring the kernel registrations of fd in
+ * line with what is hidden now. */
+static bool ep_sync(int fd)
 {
-	if (!sl__ep_has(fd))
-		return;
+	if (!ep_has(fd))
+		return false;
 	int saved = errno;
 	uint64_t now = sl__clock_ns(), until = UINT64_MAX;
 	uint32_t hidden = sl__ready_hidden(fd, now, &until);
-	struct sl_epfd *e = &sl_eps[fd];
-	sl_ep_lock(e);
+	struct ep_fd *e = &ep_table[fd];
+	ep_lock(e);
 	for (int s = 0; s < SL_EP_SLOTS; s++)
 		if (atomic_load_explicit(&e->r[s].epfd1, memory_order_relaxed) != 0 &&
-		    sl_ep_apply(fd, s, hidden) != 0 && (errno == ENOENT || errno == EBADF))
-			sl_ep_free(e, s);
-	sl_ep_unlock(e);
+		    ep_apply(fd, s, hidden) != 0 && (errno == ENOENT || errno == EBADF))
+			ep_free(e, s);
+	ep_unlock(e);
 	if (hidden != 0)
 		sl__ready_arm(fd, until);
 	errno = saved;
+	return true;
 }
 
-void sl__ep_forget(int fd)
+/* The forget hook (fd.h): fd is closed or new. */
+static void ep_forget(int fd)
 {
-	if (!sl__ep_has(fd))
+	if (!ep_has(fd))
 		return;
-	struct sl_epfd *e = &sl_eps[fd];
-	sl_ep_lock(e);
+	struct ep_fd *e = &ep_table[fd];
+	ep_lock(e);
 	for (int s = 0; s < SL_EP_SLOTS; s++)
 		if (atomic_load_explicit(&e->r[s].epfd1, memory_order_relaxed) != 0)
-			sl_ep_free(e, s);
-	sl_ep_unlock(e);
+			ep_free(e, s);
+	ep_unlock(e);
 }
 
 /* The slot of fd in epfd, or -1. Lock held. */
-static int sl_ep_find(struct sl_epfd *e, int epfd)
+static int ep_find(struct ep_fd *e, int epfd)
 {
 	for (int s = 0; s < SL_EP_SLOTS; s++)
 		if (atomic_load_explicit(&e->r[s].epfd1, memory_order_relaxed) == epfd + 1)
@@ -212,23 +226,23 @@ static int sl_ep_find(struct sl_epfd *e, int epfd)
 }
 
 /* EPOLL_CTL_ADD of a mirrored fd. Lock held. */
-static int sl_ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidden)
+static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidden)
 {
-	struct sl_epfd *e = &sl_eps[fd];
-	int s = sl_ep_find(e, epfd);
+	struct ep_fd *e = &ep_table[fd];
+	int s = ep_find(e, epfd);
 	bool stale = s >= 0; /* fd was closed and reused without our seeing it */
 	for (int i = 0; s < 0 && i < SL_EP_SLOTS; i++)
 		if (atomic_load_explicit(&e->r[i].epfd1, memory_order_relaxed) == 0)
 			s = i;
 	if (s < 0) {
-		if (!atomic_exchange_explicit(&sl_ep_full_logged, 1, memory_order_relaxed))
+		if (!atomic_exchange_explicit(&ep_full_logged, 1, memory_order_relaxed))
 			sl_log(SL_LOG_WARN, "fd %d is in more than %d epoll sets: epoll_ctl fails "
 					    "with ENOMEM", fd, SL_EP_SLOTS);
 		errno = ENOMEM;
 		return -1;
 	}
 	uint32_t kev;
-	enum sl_ks want = sl_ep_want(ev->events, hidden, &kev);
+	enum ep_ks want = ep_want(ev->events, hidden, &kev);
 	struct epoll_event k = {.events = want == SL_KS_PARKED ? EPOLLONESHOT : kev,
 				.data.u64 = SL_EP_TOKEN(fd, s)};
 	if ((ev->events & EPOLLEXCLUSIVE) && want == SL_KS_PARKED)
@@ -236,8 +250,8 @@ static int sl_ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hi
 	int r = SL_REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, &k);
 	if (r != 0)
 		return r;
-	struct sl_epreg *g = &e->r[s];
-	/* Release on data pairs with the acquire in sl_ep_translate. */
+	struct ep_reg *g = &e->r[s];
+	/* Release on data pairs with the acquire in ep_translate. */
 	atomic_store_explicit(&g->data, ev->data.u64, memory_order_release);
 	atomic_store_explicit(&g->events, ev->events, memory_order_relaxed);
 	atomic_store_explicit(&g->armed, 1, memory_order_relaxed);
@@ -250,19 +264,19 @@ static int sl_ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hi
 		atomic_fetch_add_explicit(&e->n, 1, memory_order_relaxed);
 	}
 	if ((ev->events & EPOLLEXCLUSIVE) && want == SL_KS_PARKED)
-		sl_ep_apply(fd, s, hidden);
-	uint32_t hi = atomic_load_explicit(&sl_ep_hi, memory_order_relaxed);
+		ep_apply(fd, s, hidden);
+	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
 	while (hi < (uint32_t)fd + 1 &&
-	       !atomic_compare_exchange_weak_explicit(&sl_ep_hi, &hi, (uint32_t)fd + 1,
+	       !atomic_compare_exchange_weak_explicit(&ep_hi, &hi, (uint32_t)fd + 1,
 						      memory_order_relaxed, memory_order_relaxed))
 		;
 	return 0;
 }
 
 /* EPOLL_CTL_MOD of a mirrored registration. Lock held. */
-static int sl_ep_mod(int fd, int s, const struct epoll_event *ev, uint32_t hidden)
+static int ep_mod(int fd, int s, const struct epoll_event *ev, uint32_t hidden)
 {
-	struct sl_epreg *g = &sl_eps[fd].r[s];
+	struct ep_reg *g = &ep_table[fd].r[s];
 	uint32_t old = atomic_load_explicit(&g->events, memory_order_relaxed);
 	if ((old | ev->events) & EPOLLEXCLUSIVE) { /* the kernel refuses it: let it say so */
 		int epfd = atomic_load_explicit(&g->epfd1, memory_order_relaxed) - 1;
@@ -276,72 +290,72 @@ static int sl_ep_mod(int fd, int s, const struct epoll_event *ev, uint32_t hidde
 	 * events are the same. */
 	g->kevents = ~0u;
 	atomic_store_explicit(&g->ks, SL_KS_MASK, memory_order_relaxed);
-	return sl_ep_apply(fd, s, hidden);
+	return ep_apply(fd, s, hidden);
 }
 
 SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	if (sl__busy || !sl__ready_on() || sl_eps == NULL || (unsigned)fd >= sl__fd_cap ||
+	if (sl__busy || !sl__ready_on() || ep_table == NULL || (unsigned)fd >= sl__fd_cap ||
 	    epfd < 0 || (ev == NULL && op != EPOLL_CTL_DEL))
 		return SL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	uint64_t until = UINT64_MAX;
 	uint32_t hidden = sl__ready_hidden(fd, sl__clock_ns(), &until);
-	struct sl_epfd *e = &sl_eps[fd];
-	sl_ep_lock(e);
-	int s = sl_ep_find(e, epfd), r;
+	struct ep_fd *e = &ep_table[fd];
+	ep_lock(e);
+	int s = ep_find(e, epfd), r;
 	if (op == EPOLL_CTL_ADD) {
-		r = sl_ep_add(epfd, fd, ev, hidden);
+		r = ep_add(epfd, fd, ev, hidden);
 	} else if (s < 0) {
 		r = SL_REAL(epoll_ctl)(epfd, op, fd, ev); /* not ours: as it was made */
 	} else if (op == EPOLL_CTL_MOD) {
-		r = sl_ep_mod(fd, s, ev, hidden);
+		r = ep_mod(fd, s, ev, hidden);
 		if (r != 0 && errno == ENOENT)
-			sl_ep_free(e, s);
+			ep_free(e, s);
 	} else if (op != EPOLL_CTL_DEL) {
 		r = SL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	} else {
 		r = atomic_load_explicit(&e->r[s].ks, memory_order_relaxed) == SL_KS_ABSENT
 			    ? 0 : SL_REAL(epoll_ctl)(epfd, op, fd, ev);
-		sl_ep_free(e, s);
+		ep_free(e, s);
 	}
-	sl_ep_unlock(e);
+	ep_unlock(e);
 	if (r == 0 && hidden != 0 && op != EPOLL_CTL_DEL)
 		sl__ready_arm(fd, until);
 	return r;
 }
 
 /* A new epoll fd: slots left by a closed one of the same number are stale. */
-static int sl_ep_created(int epfd)
+static int ep_created(int epfd)
 {
-	if (epfd < 0 || sl_eps == NULL)
+	if (epfd < 0 || ep_table == NULL)
 		return epfd;
-	uint32_t hi = atomic_load_explicit(&sl_ep_hi, memory_order_relaxed);
+	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
 	for (uint32_t fd = 0; fd < hi; fd++) {
-		struct sl_epfd *e = &sl_eps[fd];
+		struct ep_fd *e = &ep_table[fd];
 		if (atomic_load_explicit(&e->n, memory_order_relaxed) == 0)
 			continue;
-		sl_ep_lock(e);
-		int s = sl_ep_find(e, epfd);
+		ep_lock(e);
+		int s = ep_find(e, epfd);
 		if (s >= 0)
-			sl_ep_free(e, s);
-		sl_ep_unlock(e);
+			ep_free(e, s);
+		ep_unlock(e);
 	}
 	return epfd;
 }
 
 SL_EXPORT int epoll_create(int size)
 {
-	return sl_ep_created(SL_REAL(epoll_create)(size));
+	return ep_created(SL_REAL(epoll_create)(size));
 }
 
 SL_EXPORT int epoll_create1(int flags)
 {
-	return sl_ep_created(SL_REAL(epoll_create1)(flags));
+	return ep_created(SL_REAL(epoll_create1)(flags));
 }
 
 /* Put the program's data back into the n events; drop those of parked or
  * freed registrations. Returns how many are left. */
-static int sl_ep_translate(struct epoll_event *ev, int n)
+static int ep_translate(struct epoll_event *ev, int n)
 {
 	int m = 0;
 	for (int i = 0; i < n; i++) {
@@ -353,7 +367,7 @@ static int sl_ep_translate(struct epoll_event *ev, int n)
 		uint32_t fd = (uint32_t)u, s = (uint32_t)(u >> 32) & 0xffffu;
 		if (fd >= sl__fd_cap || s >= SL_EP_SLOTS)
 			continue;
-		struct sl_epreg *g = &sl_eps[fd].r[s];
+		struct ep_reg *g = &ep_table[fd].r[s];
 		/* Relaxed: a stale answer drops or delivers one event, which the
 		 * kernel may also do around a concurrent epoll_ctl. */
 		if (atomic_load_explicit(&g->epfd1, memory_order_relaxed) == 0 ||
@@ -362,32 +376,32 @@ static int sl_ep_translate(struct epoll_event *ev, int n)
 		if (atomic_load_explicit(&g->events, memory_order_relaxed) & EPOLLONESHOT)
 			atomic_store_explicit(&g->armed, 0, memory_order_relaxed);
 		ev[m] = ev[i];
-		/* Acquire pairs with the release in sl_ep_add / sl_ep_mod. */
+		/* Acquire pairs with the release in ep_add / ep_mod. */
 		ev[m].data.u64 = atomic_load_explicit(&g->data, memory_order_acquire);
 		m++;
 	}
 	return m;
 }
 
-enum sl_ep_how { SL_EP_WAIT, SL_EP_PWAIT, SL_EP_PWAIT2 };
+enum ep_how { SL_EP_WAIT, SL_EP_PWAIT, SL_EP_PWAIT2 };
 
-static _Atomic int sl_pwait2_missing; /* the kernel lacks epoll_pwait2 */
+static _Atomic int pwait2_missing; /* the kernel lacks epoll_pwait2 */
 
 /* One real wait until t (UINT64_MAX: none), d ns from now. `precise`: the
  * wait ends at a ready instant, so wait to the nanosecond if the kernel can
  * (epoll_pwait2), not to the next millisecond. */
-static int sl_ep_wait_once(enum sl_ep_how how, int epfd, struct epoll_event *ev, int max,
+static int ep_wait_once(enum ep_how how, int epfd, struct epoll_event *ev, int max,
 			   uint64_t t, uint64_t d, bool precise, const sigset_t *mask)
 {
 	/* Relaxed: a hint; a racing thread meets ENOSYS once itself. */
 	if (how == SL_EP_PWAIT2 ||
-	    (precise && !atomic_load_explicit(&sl_pwait2_missing, memory_order_relaxed))) {
+	    (precise && !atomic_load_explicit(&pwait2_missing, memory_order_relaxed))) {
 		struct timespec ts = {.tv_sec = (time_t)(d / 1000000000u),
 				      .tv_nsec = (long)(d % 1000000000u)};
 		int n = SL_REAL(epoll_pwait2)(epfd, ev, max, t == UINT64_MAX ? NULL : &ts, mask);
 		if (n >= 0 || errno != ENOSYS || how == SL_EP_PWAIT2)
 			return n;
-		atomic_store_explicit(&sl_pwait2_missing, 1, memory_order_relaxed);
+		atomic_store_explicit(&pwait2_missing, 1, memory_order_relaxed);
 	}
 	uint64_t ms = (d + 999999u) / 1000000u; /* rounded up: never early */
 	int to = t == UINT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms;
@@ -397,16 +411,16 @@ static int sl_ep_wait_once(enum sl_ep_how how, int epfd, struct epoll_event *ev,
 
 /* The wait loop of every epoll_wait flavour; deadline is absolute
  * (UINT64_MAX: none). */
-static int sl_ep_wait(enum sl_ep_how how, int epfd, struct epoll_event *ev, int max,
+static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max,
 		      uint64_t deadline, const sigset_t *mask)
 {
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
 		uint64_t t = deadline < next ? deadline : next, d = t > now ? t - now : 0;
-		int n = sl_ep_wait_once(how, epfd, ev, max, t, d, next < deadline, mask);
+		int n = ep_wait_once(how, epfd, ev, max, t, d, next < deadline, mask);
 		if (n <= 0 && (n < 0 || sl__clock_ns() >= deadline))
 			return n;
-		if (n > 0 && (n = sl_ep_translate(ev, n)) > 0)
+		if (n > 0 && (n = ep_translate(ev, n)) > 0)
 			return n;
 		if (sl__clock_ns() >= deadline)
 			return 0;
@@ -414,7 +428,7 @@ static int sl_ep_wait(enum sl_ep_how how, int epfd, struct epoll_event *ev, int 
 }
 
 /* Absolute deadline of a timeout in ms (negative: none). */
-static uint64_t sl_ms_deadline(int ms)
+static uint64_t ms_deadline(int ms)
 {
 	return ms < 0 ? UINT64_MAX : sl__clock_ns() + (uint64_t)ms * 1000000u;
 }
@@ -423,7 +437,7 @@ SL_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	if (sl__busy || !sl__ready_on() || max <= 0)
 		return SL_REAL(epoll_wait)(epfd, ev, max, timeout);
-	return sl_ep_wait(SL_EP_WAIT, epfd, ev, max, sl_ms_deadline(timeout), NULL);
+	return ep_wait(SL_EP_WAIT, epfd, ev, max, ms_deadline(timeout), NULL);
 }
 
 SL_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
@@ -431,7 +445,7 @@ SL_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout
 {
 	if (sl__busy || !sl__ready_on() || max <= 0)
 		return SL_REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
-	return sl_ep_wait(SL_EP_PWAIT, epfd, ev, max, sl_ms_deadline(timeout), mask);
+	return ep_wait(SL_EP_PWAIT, epfd, ev, max, ms_deadline(timeout), mask);
 }
 
 SL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
@@ -447,5 +461,5 @@ SL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 				   ? UINT64_MAX
 				   : sl__clock_ns() + s * 1000000000u + (uint64_t)ts->tv_nsec;
 	}
-	return sl_ep_wait(SL_EP_PWAIT2, epfd, ev, max, deadline, mask);
+	return ep_wait(SL_EP_PWAIT2, epfd, ev, max, deadline, mask);
 }

@@ -1,5 +1,7 @@
 /*
- * init.c - the constructor: read SLUICE_* once, build the limiters.
+ * init.c - the constructor: read SLUICE_* once, build the state and the
+ * limiters (sl__state_init_unsync, which maps or clears every module's
+ * tables); the destructor; the fork child's handler.
  *
  * The configuration is read once, at load, from environ with
  * sl_policy_parse_env (the variables propagate to child processes, which
@@ -16,10 +18,9 @@
  *
  * After fork the child keeps every classification (its fds are the same)
  * and its own copy of the buckets; its SLUICE_STATS counters start at zero
- * so that no call is reported twice. shared=NAME rules use the limiter of
- * the shared file instead (shm.c), in the child as in the parent; every
- * other rule's per=process limiter lives in the process's stats record so
- * that `sluice set` can retune it.
+ * so that no call is reported twice. shared=NAME rules keep the limiter of
+ * the shared file (shm.c), in the child as in the parent. The state itself
+ * is built by state.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -27,16 +28,25 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "clock.h"
+#include "epoll.h"
+#include "fd.h"
+#include "init.h"
+#include "lease.h"
+#include "log.h"
+#include "ready.h"
+#include "real.h"
+#include "scope.h"
+#include "shm.h"
+#include "state.h"
+#include "stats.h"
 
 extern char **environ;
 
-struct sl_state sl__st;
-
-static size_t sl_fd_lims_bytes, sl_thread_lims_bytes;
+static size_t fd_lims_bytes, thread_lims_bytes;
 
 /* Map n limiters, replacing an old mapping of *bytes. NULL if n == 0. */
-static struct sl_limiter *sl_remap(struct sl_limiter *old, size_t *bytes, size_t n)
+static struct sl_limiter *remap(struct sl_limiter *old, size_t *bytes, size_t n)
 {
 	if (old != NULL)
 		munmap(old, *bytes);
@@ -55,7 +65,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	sl__log_set_file(p->log_file);
 	memset(st->kind_rules, 0, sizeof(st->kind_rules));
 	st->byte_rules = st->conns_rules = st->reject_rules = st->eagain_rules = 0;
-	st->proc_rules = st->fast_rules = 0;
+	st->proc_rules = st->fast_rules = st->lease_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT, [SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,
@@ -82,6 +92,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->byte_rules |= bit;
 		if (r->action == SL_ACTION_REJECT)
 			st->reject_rules |= bit;
+		if (r->redis_key[0] != '\0')
+			st->lease_rules |= bit;
 		if (r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0') {
 			st->proc_rules |= bit;
 			/* Not sliding windows: their refund rounds down what
@@ -123,12 +135,12 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		uint64_t m = sl__piece_max((unsigned)__builtin_ctz(rest));
 		st->piece_min = m < st->piece_min ? m : st->piece_min;
 	}
-	st->fd_lims = sl_remap(st->fd_lims, &sl_fd_lims_bytes, (size_t)sl__fd_cap * st->n_fd_rules);
-	st->thread_lims = sl_remap(st->thread_lims, &sl_thread_lims_bytes,
+	st->fd_lims = remap(st->fd_lims, &fd_lims_bytes, (size_t)sl__fd_cap * st->n_fd_rules);
+	st->thread_lims = remap(st->thread_lims, &thread_lims_bytes,
 				   (size_t)SL_THREAD_SLOTS * st->n_thread_rules);
 	if ((st->n_fd_rules && !st->fd_lims) || (st->n_thread_rules && !st->thread_lims) ||
 	    sl__fdtab_init_unsync() != 0 || sl__scope_init_unsync() != 0 ||
-	    sl__ready_init_unsync() != 0) {
+	    sl__ready_init_unsync() != 0 || sl__ep_init_unsync(st->eagain_rules != 0) != 0) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}
@@ -141,8 +153,9 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	return 0;
 }
 
+
 /* True if `name` is one of the '+'-separated names in list. */
-static bool sl_name_in(const char *list, const char *name)
+static bool name_in(const char *list, const char *name)
 {
 	size_t n = strlen(name);
 	for (const char *s = list; *s != '\0';) {
@@ -156,7 +169,7 @@ static bool sl_name_in(const char *list, const char *name)
 }
 
 /* Whether SLUICE_ONLY / SLUICE_SKIP let the rules apply to this program. */
-static bool sl_program_selected(const struct sl_policy *p)
+static bool program_selected(const struct sl_policy *p)
 {
 	if (p->only[0] == '\0' && p->skip[0] == '\0')
 		return true;
@@ -166,12 +179,12 @@ static bool sl_program_selected(const struct sl_policy *p)
 	const char *base = strrchr(exe, '/');
 	base = base != NULL ? base + 1 : exe;
 	const char *inv = program_invocation_short_name;
-	if (p->only[0] != '\0' && !sl_name_in(p->only, base) && !sl_name_in(p->only, inv))
+	if (p->only[0] != '\0' && !name_in(p->only, base) && !name_in(p->only, inv))
 		return false;
-	return !(sl_name_in(p->skip, base) || sl_name_in(p->skip, inv));
+	return !(name_in(p->skip, base) || name_in(p->skip, inv));
 }
 
-static void sl_atfork_child(void)
+static void atfork_child(void)
 {
 	sl__clock_fork_child();
 	sl__shm_rec_fork_child();
@@ -181,7 +194,7 @@ static void sl_atfork_child(void)
 }
 
 /* Parse environ; on error decide between exit 2 and running unthrottled. */
-static void sl_init_policy(struct sl_policy *p)
+static void init_policy(struct sl_policy *p)
 {
 	char err[SL_ERR_MAX];
 	static const char key[] = "SLUICE_CONFIG_ERROR=";
@@ -206,13 +219,13 @@ static void sl_init_policy(struct sl_policy *p)
 	sl_policy_init(p);
 }
 
-__attribute__((constructor)) static void sl_init(void)
+__attribute__((constructor)) static void init(void)
 {
 	int saved = errno;
 	sl__busy = 1;
 	sl_real_resolve_all();
 	struct sl_policy p;
-	sl_init_policy(&p);
+	init_policy(&p);
 	if (sl__state_init_unsync(&p) != 0) {
 		sl__shm_rec_remove();
 		if (p.config_error != SL_CONFIG_ERROR_WARN)
@@ -220,20 +233,20 @@ __attribute__((constructor)) static void sl_init(void)
 		sl_policy_init(&p);
 		sl__state_init_unsync(&p);
 	}
-	sl__st.active = sl__st.active && sl_program_selected(&p);
+	sl__st.active = sl__st.active && program_selected(&p);
 	if (!sl__st.active)
 		sl__shm_rec_remove(); /* nothing to report or retune here */
 	if (sl__st.active)
 		sl__clock_init();
 	if (sl__st.policy.n_rules > 0)
-		pthread_atfork(NULL, NULL, sl_atfork_child);
+		pthread_atfork(NULL, NULL, atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
 	       sl__st.active ? "active" : "inactive for this program");
 	sl__busy = 0;
 	errno = saved;
 }
 
-__attribute__((destructor)) static void sl_fini(void)
+__attribute__((destructor)) static void fini(void)
 {
 	int saved = errno;
 	sl__busy = 1;

@@ -73,9 +73,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "clock.h"
+#include "lease.h"
 #include "lease_pool.h"
 #include "lease_share.h"
+#include "log.h"
+#include "shm.h"
+#include "state.h"
 #include "redis.h"
 
 #define SL_LEASE_POLL_MIN_NS 1000000ull        /* 1 ms */

@@ -3,7 +3,7 @@
  * process of the user on the host (a rule with both shared=NAME and
  * redis=KEY): the renewer election (lease_pool.c). The pool's bank and
  * election word live in the rule's shared segment (struct sl_shm_shared,
- * shm_format.h).
+ * shm_format.h; sl__shm_shared_seg in shm.h finds it).
  *
  * API and thread-safety: every call is lock-free and safe from any
  * process mapping the segment; lease.c calls them from its lease thread.
@@ -21,9 +21,6 @@ enum sl_pool_state {
 	SL_POOL_UP = 1,   /* the renewer's last lease worked */
 	SL_POOL_DOWN = 2, /* the renewer cannot reach Redis: rules on on-error */
 };
-
-/* Rule i's shared segment, or NULL (shm.c). */
-struct sl_shm_shared *sl__shm_shared_seg(unsigned i);
 
 /*
  * Is process `pid` the pool's renewer at now_ns? It is if it already was

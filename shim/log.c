@@ -1,13 +1,16 @@
 /*
  * log.c - "sluice: ..." lines on stderr or in SLUICE_LOG_FILE.
  *
- * sl_log() (a macro in internal.h) tests the level before anything is
+ * sl_log() (a macro in log.h) tests the level before anything is
  * formatted. A line is formatted into a stack buffer with vsnprintf (integer
  * and string conversions only, which need no malloc) and written with one
  * call of the real write(), so the shim never throttles or re-enters its own
  * logging and no stdio buffer or lock is involved. SLUICE_LOG_FILE is opened
  * with O_APPEND for every line and closed again: the program may close or
  * reuse any descriptor we would keep open, and log lines are rare.
+ *
+ * log.c and real.c call each other, and must (see real.c): the real write
+ * comes from real.c, which logs a symbol the C library lacks.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "log.h"
+#include "real.h"
 
 int sl__log_level = SL_LOG_ERROR;
 static char sl_log_path[SL_PATH_MAX];

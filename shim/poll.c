@@ -24,7 +24,9 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "internal.h"
+#include "clock.h"
+#include "ready.h"
+#include "real.h"
 
 /* Referenced by the unit tests so that this archive member is linked into
  * them even when a sanitizer runtime already defines the libc names. */
@@ -34,20 +36,20 @@ const int sl__poll_anchor = 1;
 #define SL_POLL_EVBITS (SL_HIDE_IN | SL_HIDE_OUT)
 
 /* One entry of the caller's array changed for the kernel. */
-struct sl_poll_edit {
+struct poll_edit {
 	uint32_t i;
 	short events; /* the caller's */
 	bool negated; /* fd was passed as ~fd */
 };
 
-static uint64_t sl_deadline_ns(uint64_t now, uint64_t sec, uint64_t nsec)
+static uint64_t deadline_ns(uint64_t now, uint64_t sec, uint64_t nsec)
 {
 	uint64_t max_s = (UINT64_MAX - now) / 1000000000u - 1;
 	return sec > max_s ? UINT64_MAX : now + sec * 1000000000u + nsec;
 }
 
 /* The timespec from now to t, or NULL for t == UINT64_MAX (no timeout). */
-static struct timespec *sl_timeout_ts(struct timespec *ts, uint64_t now, uint64_t t)
+static struct timespec *timeout_ts(struct timespec *ts, uint64_t now, uint64_t t)
 {
 	if (t == UINT64_MAX)
 		return NULL;
@@ -57,9 +59,9 @@ static struct timespec *sl_timeout_ts(struct timespec *ts, uint64_t now, uint64_
 	return ts;
 }
 
-static int sl_poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigset_t *mask)
+static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigset_t *mask)
 {
-	struct sl_poll_edit ed[SL_POLL_EDITS];
+	struct poll_edit ed[SL_POLL_EDITS];
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
 		unsigned ne = 0;
@@ -68,7 +70,7 @@ static int sl_poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const s
 			uint32_t h = fd >= 0 ? sl__ready_hidden(fd, now, &next) : 0;
 			if (h == 0 || (h != SL_HIDE_ALL && ((uint32_t)fds[i].events & h) == 0))
 				continue;
-			ed[ne] = (struct sl_poll_edit){.i = (uint32_t)i, .events = fds[i].events};
+			ed[ne] = (struct poll_edit){.i = (uint32_t)i, .events = fds[i].events};
 			if (h == SL_HIDE_ALL || ((uint32_t)fds[i].events & SL_POLL_EVBITS & ~h) == 0) {
 				fds[i].fd = ~fd;
 				ed[ne].negated = true;
@@ -78,7 +80,7 @@ static int sl_poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const s
 			ne++;
 		}
 		struct timespec ts;
-		int r = SL_REAL(ppoll)(fds, n, sl_timeout_ts(&ts, now, deadline < next ? deadline : next),
+		int r = SL_REAL(ppoll)(fds, n, timeout_ts(&ts, now, deadline < next ? deadline : next),
 				       mask);
 		int e = errno;
 		for (unsigned k = 0; k < ne; k++) {
@@ -98,7 +100,7 @@ SL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	if (sl__busy || !sl__ready_on())
 		return SL_REAL(poll)(fds, n, timeout);
 	uint64_t now = sl__clock_ns();
-	return sl_poll_loop(fds, n, timeout < 0 ? UINT64_MAX : sl_deadline_ns(now, 0, 0) +
+	return poll_loop(fds, n, timeout < 0 ? UINT64_MAX : deadline_ns(now, 0, 0) +
 							       (uint64_t)timeout * 1000000u,
 			    NULL);
 }
@@ -110,20 +112,20 @@ SL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 	    (ts != NULL && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
 		return SL_REAL(ppoll)(fds, n, ts, mask);
 	uint64_t now = sl__clock_ns();
-	return sl_poll_loop(fds, n, ts == NULL ? UINT64_MAX
-					       : sl_deadline_ns(now, (uint64_t)ts->tv_sec,
+	return poll_loop(fds, n, ts == NULL ? UINT64_MAX
+					       : deadline_ns(now, (uint64_t)ts->tv_sec,
 								(uint64_t)ts->tv_nsec),
 			    mask);
 }
 
 /* The three sets of a select call: the caller's, and the copies given to the
  * kernel. */
-struct sl_sets {
+struct fd_sets {
 	fd_set *user[3];
 	fd_set k[3];
 };
 
-static int sl_select_loop(int nfds, struct sl_sets *s, uint64_t deadline, const sigset_t *mask)
+static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sigset_t *mask)
 {
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
@@ -145,7 +147,7 @@ static int sl_select_loop(int nfds, struct sl_sets *s, uint64_t deadline, const 
 		struct timespec ts;
 		int r = SL_REAL(pselect)(nfds, s->user[0] ? &s->k[0] : NULL,
 					 s->user[1] ? &s->k[1] : NULL, s->user[2] ? &s->k[2] : NULL,
-					 sl_timeout_ts(&ts, now, deadline < next ? deadline : next),
+					 timeout_ts(&ts, now, deadline < next ? deadline : next),
 					 mask);
 		if (r < 0)
 			return r;
@@ -159,22 +161,22 @@ static int sl_select_loop(int nfds, struct sl_sets *s, uint64_t deadline, const 
 }
 
 /* Is this a select call the wrappers can look into? */
-static bool sl_select_ours(int nfds)
+static bool select_ours(int nfds)
 {
 	return !sl__busy && sl__ready_on() && nfds >= 0 && nfds <= FD_SETSIZE;
 }
 
 SL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
 {
-	if (!sl_select_ours(nfds) ||
+	if (!select_ours(nfds) ||
 	    (tv != NULL && (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000)))
 		return SL_REAL(select)(nfds, r, w, x, tv);
-	struct sl_sets s = {.user = {r, w, x}};
+	struct fd_sets s = {.user = {r, w, x}};
 	uint64_t now = sl__clock_ns();
 	uint64_t deadline = tv == NULL ? UINT64_MAX
-				       : sl_deadline_ns(now, (uint64_t)tv->tv_sec,
+				       : deadline_ns(now, (uint64_t)tv->tv_sec,
 							(uint64_t)tv->tv_usec * 1000u);
-	int res = sl_select_loop(nfds, &s, deadline, NULL);
+	int res = select_loop(nfds, &s, deadline, NULL);
 	if (tv != NULL) { /* Linux reports the time left */
 		int e = errno;
 		uint64_t t = sl__clock_ns(), left = deadline > t ? deadline - t : 0;
@@ -188,13 +190,13 @@ SL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *
 SL_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts,
 		      const sigset_t *mask)
 {
-	if (!sl_select_ours(nfds) ||
+	if (!select_ours(nfds) ||
 	    (ts != NULL && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
 		return SL_REAL(pselect)(nfds, r, w, x, ts, mask);
-	struct sl_sets s = {.user = {r, w, x}};
+	struct fd_sets s = {.user = {r, w, x}};
 	uint64_t now = sl__clock_ns();
-	return sl_select_loop(nfds, &s, ts == NULL ? UINT64_MAX
-						  : sl_deadline_ns(now, (uint64_t)ts->tv_sec,
+	return select_loop(nfds, &s, ts == NULL ? UINT64_MAX
+						  : deadline_ns(now, (uint64_t)ts->tv_sec,
 								   (uint64_t)ts->tv_nsec),
 			      mask);
 }

@@ -11,31 +11,37 @@
  *
  * A symbol the C library lacks (close_range before glibc 2.34, say) gets a
  * stub that fails with ENOSYS, logged once. The host is never exited.
+ *
+ * real.c and log.c call each other, and must: the logger writes through the
+ * real write (never a wrapper, so that a log line is never throttled or
+ * re-entered), and the resolver logs a missing symbol. The loop is bounded:
+ * a missing write is published (as the stub) before it is logged.
  */
 #include <dlfcn.h>
 #include <errno.h>
 
-#include "internal.h"
+#include "log.h"
+#include "real.h"
 
 struct sl_real sl__real;
 
 __thread int sl__busy __attribute__((tls_model("initial-exec")));
 
-static const char *const sl_real_names[SL_REAL_COUNT] = {
-#define SL_REAL_NAME(ret, name, args) #name,
+static const char *const real_names[SL_REAL_COUNT] = {
+#define SL_REAL_NAME(ret, name, params, args, shape, fd) #name,
 	SL_REAL_LIST(SL_REAL_NAME)
 #undef SL_REAL_NAME
 };
 
 /* Slots whose symbol was missing and already logged. Relaxed: a second log
  * line in a race is harmless, nothing else depends on the bit. */
-static _Atomic uint64_t sl_real_missing_logged;
+static _Atomic uint64_t missing_logged;
 
-_Static_assert(SL_REAL_COUNT <= 64, "sl_real_missing_logged has 64 bits");
+_Static_assert(SL_REAL_COUNT <= 64, "missing_logged has 64 bits");
 
 /* The stand-in for a missing symbol: every intercepted function returns an
  * int or ssize_t, and -1 in a long register reads as -1 for both. */
-static long sl_real_enosys(void)
+static long real_enosys(void)
 {
 	errno = ENOSYS;
 	return -1;
@@ -43,7 +49,7 @@ static long sl_real_enosys(void)
 
 /* The address of slot i inside sl__real, as a generic atomic pointer. All
  * members are pointers of the same size and representation. */
-static _Atomic(void *) *sl_real_slot_ptr(enum sl_real_slot slot)
+static _Atomic(void *) *slot_ptr(enum sl_real_slot slot)
 {
 	return (_Atomic(void *) *)((char *)&sl__real + (size_t)slot * sizeof(void *));
 }
@@ -59,26 +65,26 @@ _Static_assert(sizeof(struct sl_real) == SL_REAL_COUNT * sizeof(void *),
 void sl__real_resolve(enum sl_real_slot slot)
 {
 	int saved = errno;
-	_Atomic(void *) *p = sl_real_slot_ptr(slot);
+	_Atomic(void *) *p = slot_ptr(slot);
 	/* Relaxed: a non-NULL value was published by a release store that this
 	 * thread need not synchronise with to skip the work. */
 	if (atomic_load_explicit(p, memory_order_relaxed) != NULL) {
 		errno = saved;
 		return;
 	}
-	void *fn = dlsym(RTLD_NEXT, sl_real_names[slot]);
+	void *fn = dlsym(RTLD_NEXT, real_names[slot]);
 	bool missing = fn == NULL;
 	if (missing)
-		fn = (void *)sl_real_enosys;
+		fn = (void *)real_enosys;
 	/* Release pairs with the acquire load in SL_REAL(): whoever sees the
 	 * pointer sees a resolved symbol. A racer stores the same value. */
 	atomic_store_explicit(p, fn, memory_order_release);
 	/* Logged after publishing, so that a missing write() cannot recurse. */
 	uint64_t bit = (uint64_t)1 << slot;
 	if (missing &&
-	    !(atomic_fetch_or_explicit(&sl_real_missing_logged, bit, memory_order_relaxed) & bit))
+	    !(atomic_fetch_or_explicit(&missing_logged, bit, memory_order_relaxed) & bit))
 		sl_log(SL_LOG_WARN, "%s not found in the C library: calls fail with ENOSYS",
-		       sl_real_names[slot]);
+		       real_names[slot]);
 	errno = saved;
 }
 

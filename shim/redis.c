@@ -21,7 +21,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "fd.h"
+#include "log.h"
+#include "real.h"
 #include "redis.h"
 #include "redis_proto.h"
 

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "log.h"
 #include "redis_proto.h"
 
 #define SL_CLUSTER_SLOTS 16384

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "internal.h"
 #include "redis_proto.h"
 
 struct sl_rlink {

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "log.h"
 #include "redis_proto.h"
 
 struct sl_sentinel {

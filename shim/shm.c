@@ -37,8 +37,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "lease_pool.h"
+#include "log.h"
+#include "real.h"
+#include "shm.h"
+#include "state.h"
 
 static struct sl_shm_shared *sl_shared[SL_MAX_RULES]; /* by rule index */
 static bool sl_rec_is_file;       /* the record is a file (else private) */

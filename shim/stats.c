@@ -29,7 +29,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "log.h"
+#include "real.h"
+#include "state.h"
+#include "stats.h"
 
 void sl__stats_reset(void)
 {

@@ -19,7 +19,17 @@
 
 #include <cmocka.h>
 
-#include "../shim/internal.h"
+#include "../shim/act.h"
+#include "../shim/clock.h"
+#include "../shim/fd.h"
+#include "../shim/init.h"
+#include "../shim/nb.h"
+#include "../shim/ready.h"
+#include "../shim/real.h"
+#include "../shim/scope.h"
+#include "../shim/state.h"
+#include "../shim/stats.h"
+#include "../shim/xfer.h"
 
 /* The fake clock: time stands still unless a test or a fake sleep moves
  * it. Point sl__clock_ns at fake_clock and sl__sleep_until at fake_sleep;
@@ -45,6 +55,30 @@ static inline int fake_sleep(uint64_t deadline)
 	if (deadline > fake_now)
 		fake_now = deadline;
 	return 0;
+}
+
+/* The part of a shim test's setup that every file shares: the fake clock
+ * and sleep at t0 with their counters cleared, no rules, and the table of
+ * real functions resolved and saved in *saved (the test then installs its
+ * own fakes in sl__real). */
+static inline void use_policy(const char *var, const char *value);
+static inline void shim_setup(struct sl_real *saved, uint64_t t0)
+{
+	fake_now = t0;
+	sl__clock_ns = fake_clock;
+	sl__sleep_until = fake_sleep;
+	n_clock_reads = n_sleeps = 0;
+	fake_sleep_eintr_at = -1;
+	use_policy(NULL, NULL);
+	sl_real_resolve_all();
+	*saved = sl__real;
+}
+
+/* The teardown's shared part: the real functions back, no rules. */
+static inline void shim_teardown(const struct sl_real *saved)
+{
+	sl__real = *saved;
+	use_policy(NULL, NULL);
 }
 
 /* Make the shim's state what two variables say (either may be NULL). */

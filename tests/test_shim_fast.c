@@ -1,5 +1,5 @@
 /*
- * test_shim_fast.c - the send fast path (io.c): a send that every rule, all
+ * test_shim_fast.c - the send fast path (xfer.h): a send that every rule, all
  * per=process and not dry-run, admits at once is policed at one clock
  * reading and sent as it is. What must hold is that it is the general path
  * to the unit: what the kernel did not take is given back, an error gives
@@ -69,15 +69,10 @@ struct fix {
 static int setup(void **state)
 {
 	static struct fix f;
-	fake_now = T0;
-	sl__clock_ns = fake_clock;
-	sl__sleep_until = fake_sleep;
-	n_clock_reads = n_sleeps = n_real = 0;
+	shim_setup(&f.saved, T0);
+	n_real = 0;
 	next_result = SSIZE_MAX;
 	reenter_len = 0;
-	use_policy(NULL, NULL);
-	sl_real_resolve_all();
-	f.saved = sl__real;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
 	sl__real.send = fake_send;
 	sl__real.write = fake_write;
@@ -88,8 +83,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fix *f = *state;
-	sl__real = f->saved;
-	use_policy(NULL, NULL);
+	shim_teardown(&f->saved);
 	close(f->sv[0]);
 	close(f->sv[1]);
 	return 0;
@@ -302,7 +296,7 @@ static void test_fast_retuned_burst_splits(void **state)
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__io_anchor, 1);
+	assert_int_equal(sl__wrap_send_anchor, 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fast_admitted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_partial_gives_back, setup, teardown),

@@ -77,13 +77,8 @@ struct fix {
 static int setup(void **state)
 {
 	static struct fix f;
-	fake_now = T0;
-	sl__clock_ns = fake_clock;
-	sl__sleep_until = fake_sleep;
-	n_clock_reads = n_timeout_reads = n_sleeps = n_sent = n_getfl = 0;
-	use_policy(NULL, NULL);
-	sl_real_resolve_all();
-	f.saved = sl__real;
+	shim_setup(&f.saved, T0);
+	n_timeout_reads = n_sent = n_getfl = 0;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
 	sl__real.send = fake_send;
 	sl__real.recv = fake_recv;
@@ -96,8 +91,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fix *f = *state;
-	sl__real = f->saved;
-	use_policy(NULL, NULL);
+	shim_teardown(&f->saved);
 	close(f->sv[0]);
 	close(f->sv[1]);
 	return 0;
@@ -194,7 +188,7 @@ static void test_shim_hot_nonblock_flags_when_due(void **state)
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__io_anchor + sl__recv_anchor + sl__socket_anchor, 3);
+	assert_int_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor, 3);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_hot_send_timeout_when_due, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_hot_send_one_clock_read, setup, teardown),

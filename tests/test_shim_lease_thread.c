@@ -31,7 +31,9 @@
 
 #include <cmocka.h>
 
-#include "../shim/internal.h"
+#include "../shim/act.h"
+#include "../shim/init.h"
+#include "../shim/state.h"
 
 #define RATE 2000
 #define THREADS 4

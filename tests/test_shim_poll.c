@@ -128,13 +128,8 @@ static void set_nonblock(int fd)
 static int setup(void **state)
 {
 	static struct fix f;
-	fake_now = T0;
-	sl__clock_ns = fake_clock;
-	sl__sleep_until = fake_sleep;
-	n_waits = n_sleeps = 0;
-	use_policy(NULL, NULL);
-	sl_real_resolve_all();
-	saved = sl__real;
+	shim_setup(&saved, T0);
+	n_waits = 0;
 	loopback_pair(&f.lst, &f.cli, &f.srv, &f.addr);
 	memset(f.buf, 'x', sizeof(f.buf));
 	sl__real.ppoll = fake_ppoll;
@@ -148,8 +143,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fix *f = *state;
-	sl__real = saved;
-	use_policy(NULL, NULL);
+	shim_teardown(&saved);
 	close(f->lst);
 	close(f->cli);
 	close(f->srv);
@@ -468,8 +462,8 @@ static void test_shim_poll_epoll_data_kept(void **state)
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__io_anchor + sl__recv_anchor + sl__socket_anchor + sl__poll_anchor +
-				 sl__epoll_anchor + sl__sockopt_anchor,
+	assert_int_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor +
+				 sl__poll_anchor + sl__epoll_anchor + sl__wrap_sockopt_anchor,
 			 6);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_poll_send_partial_then_eagain, setup,

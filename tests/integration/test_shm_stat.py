@@ -169,7 +169,9 @@ def test_set_phases():
                                ("1 MiB/s", t_low + settle, t_high, 1 * MIB),
                                ("8 MiB/s", t_high + settle, t_end, 8 * MIB)):
         got = rate_between(samples, t0, t1)
-        check(abs(got - want) <= 0.02 * want,
+        # Strict above (never more than the limit admits), generous below:
+        # a loaded machine may send less, never more.
+        check(0.8 * want <= got <= 1.02 * want,
               "phase %s: measured %.4f MiB/s over %.2f s" % (name, got / MIB, t1 - t0))
 
 

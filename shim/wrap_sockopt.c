@@ -1,18 +1,19 @@
 /*
- * sockopt.c - getsockopt, for the deferred connects of ready.c: SO_ERROR of
- * a non-blocking connect that waits for its rate slot is 0 (in progress),
- * then, if the real connect failed at once, that error (once); every other
- * call passes through.
+ * wrap_sockopt.c - getsockopt, for the deferred connects of ready.c: SO_ERROR
+ * of a non-blocking connect that waits for its rate slot is 0 (in
+ * progress), then, if the real connect failed at once, that error (once);
+ * every other call passes through.
  *
  * A file of its own, so that a unit test may define getsockopt itself.
  */
 #include <string.h>
 
-#include "internal.h"
+#include "ready.h"
+#include "real.h"
 
 /* Referenced by test_shim_poll so that this archive member is linked into it
  * even when a sanitizer runtime already defines getsockopt. */
-const int sl__sockopt_anchor = 1;
+const int sl__wrap_sockopt_anchor = 1;
 
 SL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {

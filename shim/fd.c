@@ -1,16 +1,20 @@
 /*
- * fdtab.c - what the shim knows about each file descriptor.
+ * fd.c - what the shim knows about each file descriptor.
  *
  * sl__fdbits[fd] is one byte per fd, tested by every wrapper: bit k set means
  * "classified, and no rule of call kind k can match this fd", so the call
  * goes straight to libc. 0 means unknown: the next wrapper that sees it
  * classifies the fd once (getsockopt SO_TYPE and SO_DOMAIN, getsockname,
- * getpeername), stores the details in sl__fdrecs[fd] and publishes the bits
- * with a release. Files, pipes and ttys end up with every pass bit set.
+ * getpeername; getsockopt through the table of real functions, the others
+ * by their libc names, which test_shim_bigfd.c defines), stores the details
+ * in sl__fdrecs[fd] and publishes the bits with a release. Files, pipes and
+ * ttys end up with every pass bit set.
  *
  * The classification is forgotten on close, close_range, dup2/dup3 onto the
  * fd and fcntl(F_DUPFD) (the new fd), and refreshed after connect (the peer
- * changed). An fd closed behind our back (fclose() closes inside libc,
+ * changed). Modules with per-fd state of their own (ready.c, epoll.c)
+ * register a forget hook, run by sl__fd_forget: closing an fd is this one
+ * call. An fd closed behind our back (fclose() closes inside libc,
  * where no wrapper sees it) and reused may keep a stale class; socket(),
  * socketpair() and accept() forget their new fds for that reason.
  *
@@ -35,56 +39,45 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/un.h>
 
-#include "internal.h"
+#include "fd.h"
+#include "log.h"
+#include "real.h"
+#include "match.h"
+#include "scope.h"
+#include "shm.h"
+#include "state.h"
 
 _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
-uint32_t sl__fd_cap;
 
-struct sl_conn {
+struct conn {
 	_Atomic uint32_t refs; /* fds referring to the connection; 0 = free */
 	uint32_t n;
 	struct sl_limiter *lims[SL_CONN_RULES];
 };
 
-struct sl_fdrec *sl__fdrecs;  /* [sl__fd_cap], mmap'd by sl__fdtab_init */
-static struct sl_conn *sl_conns;    /* [sl__fd_cap] */
-static _Atomic int sl_fd_big_logged;
-static _Atomic uint32_t sl_fd_busy_hi; /* 1 + the highest fd ever classified */
-
-/* Map `bytes` of zeroed private memory, reserved lazily. NULL on failure. */
-void *sl__map(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-void sl__fd_cap_init_unsync(void)
-{
-	if (sl__fd_cap != 0)
-		return; /* the tables are sized by it: it never changes */
-	struct rlimit rl;
-	uint64_t cap = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_max : 0;
-	cap = cap < SL_FD_MIN ? SL_FD_MIN : cap > SL_FD_LIMIT ? SL_FD_LIMIT : cap;
-	sl__fd_cap = (uint32_t)((cap + 63) / 64 * 64); /* whole words of ready.c's bitmap */
-}
+struct sl_fdrec *sl__fdrecs;  /* [sl__fd_cap], mmap'd by sl__fdtab_init_unsync */
+static struct conn *conn_table;    /* [sl__fd_cap] */
+static _Atomic int big_fd_logged;
+static _Atomic uint32_t busy_hi; /* 1 + the highest fd ever classified */
+/* What other modules do when an fd number is forgotten (init only). */
+static void (*forget_hooks[4])(int fd);
+static unsigned n_forget_hooks;
 
 /* Allocate the records (once; later calls just clear them). Not
  * thread-safe: init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void)
 {
-	if (sl__fdrecs == NULL || sl_conns == NULL) {
+	if (sl__fdrecs == NULL || conn_table == NULL) {
 		if (sl__fdrecs == NULL)
 			sl__fdrecs = sl__map(sizeof(struct sl_fdrec) * sl__fd_cap);
-		if (sl_conns == NULL)
-			sl_conns = sl__map(sizeof(struct sl_conn) * sl__fd_cap);
+		if (conn_table == NULL)
+			conn_table = sl__map(sizeof(struct conn) * sl__fd_cap);
 		/* Fresh mappings are zero, and so is sl__fdbits until the first
 		 * init (no wrapper sets a bit before it): clearing them would
 		 * only make 10 MB resident in every process. */
-		return sl__fdrecs == NULL || sl_conns == NULL ? -1 : 0;
+		return sl__fdrecs == NULL || conn_table == NULL ? -1 : 0;
 	}
 	sl__fdtab_reset_unsync();
 	return 0;
@@ -96,54 +89,21 @@ void sl__fdtab_reset_unsync(void)
 		atomic_store_explicit(&sl__fdbits[i], 0, memory_order_relaxed);
 	if (sl__fdrecs != NULL) {
 		memset(sl__fdrecs, 0, sizeof(struct sl_fdrec) * sl__fd_cap);
-		memset(sl_conns, 0, sizeof(struct sl_conn) * sl__fd_cap);
+		memset(conn_table, 0, sizeof(struct conn) * sl__fd_cap);
 	}
-}
-
-/* An sl_addr from a sockaddr: IPv4-mapped IPv6 addresses count as IPv4,
- * AF_UNIX as family 1 with no address. False for other families. */
-bool sl__addr_from(struct sl_addr *a, const struct sockaddr *sa, socklen_t len)
-{
-	memset(a, 0, sizeof(*a));
-	if (sa == NULL || len < (socklen_t)sizeof(sa_family_t))
-		return false;
-	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		a->family = 4;
-		a->port = ntohs(in->sin_port);
-		memcpy(a->addr, &in->sin_addr, 4);
-		return true;
-	}
-	if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		a->port = ntohs(in6->sin6_port);
-		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-			a->family = 4;
-			memcpy(a->addr, &in6->sin6_addr.s6_addr[12], 4);
-		} else {
-			a->family = 6;
-			memcpy(a->addr, &in6->sin6_addr, 16);
-		}
-		return true;
-	}
-	if (sa->sa_family == AF_UNIX) {
-		a->family = 1;
-		return true;
-	}
-	return false;
 }
 
 /* Fill *r from the kernel's view of socket fd. Returns 1 for a socket, 0 for
  * something else (pass through for good), -1 if fd is not open. */
-static int sl_fd_classify(int fd, struct sl_fdrec *r)
+static int fd_classify(int fd, struct sl_fdrec *r)
 {
 	int type = 0, domain = 0;
 	socklen_t l = sizeof(type);
 	memset(r, 0, sizeof(*r));
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
+	if (SL_REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0)
 		return errno == EBADF ? -1 : 0;
 	l = sizeof(domain);
-	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0)
+	if (SL_REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0)
 		return 0;
 	r->family = domain == AF_INET ? SL_FAM_INET : domain == AF_INET6 ? SL_FAM_INET6
 			  : domain == AF_UNIX ? SL_FAM_UNIX : 0;
@@ -169,9 +129,16 @@ static int sl_fd_classify(int fd, struct sl_fdrec *r)
 	return 1;
 }
 
+/* Fresh per-fd limiters for fd (a newly classified socket). */
+static void fd_limiters_reset(int fd)
+{
+	if ((unsigned)fd < sl__fd_cap && sl__st.fd_lims != NULL)
+		sl__rules_reset_row(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules], SL_SCOPE_FD);
+}
+
 /* Copy a published record, keeping the live conn field out of the copy's
  * business (callers never read it from a copy). */
-static void sl_fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
+static void fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
 {
 	memcpy(out->cand, r->cand, sizeof(out->cand));
 	memcpy(out->match, r->match, sizeof(out->match));
@@ -186,12 +153,12 @@ static void sl_fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
 /* The part of sl__fd_rec_miss for an fd whose record is not published: wait for
  * the thread classifying it, or classify it. b is the fd's bits as loaded.
  * Returns the record, or NULL if the call should pass through. */
-static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, uint8_t b)
+static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint8_t b)
 {
 	/* Relaxed: only bounds the scan after fork (one thread then). */
-	uint32_t hi = atomic_load_explicit(&sl_fd_busy_hi, memory_order_relaxed);
+	uint32_t hi = atomic_load_explicit(&busy_hi, memory_order_relaxed);
 	while (hi <= (uint32_t)fd &&
-	       !atomic_compare_exchange_weak_explicit(&sl_fd_busy_hi, &hi, (uint32_t)fd + 1,
+	       !atomic_compare_exchange_weak_explicit(&busy_hi, &hi, (uint32_t)fd + 1,
 						      memory_order_relaxed, memory_order_relaxed))
 		;
 	for (int spins = 0;; spins++) {
@@ -212,7 +179,7 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 	}
 	struct sl_fdrec r;
 	int saved = errno;
-	int kind = sl__st.active ? sl_fd_classify(fd, &r) : 0;
+	int kind = sl__st.active ? fd_classify(fd, &r) : 0;
 	errno = saved;
 	if (kind < 0) {
 		atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
@@ -222,7 +189,7 @@ static __attribute__((noinline)) const struct sl_fdrec *sl_fd_rec_slow(int fd, u
 	if (kind == 0)
 		memset(&r, 0, sizeof(r));
 	else if (!(b & SL_FDB_KEEP)) /* a new socket, not a reconnected one */
-		sl__scope_fd_reset(fd);
+		fd_limiters_reset(fd);
 	struct sl_fdrec *dst = &sl__fdrecs[fd];
 	memcpy(dst->cand, r.cand, sizeof(r.cand));
 	memcpy(dst->match, r.match, sizeof(r.match));
@@ -250,7 +217,7 @@ const struct sl_fdrec *sl__fd_rec_miss(int fd)
 		return NULL;
 	if ((unsigned)fd >= sl__fd_cap) {
 		if (fd >= 0 && sl__st.active &&
-		    !atomic_exchange_explicit(&sl_fd_big_logged, 1, memory_order_relaxed))
+		    !atomic_exchange_explicit(&big_fd_logged, 1, memory_order_relaxed))
 			sl_log(SL_LOG_WARN,
 			       "fd %d is beyond the table (%u fds: the RLIMIT_NOFILE hard limit "
 			       "at start, at most %u): such fds pass through",
@@ -262,9 +229,9 @@ const struct sl_fdrec *sl__fd_rec_miss(int fd)
 						 memory_order_relaxed);
 		return NULL;
 	}
-	/* Acquire, as in sl__fd_rec: sl_fd_rec_slow returns at once if the
+	/* Acquire, as in sl__fd_rec: fd_rec_slow returns at once if the
 	 * record was published meanwhile. */
-	return sl_fd_rec_slow(fd, atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire));
+	return fd_rec_slow(fd, atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire));
 }
 
 bool sl__fd_get(int fd, struct sl_fdrec *out)
@@ -272,12 +239,12 @@ bool sl__fd_get(int fd, struct sl_fdrec *out)
 	const struct sl_fdrec *r = sl__fd_rec(fd);
 	if (r == NULL)
 		return false;
-	sl_fd_copy(r, out);
+	fd_copy(r, out);
 	return true;
 }
 
 /* Give back one slot of conns limiter l (and uncount it if l is shared). */
-static void sl_conn_release(struct sl_limiter *l)
+static void conn_release(struct sl_limiter *l)
 {
 	sl_limiter_release(l, 1);
 	sl__shm_hold(l, -1);
@@ -286,22 +253,24 @@ static void sl_conn_release(struct sl_limiter *l)
 
 /* Drop one reference to connection record c (index + 1); the last one
  * gives back every slot it holds. */
-static void sl_conn_put(uint32_t c)
+static void conn_put(uint32_t c)
 {
-	struct sl_conn *cn = &sl_conns[c - 1];
+	struct conn *cn = &conn_table[c - 1];
 	/* Copied before the reference is dropped: once refs is 0 another
 	 * thread's sl__fd_set_conn may claim and rewrite the record. The
-	 * creator wrote them before publishing c (release in sl_fd_attach),
+	 * creator wrote them before publishing c (release in fd_attach),
 	 * and we hold a reference, so they are stable until the fetch_sub. */
 	struct sl_limiter *lims[SL_CONN_RULES];
 	uint32_t n = cn->n;
 	memcpy(lims, cn->lims, sizeof(lims));
-	/* acq_rel: the last dropper must see the lims written by the creator
-	 * (release in sl__fd_set_conn) before releasing them. */
+	/* acq_rel: release, so that this dropper's reads of the record happen
+	 * before a later claimer rewrites it (the acquire CAS of refs in
+	 * sl__fd_set_conn); acquire, so that the last dropper's releases come
+	 * after every other dropper's reads. */
 	if (atomic_fetch_sub_explicit(&cn->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	for (uint32_t i = 0; i < n; i++)
-		sl_conn_release(lims[i]);
+		conn_release(lims[i]);
 }
 
 /* Mark fd unknown but keep its connection (its peer changed), and its
@@ -319,9 +288,19 @@ void sl__fd_invalidate(int fd)
 					 memory_order_relaxed);
 }
 
+void sl__fd_on_forget_unsync(void (*hook)(int fd))
+{
+	for (unsigned i = 0; i < n_forget_hooks; i++)
+		if (forget_hooks[i] == hook)
+			return;
+	if (n_forget_hooks < sizeof(forget_hooks) / sizeof(forget_hooks[0]))
+		forget_hooks[n_forget_hooks++] = hook;
+}
+
 void sl__fd_forget(int fd)
 {
-	sl__ready_forget(fd);
+	for (unsigned i = 0; i < n_forget_hooks; i++)
+		forget_hooks[i](fd);
 	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
 		return;
 	/* Relaxed: nothing is published by clearing. */
@@ -330,17 +309,17 @@ void sl__fd_forget(int fd)
 		return;
 	uint32_t c = atomic_exchange_explicit(&sl__fdrecs[fd].conn, 0, memory_order_acquire);
 	if (c != 0)
-		sl_conn_put(c);
+		conn_put(c);
 }
 
 /* Make fd refer to connection record c (index + 1), already referenced. */
-static void sl_fd_attach(int fd, uint32_t c)
+static void fd_attach(int fd, uint32_t c)
 {
 	/* Release: publishes the record's contents to the fd's closer. */
 	uint32_t old = atomic_exchange_explicit(&sl__fdrecs[fd].conn, c, memory_order_acq_rel);
 	atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)SL_FDB_CONN, memory_order_relaxed);
 	if (old != 0)
-		sl_conn_put(old);
+		conn_put(old);
 }
 
 void sl__fd_dup(int oldfd, int newfd)
@@ -353,48 +332,48 @@ void sl__fd_dup(int oldfd, int newfd)
 		return;
 	/* Relaxed: the reference is taken while oldfd holds one, so the record
 	 * cannot be freed under us (unless the program races close and dup). */
-	atomic_fetch_add_explicit(&sl_conns[c - 1].refs, 1, memory_order_relaxed);
-	sl_fd_attach(newfd, c);
+	atomic_fetch_add_explicit(&conn_table[c - 1].refs, 1, memory_order_relaxed);
+	fd_attach(newfd, c);
 }
 
 void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 {
 	if (n == 0)
 		return;
-	/* Each slot keeps its per=peer entry (given back by sl_conn_release). */
+	/* Each slot keeps its per=peer entry (given back by conn_release). */
 	for (unsigned i = 0; i < n; i++)
 		sl__peer_pin(lims[i]);
 	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL) {
 		for (unsigned i = 0; i < n; i++)
-			sl_conn_release(lims[i]);
+			conn_release(lims[i]);
 		return;
 	}
 	for (uint32_t probe = 0; probe < sl__fd_cap; probe++) {
 		uint32_t i = ((uint32_t)fd + probe) % sl__fd_cap;
 		uint32_t expect = 0;
 		/* Acquire: the previous owner's last writes are done. */
-		if (!atomic_compare_exchange_strong_explicit(&sl_conns[i].refs, &expect, 1,
+		if (!atomic_compare_exchange_strong_explicit(&conn_table[i].refs, &expect, 1,
 							     memory_order_acquire,
 							     memory_order_relaxed))
 			continue;
-		struct sl_conn *cn = &sl_conns[i];
+		struct conn *cn = &conn_table[i];
 		cn->n = n > SL_CONN_RULES ? SL_CONN_RULES : n;
 		for (unsigned j = 0; j < cn->n; j++)
 			cn->lims[j] = lims[j];
 		for (unsigned j = cn->n; j < n; j++)
-			sl_conn_release(lims[j]);
-		sl_fd_attach(fd, i + 1);
+			conn_release(lims[j]);
+		fd_attach(fd, i + 1);
 		return;
 	}
 	for (unsigned i = 0; i < n; i++)
-		sl_conn_release(lims[i]);
+		conn_release(lims[i]);
 }
 
 void sl__fdtab_after_fork_unsync(void)
 {
 	/* Only the forking thread lives on in the child: a BUSY bit another
 	 * thread held while classifying would stay set for good. */
-	const uint32_t hi = atomic_load_explicit(&sl_fd_busy_hi, memory_order_relaxed);
+	const uint32_t hi = atomic_load_explicit(&busy_hi, memory_order_relaxed);
 	for (uint32_t fd = 0; fd < hi; fd++)
 		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_BUSY)
 			atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,

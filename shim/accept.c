@@ -1,0 +1,148 @@
+/*
+ * accept.c - the rate and conns rules of accept and accept4 (wrap_sock.c
+ * exports them).
+ *
+ * Delaying rules that are not per=peer wait before the real accept, so
+ * connections queue in the backlog and clients see slow accepts; conns rules
+ * with delay also wait there for a free slot. Everything that needs the
+ * client's address (per=peer) or refuses (reject) is decided after the real
+ * accept: a refused connection is reset (SO_LINGER {1, 0}, then close), so
+ * the client sees ECONNRESET and the program sees the rule's errno
+ * (ECONNABORTED by default, which servers already retry). A signal during a
+ * wait after the real accept does not cost the client its connection: the
+ * call returns the fd.
+ *
+ * Non-blocking sockets (nb.c, ready.c), under delay rules with
+ * nonblock=eagain: an accept that would wait before the real accept fails
+ * with EAGAIN and the listening fd is reported readable when its slot comes.
+ * Waits that come after the real accept (per=peer) are still taken in place.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "accept.h"
+#include "act.h"
+#include "fd.h"
+#include "nb.h"
+#include "real.h"
+#include "state.h"
+
+/* Reset an accepted connection we refuse: the client sees ECONNRESET. */
+static void reset_conn(int fd)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	SL_REAL(close)(fd);
+}
+
+/* Make the rest of call c wait for nothing: its deadline is now passed,
+ * so delay rules police (as if the socket's timeout had run out). */
+static void call_no_wait(struct sl_call *c)
+{
+	c->timeout_known = true;
+	c->timeout_ns = 0;
+}
+
+/* The real accept or accept4 (flags < 0 means plain accept). */
+static int real_accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	return flags < 0 ? SL_REAL(accept)(fd, sa, len) : SL_REAL(accept4)(fd, sa, len, flags);
+}
+
+/* Rules that may wait before the real accept: delay, not per=peer. */
+static uint32_t pre_rules(uint32_t rules)
+{
+	uint32_t m = 0;
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &sl__st.policy.rules[i];
+		if (r->action == SL_ACTION_DELAY && r->scope != SL_SCOPE_PEER)
+			m |= (uint32_t)1 << i;
+	}
+	return m;
+}
+
+static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
+			  const struct sl_fdrec *rec)
+{
+	int saved = errno;
+	sl__busy = 1;
+	uint32_t rules = rec->match[SL_K_ACCEPT], conns = rules & sl__st.conns_rules;
+	uint32_t pre = pre_rules(rules);
+	struct sl_call c;
+	struct sl_grant g, g2, gc;
+	int err = 0;
+	sl__call_begin(&c, fd, SL_OP_ACCEPT, NULL, SO_RCVTIMEO);
+	sl__nb_begin(&c, 0, pre);
+	if ((err = sl__admit(&c, pre & ~conns, 1, &g)) == 0 && (pre & conns) != 0) {
+		sl__available(&c, pre & conns, true, &err);
+		if (err != 0)
+			sl__grant_refund(&c, &g, 1);
+	}
+	if (err != 0) {
+		sl__nb_end(&c, SL_DIR_IN, false, 0);
+		return sl__call_fail(&c, rules, err);
+	}
+	struct sockaddr_storage ss;
+	socklen_t sslen = sizeof(ss);
+	errno = saved;
+	int r = real_accept(fd, (struct sockaddr *)&ss, &sslen, flags);
+	int e = errno;
+	if (r < 0) {
+		sl__grant_refund(&c, &g, 1);
+		return sl__call_fail(&c, rules, e);
+	}
+	sl__fd_forget(r);
+	if (sa != NULL && len != NULL) {
+		memcpy(sa, &ss, sslen < *len ? sslen : *len);
+		*len = sslen;
+	}
+	struct sl_addr peer;
+	c.peer = sl__addr_from(&peer, (struct sockaddr *)&ss, sslen) ? &peer : NULL;
+	/* A signal while waiting after the real accept: the program keeps
+	 * the connection, but never without its conns slots: it takes them
+	 * only if they are free now (call_no_wait), else the connection
+	 * is reset and the call fails with EINTR. */
+	err = sl__admit(&c, rules & ~pre & ~conns, 1, &g2);
+	bool intr = err == EINTR;
+	if (intr)
+		call_no_wait(&c);
+	if (err == 0 || intr) {
+		err = sl__admit(&c, conns, 1, &gc);
+		if (err == EINTR) {
+			intr = true;
+			call_no_wait(&c);
+			err = sl__admit(&c, conns, 1, &gc);
+		}
+		err = intr && err != 0 ? EINTR : err;
+	}
+	if (err != 0) {
+		sl__grant_refund(&c, &g, 1);
+		sl__grant_refund(&c, &g2, 1);
+		reset_conn(r);
+		return sl__call_fail(&c, rules, err);
+	}
+	struct sl_limiter *lims[SL_MAX_RULES];
+	sl__fd_set_conn(r, lims, sl__grant_conns(&gc, lims));
+	sl__call_end(&c, rules, true);
+	sl__busy = 0;
+	errno = e;
+	return r;
+}
+
+int sl__accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	struct sl_fdrec rec;
+	/* Arguments the kernel refuses go to it as they are: flags it does not
+	 * know (EINVAL), an address without its length (EFAULT). */
+	if (sl__fd_pass(fd, SL_K_ACCEPT) || sl__busy ||
+	    (flags > 0 && (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != 0) ||
+	    (sa != NULL && len == NULL) || !sl__fd_get(fd, &rec) || rec.match[SL_K_ACCEPT] == 0) {
+		int r = real_accept(fd, sa, len, flags);
+		if (r >= 0)
+			sl__fd_forget(r);
+		return r;
+	}
+	return accept_slow(fd, sa, len, flags, &rec);
+}

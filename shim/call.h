@@ -1,0 +1,68 @@
+/*
+ * call.h - one call in progress (struct sl_call), what it is charged to
+ * (struct sl_grant), and the limiter each of its rules uses. act.c acts on
+ * it; nb.c, ready.c and scope.c read it.
+ *
+ * API: a struct sl_call belongs to the thread making the call.
+ */
+#ifndef SLUICE_SHIM_CALL_H
+#define SLUICE_SHIM_CALL_H
+
+#include "addr.h"
+#include "internal.h"
+#include "lease.h"
+#include "scope.h"
+#include "state.h"
+
+#define SL_PIN_NONE UINT16_MAX /* sl_call.pin: the rule uses its process limiter */
+
+/* What one call is being charged to. */
+struct sl_grant {
+	uint32_t rules;                         /* rules charged */
+	struct sl_limiter *lim[SL_MAX_RULES];   /* their limiters */
+	uint64_t at_ns[SL_MAX_RULES];           /* the instant of each one's slot
+	                                           (its refund's now) */
+	uint64_t n;                             /* units charged to each */
+};
+
+/* One call in progress. */
+struct sl_call {
+	int fd;
+	enum sl_op op;           /* for errnos and messages */
+	const struct sl_addr *peer; /* per=peer key, may be NULL */
+	uint64_t start_ns;
+	uint64_t timeout_ns;     /* absolute: SO_SNDTIMEO/SO_RCVTIMEO, UINT64_MAX: none */
+	int timeout_opt;         /* SO_SNDTIMEO or SO_RCVTIMEO; 0: none applies */
+	bool timeout_known;
+	bool start_fresh;        /* start_ns not yet used by a decision */
+	bool defer;              /* connect: its nb rules reserve but do not sleep:
+	                            ready_ns says until when */
+	bool nb_partial;         /* a send whose nb byte rules now send what they
+	                            allow (after an SL_NB_PARTIAL) */
+	uint32_t delayed_rules;  /* rules that made this call wait */
+	uint32_t nb_rules;       /* rules whose wait becomes EAGAIN (nb.h) */
+	uint32_t nb_maybe;       /* nb_rules if the fd is O_NONBLOCK, not read yet */
+	uint32_t pinned;         /* per=peer rules whose limiter the call chose */
+	uint64_t waited_ns;      /* time slept so far */
+	uint64_t nb_want;        /* units the call still wants (sizes an nb wait) */
+	uint64_t ready_ns;       /* nb/defer: the instant the call would have waited for */
+	uint16_t pin[SL_MAX_RULES]; /* per rule in `pinned`: the peer table entry
+	                               the call pins (scope.c), or SL_PIN_NONE */
+};
+
+/* The limiter of rule i for call c (its fd, its peer address). A per=peer
+ * limiter stays the call's, and its entry pinned (never evicted), until
+ * sl__call_end: the call may sleep on it, hold a grant on it, refund it. */
+static inline struct sl_limiter *sl__limiter(struct sl_call *c, unsigned i)
+{
+	/* per=process, the default, is one test and one load away; a
+	 * redis=KEY rule (per=process too) is not in proc_rules: lease.c
+	 * says which limiter it uses now. */
+	if ((sl__st.proc_rules >> i) & 1)
+		return sl__st.rule_lim[i];
+	if ((sl__st.lease_rules >> i) & 1)
+		return sl__lease_limiter(i);
+	return sl__limiter_scoped(c, i);
+}
+
+#endif /* SLUICE_SHIM_CALL_H */

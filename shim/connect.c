@@ -1,0 +1,112 @@
+/*
+ * connect.c - the rate and conns rules of connect (wrap_sock.c exports it).
+ *
+ * Rate rules are asked first; a refusal fails at once with the rule's errno
+ * and opens nothing. conns rules then take one slot each (delay polls for a
+ * free slot, bounded by max-delay and SO_SNDTIMEO, which is also the
+ * kernel's connect timeout). A connect that succeeds, or is in progress
+ * (EINPROGRESS, or EINTR: the kernel goes on connecting), keeps its slots on
+ * the fd until the last fd of the connection is closed; a failed one gives
+ * them back at once.
+ *
+ * Non-blocking sockets (nb.c, ready.c), under delay rules with
+ * nonblock=eagain: a connect has its rate slot reserved, returns EINPROGRESS
+ * at once and connects for real when the slot comes. Its conns slots are
+ * still taken in place. A connect on a TCP socket already connecting or
+ * connected goes to the kernel uncharged.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "act.h"
+#include "connect.h"
+#include "fd.h"
+#include "match.h"
+#include "nb.h"
+#include "ready.h"
+#include "real.h"
+#include "state.h"
+
+/* True if fd is a TCP socket already connecting or connected: another
+ * connect on it is the kernel's to answer (EALREADY, EISCONN), not a new
+ * connection to charge (programs that poll connect() until EISCONN would
+ * pay for each call, and a full conns limit would wait for its own slot).
+ * errno is preserved. */
+static bool tcp_started(int fd, const struct sl_fdrec *rec)
+{
+	if (!rec->stream || !(rec->family & (SL_FAM_INET | SL_FAM_INET6)))
+		return false;
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+	int saved = errno;
+	bool started = SL_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 &&
+		       ti.tcpi_state != TCP_CLOSE;
+	errno = saved;
+	return started;
+}
+
+static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
+			   const struct sl_fdrec *rec)
+{
+	if (tcp_started(fd, rec))
+		return SL_REAL(connect)(fd, sa, len);
+	int saved = errno;
+	sl__busy = 1;
+	struct sl_addr dst;
+	bool known = sl__addr_from(&dst, sa, len);
+	uint32_t rules = sl__match(rec->cand[SL_K_CONNECT], rec->family, rec->type,
+				   known ? &dst : NULL);
+	uint32_t conns = rules & sl__st.conns_rules;
+	struct sl_call c;
+	struct sl_grant g, gc;
+	sl__call_begin(&c, fd, SL_OP_CONNECT, known ? &dst : NULL, SO_SNDTIMEO);
+	sl__nb_begin(&c, 0, rules & ~conns);
+	c.defer = true;
+	int err = sl__admit(&c, rules & ~conns, 1, &g);
+	if (err != 0)
+		return sl__call_fail(&c, rules, err);
+	err = sl__admit(&c, conns, 1, &gc);
+	if (err != 0) {
+		sl__grant_refund(&c, &g, 1);
+		return sl__call_fail(&c, rules, err);
+	}
+	struct sl_limiter *lims[SL_MAX_RULES];
+	if (sl__connect_defer(&c, sa, len)) { /* non-blocking: EINPROGRESS now */
+		sl__fd_set_conn(fd, lims, sl__grant_conns(&gc, lims));
+		sl__call_end(&c, rules, true);
+		sl__busy = 0;
+		errno = EINPROGRESS;
+		return -1;
+	}
+	errno = saved;
+	int r = SL_REAL(connect)(fd, sa, len);
+	int e = errno;
+	bool open = r == 0 || e == EINPROGRESS || e == EINTR;
+	if (open)
+		sl__fd_set_conn(fd, lims, sl__grant_conns(&gc, lims));
+	else
+		sl__grant_refund(&c, &gc, 1);
+	sl__fd_invalidate(fd);
+	sl__call_end(&c, rules, open);
+	sl__busy = 0;
+	errno = e;
+	return r;
+}
+
+int sl__connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	struct sl_fdrec rec;
+	int r;
+	if (sl__connect_again(fd, sa, len, &r)) /* its earlier connect was deferred */
+		return r;
+	if (sl__fd_pass(fd, SL_K_CONNECT) || sl__busy || !sl__fd_get(fd, &rec) ||
+	    rec.cand[SL_K_CONNECT] == 0) {
+		r = SL_REAL(connect)(fd, sa, len);
+		/* The fd may have been classified before it had a peer: look
+		 * again on its next call (sl__fd_invalidate leaves errno). */
+		sl__fd_invalidate(fd);
+		return r;
+	}
+	return connect_slow(fd, sa, len, &rec);
+}

@@ -1,0 +1,13 @@
+/*
+ * epoll.h - the epoll wrappers' tables (epoll.c).
+ */
+#ifndef SLUICE_SHIM_EPOLL_H
+#define SLUICE_SHIM_EPOLL_H
+
+#include "internal.h"
+
+/* Map (once, if `on`) and clear the registration mirror; register the
+ * forget and readiness hooks. Init only. Returns 0 or -1. */
+int sl__ep_init_unsync(bool on);
+
+#endif /* SLUICE_SHIM_EPOLL_H */

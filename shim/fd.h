@@ -1,0 +1,96 @@
+/*
+ * fd.h - what the shim knows about each file descriptor (fd.c).
+ *
+ * API: every function is thread-safe unless its name ends in _unsync (init
+ * and the fork child). The inline tests below are the hot path of every
+ * wrapper.
+ */
+#ifndef SLUICE_SHIM_FD_H
+#define SLUICE_SHIM_FD_H
+
+#include "addr.h"
+#include "internal.h"
+#include "state.h"
+
+#define SL_CONN_RULES 8 /* conns rules one connection may hold a slot of */
+
+/* The fd byte. */
+#define SL_FDB_PASS(k) (1u << (k)) /* classified: no rule of kind k can match */
+#define SL_FDB_PASS_ALL 0x0fu
+#define SL_FDB_READY 0x10u /* the fd's record is published */
+#define SL_FDB_BUSY 0x20u  /* a thread is classifying it */
+#define SL_FDB_CONN 0x40u  /* the fd refers to a connection record */
+#define SL_FDB_KEEP 0x80u  /* reclassify, but keep the per-fd limiters (connect) */
+
+struct sl_fdrec {
+	uint32_t cand[SL_K_COUNT];  /* rules whose family and type fit */
+	uint32_t match[SL_K_COUNT]; /* cand narrowed by the address: peer for
+	                               send/recv, local for accept */
+	uint8_t family; /* SL_FAM_* bit */
+	uint8_t type;   /* SL_TYPE_* bit, 0 for other types */
+	uint8_t stream; /* SOCK_STREAM: byte transfers may be split */
+	uint8_t pad;
+	struct sl_addr peer;  /* family 0 if not connected */
+	struct sl_addr local;
+	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
+};
+
+extern _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
+extern struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap] */
+
+/* True if a call of kind k on fd passes straight through. The relaxed load
+ * is enough for the pass bit: it carries no data; the slow path re-reads
+ * with acquire. */
+static inline bool sl__fd_pass(int fd, enum sl_kind_call k)
+{
+	return (unsigned)fd < SL_FD_LIMIT &&
+	       (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_PASS(k));
+}
+
+/* True if anything at all is known of fd (close and fclose forget only
+ * then). Relaxed: a hint; sl__fd_forget exchanges the byte. */
+static inline bool sl__fd_known(int fd)
+{
+	return (unsigned)fd < SL_FD_LIMIT &&
+	       atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) != 0;
+}
+
+/* The part of sl__fd_rec past its inline test. */
+const struct sl_fdrec *sl__fd_rec_miss(int fd);
+/* fd's published record, classifying it first if needed, or NULL if the
+ * call should pass through (not a socket, no rules, fd too large). The
+ * record is rewritten only when fd is reclassified (after a close, dup2
+ * onto it or a connect on it), so a caller copies out what it uses before
+ * anything that may race with that. A classified fd's record is one load and
+ * a test away (acquire: READY means the record's fields are complete; it is
+ * set for fds below sl__fd_cap only, after the state's init). */
+static inline const struct sl_fdrec *sl__fd_rec(int fd)
+{
+	if ((unsigned)fd < SL_FD_LIMIT &&
+	    (atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY))
+		return &sl__fdrecs[fd];
+	return sl__fd_rec_miss(fd);
+}
+/* The same, copied into *out. */
+bool sl__fd_get(int fd, struct sl_fdrec *out);
+
+/* Forget what is known of fd: it was closed or replaced, or its number is
+ * new. Runs the forget hooks, then releases the connection slots it held
+ * when it was the last fd of the connection. */
+void sl__fd_forget(int fd);
+/* Modules that keep state per fd number (ready.c, epoll.c) register what
+ * to do when a number is forgotten. Init only; registering twice is one. */
+void sl__fd_on_forget_unsync(void (*hook)(int fd));
+/* newfd now refers to the same socket as oldfd (dup): share the connection. */
+void sl__fd_dup(int oldfd, int newfd);
+/* Record that fd holds one slot of each limiter in lims (a new connection). */
+void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n);
+/* Mark fd unknown but keep its connection (connect changed its peer). */
+void sl__fd_invalidate(int fd);
+/* Allocate (once) and clear the table. Init only. Returns 0 or -1. */
+int sl__fdtab_init_unsync(void);
+void sl__fdtab_reset_unsync(void);
+/* The child after fork: clear the BUSY bits of threads that are gone. */
+void sl__fdtab_after_fork_unsync(void);
+
+#endif /* SLUICE_SHIM_FD_H */

@@ -1,0 +1,103 @@
+/*
+ * nb.c - non-blocking calls under delay rules (the contract is in nb.h).
+ *
+ * How many tokens to wait for: waking for one byte would wake a loop once
+ * per byte. An nb wait is sized for min(what the call still wants, half the
+ * rule's piece (its burst), 100 ms of the rate) units (sl__need): half,
+ * so that a loop that wakes late (timer granularity, its own work before it
+ * calls send again) finds the bucket not yet full and loses no tokens to
+ * the burst cap. With the default burst (5 ms of the rate) a connection that
+ * always has more to send wakes its loop about 400 times a second; a larger
+ * burst= wakes it less often (down to 10 times a second from burst=200ms of
+ * the rate on).
+ */
+#include <errno.h>
+#include <fcntl.h>
+
+#include "call.h"
+#include "clock.h"
+#include "fd.h"
+#include "log.h"
+#include "nb.h"
+#include "ready.h"
+#include "real.h"
+#include "scope.h"
+#include "state.h"
+
+/* A limiter that names no instant (conns: a slot frees on a close) is
+ * looked at again after this long. */
+#define SL_NB_BACKOFF_NS 10000000u
+
+void sl__nb_read(struct sl_call *c)
+{
+	uint32_t m = c->nb_maybe;
+	c->nb_maybe = 0;
+	if ((unsigned)c->fd >= sl__fd_cap)
+		return;
+	int saved = errno;
+	int fl = SL_REAL(fcntl)(c->fd, F_GETFL);
+	errno = saved;
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		c->nb_rules |= m;
+}
+
+uint64_t sl__need(const struct sl_call *c, unsigned i, uint64_t quantum_ns)
+{
+	const struct sl_rule *r = &sl__st.policy.rules[i];
+	const struct sl_params p = sl__rule_now(i);
+	if (r->op == SL_OP_CONNS || r->unit != SL_UNIT_BYTES || p.period_ns == 0)
+		return 1;
+	unsigned __int128 q = (unsigned __int128)p.amount * quantum_ns / p.period_ns;
+	uint64_t n = q > UINT64_MAX ? UINT64_MAX : (uint64_t)q, half = sl__piece_max(i) / 2;
+	n = n < half ? n : half;
+	n = c->nb_want != 0 && c->nb_want < n ? c->nb_want : n;
+	return n > 0 ? n : 1;
+}
+
+int sl__nb_refuse(struct sl_call *c, unsigned i, uint64_t now, uint64_t wait_ns)
+{
+	if (wait_ns == 0 || sl__st.policy.rules[i].op == SL_OP_CONNS)
+		wait_ns = wait_ns > SL_NB_BACKOFF_NS ? wait_ns : SL_NB_BACKOFF_NS;
+	uint64_t t = sl__sat_add(now, wait_ns);
+	if (t > c->ready_ns)
+		c->ready_ns = t;
+	c->delayed_rules |= (uint32_t)1 << i;
+	sl_log(SL_LOG_DEBUG, "rule %u: %s on non-blocking fd %d not ready for %llu us", i + 1,
+	       sl_op_name(c->op), c->fd, (unsigned long long)(wait_ns / 1000));
+	return EAGAIN;
+}
+
+/* The instant every nb rule of c has the units its next call needs (0 if
+ * they have them now). */
+static uint64_t nb_next(struct sl_call *c, uint64_t now)
+{
+	uint64_t t = 0;
+	for (uint32_t rest = c->nb_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_limiter *l = sl__limiter(c, i);
+		uint64_t need = sl__need(c, i, SL_NB_QUANTUM_NS);
+		struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
+		if (d.verdict == SL_ADMIT) {
+			sl_limiter_refund(l, need, now);
+			continue;
+		}
+		uint64_t w = d.wait_ns != 0 && d.verdict == SL_REFUSE ? d.wait_ns : SL_NB_BACKOFF_NS;
+		t = sl__sat_add(now, w) > t ? sl__sat_add(now, w) : t;
+	}
+	return t;
+}
+
+void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)
+{
+	/* A call that moved less than asked without waiting for a rule may
+	 * not have asked whether the fd is non-blocking yet. */
+	if (sl__call_nb(c) == 0 || (unsigned)c->fd >= sl__fd_cap)
+		return;
+	int saved = errno;
+	uint64_t now = sl__clock_ns(), t = c->ready_ns;
+	if (t == 0 && cut)
+		t = nb_next(c, now);
+	if (t > now)
+		sl__ready_hold(c->fd, dir, t);
+	errno = saved;
+}

@@ -1,0 +1,83 @@
+/*
+ * nb.h - non-blocking calls under delay rules (nb.c).
+ *
+ * An event loop must never sleep inside send: every other connection of the
+ * loop would stall. So a delay rule with nonblock=eagain (the default), on a
+ * call that must not block (O_NONBLOCK on the fd, or MSG_DONTWAIT), polices
+ * instead of waiting (act.c): the call transfers what the tokens allow now,
+ * a partial count, or fails with EAGAIN. Either way the fd is then held
+ * back in that direction until the instant its tokens are there
+ * (sl__ready_hold, ready.h), which poll, select and epoll respect.
+ *
+ * API: per call (struct sl_call is the calling thread's); any thread.
+ */
+#ifndef SLUICE_SHIM_NB_H
+#define SLUICE_SHIM_NB_H
+
+#include <sys/socket.h>
+
+#include "call.h"
+#include "internal.h"
+#include "ready.h"
+#include "state.h"
+
+/*
+ * Of `rules`, those whose waits become EAGAIN for call c (c->nb_rules):
+ * delay rules with nonblock=eagain, if flags has MSG_DONTWAIT or the fd is
+ * O_NONBLOCK. The fd's flags (a fcntl) are read only when a wait is due
+ * (sl__call_nb), as the socket's timeout is: a call admitted at once never
+ * asks. Call after sl__call_begin.
+ */
+static inline void sl__nb_begin(struct sl_call *c, int flags, uint32_t rules)
+{
+	uint32_t m = rules & sl__st.eagain_rules;
+	if (flags & MSG_DONTWAIT)
+		c->nb_rules = m;
+	else
+		c->nb_maybe = m;
+}
+/* The part of sl__call_nb that reads the fd's O_NONBLOCK. */
+void sl__nb_read(struct sl_call *c);
+/* c->nb_rules, the fd's flags read first if they are not yet. */
+static inline uint32_t sl__call_nb(struct sl_call *c)
+{
+	if (c->nb_maybe != 0)
+		sl__nb_read(c);
+	return c->nb_rules;
+}
+/* True if rule i's waits become EAGAIN for c (the fd's flags read only if
+ * i may be such a rule). */
+static inline bool sl__nb_has(struct sl_call *c, unsigned i)
+{
+	return (((c->nb_rules | c->nb_maybe) >> i) & 1) && ((sl__call_nb(c) >> i) & 1);
+}
+/* sl__admit's answer when an nb byte rule refuses a send's piece (unless
+ * c->nb_partial): nothing is noted, and the caller sends what the rules
+ * allow now instead, as it does for reject rules. */
+#define SL_NB_PARTIAL (-1)
+/* Units rule i must have before a call that waits for it goes on:
+ * min(what the call still wants (c->nb_want, if set), half the rule's
+ * piece, quantum_ns of the rate), at least 1; 1 for conns and message
+ * rules. An nb call uses SL_NB_QUANTUM_NS, a blocking wait
+ * SL_WAIT_QUANTUM_NS: waking for every unit, a receive under a delay rule
+ * moved a few bytes per call at full CPU. */
+uint64_t sl__need(const struct sl_call *c, unsigned i, uint64_t quantum_ns);
+#define SL_NB_QUANTUM_NS 100000000u
+#define SL_WAIT_QUANTUM_NS 2000000u
+/* An nb rule refuses call c: note until when (now + wait_ns), count a delay.
+ * Returns EAGAIN. */
+int sl__nb_refuse(struct sl_call *c, unsigned i, uint64_t now, uint64_t wait_ns);
+/* The part of sl__nb_end for a call that was refused or cut. */
+void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut);
+/* At the end of an nb call that still wants `left` units: if it was refused
+ * for tokens, or `cut` (it moved less than asked) and the tokens for its
+ * next call are missing, the fd is held back in dir until they are there. */
+static inline void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut, uint64_t left)
+{
+	if (c->ready_ns != 0 || cut) {
+		c->nb_want = left;
+		sl__nb_end_slow(c, dir, cut);
+	}
+}
+
+#endif /* SLUICE_SHIM_NB_H */

@@ -1,0 +1,64 @@
+/*
+ * ready.h - when each held-back fd is ready again, deferred connects, and
+ * the timer that wakes event loops (ready.c).
+ *
+ * API: thread-safe, except the _unsync calls (init).
+ */
+#ifndef SLUICE_SHIM_READY_H
+#define SLUICE_SHIM_READY_H
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "call.h"
+#include "internal.h"
+
+/* Directions an fd can be held back in: IN (recv, accept), OUT (send,
+ * connect). */
+enum sl_dir { SL_DIR_IN = 0, SL_DIR_OUT = 1 };
+
+/* poll/epoll bits a held-back direction hides (the values are the same for
+ * poll and epoll on Linux); SL_HIDE_ALL: the fd is hidden whole (a deferred
+ * connect: the socket is not connecting yet). */
+#define SL_HIDE_IN (POLLIN | POLLPRI | POLLRDNORM | POLLRDBAND | POLLRDHUP)
+#define SL_HIDE_OUT (POLLOUT | POLLWRNORM | POLLWRBAND)
+#define SL_HIDE_ALL 0xffffffffu
+
+/* Map (once) and clear the tables, note which rules are nonblock=eagain
+ * delay rules (sl__st.eagain_rules). Init only. Returns 0 or -1. */
+int sl__ready_init_unsync(void);
+/* True once the policy has a delay rule with nonblock=eagain: only then do
+ * the wait wrappers do anything but call libc. Relaxed load. */
+bool sl__ready_on(void);
+/* The module that mirrors readiness into the kernel (epoll.c) registers
+ * what to do when what is hidden of an fd changes: the hook brings the
+ * fd's registrations in line and returns true if it has any (then it has
+ * also re-armed the timer for what is still hidden). Init only. */
+void sl__ready_on_change_unsync(bool (*hook)(int fd));
+
+/* Hold fd back in dir until the instant t (now < t): poll and epoll do not
+ * report that direction before it. */
+void sl__ready_hold(int fd, enum sl_dir dir, uint64_t t);
+/* poll bits of fd hidden at now (0, SL_HIDE_* or SL_HIDE_ALL); *until gets
+ * the earliest instant that changes (left alone if nothing is hidden). */
+uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until);
+/* Do what is due at now (bring epoll registrations back, start deferred
+ * connects) and return the next instant something is due (UINT64_MAX:
+ * nothing). One relaxed load when nothing is due. */
+uint64_t sl__ready_tick(uint64_t now);
+/* Make the timer run sl__ready_tick for fd at `at` (epoll.c calls it when it
+ * hides bits of a registration). */
+void sl__ready_arm(int fd, uint64_t at);
+
+/* A non-blocking connect whose rate slot starts at c->ready_ns: remember it,
+ * hold the socket back, and connect for real when the slot comes. Returns
+ * true if deferred (the caller returns EINPROGRESS). */
+bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t len);
+/* connect() on an fd whose connect is deferred: EALREADY until its slot,
+ * then the real connect's answer. Returns false if fd has none. */
+bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *ret);
+/* SO_ERROR of fd if it has a deferred connect (wrap_sockopt.c): returns 1
+ * with *err (0: in progress, or the real connect's error, once), else 0. */
+int sl__connect_soerror(int fd, int *err);
+
+#endif /* SLUICE_SHIM_READY_H */

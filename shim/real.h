@@ -1,0 +1,174 @@
+/*
+ * real.h - the real libc functions behind every wrapper, and the one list
+ * the table and the pass-through wrappers are generated from.
+ *
+ * API: SL_REAL(name) is the real function (resolved on first use, from any
+ * thread); sl_real_resolve_all() fills the table (the constructor); tests
+ * overwrite slots of sl__real with fakes after it.
+ */
+#ifndef SLUICE_SHIM_REAL_H
+#define SLUICE_SHIM_REAL_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "internal.h"
+
+/*
+ * Every intercepted symbol:
+ *   X(return type, name, (parameters), (arguments), shape, fd)
+ * The list only declares; real.c, the tests and the wrapper files expand
+ * it. `shape` says how the exported wrapper is made:
+ *   SEND, RECV  generated (wrap_send.c, wrap_recv.c): if the fd's pass bit
+ *               for the kind is set and the pointer is resolved, a tail call
+ *               to libc; otherwise the file's slow_NAME(arguments);
+ *   SEND_TFO    the same, except that a call with MSG_FASTOPEN always takes
+ *               the slow path: it connects the socket, which must then be
+ *               classified again whatever its pass bits said;
+ *   OWN         written by hand (connect, accept, close, dup, ...: each
+ *               does something before or after the real call).
+ * `fd` names the parameter whose pass bit is tested (SEND/RECV shapes).
+ */
+#define SL_REAL_LIST(X)                                                                        \
+	X(int, connect, (int fd, const struct sockaddr *sa, socklen_t len), (fd, sa, len), OWN,  \
+	  fd)                                                                                  \
+	X(int, accept, (int fd, struct sockaddr *sa, socklen_t *len), (fd, sa, len), OWN, fd)   \
+	X(int, accept4, (int fd, struct sockaddr *sa, socklen_t *len, int flags),               \
+	  (fd, sa, len, flags), OWN, fd)                                                        \
+	X(int, socket, (int domain, int type, int protocol), (domain, type, protocol), OWN, 0)  \
+	X(int, socketpair, (int domain, int type, int protocol, int *sv),                        \
+	  (domain, type, protocol, sv), OWN, 0)                                                 \
+	X(ssize_t, send, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags),   \
+	  SEND, fd)                                                                             \
+	X(ssize_t, sendto,                                                                      \
+	  (int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,             \
+	   socklen_t tolen),                                                                    \
+	  (fd, buf, n, flags, to, tolen), SEND_TFO, fd)                                         \
+	X(ssize_t, sendmsg, (int fd, const struct msghdr *msg, int flags), (fd, msg, flags),    \
+	  SEND_TFO, fd)                                                                         \
+	X(int, sendmmsg, (int fd, struct mmsghdr *vec, unsigned int vlen, int flags),           \
+	  (fd, vec, vlen, flags), OWN, fd)                                                      \
+	X(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n), SEND, fd)          \
+	X(ssize_t, writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SEND, fd) \
+	X(ssize_t, sendfile, (int out, int in, off_t *offset, size_t n), (out, in, offset, n),   \
+	  SEND, out)                                                                            \
+	X(ssize_t, sendfile64, (int out, int in, off_t *offset, size_t n),                      \
+	  (out, in, offset, n), SEND, out)                                                      \
+	X(ssize_t, recv, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags), RECV,   \
+	  fd)                                                                                   \
+	X(ssize_t, recvfrom,                                                                    \
+	  (int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fromlen),  \
+	  (fd, buf, n, flags, from, fromlen), RECV, fd)                                         \
+	X(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags), (fd, msg, flags), RECV, fd) \
+	X(int, recvmmsg,                                                                        \
+	  (int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *timeout), \
+	  (fd, vec, vlen, flags, timeout), OWN, fd)                                             \
+	X(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n), RECV, fd)                 \
+	X(ssize_t, readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), RECV, fd) \
+	X(ssize_t, __read_chk, (int fd, void *buf, size_t n, size_t buflen),                    \
+	  (fd, buf, n, buflen), RECV, fd)                                                       \
+	X(ssize_t, __recv_chk, (int fd, void *buf, size_t n, size_t buflen, int flags),         \
+	  (fd, buf, n, buflen, flags), RECV, fd)                                                \
+	X(ssize_t, __recvfrom_chk,                                                              \
+	  (int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *from,         \
+	   socklen_t *fromlen),                                                                 \
+	  (fd, buf, n, buflen, flags, from, fromlen), RECV, fd)                                 \
+	X(int, close, (int fd), (fd), OWN, fd)                                                  \
+	X(int, close_range, (unsigned int first, unsigned int last, int flags),                 \
+	  (first, last, flags), OWN, 0)                                                         \
+	X(int, fclose, (FILE * fp), (fp), OWN, 0)                                               \
+	X(int, dup, (int fd), (fd), OWN, fd)                                                    \
+	X(int, dup2, (int oldfd, int newfd), (oldfd, newfd), OWN, 0)                            \
+	X(int, dup3, (int oldfd, int newfd, int flags), (oldfd, newfd, flags), OWN, 0)          \
+	X(int, fcntl, (int fd, int cmd, ...), (fd, cmd), OWN, fd)                               \
+	X(int, fcntl64, (int fd, int cmd, ...), (fd, cmd), OWN, fd)                             \
+	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len),            \
+	  (fd, level, name, val, len), OWN, fd)                                                 \
+	X(int, poll, (struct pollfd * fds, nfds_t n, int ms), (fds, n, ms), OWN, 0)             \
+	X(int, ppoll,                                                                           \
+	  (struct pollfd * fds, nfds_t n, const struct timespec *ts, const sigset_t *mask),     \
+	  (fds, n, ts, mask), OWN, 0)                                                           \
+	X(int, select, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv),            \
+	  (n, r, w, e, tv), OWN, 0)                                                             \
+	X(int, pselect,                                                                         \
+	  (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts,                   \
+	   const sigset_t *mask),                                                               \
+	  (n, r, w, e, ts, mask), OWN, 0)                                                       \
+	X(int, epoll_create, (int size), (size), OWN, 0)                                        \
+	X(int, epoll_create1, (int flags), (flags), OWN, 0)                                     \
+	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev),                   \
+	  (epfd, op, fd, ev), OWN, 0)                                                           \
+	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int max, int ms),                 \
+	  (epfd, ev, max, ms), OWN, 0)                                                          \
+	X(int, epoll_pwait,                                                                     \
+	  (int epfd, struct epoll_event *ev, int max, int ms, const sigset_t *mask),            \
+	  (epfd, ev, max, ms, mask), OWN, 0)                                                    \
+	X(int, epoll_pwait2,                                                                    \
+	  (int epfd, struct epoll_event *ev, int max, const struct timespec *ts,                \
+	   const sigset_t *mask),                                                               \
+	  (epfd, ev, max, ts, mask), OWN, 0)
+
+enum sl_real_slot {
+#define SL_REAL_ENUM(ret, name, params, args, shape, fd) SL_REAL_##name,
+	SL_REAL_LIST(SL_REAL_ENUM)
+#undef SL_REAL_ENUM
+	SL_REAL_COUNT
+};
+
+/* One atomic pointer per symbol; NULL until resolved. Tests overwrite the
+ * pointers with fakes (after sl_real_resolve_all, so nothing overwrites
+ * them back). */
+struct sl_real {
+#define SL_REAL_FIELD(ret, name, params, args, shape, fd) ret(*_Atomic name) params;
+	SL_REAL_LIST(SL_REAL_FIELD)
+#undef SL_REAL_FIELD
+};
+extern struct sl_real sl__real;
+
+/* Resolve every slot that is still empty (the constructor calls it). */
+void sl_real_resolve_all(void);
+/* Resolve one slot now and publish it; a symbol that does not exist gets a
+ * stub that fails with ENOSYS (and logs once). */
+void sl__real_resolve(enum sl_real_slot slot);
+
+/* The real function `name`, resolving it on first use: one load and one
+ * (predicted) branch. Acquire pairs with the release store in
+ * sl__real_resolve, so whatever dlsym set up before publishing is seen. */
+#define SL_REAL(name)                                                                          \
+	__extension__({                                                                            \
+		SL_REAL_TYPE(name) sl_fn_ = SL_REAL_LOAD(name);                                    \
+		if (__builtin_expect(sl_fn_ == NULL, 0)) {                                             \
+			sl__real_resolve(SL_REAL_##name);                                                  \
+			sl_fn_ = SL_REAL_LOAD(name);                                                       \
+		}                                                                                      \
+		sl_fn_;                                                                                \
+	})
+/* The pointer type of slot `name`, and its current value (NULL if not yet
+ * resolved). Wrappers whose fast path is a bare tail call use these and
+ * leave resolution to their slow path. */
+#define SL_REAL_TYPE(name) __typeof__(atomic_load_explicit(&sl__real.name, memory_order_relaxed))
+#define SL_REAL_LOAD(name) atomic_load_explicit(&sl__real.name, memory_order_acquire)
+
+/*
+ * The shell of a generated wrapper (see the list's shapes): it declares the
+ * whole exported function, whose fast path is the pass bit of `kind` on
+ * `fd`, a resolved pointer and `also` (an extra condition), then a tail
+ * call; anything else goes to slow_NAME, which the including file defines.
+ */
+#define SL_WRAP_SHELL(ret, name, params, args, fd, kind, also)                                 \
+	SL_EXPORT ret name params                                                                  \
+	{                                                                                          \
+		SL_REAL_TYPE(name) fn = SL_REAL_LOAD(name);                                        \
+		if (__builtin_expect(sl__fd_pass(fd, kind) && fn != NULL && (also), 1))            \
+			return fn args;                                                            \
+		return slow_##name args;                                                           \
+	}
+
+#endif /* SLUICE_SHIM_REAL_H */

@@ -1,0 +1,281 @@
+/*
+ * scope.c - which limiter each rule uses for one call (per=).
+ *
+ * Scopes:
+ *   process  one limiter per rule, sl__st.rule_lim (in the stats record,
+ *            or in a shared file for shared=NAME); a redis=KEY rule's comes
+ *            from lease.c (units leased from Redis, or its on-error mode);
+ *   thread   a slot of a pool of SL_THREAD_SLOTS, taken on a thread's first
+ *            throttled call and given back by a pthread key destructor when
+ *            the thread exits; with the pool exhausted, threads share the
+ *            process limiter (logged once);
+ *   fd       one limiter per fd and rule, reset when the fd is classified
+ *            anew; conns rules have no per-fd meaning and use the process
+ *            limiter;
+ *   peer     a bounded hash table of SL_PEER_SLOTS (rule, remote address)
+ *            entries, the port left out. Lookups probe 8 entries; a miss
+ *            evicts, clock-style, an entry not used since the hand last
+ *            passed, never a pinned one. With every candidate pinned, the
+ *            process limiter serves the call. An evicted peer starts again
+ *            with a full bucket, so eviction can only loosen the limit for
+ *            peers beyond the table's size.
+ *
+ * Pins: an entry's limiter is used outside the lock (a call sleeps on it,
+ * holds a grant it may refund, a connection holds a conns slot of it), so
+ * every user counts itself in the entry's `pins`: a call from its first
+ * lookup to sl__call_end (the call remembers the entry, and asks the table
+ * only once per rule), a connection from sl__fd_set_conn until its slot is
+ * given back. Only an entry with no pin (and no slot held) is re-keyed and
+ * re-initialised, so nobody reads it while the lock holder writes it.
+ *
+ * The peer table's lock is a spinlock held for a few probes and never
+ * across a sleep or a call into libc; pthread_atfork takes it around fork so
+ * the child never inherits it locked.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "call.h"
+#include "clock.h"
+#include "log.h"
+#include "scope.h"
+#include "state.h"
+
+struct peer_ent {
+	struct sl_limiter lim; /* first: sl__peer_pin finds the entry from it */
+	_Atomic uint32_t pins; /* calls and connections using lim */
+	uint32_t rule_plus1; /* 0: empty */
+	uint32_t ref;        /* clock bit */
+	struct sl_addr key;  /* port zero */
+};
+
+static struct peer_ent *peers; /* [SL_PEER_SLOTS] */
+_Static_assert(SL_PEER_SLOTS < SL_PIN_NONE, "sl_call.pin holds an entry's index");
+static atomic_flag peer_lock = ATOMIC_FLAG_INIT;
+static pthread_key_t tslot_key;
+static bool scope_once;
+static _Atomic uint64_t tslot_used[SL_THREAD_SLOTS / 64];
+static __thread int tslot __attribute__((tls_model("initial-exec"))); /* slot + 1 */
+static _Atomic int tslot_full_logged;
+
+static void peer_lock_take(void)
+{
+	/* Acquire pairs with the release in peer_lock_drop: the table's
+	 * contents written by the previous holder are visible. */
+	while (atomic_flag_test_and_set_explicit(&peer_lock, memory_order_acquire))
+		;
+}
+
+static void peer_lock_drop(void)
+{
+	atomic_flag_clear_explicit(&peer_lock, memory_order_release);
+}
+
+static void tslot_free(void *v)
+{
+	unsigned s = (unsigned)(uintptr_t)v - 1;
+	/* Release: this thread's last uses of the slot happen before the next
+	 * owner's (acquire in tslot_get). */
+	atomic_fetch_and_explicit(&tslot_used[s / 64], ~((uint64_t)1 << (s % 64)),
+				  memory_order_release);
+}
+
+/* Allocate the tables and register the fork and thread-exit handlers (once);
+ * clear the tables. Not thread-safe: init only. Returns 0 or -1. */
+int sl__scope_init_unsync(void)
+{
+	if (!scope_once) {
+		peers = sl__map(sizeof(struct peer_ent) * SL_PEER_SLOTS);
+		if (peers == NULL || pthread_key_create(&tslot_key, tslot_free) != 0)
+			return -1;
+		pthread_atfork(peer_lock_take, peer_lock_drop, peer_lock_drop);
+		scope_once = true;
+		return 0; /* a fresh mapping and untouched slots: zero already */
+	}
+	sl__scope_reset_unsync();
+	return 0;
+}
+
+void sl__scope_reset_unsync(void)
+{
+	if (peers != NULL)
+		memset(peers, 0, sizeof(struct peer_ent) * SL_PEER_SLOTS);
+	for (size_t i = 0; i < SL_THREAD_SLOTS / 64; i++)
+		atomic_store_explicit(&tslot_used[i], 0, memory_order_relaxed);
+	tslot = 0;
+}
+
+void sl__scope_after_fork_unsync(void)
+{
+	/* Only the forking thread lives on in the child: the other threads'
+	 * slots would never be freed (their thread-exit handlers never run). */
+	for (size_t i = 0; i < SL_THREAD_SLOTS / 64; i++) {
+		uint64_t own = tslot != 0 && (size_t)(tslot - 1) / 64 == i
+				       ? (uint64_t)1 << ((tslot - 1) % 64)
+				       : 0;
+		atomic_store_explicit(&tslot_used[i], own, memory_order_relaxed);
+	}
+}
+
+/* This thread's slot of the per-thread pool, or -1 if the pool is full. */
+static int tslot_get(void)
+{
+	if (tslot != 0)
+		return tslot - 1;
+	for (unsigned w = 0; w < SL_THREAD_SLOTS / 64; w++) {
+		uint64_t used = atomic_load_explicit(&tslot_used[w], memory_order_relaxed);
+		while (~used != 0) {
+			unsigned b = (unsigned)__builtin_ctzll(~used);
+			/* Acquire pairs with the release in tslot_free. */
+			if (!atomic_compare_exchange_weak_explicit(&tslot_used[w], &used,
+								   used | ((uint64_t)1 << b),
+								   memory_order_acquire,
+								   memory_order_relaxed))
+				continue;
+			int s = (int)(w * 64 + b);
+			sl__rules_reset_row(&sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules],
+				       SL_SCOPE_THREAD);
+			tslot = s + 1;
+			pthread_setspecific(tslot_key, (void *)(uintptr_t)(s + 1));
+			return s;
+		}
+	}
+	if (!atomic_exchange_explicit(&tslot_full_logged, 1, memory_order_relaxed))
+		sl_log(SL_LOG_WARN, "more than %d threads with per=thread rules: the rest share "
+				    "per-process limiters", SL_THREAD_SLOTS);
+	return -1;
+}
+
+static uint32_t peer_hash(unsigned rule, const struct sl_addr *k)
+{
+	uint32_t h = 2166136261u ^ rule;
+	const uint8_t *p = (const uint8_t *)k;
+	for (size_t i = 0; i < sizeof(*k); i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+/* True if e may be in use outside the lock: pinned, or holding conns
+ * slots. Under the lock. */
+static bool peer_pinned(const struct peer_ent *e)
+{
+	/* Acquire pairs with the release in peer_unpin_ent: the last
+	 * user's accesses to e->lim happen before it is re-initialised. */
+	return atomic_load_explicit(&e->pins, memory_order_acquire) != 0 ||
+	       (e->lim.kind == SL_KIND_CONC && sl_conc_held(&e->lim.u.conc) != 0);
+}
+
+static void peer_unpin_ent(struct peer_ent *e)
+{
+	/* Release: this user's accesses to e->lim happen before an evictor's
+	 * re-initialisation (acquire in peer_pinned). */
+	atomic_fetch_sub_explicit(&e->pins, 1, memory_order_release);
+}
+
+/* The entry whose limiter is l, or NULL if l is not in the peer table. */
+static struct peer_ent *peer_of(struct sl_limiter *l)
+{
+	uintptr_t off = (uintptr_t)l - (uintptr_t)peers;
+	if (peers == NULL || off >= sizeof(struct peer_ent) * SL_PEER_SLOTS)
+		return NULL;
+	return (struct peer_ent *)l; /* lim is the first member */
+}
+
+void sl__peer_pin(struct sl_limiter *l)
+{
+	struct peer_ent *e = peer_of(l);
+	/* Relaxed, outside the lock: the caller's own pin keeps the count
+	 * above zero, so no evictor can be deciding on this entry. */
+	if (e != NULL)
+		atomic_fetch_add_explicit(&e->pins, 1, memory_order_relaxed);
+}
+
+void sl__peer_unpin(struct sl_limiter *l)
+{
+	struct peer_ent *e = peer_of(l);
+	if (e != NULL)
+		peer_unpin_ent(e);
+}
+
+void sl__peer_unpin_call(struct sl_call *c)
+{
+	for (uint32_t rest = c->pinned; rest != 0; rest &= rest - 1) {
+		uint16_t p = c->pin[__builtin_ctz(rest)];
+		if (p != SL_PIN_NONE)
+			peer_unpin_ent(&peers[p]);
+	}
+	c->pinned = 0;
+}
+
+/* The per-peer limiter of rule i for call c's peer, its entry pinned for
+ * the call; the rule's process limiter if the table is full of pinned
+ * entries around the peer's home (for the rest of the call too). */
+static struct sl_limiter *peer_get(struct sl_call *c, unsigned i)
+{
+	if ((c->pinned >> i) & 1)
+		return c->pin[i] != SL_PIN_NONE ? &peers[c->pin[i]].lim : sl__st.rule_lim[i];
+	struct sl_addr key = *c->peer;
+	key.port = 0;
+	uint32_t h = peer_hash(i, &key);
+	struct peer_ent *found = NULL, *victim = NULL;
+	peer_lock_take();
+	for (unsigned pass = 0; pass < 2 && found == NULL && victim == NULL; pass++) {
+		for (unsigned p = 0; p < 8; p++) {
+			struct peer_ent *e = &peers[(h + p) % SL_PEER_SLOTS];
+			if (e->rule_plus1 == i + 1 && memcmp(&e->key, &key, sizeof(key)) == 0) {
+				found = e;
+				break;
+			}
+			if (pass == 0 && e->rule_plus1 == 0 && victim == NULL)
+				victim = e;
+			else if (pass == 1 && victim == NULL && e->ref == 0 && !peer_pinned(e))
+				victim = e;
+			else if (pass == 1)
+				e->ref = 0; /* the clock hand passes: not used since */
+		}
+	}
+	if (found == NULL && victim != NULL) {
+		/* Unpinned: no other thread reads it (see the file comment). */
+		victim->rule_plus1 = i + 1;
+		victim->key = key;
+		sl__limiter_reset(&victim->lim, i, sl__clock_ns());
+		found = victim;
+	}
+	if (found != NULL) {
+		found->ref = 1;
+		/* Relaxed: under the lock, which every evictor takes. */
+		atomic_fetch_add_explicit(&found->pins, 1, memory_order_relaxed);
+	}
+	peer_lock_drop();
+	c->pinned |= (uint32_t)1 << i;
+	c->pin[i] = found != NULL ? (uint16_t)(found - peers) : SL_PIN_NONE;
+	return found != NULL ? &found->lim : sl__st.rule_lim[i];
+}
+
+/* sl__limiter for the scopes other than process (not redis=KEY rules). */
+struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i)
+{
+	int fd = c->fd;
+	const struct sl_rule *r = &sl__st.policy.rules[i];
+	struct sl_limiter *l = NULL;
+	switch (r->scope) {
+	case SL_SCOPE_THREAD: {
+		int s = tslot_get();
+		if (s >= 0)
+			l = &sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules + sl__st.scope_slot[i]];
+		break;
+	}
+	case SL_SCOPE_FD:
+		if (r->op != SL_OP_CONNS && (unsigned)fd < sl__fd_cap && sl__st.fd_lims != NULL)
+			l = &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + sl__st.scope_slot[i]];
+		break;
+	case SL_SCOPE_PEER:
+		if (c->peer != NULL && c->peer->family != 0)
+			return peer_get(c, i);
+		break;
+	default:
+		break;
+	}
+	return l != NULL ? l : sl__st.rule_lim[i];
+}
+

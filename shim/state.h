@@ -1,0 +1,74 @@
+/*
+ * state.h - the process's rules and what the hot path tests (state.c).
+ *
+ * API: sl__st and sl__fd_cap are written only by sl__state_init_unsync
+ * (init.h: the constructor; tests call it between cases, with no wrapper
+ * running) and read by every
+ * wrapper without synchronisation. The rule-parameter functions may be
+ * called from any thread.
+ */
+#ifndef SLUICE_SHIM_STATE_H
+#define SLUICE_SHIM_STATE_H
+
+#include "internal.h"
+#include "shm_format.h"
+
+/* fds are tracked below sl__fd_cap: the RLIMIT_NOFILE hard limit at the
+ * first init, at least SL_FD_MIN and at most SL_FD_LIMIT; calls on larger
+ * fds pass through. */
+#define SL_FD_MIN 65536u
+#define SL_FD_LIMIT (1u << 20)
+extern uint32_t sl__fd_cap;
+/* Set sl__fd_cap, once, before the first table is mapped (state init). */
+void sl__fd_cap_init_unsync(void);
+
+#define SL_THREAD_SLOTS 256 /* threads with per=thread limiters at once (scope.c) */
+
+struct sl_state {
+	struct sl_policy policy;
+	bool active;     /* rules apply to this process */
+	bool ready;      /* sl__state_init_unsync has run */
+	uint32_t kind_rules[SL_K_COUNT]; /* rules that may apply to each kind */
+	uint32_t byte_rules;             /* rules counting bytes */
+	uint32_t reject_rules;           /* action == reject */
+	uint32_t conns_rules;            /* op == conns */
+	uint32_t proc_rules;  /* per=process rules whose limiter is always
+	                         rule_lim[i] (not redis=KEY: see lease.c) */
+	uint32_t lease_rules; /* redis=KEY rules (per=process; lease.c says
+	                         which limiter each uses now) */
+	uint32_t fast_rules;  /* proc_rules counting calls or bytes, not dry-run
+	                         nor sliding windows:
+	                         a transfer they all admit at once takes the
+	                         fast path (xfer.h) */
+	uint32_t eagain_rules; /* delay rules with nonblock=eagain (set by
+	                          sl__ready_init_unsync once its tables exist) */
+	uint32_t n_fd_rules, n_thread_rules;
+	uint64_t piece_min; /* smallest sl__piece_max of the byte rules at init:
+	                       a transfer no larger is never split, unless
+	                       `sluice set` lowered a burst since (then the fast
+	                       path's police fails and the general path splits) */
+	uint8_t scope_slot[SL_MAX_RULES]; /* index among rules of its scope */
+	/* Each rule's per=process limiter (a tunable one in rec, or the
+	 * shared one); the fallback of other scopes. */
+	struct sl_limiter *rule_lim[SL_MAX_RULES];
+	struct sl_limiter *fd_lims;     /* [sl__fd_cap][n_fd_rules], mmap'd */
+	struct sl_limiter *thread_lims; /* [SL_THREAD_SLOTS][n_thread_rules] */
+	struct sl_rstats *stats;        /* [SL_MAX_RULES], in rec */
+	struct sl_shm_stat *rec;        /* the live stats record (shm.c) */
+};
+extern struct sl_state sl__st;
+
+/* Limiter parameters of a rule; (re)initialise limiter l for rule i. */
+void sl__rule_params(const struct sl_rule *r, struct sl_params *p);
+void sl__limiter_reset(struct sl_limiter *l, unsigned i, uint64_t now_ns);
+/* Rule i's amount, period and burst now: the rule's, or the ones `sluice
+ * set` gave its limiter since (per=process and shared= rules; the limiters
+ * of other scopes never change). */
+struct sl_params sl__rule_now(unsigned i);
+/* Units one piece of a split transfer may take under byte rule i. */
+uint64_t sl__piece_max(unsigned i);
+/* Reset the limiters of every rule of `scope` in one row of a scope table
+ * (a thread's or an fd's), indexed by scope_slot. */
+void sl__rules_reset_row(struct sl_limiter *row, enum sl_scope scope);
+
+#endif /* SLUICE_SHIM_STATE_H */

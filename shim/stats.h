@@ -1,0 +1,16 @@
+/*
+ * stats.h - SLUICE_STATS=PATH, what each rule did, written at exit
+ * (stats.c). The counters themselves are struct sl_rstats (shm_format.h),
+ * counted by act.c.
+ */
+#ifndef SLUICE_SHIM_STATS_H
+#define SLUICE_SHIM_STATS_H
+
+#include "internal.h"
+
+/* Reset the per-process counters (init; the child after fork). */
+void sl__stats_reset(void);
+/* Write SLUICE_STATS (the destructor; tests call it). */
+void sl__stats_write(void);
+
+#endif /* SLUICE_SHIM_STATS_H */

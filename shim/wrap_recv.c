@@ -1,0 +1,150 @@
+/*
+ * wrap_recv.c - the exported receive family: recv, recvfrom, recvmsg, read,
+ * readv, the fortified __read_chk, __recv_chk, __recvfrom_chk (generated
+ * from SL_REAL_LIST, real.h), and recvmmsg.
+ *
+ * A generated wrapper's fast path is the fd's pass bit and a tail call to
+ * libc; past it, slow_NAME below describes the call in a struct sl_io for
+ * sl__recv (xfer.c), whose file comment gives the receive semantics. recvmmsg receives at most as
+ * many messages as message rules allow now (waiting for one) and charges
+ * the bytes after the fact.
+ */
+#undef _FORTIFY_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "act.h"
+#include "fd.h"
+#include "real.h"
+#include "xfer.h"
+
+const int sl__wrap_recv_anchor = 1;
+
+static __attribute__((noinline)) ssize_t
+slow_recv(int fd, void *buf, size_t n, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recv)(fd, buf, n, flags);
+	struct sl_io io = {.how = SL_IO_RECV, .fd = fd, .buf = buf, .total = n, .flags = flags};
+	return sl__recv(&io);
+}
+
+static __attribute__((noinline)) ssize_t
+slow_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	struct sl_io io = {.how = SL_IO_RECVFROM, .fd = fd, .buf = buf, .total = n,
+			   .flags = flags, .addr = from, .addrlenp = fromlen};
+	return sl__recv(&io);
+}
+
+static __attribute__((noinline)) ssize_t
+slow_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || sl__bad_msg(msg))
+		return SL_REAL(recvmsg)(fd, msg, flags);
+	struct sl_io io = {.how = SL_IO_RECVMSG, .fd = fd, .msg = msg, .flags = flags,
+			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen)};
+	return sl__recv(&io);
+}
+
+static __attribute__((noinline)) ssize_t
+slow_read(int fd, void *buf, size_t n)
+{
+	if (sl__fd_pass(fd, SL_K_RECV))
+		return SL_REAL(read)(fd, buf, n);
+	struct sl_io io = {.how = SL_IO_READ, .fd = fd, .buf = buf, .total = n};
+	return sl__recv(&io);
+}
+
+static __attribute__((noinline)) ssize_t
+slow_readv(int fd, const struct iovec *iov, int cnt)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX ||
+	    (cnt > 0 && sl__bad_ptr(iov)))
+		return SL_REAL(readv)(fd, iov, cnt);
+	struct sl_io io = {.how = SL_IO_READV, .fd = fd, .iov = iov, .iovcnt = cnt,
+			   .total = sl__iov_total(iov, (size_t)cnt)};
+	return sl__recv(&io);
+}
+
+static __attribute__((noinline)) ssize_t
+slow___read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__read_chk)(fd, buf, n, buflen);
+	struct sl_io io = {.how = SL_IO_READ_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen};
+	return sl__recv(&io);
+}
+
+static __attribute__((noinline)) ssize_t
+slow___recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
+	struct sl_io io = {.how = SL_IO_RECV_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen, .flags = flags};
+	return sl__recv(&io);
+}
+
+static __attribute__((noinline)) ssize_t
+slow___recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+				 struct sockaddr *from, socklen_t *fromlen)
+{
+	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
+	struct sl_io io = {.how = SL_IO_RECVFROM_CHK, .fd = fd, .buf = buf, .total = n,
+			   .buflen = buflen, .flags = flags, .addr = from, .addrlenp = fromlen};
+	return sl__recv(&io);
+}
+
+/* The exported shells of the RECV shape. */
+#define WRAP_RECV(ret, name, params, args, fd) \
+	SL_WRAP_SHELL(ret, name, params, args, fd, SL_K_RECV, true)
+#define WRAP_SEND(ret, name, params, args, fd)
+#define WRAP_SEND_TFO(ret, name, params, args, fd)
+#define WRAP_OWN(ret, name, params, args, fd)
+#define WRAP(ret, name, params, args, shape, fd) WRAP_##shape(ret, name, params, args, fd)
+SL_REAL_LIST(WRAP)
+
+/* At most as many messages as message rules allow now (waiting for one);
+ * bytes are charged after the fact. */
+SL_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+		       struct timespec *timeout)
+{
+	struct sl_fdrec rec;
+	if (sl__fd_pass(fd, SL_K_RECV) || sl__busy || (flags & (MSG_PEEK | MSG_ERRQUEUE)) ||
+	    !sl__fd_get(fd, &rec) || rec.match[SL_K_RECV] == 0)
+		return SL_REAL(recvmmsg)(fd, vec, vlen, flags, timeout);
+	int saved = errno, err = 0;
+	sl__busy = 1;
+	uint32_t rules = rec.match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
+	struct sl_call c;
+	sl__call_begin(&c, fd, SL_OP_RECV, rec.peer.family != 0 ? &rec.peer : NULL, SO_RCVTIMEO);
+	uint64_t m = rules & ~bytes ? sl__available(&c, rules & ~bytes,
+						    sl__rejecting(rules & ~bytes) == 0, &err)
+				    : UINT64_MAX;
+	if (err == 0 && bytes != 0)
+		sl__available(&c, bytes, sl__rejecting(bytes) == 0, &err);
+	if (err != 0)
+		return (int)sl__io_end(&c, rules, 0, -1, err, saved);
+	errno = saved;
+	int r = SL_REAL(recvmmsg)(fd, vec, vlen < m ? vlen : (unsigned)m, flags, timeout);
+	int e = errno;
+	size_t got = 0;
+	for (int i = 0; i < r; i++)
+		got += vec[i].msg_len;
+	if (r > 0) {
+		sl__charge(&c, rules & ~bytes, (uint64_t)r);
+		sl__charge(&c, bytes, got);
+	}
+	sl__stats_bytes(rules, got);
+	sl__call_end(&c, rules, r >= 0);
+	sl__busy = 0;
+	errno = e;
+	return r;
+}

@@ -1,0 +1,142 @@
+/*
+ * wrap_sock.c - the exported wrappers that open, accept and close
+ * connections (connect.c and accept.c decide), and the descriptor
+ * bookkeeping calls: socket, socketpair, close, close_range, dup, dup2, dup3,
+ * fcntl (F_DUPFD), fclose.
+ *
+ * What an fd number means is forgotten whenever it may stop meaning its
+ * socket (fd.c): before close (after it, another thread may already have the
+ * number again), on the new fds of socket, socketpair and accept, and on the
+ * target of dup2/dup3. fclose forgets the stream's fd too: glibc closes it
+ * with its internal close, which no preload sees, and the number's next
+ * owner (a file, a pipe) would inherit the socket's rules.
+ */
+#undef _FORTIFY_SOURCE
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "accept.h"
+#include "connect.h"
+#include "fd.h"
+#include "real.h"
+
+const int sl__wrap_sock_anchor = 1;
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1u << 2)
+#endif
+#define CLOSE_RANGE_FLAGS ((1u << 1) | CLOSE_RANGE_CLOEXEC) /* UNSHARE | CLOEXEC */
+
+SL_EXPORT int connect(int fd, const struct sockaddr *sa, socklen_t len)
+{
+	return sl__connect(fd, sa, len);
+}
+
+SL_EXPORT int accept(int fd, struct sockaddr *sa, socklen_t *len)
+{
+	return sl__accept(fd, sa, len, -1);
+}
+
+SL_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
+{
+	if (flags < 0) /* invalid (EINVAL); negative means plain accept below */
+		return SL_REAL(accept4)(fd, sa, len, flags);
+	return sl__accept(fd, sa, len, flags);
+}
+
+/* New sockets start unknown, whatever their fd number was used for. */
+SL_EXPORT int socket(int domain, int type, int protocol)
+{
+	int r = SL_REAL(socket)(domain, type, protocol);
+	if (r >= 0)
+		sl__fd_forget(r);
+	return r;
+}
+
+SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	int r = SL_REAL(socketpair)(domain, type, protocol, sv);
+	if (r == 0) {
+		sl__fd_forget(sv[0]);
+		sl__fd_forget(sv[1]);
+	}
+	return r;
+}
+
+SL_EXPORT int close(int fd)
+{
+	if (sl__fd_known(fd))
+		sl__fd_forget(fd);
+	return SL_REAL(close)(fd);
+}
+
+SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	/* Forgotten before the real call (as close does: after it, another
+	 * thread may already have the numbers again), so only when it cannot
+	 * fail with EINVAL: a failed call must keep what it did not close. */
+	if (first <= last && ((unsigned)flags & ~CLOSE_RANGE_FLAGS) == 0 &&
+	    !((unsigned)flags & CLOSE_RANGE_CLOEXEC))
+		for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
+			if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
+				sl__fd_forget((int)fd);
+	return SL_REAL(close_range)(first, last, flags);
+}
+
+SL_EXPORT int dup(int fd)
+{
+	int r = SL_REAL(dup)(fd);
+	if (r >= 0)
+		sl__fd_dup(fd, r);
+	return r;
+}
+
+SL_EXPORT int dup2(int oldfd, int newfd)
+{
+	int r = SL_REAL(dup2)(oldfd, newfd);
+	if (r >= 0 && oldfd != newfd)
+		sl__fd_dup(oldfd, newfd);
+	return r;
+}
+
+SL_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	int r = SL_REAL(dup3)(oldfd, newfd, flags);
+	if (r >= 0)
+		sl__fd_dup(oldfd, newfd);
+	return r;
+}
+
+/* After a successful fcntl: F_DUPFD made a new fd for the same socket. */
+static int fcntl_done(int fd, int cmd, int r)
+{
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		sl__fd_dup(fd, r);
+	return r;
+}
+
+/* fcntl, and fcntl64 (glibc's name for it under _FILE_OFFSET_BITS=64 on
+ * 32-bit ABIs): one shape, declared for both names. The third argument is
+ * an int or a pointer; like musl, pass it on as an unsigned long, which
+ * holds either on every Linux ABI. */
+#define WRAP_FCNTL(name)                                                                       \
+	SL_EXPORT int name(int fd, int cmd, ...)                                                   \
+	{                                                                                          \
+		va_list ap;                                                                        \
+		va_start(ap, cmd);                                                                 \
+		unsigned long arg = va_arg(ap, unsigned long);                                     \
+		va_end(ap);                                                                        \
+		return fcntl_done(fd, cmd, SL_REAL(name)(fd, cmd, arg));                           \
+	}
+WRAP_FCNTL(fcntl)
+WRAP_FCNTL(fcntl64)
+
+SL_EXPORT int fclose(FILE *fp)
+{
+	int fd = fp != NULL ? fileno(fp) : -1;
+	if (sl__fd_known(fd))
+		sl__fd_forget(fd);
+	return SL_REAL(fclose)(fp);
+}

@@ -1,0 +1,316 @@
+/*
+ * xfer.c - the transfer engine of both directions: what a send or a receive
+ * that rules match does. The wrappers are in wrap_send.c and wrap_recv.c.
+ *
+ * Every wrapper tests the fd's pass bit and calls libc at once when no rule
+ * can match (files, pipes, ttys, unmatched sockets). Otherwise it describes
+ * the call in a struct sl_io, and sl__send (xfer.h, with the fast path) or
+ * sl__recv run it, calling sl__io_xfer for the real transfer of a sub-range
+ * [off, off + len) of the caller's buffer.
+ *
+ * Send, byte rules: the amount is the bytes the call asks to send. On a
+ * stream socket a send larger than a piece (a token bucket's burst, see
+ * sl__piece_max) goes out in pieces: charge the piece (waiting for it as the
+ * rule says), send it, refund what the kernel did not take, repeat; the call
+ * returns the full count like a slow link, or the bytes sent so far when a
+ * later piece fails or is interrupted (the error is dropped, as the kernel
+ * does). A short piece (non-blocking socket, buffer full) ends the call.
+ * One-shot parts go with one piece: MSG_FASTOPEN, the destination address
+ * and ancillary data with the first, MSG_OOB with the last; a socket that
+ * MSG_FASTOPEN connected is classified again (connect rules and conns do
+ * not see such a connection).
+ * With a reject rule the call sends at most what is available now (a partial
+ * count) and fails only when nothing is. Datagrams are never split: one
+ * datagram larger than a piece is refused with the rule's errno. Message
+ * rules count 1 per call (per message for sendmmsg).
+ *
+ * Receive, byte rules: wait until at least one unit is available, then ask
+ * the kernel for no more than is available, so TCP back-pressure slows the
+ * sender; the bytes actually received are charged afterwards (as debt that
+ * later receives wait for). A datagram's size cannot be chosen, so datagram
+ * receives are not shortened, only charged. MSG_WAITALL loops over pieces
+ * until the request is complete. MSG_PEEK and MSG_ERRQUEUE (the socket's
+ * error queue, not its data) are neither charged nor delayed.
+ *
+ * sendmmsg sends one message per real call so that each can be charged and
+ * waited for; recvmmsg receives at most as many messages as message rules
+ * allow now, and charges the bytes after the fact.
+ *
+ * Non-blocking calls (O_NONBLOCK, MSG_DONTWAIT) under delay rules with
+ * nonblock=eagain (the default) never sleep: byte rules act like reject
+ * rules (a partial count, or nothing), a refusal is EAGAIN, and the fd is
+ * held back until its tokens are there (nb.c, ready.c), which poll, select
+ * and epoll respect. nonblock=sleep keeps the in-place delay, and so does
+ * recvmmsg in either mode (sendmmsg goes through sendmsg and is handled).
+ */
+#undef _FORTIFY_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+
+#include "act.h"
+#include "match.h"
+#include "nb.h"
+#include "state.h"
+#include "xfer.h"
+
+/* The iovecs covering [off, off + len) of iov[0..cnt) into out (room for
+ * IOV_MAX). Returns how many. */
+static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len,
+			struct iovec *out)
+{
+	int n = 0;
+	for (int i = 0; i < cnt && len > 0 && n < IOV_MAX; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		size_t take = l - off < len ? l - off : len;
+		out[n].iov_base = (char *)iov[i].iov_base + off;
+		out[n].iov_len = take;
+		n++;
+		len -= take;
+		off = 0;
+	}
+	return n;
+}
+
+size_t sl__iov_total(const struct iovec *iov, size_t cnt)
+{
+	size_t t = 0;
+	for (size_t i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* The real transfer of a piece [off, off + len) that is not the whole call:
+ * the iovecs and the message are cut to the piece. Out of line: its
+ * IOV_MAX iovecs stay off the whole call's stack. */
+__attribute__((noinline)) ssize_t sl__io_xfer_piece(const struct sl_io *whole, size_t off,
+						    size_t len)
+{
+	struct iovec v[IOV_MAX];
+	struct msghdr m;
+	struct sl_io piece = *whole, *io = &piece;
+	if (io->how <= SL_IO_SENDFILE64) {
+		/* One-shot parts of a send go with one piece: a TCP Fast Open
+		 * connect and the destination with the first (after it the
+		 * socket is connected: EISCONN), the urgent mark with the last
+		 * byte of the call, not of every piece. */
+		if (off != 0) {
+			io->flags &= ~MSG_FASTOPEN;
+			io->addr = NULL;
+			io->addrlen = 0;
+		}
+		if (off + len < io->total)
+			io->flags &= ~MSG_OOB;
+	}
+	const struct iovec *iov = io->msg != NULL ? io->msg->msg_iov : io->iov;
+	int cnt = io->msg != NULL ? (int)io->msg->msg_iovlen : io->iovcnt;
+	if (iov != NULL) {
+		cnt = iov_slice(iov, cnt, off, len, v);
+		iov = v;
+	}
+	if (io->msg != NULL) {
+		m = *io->msg;
+		m.msg_iov = (struct iovec *)iov;
+		m.msg_iovlen = (size_t)cnt;
+		if (off != 0) { /* ancillary data and the name go with the first piece */
+			m.msg_control = NULL;
+			m.msg_controllen = 0;
+			if (io->how == SL_IO_SENDMSG) {
+				m.msg_name = NULL;
+				m.msg_namelen = 0;
+			}
+		}
+	}
+	return sl__io_real(io, io->buf + off, len, io->buflen - off, iov, cnt, &m, off == 0);
+}
+
+/* The smallest piece any of the byte rules allows; dry-run rules never
+ * split a transfer. */
+static uint64_t piece_of(uint32_t bytes)
+{
+	uint64_t p = UINT64_MAX;
+	for (uint32_t rest = bytes; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		if (sl__st.policy.rules[i].action == SL_ACTION_DRYRUN)
+			continue;
+		uint64_t m = sl__piece_max(i);
+		p = m < p ? m : p;
+	}
+	return p;
+}
+
+/* Rules of `rules` with action reject. */
+uint32_t sl__rejecting(uint32_t rules)
+{
+	return rules & sl__st.reject_rules;
+}
+
+/* End a transfer: stats, errno, the return value. done > 0 wins over an
+ * error (a partial count); otherwise err (shim) or e (kernel) is the errno. */
+ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err,
+			 int e)
+{
+	sl__call_end_bytes(c, rules, err == 0 && r >= 0, done);
+	sl__busy = 0;
+	if (done > 0 || (err == 0 && r >= 0)) {
+		errno = e;
+		return (ssize_t)done;
+	}
+	errno = err != 0 ? err : e;
+	return -1;
+}
+
+/* What sl__fast_begin took, given back: a byte rule the bytes not moved, a
+ * message rule its one unit if nothing moved (as the general path does). */
+void sl__fast_give(uint32_t rules, size_t total, ssize_t r, uint64_t now)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		uint64_t back = (sl__st.byte_rules >> i) & 1 ? (r < 0 ? total : total - (size_t)r)
+							     : r < 0;
+		if (back != 0)
+			sl_limiter_refund(sl__st.rule_lim[i], back, now);
+	}
+}
+
+__attribute__((noinline)) void sl__fast_cut(int fd, int flags, uint32_t rules, size_t left)
+{
+	struct sl_call c;
+	sl__busy = 1;
+	sl__call_begin(&c, fd, SL_OP_SEND, NULL, SO_SNDTIMEO);
+	sl__nb_begin(&c, flags, rules);
+	sl__nb_end(&c, SL_DIR_OUT, true, left);
+	sl__busy = 0;
+}
+
+/* The general path of a send: pieces, waits, reject rules' partial counts,
+ * non-blocking refusals. */
+__attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, const struct sl_fdrec *rec,
+						   uint64_t now)
+{
+	const struct sockaddr *to = io->msg != NULL ? io->msg->msg_name : io->addr;
+	int saved = errno;
+	sl__busy = 1;
+	/* Copied out: the record may be rewritten if the program races a
+	 * connect or close of fd with this call. */
+	uint32_t rules = rec->match[SL_K_SEND];
+	bool stream = rec->stream;
+	struct sl_addr dst = rec->peer;
+	const struct sl_addr *peer = dst.family != 0 ? &dst : NULL;
+	socklen_t tolen = io->msg != NULL ? io->msg->msg_namelen : io->addrlen;
+	if (peer == NULL && to != NULL && sl__addr_from(&dst, to, tolen)) {
+		peer = &dst;
+		rules = sl__match(rec->cand[SL_K_SEND], rec->family, rec->type, peer);
+	}
+	if (rules == 0) {
+		sl__busy = 0;
+		errno = saved;
+		return sl__io_xfer(io, 0, io->total);
+	}
+	uint32_t bytes = rules & sl__st.byte_rules, reject = bytes & sl__st.reject_rules;
+	struct sl_call c;
+	struct sl_grant gm, g;
+	gm.rules = g.rules = 0;
+	sl__call_begin_at(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO,
+			  now != 0 ? now : sl__clock_ns());
+	sl__nb_begin(&c, io->flags, rules);
+	/* Skipped when empty, so that the first byte decision is taken at the
+	 * call's start (see sl__call_begin). */
+	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
+	size_t done = 0;
+	ssize_t r = 0;
+	while (err == 0) {
+		/* Each piece as the bursts are now (`sluice set` may change
+		 * them), not from piece_min, which that may have made stale. */
+		uint64_t piece = stream && bytes != 0 ? piece_of(bytes) : UINT64_MAX;
+		size_t want = io->total - done;
+		want = want < piece ? want : (size_t)piece;
+		if (reject != 0 && stream && want > 0) {
+			c.nb_want = want;
+			uint64_t avail = sl__available(&c, reject, false, &err);
+			if (err != 0)
+				break;
+			want = want < avail ? want : (size_t)avail;
+		}
+		if (want > 0 && (err = sl__admit(&c, bytes, want, &g)) != 0) {
+			if (err != SL_NB_PARTIAL)
+				break;
+			/* Non-blocking, and a byte rule would wait: this piece
+			 * again, no larger than its rules allow now. */
+			reject |= bytes & c.nb_rules;
+			c.nb_partial = true;
+			err = 0;
+			continue;
+		}
+		errno = saved;
+		r = sl__io_xfer(io, done, want);
+		e = errno;
+		sl__grant_refund(&c, &g, r < 0 ? want : want - (size_t)r);
+		if (r < 0)
+			break;
+		done += (size_t)r;
+		if ((size_t)r < want || done >= io->total || reject != 0)
+			break;
+	}
+	if (done == 0 && (err != 0 || r < 0))
+		sl__grant_refund(&c, &gm, 1);
+	sl__nb_end(&c, SL_DIR_OUT, done > 0 && done < io->total, io->total - done);
+	return sl__io_end(&c, rules, done, r, err, e);
+}
+
+/* The receive side of every wrapper, past its pass test. */
+ssize_t sl__recv(struct sl_io *io)
+{
+	const struct sl_fdrec *rec;
+	if (sl__busy || (io->flags & (MSG_PEEK | MSG_ERRQUEUE)) ||
+	    (rec = sl__fd_rec(io->fd)) == NULL ||
+	    rec->match[SL_K_RECV] == 0)
+		return sl__io_xfer(io, 0, io->total);
+	int saved = errno;
+	sl__busy = 1;
+	/* Copied out: see sl__send_general. */
+	uint32_t rules = rec->match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
+	bool stream = rec->stream;
+	struct sl_addr src = rec->peer;
+	const struct sl_addr *peer = src.family != 0 ? &src : NULL;
+	struct sl_call c;
+	struct sl_grant gm;
+	gm.rules = 0;
+	sl__call_begin(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO);
+	sl__nb_begin(&c, io->flags, rules);
+	/* Skipped when empty: see sl__send_general. */
+	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;
+	bool all = stream && (io->flags & MSG_WAITALL), cut = false;
+	size_t done = 0;
+	ssize_t r = 0;
+	while (err == 0 && (done < io->total || io->total == 0)) {
+		size_t want = io->total - done;
+		if (bytes != 0 && want > 0) {
+			c.nb_want = want;
+			uint64_t avail = sl__available(&c, bytes, sl__rejecting(bytes) == 0, &err);
+			if (err != 0)
+				break;
+			if (stream && avail < want) {
+				want = (size_t)avail;
+				cut = true;
+			}
+		}
+		errno = saved;
+		r = sl__io_xfer(io, done, want);
+		e = errno;
+		if (r <= 0)
+			break;
+		sl__charge(&c, bytes, (uint64_t)r);
+		done += (size_t)r;
+		if (!all || io->total == 0)
+			break;
+	}
+	if (done == 0 && (err != 0 || r <= 0))
+		sl__grant_refund(&c, &gm, 1);
+	sl__nb_end(&c, SL_DIR_IN, cut && r > 0, io->total - done);
+	return sl__io_end(&c, rules, done, r, err, e);
+}
