@@ -15,6 +15,14 @@
  * Either way the master is asked for again at once, and the lease retried
  * once on the new one; if that fails too, the lease fails and the rule is
  * on its on-error mode (lease.c) until the lease thread's next attempt.
+ * A master can also go on answering after the sentinels have promoted
+ * another (a planned SENTINEL FAILOVER, a partition): the sentinels demote
+ * it only once they see it again, seconds later, and leases taken from it
+ * meanwhile are lost when it resyncs. So while a master works, the
+ * sentinel that named it is asked again every SL_SENTINEL_RECHECK_NS, and
+ * a different answer moves the link at once (one sentinel round trip per
+ * process per second).
+ *
  * Sentinels are asked without AUTH (SLUICE_REDIS's password is the data
  * nodes'); the sentinel connection is closed once it has answered.
  *
@@ -24,14 +32,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "redis_proto.h"
+
+#define SL_SENTINEL_RECHECK_NS 1000000000ull /* re-ask the sentinel this often */
 
 struct sl_sentinel {
 	const struct sl_redis *cfg;
 	uint64_t timeout_ns;
 	uint32_t next;         /* the sentinel to ask first */
 	struct sl_rconn *conn; /* the master's */
+	uint64_t checked_ns;   /* when a sentinel last named the master */
 	char host[SL_REDIS_HOST_MAX];
 	uint16_t port;
 };
@@ -121,6 +133,7 @@ static int sl_sentinel_find(struct sl_sentinel *s, char *why, size_t whylen)
 		if (k != s->next)
 			sl_log(SL_LOG_INFO, "redis: sentinel %u answers", k + 1);
 		s->next = k;
+		s->checked_ns = sl__clock_ns();
 		sl_log(SL_LOG_INFO, "redis: master %s is %s:%u", s->cfg->master, s->host, s->port);
 		return 0;
 	}
@@ -144,9 +157,34 @@ struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeo
 	return s;
 }
 
+/* Every SL_SENTINEL_RECHECK_NS: does the sentinel still name our master?
+ * If it names another, drop ours (the caller finds the new one). A
+ * sentinel that does not answer changes nothing. */
+static void sl_sentinel_recheck(struct sl_sentinel *s)
+{
+	uint64_t now = sl__clock_ns();
+	if (s->conn == NULL || now - s->checked_ns < SL_SENTINEL_RECHECK_NS)
+		return;
+	s->checked_ns = now;
+	char host[SL_REDIS_HOST_MAX], why[192];
+	uint16_t port = s->port;
+	memcpy(host, s->host, sizeof(host));
+	if (sl_sentinel_ask(s, s->next, why, sizeof(why)) < 0) {
+		sl_log(SL_LOG_DEBUG, "redis: %s", why);
+		return;
+	}
+	if (port == s->port && strcmp(host, s->host) == 0)
+		return;
+	sl_log(SL_LOG_INFO, "redis: sentinel %u names %s:%u, not %s:%u, as master %s",
+	       s->next + 1, s->host, s->port, host, port, s->cfg->master);
+	sl__redis_close(s->conn);
+	s->conn = NULL;
+}
+
 int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, double tau_us,
 		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
+	sl_sentinel_recheck(s);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (s->conn == NULL && sl_sentinel_find(s, why, whylen) < 0)
 			return SL_REDIS_EIO;

@@ -5,7 +5,12 @@ three sentinels (down-after-milliseconds 1000, failover-timeout 3000), all
 redis-server processes on loopback ports the kernel chose, in a temp dir,
 killed on every way out.
 
-  failover  4 processes at connect:300/s,redis=KEY,on-error=local connect
+  switchover  4 processes at connect:300/s,redis=KEY for 6 s; SENTINEL
+            FAILOVER 2 s in (a planned switch: the sentinels promote the
+            replica, demote the master and disconnect its clients): the
+            processes follow with nothing refused, within 5% of 300/s, and
+            the new master runs their scripts.
+  failover  then (once the sentinels allow another failover) 4 processes at connect:300/s,redis=KEY,on-error=local connect
             to a listener of this test for 10 s; the master is SIGKILLed
             2 s in. The sentinels promote the replica; the processes find
             it (its INFO commandstats counts their scripts); while there
@@ -100,6 +105,9 @@ class Sentinels:
         out = cli(self.sentinels[0], "SENTINEL", "get-master-addr-by-name", NAME).split()
         return int(out[1]) if len(out) == 2 else None
 
+    def name_of(self, port):
+        return "master" if port == self.master else "replica"
+
     def kill(self, name):
         p = self.procs[name]
         if p.poll() is None:
@@ -155,12 +163,14 @@ def test_failover(st, lis):
     url = "redis+sentinel://" + ",".join("127.0.0.1:%d" % p for p in st.sentinels) + "/" + NAME
     sl = {"SLUICE_CONNECT": "%d/s,redis=fo%d,on-error=local" % (rate, os.getpid()),
           "SLUICE_REDIS": url, "SLUICE_LOG": "info", "SLUICE_LOG_FILE": log}
+    old = st.master_port()
+    new = st.replica if old == st.master else st.master
     t0 = time.monotonic()
     ps = [spawn("connect", lis.port, dur, 0, sl) for _ in range(4)]
     time.sleep(max(0, t0 + 2.0 - time.monotonic()))
     killed = time.monotonic()
-    st.kill("master")
-    wait(lambda: st.master_port() == st.replica, "the sentinels promote the replica", 20)
+    st.kill(st.name_of(old))
+    wait(lambda: st.master_port() == new, "the sentinels promote the replica", 20)
     promoted = time.monotonic()
     results = [collect(p)[0] for p in ps]
     if not all(results):
@@ -168,18 +178,19 @@ def test_failover(st, lis):
         return
     results = [r[-1] for r in results]
     text = open(log).read() if os.path.exists(log) else ""
-    new = evalsha(st.replica)
+    st_new = new
+    new = evalsha(st_new)
     print("measured: failover: master killed at +%.2f s, replica promoted %.2f s later; "
           "%d EVALSHA on the new master" % (killed - t0, promoted - killed, new))
     check(new > rate, "failover: the processes lease from the new master (%d scripts)" % new)
-    check("master %s is 127.0.0.1:%d" % (NAME, st.replica) in text,
+    check("master %s is 127.0.0.1:%d" % (NAME, st_new) in text,
           "failover: the processes logged the new master")
     check(text.count("at this process's share") >= 4,
           "failover: each process fell back to its share (%d)"
           % text.count("at this process's share"))
     for r in results:
         check(r["errs"] == [], "failover: nothing refused (%d errors)" % len(r["errs"]))
-    ev = sorted(lis.times)
+    ev = sorted(t for t in lis.times if t >= t0)
     lo = max(min(r["ok"]) for r in results) + 0.5
     hi = min(max(r["ok"]) for r in results)
     n = sum(1 for t in ev if lo <= t <= hi)
@@ -198,6 +209,53 @@ def test_failover(st, lis):
               "window (1.05 * %d * t + %d): %d" % (1.05 * rate * t + slack, t, rate, slack, m))
 
 
+def test_switchover(st, lis):
+    """SENTINEL FAILOVER under load; returns when a second failover may
+    start (the sentinels wait 2 x failover-timeout between two)."""
+    rate, dur = 300, 6.0
+    log = os.path.join(st.dir, "switch.log")
+    url = "redis+sentinel://" + ",".join("127.0.0.1:%d" % p for p in st.sentinels) + "/" + NAME
+    sl = {"SLUICE_CONNECT": "%d/s,redis=sw%d,on-error=local" % (rate, os.getpid()),
+          "SLUICE_REDIS": url, "SLUICE_LOG": "info", "SLUICE_LOG_FILE": log}
+    old, new = st.master, st.replica
+    t0 = time.monotonic()
+    ps = [spawn("connect", lis.port, dur, 0, sl) for _ in range(4)]
+    time.sleep(max(0, t0 + 2.0 - time.monotonic()))
+    before = evalsha(new)
+    out = cli(st.sentinels[0], "SENTINEL", "FAILOVER", NAME)
+    switched = time.monotonic()
+    check(out == "OK", "switchover: SENTINEL FAILOVER accepted (%s)" % out)
+    wait(lambda: st.master_port() == new, "the sentinels switch to the replica", 20)
+    results = [collect(p)[0] for p in ps]
+    if not all(results):
+        check(False, "switchover: children ran")
+        return
+    results = [r[-1] for r in results]
+    text = open(log).read() if os.path.exists(log) else ""
+    ran = evalsha(new) - before
+    ev = sorted(t for t in lis.times if t >= t0)
+    lo = max(min(r["ok"]) for r in results) + 0.5
+    hi = min(max(r["ok"]) for r in results)
+    measured = sum(1 for t in ev if lo <= t <= hi) / (hi - lo)
+    print("measured: switchover: %.1f connects/s over %.2f s (%.2f%% from %d); %d EVALSHA on "
+          "the new master; %d fallbacks" % (measured, hi - lo, 100 * (measured - rate) / rate,
+                                            rate, ran, text.count("at this process's share")))
+    if ran <= rate:
+        print(text[-3000:])
+    check(ran > rate, "switchover: the new master runs the scripts (%d)" % ran)
+    check("master %s is 127.0.0.1:%d" % (NAME, new) in text,
+          "switchover: the processes logged the new master")
+    check(abs(measured - rate) <= 0.05 * rate, "switchover: combined rate %.1f within 5%% of %d"
+          % (measured, rate))
+    for r in results:
+        check(r["errs"] == [], "switchover: nothing refused (%d errors)" % len(r["errs"]))
+    # The demoted master syncs from the new one before it can be promoted
+    # back, and the sentinels wait 2 x 3000 ms before another failover.
+    wait(lambda: "master_link_status:up" in cli(old, "INFO", "replication"),
+         "the old master syncs as a replica")
+    time.sleep(max(0, switched + 6.5 - time.monotonic()))
+
+
 def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
@@ -207,6 +265,7 @@ def main():
     lis = Listener()
     try:
         st = Sentinels()
+        test_switchover(st, lis)
         test_failover(st, lis)
     finally:
         lis.stop()
