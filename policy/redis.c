@@ -96,6 +96,22 @@ static int parse_addr(const struct sl__ctx *c, size_t pos, size_t end, uint16_t 
 	}
 	if (hend == pos)
 		return sl__fail(c, pos, "missing host (e.g. redis://127.0.0.1:6379)");
+	/* A name, an IPv4 address, or (in []) an IPv6 address: so that the
+	 * canonical text parses back to the same host. */
+	bool v6 = after != hend;
+	for (size_t i = pos; i < hend; i++) {
+		char ch = s[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' ||
+			  (v6 && (ch == ':' || ch == '%'));
+		if (!ok)
+			return sl__fail(c, i, "unexpected '%c' in the %s (expected letters, digits, "
+					"'.', '-', '_'%s)", ch, v6 ? "IPv6 address" : "host",
+					v6 ? ", ':' or '%'" : "");
+	}
+	if (v6 && sl__find(s, pos, hend, ':') == hend)
+		return sl__fail(c, pos, "'[%.*s]' is not an IPv6 address (no ':'; leave out the [])",
+				SL__TOK(c, pos, hend));
 	if (hend - pos >= SL_REDIS_HOST_MAX)
 		return sl__fail(c, pos, "host is %zu bytes long (at most %d)", hend - pos,
 				SL_REDIS_HOST_MAX - 1);
