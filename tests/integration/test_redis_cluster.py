@@ -15,6 +15,11 @@ killed on every way out.
            The rate holds within 5% over the run, no call is refused, the
            processes' logs show MOVED and ASK, and the last owner ran their
            scripts (INFO commandstats).
+  failover a second cluster, 3 masters with a replica each (node timeout
+           1000 ms): the key's master SIGKILLed 2 s into a 10 s run at
+           connect:500/s,on-error=local; its replica takes over, the
+           processes lease from it, nothing is refused, and the rate holds
+           within 5% (the share fallback bridges the gap).
 """
 import os
 import shutil
@@ -69,7 +74,8 @@ def cluster_port():
 class Cluster:
     """Three masters on 127.0.0.1, no replicas."""
 
-    def __init__(self, n=3):
+    def __init__(self, n=3, replicas=0, node_timeout=3000):
+        self.replicas, self.node_timeout = replicas, node_timeout
         self.dir = tempfile.mkdtemp(prefix="sluice-cluster-%d-" % os.getpid())
         self.ports = [cluster_port() for _ in range(n)]
         self.procs = []
@@ -86,12 +92,14 @@ class Cluster:
             self.procs.append(subprocess.Popen(
                 ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", d, "--cluster-enabled", "yes",
-                 "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "3000"],
+                 "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(self.node_timeout),
+                 "--repl-diskless-sync-delay", "0"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for p in self.ports:
             self.wait(lambda p=p: self.cli(p, "PING") == "PONG", "node %d starts" % p)
         out = subprocess.run(["redis-cli", "--cluster", "create"] +
-                             ["127.0.0.1:%d" % p for p in self.ports] + ["--cluster-yes"],
+                             ["127.0.0.1:%d" % p for p in self.ports] +
+                             ["--cluster-replicas", str(self.replicas), "--cluster-yes"],
                              capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             raise RuntimeError("cluster create: " + out.stdout[-1000:] + out.stderr[-1000:])
@@ -99,6 +107,11 @@ class Cluster:
             self.wait(lambda p=p: "cluster_state:ok" in self.cli(p, "CLUSTER", "INFO"),
                       "node %d sees the cluster ok" % p)
         self.ids = [self.cli(p, "CLUSTER", "MYID") for p in self.ports]
+        # A replica that never synced does not take over: wait for each.
+        for p in self.ports:
+            self.wait(lambda p=p: "role:master" in self.cli(p, "INFO", "replication") or
+                      "master_link_status:up" in self.cli(p, "INFO", "replication"),
+                      "node %d is a master or a synced replica" % p)
 
     @staticmethod
     def wait(cond, what, timeout=20):
@@ -117,12 +130,13 @@ class Cluster:
         return subprocess.run(["redis-cli", "-p", str(port)] + list(args), capture_output=True,
                               text=True, timeout=10).stdout.strip()
 
-    def ranges(self):
-        """{node index: [(lo, hi), ...]} as node 0 sees it (CLUSTER NODES)."""
+    def ranges(self, via=0):
+        """{node index: [(lo, hi), ...]} of the masters as node `via` sees
+        them (CLUSTER NODES)."""
         out = {}
-        for line in self.cli(self.ports[0], "CLUSTER", "NODES").splitlines():
+        for line in self.cli(self.ports[via], "CLUSTER", "NODES").splitlines():
             f = line.split()
-            if len(f) < 8 or "master" not in f[2]:
+            if len(f) < 8 or "master" not in f[2] or "fail" in f[2]:
                 continue
             port = int(f[1].split("@")[0].rsplit(":", 1)[1])
             rs = []
@@ -134,9 +148,9 @@ class Cluster:
             out[self.ports.index(port)] = sorted(rs)
         return out
 
-    def owner(self, slot):
-        """Index of the master that serves `slot`, as node 0 sees it."""
-        for i, rs in self.ranges().items():
+    def owner(self, slot, via=0):
+        """Index of the master that serves `slot`, as node `via` sees it."""
+        for i, rs in self.ranges(via).items():
             if any(lo <= slot <= hi for lo, hi in rs):
                 return i
         return None
@@ -146,6 +160,10 @@ class Cluster:
             if line.startswith("cmdstat_evalsha:"):
                 return int(line.split("calls=")[1].split(",")[0])
         return 0
+
+    def kill(self, i):
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait()
 
     def stop(self):
         for p in self.procs:
@@ -237,6 +255,48 @@ def test_reshard(cl, srv):
     print("measured: reshard: %d on-error fallbacks logged" % fallbacks)
 
 
+def test_failover(srv):
+    """A master dies under load: its replica takes over; the processes
+    find it (on-error=local bridges the gap with their shares)."""
+    cl = Cluster(6, replicas=1, node_timeout=1000)
+    try:
+        masters = sorted(cl.ranges())
+        slot = cl.ranges()[masters[1]][0][0] + 7
+        key = key_for_slot(slot, "fo")
+        owner = cl.owner(slot)
+        seed = [i for i in masters if i != owner][0]
+        log = os.path.join(cl.dir, "sluice-failover.log")
+        sl = {"SLUICE_CONNECT": "500/s,redis=%s,on-error=local" % key,
+              "SLUICE_REDIS": "redis+cluster://127.0.0.1:%d" % cl.ports[seed],
+              "SLUICE_LOG": "info", "SLUICE_LOG_FILE": log}
+        t0 = time.monotonic()
+        ps = [spawn("connect", srv.port, 10, 0, sl) for _ in range(4)]
+        time.sleep(max(0, t0 + 2.0 - time.monotonic()))
+        killed = time.monotonic()
+        cl.kill(owner)
+        Cluster.wait(lambda: cl.owner(slot, via=seed) not in (owner, None),
+                     "a replica takes slot %d over" % slot, 30)
+        promoted = time.monotonic()
+        new = cl.owner(slot, via=seed)
+        before = cl.evalsha(new)
+        results = [collect(p)[0] for p in ps]
+        if not all(results):
+            check(False, "cluster failover: children ran")
+            return
+        results = [r[-1] for r in results]
+        text = open(log).read() if os.path.exists(log) else ""
+        ran = cl.evalsha(new) - before
+        print("measured: cluster failover: master killed at +%.2f s, replica took over %.2f s "
+              "later; %d EVALSHA on it after; %d share fallbacks"
+              % (killed - t0, promoted - killed, ran, text.count("at this process's share")))
+        check(ran > 500, "cluster failover: the promoted replica runs the scripts (%d)" % ran)
+        check_fleet("cluster failover", results, 500, "connects", 5 + 4 * 5 + 4 * 3, tol=0.05)
+        for r in results:
+            check(r["errs"] == [], "cluster failover: nothing refused (%d)" % len(r["errs"]))
+    finally:
+        cl.stop()
+
+
 def main():
     # SIGTERM (a timeout of the runner) unwinds like an exception, so the
     # servers are killed on that way out too.
@@ -250,6 +310,9 @@ def main():
         cl = Cluster()
         test_fleet(cl, srv)
         test_reshard(cl, srv)
+        cl.stop()
+        cl = None
+        test_failover(srv)
     finally:
         srv.stop()
         if cl is not None:
