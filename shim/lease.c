@@ -177,7 +177,7 @@ static void sl_lease_set(unsigned i, struct sl_limiter *l)
  * on-error=local: this process's recent share of the rate, from what Redis
  * granted it in the last window (2 to 8 s): units/window, burst at most a
  * lease. At least one lease per window, so that a process that was idle
- * can still make calls. With no grant yet (Redis never answered) there is
+ * can still make calls. It starts empty. With no grant yet (Redis never answered) there is
  * no share to go by: the rule's whole rate, its local limiter.
  */
 static struct sl_limiter *sl_lease_share(unsigned i, uint64_t now)
@@ -195,7 +195,11 @@ static struct sl_limiter *sl_lease_share(unsigned i, uint64_t now)
 		units = ls->cap;
 	struct sl_params prm = {.kind = SL_KIND_TOKEN, .amount = units, .period_ns = window_ns,
 				.burst = ls->burst < ls->cap ? ls->burst : ls->cap};
-	if (sl_tunable_retune(&ls->share_lim, &prm, now) != SL_OK)
+	/* Empty at the start: the units this process had in hand just before
+	 * came from its bank, and the fleet bound has no room for a burst per
+	 * process on top. */
+	if (sl_tunable_retune(&ls->share_lim, &prm, now) != SL_OK ||
+	    sl_limiter_charge(&ls->share_lim.head, prm.burst, now) != SL_OK)
 		return sl__st.rule_lim[i];
 	sl_log(SL_LOG_INFO, "redis: rule %u: on-error=local at this process's share: %llu in "
 	       "%llu ms", i + 1, (unsigned long long)units,

@@ -290,7 +290,11 @@ def test_failover(srv):
               "later; %d EVALSHA on it after; %d share fallbacks"
               % (killed - t0, promoted - killed, ran, text.count("at this process's share")))
         check(ran > 500, "cluster failover: the promoted replica runs the scripts (%d)" % ran)
-        check_fleet("cluster failover", results, 500, "connects", 5 + 4 * 5 + 4 * 3, tol=0.05)
+        # While there is no master each process is on its share, which may
+        # exceed the rate by a few percent (docs/many-machines.md): the
+        # bound is 1.05 x rate x t, plus a server burst and a lease each.
+        check_fleet("cluster failover", results, 500, "connects", 5 + 4 * 5, tol=0.05,
+                    over=1.05)
         for r in results:
             check(r["errs"] == [], "cluster failover: nothing refused (%d)" % len(r["errs"]))
     finally:
