@@ -250,12 +250,16 @@ static void sl_lease_down(const char *why)
  * (its units are every local process's): at most one lease per host sits
  * unspent.
  */
+static _Atomic bool sl_lease_exiting; /* at exit: renew no pool */
+
 static bool sl_lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur,
 				  uint64_t *next)
 {
 	struct sl_lease *ls = &sl_leases[i];
-	bool took;
-	bool mine = sl__pool_renew_role(ls->pool, (uint32_t)getpid(), now, ls->stale_ns, &took);
+	bool took = false;
+	/* Relaxed: a flag; at worst one more pass renews before it is seen. */
+	bool mine = !atomic_load_explicit(&sl_lease_exiting, memory_order_relaxed) &&
+		    sl__pool_renew_role(ls->pool, (uint32_t)getpid(), now, ls->stale_ns, &took);
 	if (took)
 		sl_log(SL_LOG_INFO, "redis: rule %u: this process renews the host pool", i + 1);
 	else if (!mine && ls->renewing)
@@ -554,6 +558,8 @@ void sl__lease_stop_unsync(void)
  * so only the election word is touched. */
 static void sl_lease_atexit(void)
 {
+	/* Relaxed: see sl_lease_pool_renewer. */
+	atomic_store_explicit(&sl_lease_exiting, true, memory_order_relaxed);
 	sl_lease_resign();
 }
 
