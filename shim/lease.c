@@ -191,6 +191,10 @@ static struct sl_limiter *sl_lease_share(unsigned i, uint64_t now)
 	uint64_t units = sl__share_recent(&ls->share, now, &window_ns);
 	if (window_ns == 0)
 		return sl__st.rule_lim[i];
+	/* What is still in the bank was granted but not used (and is not
+	 * spent during the outage): it is no part of the share. */
+	uint64_t unused = sl_limiter_available(ls->bk, now);
+	units = units > unused ? units - unused : 0;
 	if (units < ls->cap)
 		units = ls->cap;
 	struct sl_params prm = {.kind = SL_KIND_TOKEN, .amount = units, .period_ns = window_ns,

@@ -10,6 +10,10 @@
  * the server granted this process in the last (SL_SHARE_BUCKETS - 1) whole
  * buckets plus the current part, which is as much the process's share as
  * its demand: a process that asked for little gets little during an outage.
+ * A process's first bucket is not counted while it is in the ring: its
+ * first lease is an initial burst, not a rate, and processes that start a
+ * little apart would otherwise count the first one's rate before the
+ * others came (their shares would add up to more than the rate).
  */
 #include <string.h>
 
@@ -39,8 +43,11 @@ static void sl_share_rotate(struct sl_share *s, uint64_t now)
 void sl__share_add(struct sl_share *s, uint64_t now, uint64_t units)
 {
 	if (s->first_ns == 0) {
+		/* The first grant starts the window and is not counted: it is
+		 * the process's initial burst, spent at once, not a rate. */
 		s->first_ns = now;
 		s->head_ns = now;
+		return;
 	}
 	sl_share_rotate(s, now);
 	s->units[s->head] += units;
@@ -52,11 +59,18 @@ uint64_t sl__share_recent(struct sl_share *s, uint64_t now, uint64_t *window_ns)
 	if (s->first_ns == 0 || now <= s->first_ns)
 		return 0;
 	sl_share_rotate(s, now);
+	/* Buckets are aligned on the first grant: the bucket k back from the
+	 * current one started it. */
+	uint64_t k = (s->head_ns - s->first_ns) / s->bucket_ns;
 	uint64_t sum = 0;
 	for (unsigned i = 0; i < SL_SHARE_BUCKETS; i++)
-		sum += s->units[i];
-	uint64_t w = (uint64_t)(SL_SHARE_BUCKETS - 1) * s->bucket_ns + (now - s->head_ns);
-	uint64_t age = now - s->first_ns;
-	*window_ns = w < age ? w : age;
+		if (k == 0 || k >= SL_SHARE_BUCKETS || i != (s->head + SL_SHARE_BUCKETS - k) % SL_SHARE_BUCKETS)
+			sum += s->units[i];
+	if (k == 0)
+		*window_ns = now - s->first_ns; /* younger than one bucket */
+	else if (k < SL_SHARE_BUCKETS)
+		*window_ns = now - s->first_ns - s->bucket_ns; /* all but the first bucket */
+	else
+		*window_ns = (uint64_t)(SL_SHARE_BUCKETS - 1) * s->bucket_ns + (now - s->head_ns);
 	return sum;
 }

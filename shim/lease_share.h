@@ -22,12 +22,14 @@ struct sl_share {
 
 /* Empty, with buckets of bucket_ns (> 0). */
 void sl__share_init(struct sl_share *s, uint64_t bucket_ns);
-/* Units granted at now (now never goes back). */
+/* Units granted at now (now never goes back); the first grant only starts
+ * the window. */
 void sl__share_add(struct sl_share *s, uint64_t now, uint64_t units);
 /* Units granted in the window that ends at now, and its length in
  * *window_ns: SL_SHARE_BUCKETS - 1 whole buckets and the current one's
- * part, or less if the first grant is younger. *window_ns is 0 when there
- * is no grant to go by. */
+ * part, less the bucket of the first grant while it is one of them (the
+ * age itself while the first bucket is the current one). *window_ns is 0
+ * when there is no grant to go by. */
 uint64_t sl__share_recent(struct sl_share *s, uint64_t now, uint64_t *window_ns);
 
 #endif /* SLUICE_SHIM_LEASE_SHARE_H */

@@ -18,13 +18,15 @@
  * A master can also go on answering after the sentinels have promoted
  * another (a planned SENTINEL FAILOVER, a partition): the sentinels demote
  * it only once they see it again, seconds later, and leases taken from it
- * meanwhile are lost when it resyncs. So while a master works, the
- * sentinel that named it is asked again every SL_SENTINEL_RECHECK_NS, and
- * a different answer moves the link at once (one sentinel round trip per
- * process per second).
+ * meanwhile are lost when it resyncs, while the processes already on the
+ * new master lease there too. So while a master works, the sentinel that
+ * named it is asked again every SL_SENTINEL_RECHECK_NS (100 ms) over a
+ * connection kept open, and a different answer moves the link at once:
+ * the fleet's two masters overlap for at most that long per process, at
+ * the price of ten sentinel round trips per second per leasing process.
  *
  * Sentinels are asked without AUTH (SLUICE_REDIS's password is the data
- * nodes'); the sentinel connection is closed once it has answered.
+ * nodes'); the connection to the sentinel that answered stays open.
  *
  * Thread-safety: one thread (the lease thread) per struct sl_sentinel.
  */
@@ -36,13 +38,15 @@
 #include "log.h"
 #include "redis_proto.h"
 
-#define SL_SENTINEL_RECHECK_NS 1000000000ull /* re-ask the sentinel this often */
+#define SL_SENTINEL_RECHECK_NS 100000000ull /* re-ask the sentinel this often */
 
 struct sl_sentinel {
 	const struct sl_redis *cfg;
 	uint64_t timeout_ns;
 	uint32_t next;         /* the sentinel to ask first */
 	struct sl_rconn *conn; /* the master's */
+	struct sl_rconn *sconn; /* sentinel `sidx`'s, kept for the rechecks */
+	uint32_t sidx;
 	uint64_t checked_ns;   /* when a sentinel last named the master */
 	char host[SL_REDIS_HOST_MAX];
 	uint16_t port;
@@ -53,11 +57,19 @@ static int sl_sentinel_ask(struct sl_sentinel *s, uint32_t k, char *why, size_t 
 {
 	const struct sl_redis_node *n = &s->cfg->nodes[k];
 	char e[160];
-	struct sl_rconn *c = sl__redis_open_at(NULL, n->host, n->port, s->timeout_ns, e, sizeof(e));
-	if (c == NULL) {
-		snprintf(why, whylen, "sentinel %s:%u: %s", n->host, n->port, e);
-		return -1;
+	if (s->sconn != NULL && s->sidx != k) {
+		sl__redis_close(s->sconn);
+		s->sconn = NULL;
 	}
+	if (s->sconn == NULL) {
+		s->sconn = sl__redis_open_at(NULL, n->host, n->port, s->timeout_ns, e, sizeof(e));
+		if (s->sconn == NULL) {
+			snprintf(why, whylen, "sentinel %s:%u: %s", n->host, n->port, e);
+			return -1;
+		}
+		s->sidx = k;
+	}
+	struct sl_rconn *c = s->sconn;
 	const char *argv[] = {"SENTINEL", "get-master-addr-by-name", s->cfg->master};
 	struct sl_hreply *r = sl__redis_cmd(c, 3, argv, e, sizeof(e));
 	int ok = -1;
@@ -85,7 +97,10 @@ static int sl_sentinel_ask(struct sl_sentinel *s, uint32_t k, char *why, size_t 
 	}
 	if (r != NULL)
 		sl__redis_free_reply(r);
-	sl__redis_close(c);
+	else { /* the connection failed: a new one next time */
+		sl__redis_close(s->sconn);
+		s->sconn = NULL;
+	}
 	return ok;
 }
 
@@ -151,7 +166,7 @@ struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeo
 	s->cfg = cfg;
 	s->timeout_ns = timeout_ns;
 	if (sl_sentinel_find(s, why, whylen) < 0) {
-		free(s);
+		sl__sentinel_close(s, false);
 		return NULL;
 	}
 	return s;
@@ -208,8 +223,10 @@ void sl__sentinel_close(struct sl_sentinel *s, bool abandon)
 		return;
 	if (abandon) {
 		sl__redis_abandon(s->conn);
+		sl__redis_abandon(s->sconn);
 		return;
 	}
 	sl__redis_close(s->conn);
+	sl__redis_close(s->sconn);
 	free(s);
 }

@@ -32,12 +32,17 @@ static void test_lease_share_young(void **state)
 	uint64_t w;
 	(void)state;
 	sl__share_init(&s, 100 * MS);
-	sl__share_add(&s, T0, 5);
+	sl__share_add(&s, T0, 5); /* the first grant: the window starts, 0 counted */
+	assert_int_equal(sl__share_recent(&s, T0 + 10 * MS, &w), 0);
+	assert_int_equal(w, 10 * MS); /* within the first bucket: the age */
 	sl__share_add(&s, T0 + 50 * MS, 5);
+	assert_int_equal(sl__share_recent(&s, T0 + 60 * MS, &w), 5);
+	assert_int_equal(w, 60 * MS);
 	sl__share_add(&s, T0 + 250 * MS, 5);
-	/* Younger than the window: the window is the age. */
-	assert_int_equal(sl__share_recent(&s, T0 + 300 * MS, &w), 15);
-	assert_int_equal(w, 300 * MS);
+	/* Younger than the window: the first bucket [0, 100) is left out,
+	 * the window is [100, 300). */
+	assert_int_equal(sl__share_recent(&s, T0 + 300 * MS, &w), 5);
+	assert_int_equal(w, 200 * MS);
 }
 
 static void test_lease_share_slides(void **state)
