@@ -181,13 +181,16 @@ check: need-cmocka
 	$(MAKE) check-layers
 unit: check
 
-# ASan+UBSan over the unit tests and the shim's integration tests (real
-# programs preloading the ASan build), TSan over the core's thread tests.
+# ASan+UBSan over the unit tests and the shim's and Redis's integration
+# tests (real programs preloading the ASan build), TSan over the thread
+# tests (the core's, the shim's clock and lease thread).
 sanitize: deps
 	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all tests
 	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/asan
 	# The shim's integration tests preload the ASan build (runtime first).
 	SL_TEST_FILTER=test_shim_ scripts/run-tests.sh build/asan
+	# The Redis client and lease thread too (test_redis.py: faults, fork).
+	SL_TEST_FILTER=test_redis. scripts/run-tests.sh build/asan
 	$(MAKE) BUILD=build/tsan SAN_FLAGS='-fsanitize=thread' CFLAGS='-O1 -g' \
 		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(TESTS)))
 	SL_TEST_FILTER=thread SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/tsan

@@ -119,7 +119,7 @@ static const struct sl_var_info rule_opts[] = {
 	{"redis=KEY", "--connect 5000/s,redis=api",
 	 "one token bucket on the SLUICE_REDIS server for every process naming KEY"},
 	{"on-error=local|open|closed", "--connect 5000/s,redis=api,on-error=closed",
-	 "redis= while Redis does not answer: own rate, pass all, refuse all [local]"},
+	 "redis= while Redis does not answer: own recent share, pass all, refuse all [local]"},
 	{"lease=AMOUNT", "--send 100MiB/s,redis=up,lease=4MiB",
 	 "redis=: units taken from the server at once [max(burst, 10 ms of the rate)]"},
 };

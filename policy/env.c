@@ -216,7 +216,7 @@ const struct sl_var_info sl_policy_vars[] = {
 	{"SLUICE_SKIP", "sh+bash", "apply the rules to every program but these"},
 	{"SLUICE_STATS", "$XDG_RUNTIME_DIR/sluice-%p.json", "write JSON statistics to this file at exit (%p: the pid)"},
 	{"SLUICE_CONFIG_ERROR", "warn", "on a bad SLUICE_* value: exit (status 2) or warn and run unthrottled [exit]"},
-	{"SLUICE_REDIS", "redis://127.0.0.1:6379/0", "the Redis server of redis=KEY rules: redis://[USER:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH"},
+	{"SLUICE_REDIS", "redis://127.0.0.1:6379/0", "the Redis server of redis=KEY rules: redis://[USER:PASSWORD@]HOST[:PORT][/DB], unix:///PATH, redis+cluster://NODE,NODE,... or redis+sentinel://NODE,NODE,.../MASTER[/DB]"},
 	{"SLUICE_BREAK", "errors=5,window=10s,open=5s", "circuit breaking on connect: errors=N|P%[,OPTION...]"},
 };
 const size_t sl_policy_nvars = sizeof sl_policy_vars / sizeof sl_policy_vars[0];

@@ -28,6 +28,9 @@
  *           | redis=KEY | on-error=local|open|closed | lease=AMOUNT
  *           | warmup=DURATION | cold=N
  *   SLUICE_REDIS = redis://[[USER]:PASS@]HOST[:PORT][/DB] | unix:///PATH
+ *                | redis+cluster://[[USER]:PASS@]NODE(,NODE)*
+ *                | redis+sentinel://[[USER]:PASS@]NODE(,NODE)* "/" MASTER [/DB]
+ *                  NODE := HOST[:PORT]
  *
  * API and thread-safety
  * ---------------------
@@ -56,6 +59,8 @@ extern "C" {
 #define SL_REDIS_KEY_MAX 48  /* redis=KEY, NUL included */
 #define SL_REDIS_HOST_MAX 256 /* SLUICE_REDIS host name or address */
 #define SL_REDIS_CRED_MAX 128 /* SLUICE_REDIS user name, password */
+#define SL_REDIS_NODES_MAX 8  /* cluster seeds or sentinels in SLUICE_REDIS */
+#define SL_REDIS_MASTER_MAX 64 /* sentinel master name, NUL included */
 
 enum sl_op {
 	SL_OP_CONNECT = 0,
@@ -227,6 +232,15 @@ enum sl_redis_kind {
 	SL_REDIS_NONE = 0, /* not set */
 	SL_REDIS_TCP = 1,
 	SL_REDIS_UNIX = 2,
+	SL_REDIS_CLUSTER = 3,  /* nodes[] are seeds of a Redis Cluster */
+	SL_REDIS_SENTINEL = 4, /* nodes[] are sentinels watching `master` */
+};
+
+/* One HOST:PORT of a cluster's seeds or a sentinel list. */
+struct sl_redis_node {
+	char host[SL_REDIS_HOST_MAX]; /* name or address, IPv6 without [] */
+	uint16_t port;
+	uint8_t reserved[6];
 };
 
 struct sl_redis {
@@ -238,6 +252,13 @@ struct sl_redis {
 	char path[SL_PATH_MAX];       /* unix socket */
 	char user[SL_REDIS_CRED_MAX]; /* "" = AUTH with the password only */
 	char pass[SL_REDIS_CRED_MAX]; /* "" = no AUTH; never printed */
+	/* CLUSTER and SENTINEL: the addresses given, in order (host and port
+	 * above stay empty), and the sentinels' name of the master. USER,
+	 * PASS and db are the data nodes' (sentinels are asked without AUTH). */
+	uint32_t n_nodes;
+	uint32_t reserved2;
+	struct sl_redis_node nodes[SL_REDIS_NODES_MAX];
+	char master[SL_REDIS_MASTER_MAX];
 };
 
 enum sl_log_level {

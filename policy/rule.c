@@ -27,9 +27,8 @@
  *     conns are counted on one machine only. on-error= and lease= are valid
  *     only with redis=. KEY is 1 to 47 of [A-Za-z0-9_.:-], so that it can
  *     sit inside the key's {hash tag} and needs no quoting anywhere.
- *     redis= with shared= is refused for now: a host-wide limiter that
- *     leases from the fleet-wide bucket (one renewal thread per host) is
- *     a later step.
+ *     redis= with shared= makes a host pool: the processes of the host
+ *     naming NAME spend one bank that one of them leases for all.
  *   - warmup=DURATION (Guava's SmoothWarmingUp, core/warmup.c) needs a
  *     token bucket on a rate (not conns) and no redis= (the server's
  *     script is a plain GCRA); it is at most 1h and at least (1 + cold) / 2
@@ -392,9 +391,6 @@ static int check_redis(const struct sl_rule *r, const struct spec *sp, const str
 	if (r->scope != SL_SCOPE_PROCESS)
 		return sl__fail(c, at, "option 'redis' is valid only with per=process (each process "
 				"leases from the one fleet-wide bucket)");
-	if (given(r, O_SHARED))
-		return sl__fail(c, at, "option 'redis' cannot be combined with shared= yet (a fleet-wide "
-				"limit is leased by each process; use one or the other)");
 	return 0;
 }
 

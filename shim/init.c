@@ -79,6 +79,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		[SL_OP_CONNS] = (1u << SL_K_CONNECT) | (1u << SL_K_ACCEPT),
 	};
 	uint64_t now = sl__clock_ns();
+	sl__lease_stop_unsync(); /* before the pools' segments go */
 	sl__shm_shared_close_all_unsync();
 	if (sl__shm_rec_open_unsync(p->n_rules > 0 || p->n_breaks > 0) != 0) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));

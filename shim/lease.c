@@ -34,8 +34,12 @@
  * The hot path finds a rule's current limiter with one acquire load of
  * sl_lease_cur[i]: the bank while Redis answers; while it does not (connect
  * or command failed or took longer than 250 ms), the rule's on-error mode:
- *   local   sl__st.rule_lim[i], the token bucket the rule would have as a local
- *           rule (each process keeps the whole rate for itself);
+ *   local   the process's recent share (lease_share.c): a token bucket at
+ *           what Redis granted it over the last 2 to 8 s, measured when the
+ *           outage starts, so N processes stay near the fleet's rate rather
+ *           than at N times it; sl__st.rule_lim[i] (the rule's whole rate)
+ *           if no lease was ever granted, or for a host pool (the
+ *           host-wide shared= limiter);
  *   open    a limiter that admits everything;
  *   closed  a limiter that refuses everything at once (SL_NEVER): calls
  *           fail with the rule's errno, whatever its action.
@@ -51,21 +55,30 @@
  * once rather than at the next poll) and retries after one unit's worth of
  * time (200 us to 5 ms), instead of act.c's generic doubling back-off.
  *
- * Combining with shared (host-wide) scope later: the bank is a plain
- * struct sl_limiter, so it can live in the shared segment like any other,
- * with one renewal thread per host elected through the segment (the others
- * only spend); the bound above then counts hosts instead of processes.
+ * Host pools (shared=NAME with redis=KEY): the bank lives in the rule's
+ * shared segment, and one process of the host, elected through the segment
+ * (lease_pool.c), tends it for all; the others only spend from it and
+ * follow the renewer's view of Redis (its state word) for on-error. A pool
+ * never expires, and the bound above then counts hosts, not processes.
+ *
+ * The link to the server (redis_link.c) is one connection, a Redis
+ * Cluster's nodes or a master found through Sentinel, as SLUICE_REDIS says.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "lease.h"
+#include "lease_pool.h"
+#include "lease_share.h"
 #include "log.h"
+#include "shm.h"
 #include "state.h"
 #include "redis.h"
 
@@ -81,9 +94,17 @@
 #define SL_LEASE_IDLE_NS 1000000000ull         /* the thread wakes at least this often */
 #define SL_LEASE_HINT_MIN_NS 200000ull         /* retry hint for a call the bank refused */
 #define SL_LEASE_HINT_MAX_NS 5000000ull
+#define SL_LEASE_STALE_MIN_NS 20000000ull      /* a pool renewer's silence before takeover */
+#define SL_LEASE_SHARE_MIN_NS 250000000ull     /* a share bucket: 1/8 of its window */
+#define SL_LEASE_SHARE_MAX_NS 1000000000ull
 
 struct sl_lease {
 	struct sl_limiter bank; /* concurrency limiter: free slots = units in hand */
+	/* The bank in use: &bank, or a host pool's in its shared segment. */
+	struct sl_limiter *bk;
+	struct sl_shm_shared *pool; /* shared=NAME with redis=KEY, else NULL */
+	uint64_t stale_ns;          /* a pool renewer silent this long is replaced */
+	bool renewing;              /* thread only: this process renews the pool */
 	uint64_t cap;           /* L */
 	uint64_t poll_ns, ttl_ns, hint_ns;
 	uint64_t worth_ns; /* time the server's rate takes to make L units */
@@ -91,6 +112,11 @@ struct sl_lease {
 	char key[SL_REDIS_KEY_MAX + 16]; /* "sluice:{KEY}" */
 	/* Renewal thread only. */
 	uint64_t retry_at_ns, last_grant_ns, last_use_ns, last_level;
+	struct sl_share share; /* what Redis granted lately */
+	/* on-error=local: the share this process falls back to (lease_share.c);
+	 * tunable, since calls may still be in it when it is retuned. */
+	struct sl_tunable share_lim;
+	uint64_t burst; /* the rule's */
 };
 
 static struct sl_lease sl_leases[SL_MAX_RULES];
@@ -110,7 +136,7 @@ static bool sl_lease_once;
 static bool sl_lease_running, sl_lease_stop; /* under sl_lease_mu */
 static pthread_t sl_lease_tid;
 static _Atomic uint32_t sl_lease_wanted; /* dormant rules a call woke */
-static struct sl_rconn *sl_lease_conn;   /* the thread's; the fork child's */
+static struct sl_rlink *sl_lease_conn;   /* the thread's; the fork child's */
 static int sl_lease_state;               /* thread only: 0 unknown, 1 up, -1 down */
 
 static uint64_t sl_clamp(uint64_t v, uint64_t lo, uint64_t hi)
@@ -147,7 +173,45 @@ static void sl_lease_set(unsigned i, struct sl_limiter *l)
 	atomic_store_explicit(&sl_lease_cur[i], l, memory_order_release);
 }
 
-static struct sl_limiter *sl_lease_fallback(unsigned i)
+/*
+ * on-error=local: this process's recent share of the rate, from what Redis
+ * granted it in the last window (2 to 8 s): units/window, burst at most a
+ * lease. At least one lease per window, so that a process that was idle
+ * can still make calls. It starts empty. With no grant yet (Redis never answered) there is
+ * no share to go by: the rule's whole rate, its local limiter.
+ */
+static struct sl_limiter *sl_lease_share(unsigned i, uint64_t now)
+{
+	struct sl_lease *ls = &sl_leases[i];
+	if (ls->pool != NULL)
+		/* A host pool: the host-wide limiter of shared=NAME, at the
+		 * whole rate (the share of one process says nothing here). */
+		return sl__st.rule_lim[i];
+	uint64_t window_ns;
+	uint64_t units = sl__share_recent(&ls->share, now, &window_ns);
+	if (window_ns == 0)
+		return sl__st.rule_lim[i];
+	/* What is still in the bank was granted but not used (and is not
+	 * spent during the outage): it is no part of the share. */
+	uint64_t unused = sl_limiter_available(ls->bk, now);
+	units = units > unused ? units - unused : 0;
+	if (units < ls->cap)
+		units = ls->cap;
+	struct sl_params prm = {.kind = SL_KIND_TOKEN, .amount = units, .period_ns = window_ns,
+				.burst = ls->burst < ls->cap ? ls->burst : ls->cap};
+	/* Empty at the start: the units this process had in hand just before
+	 * came from its bank, and the fleet bound has no room for a burst per
+	 * process on top. */
+	if (sl_tunable_retune(&ls->share_lim, &prm, now) != SL_OK ||
+	    sl_limiter_charge(&ls->share_lim.head, prm.burst, now) != SL_OK)
+		return sl__st.rule_lim[i];
+	sl_log(SL_LOG_INFO, "redis: rule %u: on-error=local at this process's share: %llu in "
+	       "%llu ms", i + 1, (unsigned long long)units,
+	       (unsigned long long)(window_ns / 1000000u));
+	return &ls->share_lim.head;
+}
+
+static struct sl_limiter *sl_lease_fallback(unsigned i, uint64_t now)
 {
 	switch (sl__st.policy.rules[i].on_error) {
 	case SL_ON_ERROR_OPEN:
@@ -155,21 +219,67 @@ static struct sl_limiter *sl_lease_fallback(unsigned i)
 	case SL_ON_ERROR_CLOSED:
 		return &sl_closed;
 	default:
-		return sl__st.rule_lim[i];
+		return sl_lease_share(i, now);
 	}
 }
 
-/* Redis does not answer: every rule to its on-error mode. */
+/* Redis does not answer: every rule to its on-error mode (a rule already on
+ * it stays, so a share is measured once per outage). */
 static void sl_lease_down(const char *why)
 {
+	uint64_t now = sl__clock_ns();
 	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		sl_lease_set(i, sl_lease_fallback(i));
+		/* Relaxed: only this thread stores sl_lease_cur. */
+		struct sl_limiter *cur = atomic_load_explicit(&sl_lease_cur[i], memory_order_relaxed);
+		if (sl_leases[i].pool != NULL && sl_leases[i].renewing)
+			/* Release: the pool's spenders switch on it. */
+			atomic_store_explicit(&sl_leases[i].pool->state, SL_POOL_DOWN,
+					      memory_order_release);
+		if (cur != sl_leases[i].bk && cur != &sl_dormant)
+			continue;
+		sl_lease_set(i, sl_lease_fallback(i, now));
 		if (sl_lease_state >= 0)
 			sl_log(SL_LOG_WARN, "redis: %s: rule %u falls back to on-error=%s", why, i + 1,
 			       sl_on_error_name((enum sl_on_error)sl__st.policy.rules[i].on_error));
 	}
 	sl_lease_state = -1;
+}
+
+/*
+ * Rule i is a host pool: is this process its renewer at now (lease_pool.c)?
+ * If not, follow the renewer's view of Redis: the pool's bank while it is
+ * up, the rule's on-error fallback while it is down; and come back within
+ * a poll, to take over if the renewer goes silent. A pool never expires
+ * (its units are every local process's): at most one lease per host sits
+ * unspent.
+ */
+static _Atomic bool sl_lease_exiting; /* at exit: renew no pool */
+
+static bool sl_lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur,
+				  uint64_t *next)
+{
+	struct sl_lease *ls = &sl_leases[i];
+	bool took = false;
+	/* Relaxed: a flag; at worst one more pass renews before it is seen. */
+	bool mine = !atomic_load_explicit(&sl_lease_exiting, memory_order_relaxed) &&
+		    sl__pool_renew_role(ls->pool, (uint32_t)getpid(), now, ls->stale_ns, &took);
+	if (took)
+		sl_log(SL_LOG_INFO, "redis: rule %u: this process renews the host pool", i + 1);
+	else if (!mine && ls->renewing)
+		sl_log(SL_LOG_INFO, "redis: rule %u: process %u renews the host pool now", i + 1,
+		       sl__pool_renewer(ls->pool));
+	ls->renewing = mine;
+	if (!mine) {
+		/* Acquire: pairs with the renewer's release store of state. */
+		uint32_t st = atomic_load_explicit(&ls->pool->state, memory_order_acquire);
+		struct sl_limiter *want = st == SL_POOL_DOWN ? sl_lease_fallback(i, now) : ls->bk;
+		if (cur != want)
+			sl_lease_set(i, want);
+		if (now + ls->poll_ns < *next)
+			*next = now + ls->poll_ns;
+	}
+	return mine;
 }
 
 /*
@@ -185,27 +295,34 @@ static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, 
 	struct sl_limiter *cur = atomic_load_explicit(&sl_lease_cur[i], memory_order_relaxed);
 	if (cur == &sl_dormant && !wanted)
 		return 0;
-	uint64_t level = sl_limiter_available(&ls->bank, now);
+	if (ls->pool != NULL && !sl_lease_pool_renewer(i, now, cur, next))
+		return 0; /* another process renews the host pool */
+	uint64_t level = sl_limiter_available(ls->bk, now);
 	if (level < ls->last_level || wanted)
 		ls->last_use_ns = now;
-	if (cur == &ls->bank && now - ls->last_use_ns >= ls->ttl_ns &&
+	if (ls->pool == NULL && cur == ls->bk && now - ls->last_use_ns >= ls->ttl_ns &&
 	    now - ls->last_grant_ns >= ls->ttl_ns) {
 		/* Unused for a TTL: the units expire, the rule sleeps. */
 		sl_lease_set(i, &sl_dormant);
-		sl_bank_drain(&ls->bank);
+		sl_bank_drain(ls->bk);
 		ls->last_level = 0;
 		sl_log(SL_LOG_DEBUG, "redis: rule %u idle: lease expired", i + 1);
 		return 0;
 	}
 	if (level * 2 <= ls->cap && now >= ls->retry_at_ns) {
 		uint64_t want = ls->cap - level, got = 0, wait_ns = 0;
-		if (sl__redis_take(sl_lease_conn, ls->key, ls->t_us, ls->tau_us, want, &got, &wait_ns,
+		if (sl__rlink_take(sl_lease_conn, ls->key, ls->t_us, ls->tau_us, want, &got, &wait_ns,
 				   why, whylen) < 0)
 			return -1;
 		now = sl__clock_ns();
-		sl_bank_deposit(&ls->bank, got);
-		if (got > 0)
+		sl_bank_deposit(ls->bk, got);
+		if (ls->pool != NULL)
+			/* Release: pairs with the spenders' acquire load. */
+			atomic_store_explicit(&ls->pool->state, SL_POOL_UP, memory_order_release);
+		if (got > 0) {
 			ls->last_grant_ns = now;
+			sl__share_add(&ls->share, now, got);
+		}
 		/* Short of units: come back when half a lease will be there
 		 * (the first unit after wait_ns, the others one T apart), so
 		 * that contention does not turn into one round trip per unit. */
@@ -218,10 +335,10 @@ static int sl_lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, 
 					     : 0;
 		if (got < want && ls->retry_at_ns < *next)
 			*next = ls->retry_at_ns;
-		level = sl_limiter_available(&ls->bank, now);
+		level = sl_limiter_available(ls->bk, now);
 	}
-	if (cur != &ls->bank)
-		sl_lease_set(i, &ls->bank); /* woken, or Redis is back */
+	if (cur != ls->bk)
+		sl_lease_set(i, ls->bk); /* woken, or Redis is back */
 	ls->last_level = level;
 	if (now + ls->poll_ns < *next)
 		*next = now + ls->poll_ns;
@@ -248,7 +365,7 @@ static void *sl_lease_main(void *arg)
 		/* Relaxed: the bits carry no data; the mutex orders the wakeup. */
 		uint32_t wanted = atomic_exchange_explicit(&sl_lease_wanted, 0, memory_order_relaxed);
 		if (sl_lease_conn == NULL && now >= reconnect_at) {
-			sl_lease_conn = sl__redis_open(&sl_lease_cfg, SL_LEASE_TIMEOUT_NS, why,
+			sl_lease_conn = sl__rlink_open(&sl_lease_cfg, SL_LEASE_TIMEOUT_NS, why,
 						       sizeof(why));
 			if (sl_lease_conn == NULL)
 				sl_lease_down(why);
@@ -257,7 +374,7 @@ static void *sl_lease_main(void *arg)
 		     rest &= rest - 1) {
 			unsigned i = (unsigned)__builtin_ctz(rest);
 			if (sl_lease_tend(i, now, (wanted >> i) & 1u, &next, why, sizeof(why)) < 0) {
-				sl__redis_close(sl_lease_conn);
+				sl__rlink_close(sl_lease_conn);
 				sl_lease_conn = NULL;
 				sl_lease_down(why);
 				break;
@@ -285,7 +402,7 @@ static void *sl_lease_main(void *arg)
 			sl_lease_wait_until(next);
 	}
 	pthread_mutex_unlock(&sl_lease_mu);
-	sl__redis_close(sl_lease_conn);
+	sl__rlink_close(sl_lease_conn);
 	sl_lease_conn = NULL;
 	return NULL;
 }
@@ -332,7 +449,7 @@ static struct sl_limiter *sl_lease_wake(unsigned i)
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000};
 		nanosleep(&ts, NULL);
 	}
-	return l == &sl_dormant ? &sl_leases[i].bank : l;
+	return l == &sl_dormant ? sl_leases[i].bk : l;
 }
 
 struct sl_limiter *sl__lease_limiter(unsigned i)
@@ -372,8 +489,10 @@ static void sl_lease_reset_banks(void)
 {
 	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		sl_bank_drain(&sl_leases[i].bank);
+		if (sl_leases[i].pool == NULL) /* a pool's units are the host's */
+			sl_bank_drain(&sl_leases[i].bank);
 		sl_leases[i].last_level = 0;
+		sl_leases[i].renewing = false;
 		sl_leases[i].retry_at_ns = 0;
 		sl_lease_set(i, &sl_dormant);
 	}
@@ -404,7 +523,7 @@ static void sl_lease_atfork_child(void)
 {
 	sl_lease_running = false;
 	sl_lease_stop = false;
-	sl__redis_abandon(sl_lease_conn);
+	sl__rlink_abandon(sl_lease_conn);
 	sl_lease_conn = NULL;
 	sl_lease_state = 0;
 	atomic_store_explicit(&sl_lease_wanted, 0, memory_order_relaxed);
@@ -416,10 +535,42 @@ static void sl_lease_atfork_child(void)
 	sl_lease_cv_init();
 }
 
+/* This process stops renewing its host pools, so that another takes over
+ * at once instead of after stale_ns. */
+static void sl_lease_resign(void)
+{
+	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		if (sl_leases[i].pool != NULL)
+			sl__pool_resign(sl_leases[i].pool, (uint32_t)getpid());
+	}
+}
+
+void sl__lease_stop_unsync(void)
+{
+	sl_lease_stop_thread();
+	sl_lease_resign();
+	for (uint32_t rest = sl_lease_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		sl_leases[i].pool = NULL; /* its segment is about to be unmapped */
+		sl_leases[i].bk = &sl_leases[i].bank;
+		sl_lease_set(i, &sl_dormant);
+	}
+}
+
+/* At exit: the lease thread may still run (it is never joined at exit),
+ * so only the election word is touched. */
+static void sl_lease_atexit(void)
+{
+	/* Relaxed: see sl_lease_pool_renewer. */
+	atomic_store_explicit(&sl_lease_exiting, true, memory_order_relaxed);
+	sl_lease_resign();
+}
+
 int sl__lease_init_unsync(const struct sl_policy *p)
 {
 	sl_lease_stop_thread();
-	sl__redis_close(sl_lease_conn);
+	sl__rlink_close(sl_lease_conn);
 	sl_lease_conn = NULL;
 	sl_lease_state = 0;
 	sl_lease_rules = 0;
@@ -434,6 +585,14 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 		struct sl_params prm = {.kind = SL_KIND_CONC, .amount = ls->cap};
 		if (sl_limiter_init(&ls->bank, &prm, 0) != SL_OK)
 			return -1;
+		ls->bk = &ls->bank;
+		if (r->shared[0] != '\0') {
+			/* The host pool in shared=NAME's segment (init.c opened it). */
+			ls->pool = sl__shm_shared_seg(i);
+			if (ls->pool == NULL)
+				return -1;
+			ls->bk = &ls->pool->bank;
+		}
 		/* Worth of the lease in ns, and the server's GCRA in us. */
 		unsigned __int128 lease_ns = (unsigned __int128)ls->cap * r->period_ns / r->amount;
 		uint64_t worth = lease_ns > UINT64_MAX ? UINT64_MAX : (uint64_t)lease_ns;
@@ -443,8 +602,16 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 				      SL_LEASE_TTL_MIN_NS, SL_LEASE_TTL_MAX_NS);
 		ls->hint_ns = sl_clamp(r->period_ns / r->amount, SL_LEASE_HINT_MIN_NS,
 				       SL_LEASE_HINT_MAX_NS);
+		ls->stale_ns = worth > SL_LEASE_STALE_MIN_NS ? worth : SL_LEASE_STALE_MIN_NS;
 		ls->t_us = (double)r->period_ns / 1000.0 / (double)r->amount;
 		ls->tau_us = (double)(r->burst > ls->cap ? r->burst : ls->cap) * ls->t_us;
+		ls->burst = r->burst;
+		sl__share_init(&ls->share, sl_clamp(worth > UINT64_MAX / 32 ? UINT64_MAX : worth * 32,
+						    SL_LEASE_SHARE_MIN_NS, SL_LEASE_SHARE_MAX_NS));
+		struct sl_params whole = {.kind = SL_KIND_TOKEN, .amount = r->amount,
+					  .period_ns = r->period_ns, .burst = r->burst};
+		if (sl_tunable_init(&ls->share_lim, &whole, sl__clock_ns()) != SL_OK)
+			return -1;
 		snprintf(ls->key, sizeof(ls->key), "sluice:{%s}", r->redis_key);
 		sl_lease_rules |= 1u << i;
 	}
@@ -458,6 +625,7 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 		struct sl_params open = {.kind = SL_KIND_CONC, .amount = UINT64_MAX / 2};
 		sl_limiter_init(&sl_open, &open, 0);
 		pthread_atfork(sl_lease_atfork_prepare, sl_lease_atfork_parent, sl_lease_atfork_child);
+		atexit(sl_lease_atexit);
 		sl_lease_once = true;
 	}
 	return 0;

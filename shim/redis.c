@@ -25,25 +25,12 @@
 #include "log.h"
 #include "real.h"
 #include "redis.h"
+#include "redis_proto.h"
 
 #define SL_HIREDIS_SONAME "libhiredis.so.0.14"
 
-/* hiredis 0.14: read.h's reply types, and the leading fields of
- * redisReply and redisContext. */
-#define SL_HR_STRING 1
-#define SL_HR_ARRAY 2
-#define SL_HR_INTEGER 3
-#define SL_HR_ERROR 6
-
-struct sl_hreply {
-	int type;
-	long long integer;
-	size_t len;
-	char *str;
-	size_t elements;
-	struct sl_hreply **element;
-};
-
+/* hiredis 0.14: the leading fields of redisContext (redisReply's are in
+ * redis_proto.h). */
 struct sl_rconn {
 	int err;
 	char errstr[128];
@@ -131,11 +118,18 @@ static int sl_redis_cmd_ok(struct sl_rconn *c, int argc, const char **argv, char
 struct sl_rconn *sl__redis_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
 				size_t whylen)
 {
+	return cfg->kind == SL_REDIS_UNIX
+		       ? sl__redis_open_at(cfg, cfg->path, 0, timeout_ns, why, whylen)
+		       : sl__redis_open_at(cfg, cfg->host, cfg->port, timeout_ns, why, whylen);
+}
+
+struct sl_rconn *sl__redis_open_at(const struct sl_redis *cfg, const char *host, uint16_t port,
+				   uint64_t timeout_ns, char *why, size_t whylen)
+{
 	struct timeval tv = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
 			     .tv_usec = (suseconds_t)(timeout_ns % 1000000000u / 1000u)};
-	struct sl_rconn *c = cfg->kind == SL_REDIS_UNIX
-				     ? sl_h.redisConnectUnixWithTimeout(cfg->path, tv)
-				     : sl_h.redisConnectWithTimeout(cfg->host, cfg->port, tv);
+	struct sl_rconn *c = port == 0 ? sl_h.redisConnectUnixWithTimeout(host, tv)
+				       : sl_h.redisConnectWithTimeout(host, port, tv);
 	if (c == NULL) {
 		snprintf(why, whylen, "out of memory");
 		return NULL;
@@ -152,6 +146,8 @@ struct sl_rconn *sl__redis_open(const struct sl_redis *cfg, uint64_t timeout_ns,
 		atomic_store_explicit(&sl__fdbits[c->fd], (uint8_t)(SL_FDB_READY | SL_FDB_PASS_ALL),
 				      memory_order_release);
 	sl_h.redisSetTimeout(c, tv);
+	if (cfg == NULL)
+		return c;
 	char db[16];
 	snprintf(db, sizeof(db), "%u", cfg->db);
 	/* AUTH [USER] PASSWORD, then SELECT DB, each only when configured. */
@@ -210,6 +206,26 @@ static int sl_redis_script_load(struct sl_rconn *c, char *why, size_t whylen)
 int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us,
 		   uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
+	return sl__redis_take_at(c, false, key, t_us, tau_us, want, got, wait_ns, why, whylen) < 0
+		       ? -1
+		       : 0;
+}
+
+struct sl_hreply *sl__redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
+				size_t whylen)
+{
+	return sl_redis_cmd(c, argc, argv, why, whylen);
+}
+
+void sl__redis_free_reply(struct sl_hreply *r)
+{
+	sl_h.freeReplyObject(r);
+}
+
+int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t_us,
+		      double tau_us, uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why,
+		      size_t whylen)
+{
 	char t[40], tau[40], n[24];
 	snprintf(t, sizeof(t), "%.6f", t_us);
 	snprintf(tau, sizeof(tau), "%.6f", tau_us);
@@ -217,10 +233,15 @@ int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (sl_sha[0] == '\0' && sl_redis_script_load(c, why, whylen) < 0)
 			return -1;
+		/* ASKING holds for the next command only, so it goes after any
+		 * SCRIPT LOAD, right before the EVALSHA it is for. */
+		static const char *const ask[] = {"ASKING"};
+		if (asking && sl_redis_cmd_ok(c, 1, (const char **)ask, why, whylen) < 0)
+			return c->err != 0 ? SL_REDIS_EIO : SL_REDIS_EREPLY;
 		const char *argv[] = {"EVALSHA", sl_sha, "1", key, t, tau, n};
 		struct sl_hreply *r = sl_redis_cmd(c, 7, argv, why, whylen);
 		if (r == NULL)
-			return -1;
+			return SL_REDIS_EIO;
 		if (r->type == SL_HR_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0) {
 			/* The server lost its script cache (restart, SCRIPT FLUSH). */
 			sl_h.freeReplyObject(r);
@@ -239,8 +260,8 @@ int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_
 				 r->type == SL_HR_ERROR && r->str != NULL ? r->str : "unexpected reply");
 		}
 		sl_h.freeReplyObject(r);
-		return ok ? 0 : -1;
+		return ok ? 0 : SL_REDIS_EREPLY;
 	}
 	snprintf(why, whylen, "EVALSHA: NOSCRIPT right after SCRIPT LOAD");
-	return -1;
+	return SL_REDIS_EREPLY;
 }

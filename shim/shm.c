@@ -122,6 +122,11 @@ struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *
 	return &s->lim.head;
 }
 
+struct sl_shm_shared *sl__shm_shared_seg(unsigned i)
+{
+	return i < SL_MAX_RULES ? sl_shared[i] : NULL;
+}
+
 /* Unmap every shared limiter (before a re-init). */
 void sl__shm_shared_close_all_unsync(void)
 {

@@ -25,6 +25,9 @@ void sl__shm_rec_remove(void);
 struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r,
 					      uint64_t now_ns, char *err, size_t errlen);
 void sl__shm_shared_close_all_unsync(void);
+/* Rule i's shared segment (shared=NAME), or NULL: a host pool's bank and
+ * election word (lease_pool.h). */
+struct sl_shm_shared *sl__shm_shared_seg(unsigned i);
 /* Shared conns limiters: count this process's slots; give back the slots of
  * dead processes (true if any). No-ops for other limiters. */
 void sl__shm_hold(const struct sl_limiter *l, int64_t delta);

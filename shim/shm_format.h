@@ -89,6 +89,14 @@ struct sl_shm_shared {
 	char rule[SL_RULE_TEXT_MAX]; /* canonical text of the rule that created it */
 	struct sl_tunable lim;
 	struct sl_shm_holder holders[SL_SHM_HOLDERS];
+	/* shared=NAME with redis=KEY: the host's pool of units leased from
+	 * Redis for every process here, and who renews it (lease_pool.c).
+	 * Unused (zero) for other rules. */
+	_Atomic uint64_t renewer; /* (heartbeat ms << 32) | pid; 0 = nobody */
+	_Atomic uint32_t state;   /* enum sl_pool_state: Redis as the renewer sees it */
+	_Atomic uint32_t takeovers; /* renewers that followed a silent one */
+	uint8_t pad1[SL_CACHELINE - 16];
+	struct sl_limiter bank; /* concurrency: free slots = units in hand */
 };
 
 /* stat-PID: this header, then n_rules limiters, counters and rule texts
@@ -140,7 +148,10 @@ static inline char *sl_shm_stat_rule(const struct sl_shm_stat *r, uint32_t i)
 
 _Static_assert(offsetof(struct sl_shm_shared, rule) == 64, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_shared, lim) % SL_CACHELINE == 0, "sl_shm_shared layout");
-_Static_assert(sizeof(struct sl_shm_shared) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS,
+_Static_assert(offsetof(struct sl_shm_shared, renewer) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS,
+	       "sl_shm_shared layout");
+_Static_assert(offsetof(struct sl_shm_shared, bank) % SL_CACHELINE == 0, "sl_shm_shared layout");
+_Static_assert(sizeof(struct sl_shm_shared) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS + 64 + 192,
 	       "sl_shm_shared layout");
 _Static_assert(sizeof(struct sl_rstats) == 56, "sl_rstats layout");
 _Static_assert(offsetof(struct sl_shm_shared, set_ns) == 56, "sl_shm_shared layout");

@@ -39,6 +39,15 @@ static int shared_init(void *map, size_t size, void *arg)
 	sl_shm_rule_params(a->r, &p);
 	if (sl_tunable_init(&s->lim, &p, a->now_ns) != SL_OK)
 		return -1;
+	if (a->r->redis_key[0] != '\0') {
+		/* A host pool (redis=): an empty bank of max(lease, burst) slots,
+		 * as a process's own bank starts (lease.c, lease_pool.c). */
+		struct sl_params bank = {.kind = SL_KIND_CONC,
+					 .amount = a->r->lease > a->r->burst ? a->r->lease : a->r->burst};
+		if (sl_limiter_init(&s->bank, &bank, 0) != SL_OK ||
+		    sl_limiter_acquire(&s->bank, bank.amount, 0, 0).verdict != SL_ADMIT)
+			return -1;
+	}
 	s->magic = SL_SHM_MAGIC_SHARED;
 	s->version = SL_SHM_VERSION;
 	s->size = sizeof(*s);

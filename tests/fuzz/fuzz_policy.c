@@ -10,7 +10,9 @@
  *     parses back (as SLUICE_RULES) to an equal rule that prints the same:
  *     parse(print(parse(x))) == parse(x);
  *   - every accepted rule initialises a core limiter without SL_EINVAL or
- *     SL_ERANGE.
+ *     SL_ERANGE;
+ *   - an accepted SLUICE_REDIS prints without its password and parses back
+ *     to the same server (the password then reads "***").
  * A violated property aborts, which libFuzzer reports with the input.
  */
 #include <stdint.h>
@@ -109,8 +111,37 @@ static void check_break(const struct sl_break *b)
 		fail("accepted breaker does not initialise the core's", text);
 }
 
+static void check_redis(const struct sl_redis *r)
+{
+	char text[SL_ERR_MAX], again[SL_ERR_MAX], err[SL_ERR_MAX];
+	struct sl_policy p;
+
+	if (r->kind == SL_REDIS_NONE)
+		return;
+	if (sl_redis_format(r, text, sizeof text) >= sizeof text)
+		fail("SLUICE_REDIS text too long", "");
+	struct sl_redis other = *r; /* the text must not depend on the password */
+	if (other.pass[0] != '\0')
+		memcpy(other.pass, "x", 2);
+	sl_redis_format(&other, again, sizeof again);
+	if (strcmp(text, again) != 0)
+		fail("SLUICE_REDIS text depends on its password", text);
+	sl_policy_init(&p);
+	if (sl_policy_parse_var(&p, "SLUICE_REDIS", text, err, sizeof err) != 0)
+		fail("canonical SLUICE_REDIS does not parse", err);
+	struct sl_redis a = *r, b = p.redis;
+	memset(a.pass, 0, sizeof a.pass);
+	memset(b.pass, 0, sizeof b.pass);
+	if (memcmp(&a, &b, sizeof a) != 0 || (r->pass[0] != '\0') != (p.redis.pass[0] != '\0'))
+		fail("parse(print(SLUICE_REDIS)) differs", text);
+	sl_redis_format(&p.redis, again, sizeof again);
+	if (strcmp(text, again) != 0)
+		fail("print(parse(print(SLUICE_REDIS))) differs", again);
+}
+
 static void check_policy(const struct sl_policy *p)
 {
+	check_redis(&p->redis);
 	if (p->n_rules > SL_MAX_RULES)
 		fail("too many rules", "");
 	for (uint32_t i = 0; i < p->n_rules; i++)

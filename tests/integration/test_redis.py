@@ -11,10 +11,12 @@ starts itself (loopback port chosen free, and a unix socket in a temp dir,
   faults         one process per on-error mode while the parent flushes the
                  script cache, kills and restarts Redis, or makes it sleep
                  (DEBUG SLEEP): the program keeps running, the mode is seen
-                 (closed: ECONNREFUSED; open: far above the rate; local: each
-                 process at the full rate), the limit holds again after
+                 (closed: ECONNREFUSED; open: far above the rate; local: the
+                 fleet near the rate), the limit holds again after
                  recovery, and the process ends with the fds and threads it
-                 had (read from /proc/self).
+                 had (read from /proc/self). local falls back to each
+                 process's recent share: two processes stay near the
+                 limit together, not at twice it.
   fork           a child forked after the parent leased gets its own lease
                  thread and stays within the fleet limit together with it.
 """
@@ -191,9 +193,9 @@ def max_in_window(times, weights, t):
     return best
 
 
-def check_fleet(name, results, rate, unit, bound_slack, each=1):
-    """Combined rate within 2% over the shared window; no window above
-    rate * t + bound_slack."""
+def check_fleet(name, results, rate, unit, bound_slack, each=1, tol=0.02, over=1.0):
+    """Combined rate within tol (2%) over the shared window; no window above
+    over * rate * t + bound_slack."""
     starts = [min(r["ok"]) for r in results]
     ends = [max(r["ok"]) for r in results]
     lo, hi = max(starts) + 0.5, min(ends)
@@ -203,12 +205,13 @@ def check_fleet(name, results, rate, unit, bound_slack, each=1):
     print("measured: %s: %d processes, %.0f %s/s combined over the %.2f s they share "
           "(%.2f%% from %d)" % (name, len(results), measured, unit, hi - lo,
                                 100 * (measured - rate) / rate, rate))
-    check(abs(measured - rate) <= 0.02 * rate, "%s: combined rate %.1f within 2%% of %d"
-          % (name, measured, rate))
+    check(abs(measured - rate) <= tol * rate, "%s: combined rate %.1f within %g%% of %d"
+          % (name, measured, 100 * tol, rate))
     for t in (0.05, 0.2, 1.0, ev[-1] - ev[0]):
         m = max_in_window(ev, [each] * len(ev), t)
-        check(m <= rate * t + bound_slack, "%s: at most %d %s in any %.2f s window "
-              "(rate * t + %d): %d" % (name, rate * t + bound_slack, unit, t, bound_slack, m))
+        check(m <= over * rate * t + bound_slack, "%s: at most %d %s in any %.2f s window "
+              "(%g * rate * t + %d): %d" % (name, over * rate * t + bound_slack, unit, t, over,
+                                          bound_slack, m))
 
 
 def test_fleet_connect(redis, srv):
@@ -334,8 +337,12 @@ def test_fault_local(redis, srv):
     up = count(ev, 1.0 + min(ev), m["kill"])
     print("measured: local: 2 processes, %.0f/s combined while Redis was down, %.0f/s "
           "before" % (down / span, up / (m["kill"] - 1.0 - min(ev))))
-    check(down / span > 1.5 * 200 and down <= 2 * (200 * span + 5),
-          "local: each process keeps 200/s on its own while Redis is down")
+    # Each falls back to its recent share (about half of 200/s), not to
+    # the whole rate: together they stay near the fleet limit.
+    check(0.8 * 200 * span < down <= 1.05 * 200 * span + 2 * 5,
+          "local: the two keep about 200/s together while Redis is down (%d in %.2f s)"
+          % (down, span))
+    check(log.count("at this process's share") >= 2, "local: the share fallback is logged")
     late = m["restart"] + 1.5
     n = count(ev, late, max(ev))
     check(n <= 200 * (max(ev) - late) + 15, "local: fleet limit back after the restart")

@@ -1,0 +1,85 @@
+/*
+ * redis_proto.h - what the shim's Redis files share beyond redis.h: the
+ * leading fields of hiredis 0.14's redisReply (the library is loaded with
+ * dlopen, so sluice builds without its headers), one-command helpers, and
+ * the topology back ends (redis_cluster.c, redis_sentinel.c) that
+ * redis_link.c dispatches to.
+ *
+ * Thread-safety: like a connection, everything here is used by one thread
+ * at a time (the lease thread).
+ */
+#ifndef SLUICE_SHIM_REDIS_PROTO_H
+#define SLUICE_SHIM_REDIS_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+#include "redis.h"
+
+/* hiredis 0.14 read.h's reply types. */
+#define SL_HR_STRING 1
+#define SL_HR_ARRAY 2
+#define SL_HR_INTEGER 3
+#define SL_HR_NIL 4
+#define SL_HR_STATUS 5
+#define SL_HR_ERROR 6
+
+struct sl_hreply {
+	int type;
+	long long integer;
+	size_t len;
+	char *str;
+	size_t elements;
+	struct sl_hreply **element;
+};
+
+/* sl__redis_take's answers besides 0. */
+#define SL_REDIS_EIO (-1)    /* the connection failed: close it */
+#define SL_REDIS_EREPLY (-2) /* the server answered with an error: text in why */
+
+/*
+ * Connect to host:port (unix socket path when port is 0), with every
+ * operation bounded by timeout_ns; AUTH and SELECT as auth says (NULL: no
+ * AUTH, no SELECT, as for a sentinel). NULL on failure, reason in why.
+ */
+struct sl_rconn *sl__redis_open_at(const struct sl_redis *auth, const char *host, uint16_t port,
+				   uint64_t timeout_ns, char *why, size_t whylen);
+/* One command (argc <= 8); NULL (reason in why) if the connection failed.
+ * Free the reply with sl__redis_free_reply. */
+struct sl_hreply *sl__redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
+				size_t whylen);
+void sl__redis_free_reply(struct sl_hreply *r);
+/* sl__redis_take with ASKING sent right before each EVALSHA when `asking`
+ * (a cluster's ASK redirect). 0, SL_REDIS_EIO or SL_REDIS_EREPLY. */
+int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t_us,
+		      double tau_us, uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why,
+		      size_t whylen);
+
+/* ---- Redis Cluster (redis_cluster.c) ---- */
+struct sl_cluster;
+/* The slot of a key (CRC16 of its {hash tag}, or of the key, mod 16384). */
+uint16_t sl__cluster_slot(const char *key, size_t len);
+/*
+ * Parse a "MOVED SLOT HOST:PORT" or "ASK SLOT HOST:PORT" error reply.
+ * Returns 1 for MOVED, 2 for ASK, 0 for any other text. An empty HOST
+ * ("MOVED 3999 :7001": the server does not know its address) gives "".
+ */
+int sl__cluster_redirect_parse(const char *err, uint16_t *slot, char *host, size_t hostlen,
+			       uint16_t *port);
+struct sl_cluster *sl__cluster_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+				    size_t whylen);
+int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double tau_us,
+		     uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
+void sl__cluster_close(struct sl_cluster *cl, bool abandon);
+
+/* ---- Sentinel (redis_sentinel.c) ---- */
+struct sl_sentinel;
+struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+				      size_t whylen);
+int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, double tau_us,
+		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
+void sl__sentinel_close(struct sl_sentinel *s, bool abandon);
+
+#endif /* SLUICE_SHIM_REDIS_PROTO_H */
