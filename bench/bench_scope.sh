@@ -10,7 +10,7 @@ bin="$build/bench/bench_scope"
 lib="$(cd "$build" && pwd)/libsluice.so"
 [ -x "$bin" ] && [ -f "$lib" ] || { echo "bench_scope.sh: build first (make)"; exit 1; }
 name="bench-scope-$$"
-trap 'rm -f "/dev/shm/sluice-$(id -u)-shared-$name"' EXIT
+trap '"$build/sluice" rm --force "shared:$name" >/dev/null 2>&1' EXIT
 n=200000
 for round in 1 2 3 4 5; do
 	a=$(env -u SL_BUILD "$bin" send $n | awk '{print $2}')

@@ -33,6 +33,7 @@
 
 #include "../shim/act.h"
 #include "../shim/init.h"
+#include "../shim/segment.h"
 #include "../shim/state.h"
 
 #define RATE 2000
@@ -163,9 +164,8 @@ static void test_lease_thread_pool(void **state)
 	snprintf(opts, sizeof(opts), "shared=tsan%ld,redis=tsanp%ld", (long)getpid(),
 		 (long)getpid());
 	race(opts);
-	snprintf(path, sizeof(path), "/dev/shm/sluice-%u-shared-tsan%ld", (unsigned)getuid(),
-		 (long)getpid());
-	unlink(path);
+	snprintf(path, sizeof(path), "shared-tsan%ld", (long)getpid());
+	sl_seg_unlink(path);
 }
 
 int main(void)

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_redis import Redis, collect, spawn  # noqa: E402
-from test_shim_lib import check, finish  # noqa: E402
+from test_shim_lib import check, finish, seg_path  # noqa: E402
 
 RATE = 10 * 1024 * 1024
 LEASE_S = 0.1  # lease=1MiB at 10MiB/s
@@ -79,7 +79,7 @@ class Sink:
 
 
 def segment(name):
-    path = "/dev/shm/sluice-%d-shared-%s" % (os.getuid(), name)
+    path = seg_path("shared-" + name)
     end = time.monotonic() + 10
     while not os.path.exists(path) and time.monotonic() < end:
         time.sleep(0.01)
@@ -168,7 +168,7 @@ def main():
         redis.stop()
         for n in names:
             try:
-                os.unlink("/dev/shm/sluice-%d-shared-%s" % (os.getuid(), n))
+                os.unlink(seg_path("shared-" + n))
             except OSError:
                 pass
     finish()

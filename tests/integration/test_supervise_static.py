@@ -15,6 +15,7 @@ import time
 from supervise_lib import (SLUICE, Server, build_c, check, pattern, run_main, sha256_file,
                            sluice, within, TMP)
 import hashlib
+from test_shim_lib import seg_path  # noqa: E402
 
 MiB = 1 << 20
 NETPROG_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervised", "netprog.c")
@@ -107,7 +108,7 @@ def body():
     r = result(out)
     check(1.0 < r.get("elapsed", 0) < 1.5, "after sluice set: 1 MiB in %.3f s (4 s at 256 KiB/s)"
           % r.get("elapsed", 0))
-    check(not os.path.exists("/dev/shm/sluice-%d-stat-%d" % (os.getuid(), pid)),
+    check(not os.path.exists(seg_path("stat-%d" % pid)),
           "the record is removed when the process exits")
     check(sink.digests[-1:] == [hashlib.sha256(pattern(MiB)).hexdigest()], "retuned upload: sha256 equal")
 
@@ -164,7 +165,7 @@ def body():
     outs = [p.communicate(timeout=60) for p in procs]
     both = time.monotonic() - t0
     try:
-        os.unlink("/dev/shm/sluice-%d-shared-%s" % (os.getuid(), name))
+        os.unlink(seg_path("shared-" + name))
     except OSError:
         pass
     els = [result(o).get("elapsed", 0) for o, e in outs]
