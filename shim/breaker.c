@@ -52,14 +52,14 @@
 #define SL_BRK_PEERS SL_SHM_BREAK_PEERS
 #define SL_BRK_FDS 65536u
 
-struct sl_brk_rule {
+struct brk_rule {
 	struct sl_break spec;
-	struct sl_shm_break_rule *sh; /* its breakers, in sl_brk_shm */
+	struct sl_shm_break_rule *sh; /* its breakers, in brk_shm */
 	_Atomic int full_logged;
 };
 
 /* A non-blocking connect whose outcome is not known yet. */
-struct sl_brk_pend {
+struct brk_pend {
 	_Atomic uint32_t rules; /* break rules it counts for; 0 = none */
 	uint32_t probes;        /* of which it is the probe */
 	uint64_t start_ns;
@@ -68,21 +68,21 @@ struct sl_brk_pend {
 
 uint32_t sl__break_n;
 __thread int sl__break_refused __attribute__((tls_model("initial-exec")));
-static struct sl_brk_rule sl_brk[SL_MAX_BREAKS];
-static struct sl_brk_pend *sl_brk_pend; /* [SL_BRK_FDS], mapped once */
+static struct brk_rule brk_rules[SL_MAX_BREAKS];
+static struct brk_pend *brk_pend; /* [SL_BRK_FDS], mapped once */
 /* The breakers: the segment break-PID of the user's private directory (for
  * `sluice stat`), or private memory if it cannot be made. */
-static struct sl_shm_break *sl_brk_shm;
-static bool sl_brk_is_file;
-static pid_t sl_brk_owner; /* the process that created the segment */
+static struct sl_shm_break *brk_shm;
+static bool brk_is_file;
+static pid_t brk_owner; /* the process that created the segment */
 
-static void sl_brk_name(char *out, size_t cap, int pid)
+static void brk_name(char *out, size_t cap, int pid)
 {
 	snprintf(out, cap, SL_SHM_BREAK_NAME, pid);
 }
 
 /* A new segment's content: zero (the magic is written once it is filled). */
-static int sl_brk_zero(void *map, size_t size, void *arg)
+static int brk_zero(void *map, size_t size, void *arg)
 {
 	(void)map;
 	(void)size;
@@ -92,30 +92,30 @@ static int sl_brk_zero(void *map, size_t size, void *arg)
 
 /* Map this process's breaker segment, fresh (built aside and renamed over
  * whatever a dead process of the same pid left), else private memory. */
-static struct sl_shm_break *sl_brk_map(void)
+static struct sl_shm_break *brk_map(void)
 {
 	char name[32], err[SL_ERR_MAX];
 	struct sl_seg seg;
-	sl_brk_name(name, sizeof(name), (int)getpid());
-	if (sl_seg_open(name, SL_SEG_WRITE | SL_SEG_REPLACE, sizeof(struct sl_shm_break), sl_brk_zero,
+	brk_name(name, sizeof(name), (int)getpid());
+	if (sl_seg_open(name, SL_SEG_WRITE | SL_SEG_REPLACE, sizeof(struct sl_shm_break), brk_zero,
 			NULL, &seg, err, sizeof(err)) >= 0) {
-		sl_brk_is_file = true;
-		sl_brk_owner = getpid();
+		brk_is_file = true;
+		brk_owner = getpid();
 		return seg.map;
 	}
 	sl_log(SL_LOG_INFO, "circuit breakers kept in private memory (sluice stat will not see "
 			    "them): %s", err);
-	sl_brk_is_file = false;
+	brk_is_file = false;
 	return sl__map(sizeof(struct sl_shm_break));
 }
 
 /* Remove the segment at exit (only its creator: a fork child shares it). */
-__attribute__((destructor)) static void sl_brk_fini(void)
+__attribute__((destructor)) static void brk_fini(void)
 {
-	if (!sl_brk_is_file || getpid() != sl_brk_owner)
+	if (!brk_is_file || getpid() != brk_owner)
 		return;
 	char name[32];
-	sl_brk_name(name, sizeof(name), (int)getpid());
+	brk_name(name, sizeof(name), (int)getpid());
 	sl_seg_unlink(name);
 }
 
@@ -124,20 +124,20 @@ int sl__break_init_unsync(const struct sl_policy *p, uint64_t now_ns)
 	sl__break_n = 0;
 	if (p->n_breaks == 0)
 		return 0;
-	if (sl_brk_pend == NULL)
-		sl_brk_pend = sl__map(sizeof(struct sl_brk_pend) * SL_BRK_FDS);
-	if (sl_brk_shm == NULL)
-		sl_brk_shm = sl_brk_map();
-	if (sl_brk_pend == NULL || sl_brk_shm == NULL) {
+	if (brk_pend == NULL)
+		brk_pend = sl__map(sizeof(struct brk_pend) * SL_BRK_FDS);
+	if (brk_shm == NULL)
+		brk_shm = brk_map();
+	if (brk_pend == NULL || brk_shm == NULL) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the breakers: %s", strerror(errno));
 		return -1;
 	}
-	memset(sl_brk_pend, 0, sizeof(struct sl_brk_pend) * SL_BRK_FDS);
-	struct sl_shm_break *h = sl_brk_shm;
+	memset(brk_pend, 0, sizeof(struct brk_pend) * SL_BRK_FDS);
+	struct sl_shm_break *h = brk_shm;
 	/* Relaxed: unpublished until the magic below. */
 	h->magic = 0;
 	for (uint32_t i = 0; i < p->n_breaks && i < SL_MAX_BREAKS; i++) {
-		struct sl_brk_rule *r = &sl_brk[i];
+		struct brk_rule *r = &brk_rules[i];
 		const struct sl_break *s = &p->breaks[i];
 		r->spec = *s;
 		r->sh = &h->rules[i];
@@ -173,7 +173,7 @@ int sl__break_init_unsync(const struct sl_policy *p, uint64_t now_ns)
 }
 
 /* FNV-1a of the destination, never 0. */
-static uint64_t sl_brk_hash(const struct sl_addr *a)
+static uint64_t brk_hash(const struct sl_addr *a)
 {
 	uint64_t h = 1469598103934665603ull;
 	const uint8_t head[3] = { a->family, (uint8_t)(a->port >> 8), (uint8_t)a->port };
@@ -185,11 +185,11 @@ static uint64_t sl_brk_hash(const struct sl_addr *a)
 }
 
 /* The breaker of rule r for destination a; NULL if the table is full. */
-static struct sl_breaker *sl_brk_of(struct sl_brk_rule *r, const struct sl_addr *a)
+static struct sl_breaker *brk_of(struct brk_rule *r, const struct sl_addr *a)
 {
 	if (r->spec.scope != SL_SCOPE_PEER)
 		return &r->sh->proc;
-	const uint64_t h = sl_brk_hash(a);
+	const uint64_t h = brk_hash(a);
 	for (unsigned k = 0; k < SL_BRK_PEERS; k++) {
 		struct sl_shm_break_peer *e = &r->sh->peers[(h + k) % SL_BRK_PEERS];
 		/* Acquire: pairs with the claim below (the address for logs). */
@@ -218,7 +218,7 @@ static struct sl_breaker *sl_brk_of(struct sl_brk_rule *r, const struct sl_addr 
 }
 
 /* Does break rule r apply to destination a (family bit fam)? */
-static bool sl_brk_match(const struct sl_break *r, unsigned fam, const struct sl_addr *a)
+static bool brk_match(const struct sl_break *r, unsigned fam, const struct sl_addr *a)
 {
 	if (!(r->families & fam))
 		return false;
@@ -235,19 +235,19 @@ static bool sl_brk_match(const struct sl_break *r, unsigned fam, const struct sl
 	return bits == 0 || ((r->to.addr[whole] ^ a->addr[whole]) & (0xffu << (8 - bits)) & 0xffu) == 0;
 }
 
-static bool sl_brk_failure_errno(int e)
+static bool brk_failure_errno(int e)
 {
 	return e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH ||
 	       e == ECONNRESET;
 }
 
 /* Log a state change of rule i's breaker b (for destination a, per=peer). */
-static void sl_brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b,
+static void brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b,
 		       enum sl_brk_change ch, uint64_t now)
 {
 	if (ch == SL_BRK_NO_CHANGE || SL_LOG_INFO > sl__log_level)
 		return;
-	const struct sl_brk_rule *r = &sl_brk[i];
+	const struct brk_rule *r = &brk_rules[i];
 	char dst[INET6_ADDRSTRLEN + 16] = "";
 	if (r->spec.scope == SL_SCOPE_PEER && (a->family == 4 || a->family == 6)) {
 		char ip[INET6_ADDRSTRLEN];
@@ -281,7 +281,7 @@ static void sl_brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b
 }
 
 /* Report one outcome to the breakers of `rules`. */
-static void sl_brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *const *bs,
+static void brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *const *bs,
 			  bool failure, uint64_t now)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
@@ -290,7 +290,7 @@ static void sl_brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *co
 		sl_breaker_report(bs[i], now, failure, (probes >> i) & 1, &ch);
 		/* The destination is only for the log line: find it back. */
 		struct sl_addr a = { 0 };
-		if (sl_brk[i].spec.scope == SL_SCOPE_PEER) {
+		if (brk_rules[i].spec.scope == SL_SCOPE_PEER) {
 			const struct sl_shm_break_peer *e =
 				(const struct sl_shm_break_peer *)(const void *)(
 					(const char *)bs[i] - offsetof(struct sl_shm_break_peer, b));
@@ -298,12 +298,12 @@ static void sl_brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *co
 			a.port = e->port;
 			memcpy(a.addr, e->addr, sizeof(a.addr));
 		}
-		sl_brk_log(i, &a, bs[i], ch, now);
+		brk_log(i, &a, bs[i], ch, now);
 	}
 }
 
 /* The TCP state of fd (TCP_CLOSE when unknown). errno is preserved. */
-static int sl_brk_tcp_state(int fd)
+static int brk_tcp_state(int fd)
 {
 	struct tcp_info ti;
 	socklen_t l = sizeof(ti);
@@ -319,22 +319,22 @@ static int sl_brk_tcp_state(int fd)
 /* Settle fd's pending connect, if any: true if it is still connecting (a
  * connect() again on it is the kernel's to answer). An entry whose socket
  * got established unseen counts as a success; any other, as nothing. */
-static bool sl_brk_still_pending(int fd, uint64_t now)
+static bool brk_still_pending(int fd, uint64_t now)
 {
 	if ((unsigned)fd >= SL_BRK_FDS)
 		return false;
-	struct sl_brk_pend *pd = &sl_brk_pend[fd];
+	struct brk_pend *pd = &brk_pend[fd];
 	/* Acquire: pairs with the release store that published the entry. */
 	if (atomic_load_explicit(&pd->rules, memory_order_acquire) == 0)
 		return false;
-	const int st = sl_brk_tcp_state(fd);
+	const int st = brk_tcp_state(fd);
 	if (st == TCP_SYN_SENT)
 		return true;
 	const uint32_t rules = atomic_exchange_explicit(&pd->rules, 0, memory_order_acq_rel);
 	/* Past SYN_SENT and not closed: it connected (a fresh socket on a
 	 * reused fd number, or a failed connect, is TCP_CLOSE). */
 	if (rules != 0 && st != TCP_CLOSE && st != TCP_SYN_SENT)
-		sl_brk_report(rules, pd->probes, pd->b, false, now);
+		brk_report(rules, pd->probes, pd->b, false, now);
 	return false;
 }
 
@@ -351,26 +351,26 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 			     : dst.family == 1 ? SL_FAM_UNIX
 					       : 0;
 	uint64_t now = sl__clock_ns();
-	if (fam == 0 || sl_brk_still_pending(fd, now)) {
+	if (fam == 0 || brk_still_pending(fd, now)) {
 		errno = saved;
 		return sl__connect(fd, sa, len);
 	}
 	struct sl_breaker *bs[SL_MAX_BREAKS] = { 0 };
 	uint32_t rules = 0, probes = 0;
 	for (uint32_t i = 0; i < sl__break_n; i++) {
-		if (!sl_brk_match(&sl_brk[i].spec, fam, &dst))
+		if (!brk_match(&brk_rules[i].spec, fam, &dst))
 			continue;
-		struct sl_breaker *b = sl_brk_of(&sl_brk[i], &dst);
+		struct sl_breaker *b = brk_of(&brk_rules[i], &dst);
 		if (b == NULL)
 			continue;
 		enum sl_brk_change ch;
 		const enum sl_brk_verdict v = sl_breaker_enter(b, now, &ch);
-		sl_brk_log(i, &dst, b, ch, now);
+		brk_log(i, &dst, b, ch, now);
 		if (v == SL_BRK_FAIL) {
 			/* Open: no system call. A probe this call took for an
 			 * earlier rule is replaced after open= (lost probe). */
 			sl_log(SL_LOG_DEBUG, "breaker %u refuses connect on fd %d", i + 1, fd);
-			errno = sl_break_errno(&sl_brk[i].spec);
+			errno = sl_break_errno(&brk_rules[i].spec);
 			return -1;
 		}
 		bs[i] = b;
@@ -388,22 +388,22 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	const uint64_t end = sl__clock_ns();
 	uint64_t slow = UINT64_MAX;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const uint64_t s = sl_brk[__builtin_ctz(rest)].spec.slow_ns;
+		const uint64_t s = brk_rules[__builtin_ctz(rest)].spec.slow_ns;
 		slow = s != 0 && s < slow ? s : slow;
 	}
 	if (r == 0) {
-		sl_brk_report(rules, probes, bs, end - now > slow, end);
+		brk_report(rules, probes, bs, end - now > slow, end);
 	} else if (sl__break_refused) {
 		/* Refused by sluice's own rules: says nothing of the peer. */
 	} else if ((e == EINPROGRESS || e == EINTR) && (unsigned)fd < SL_BRK_FDS) {
-		struct sl_brk_pend *pd = &sl_brk_pend[fd];
+		struct brk_pend *pd = &brk_pend[fd];
 		memcpy(pd->b, bs, sizeof(bs));
 		pd->probes = probes;
 		pd->start_ns = now;
 		/* Release: publishes the entry to sl__break_soerror. */
 		atomic_store_explicit(&pd->rules, rules, memory_order_release);
-	} else if (sl_brk_failure_errno(e)) {
-		sl_brk_report(rules, probes, bs, true, end);
+	} else if (brk_failure_errno(e)) {
+		brk_report(rules, probes, bs, true, end);
 	}
 	errno = e;
 	return r;
@@ -411,9 +411,9 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 
 void sl__break_soerror(int fd, int err)
 {
-	if (sl__break_n == 0 || (unsigned)fd >= SL_BRK_FDS || sl_brk_pend == NULL)
+	if (sl__break_n == 0 || (unsigned)fd >= SL_BRK_FDS || brk_pend == NULL)
 		return;
-	struct sl_brk_pend *pd = &sl_brk_pend[fd];
+	struct brk_pend *pd = &brk_pend[fd];
 	/* Acquire: pairs with the release store in sl__break_connect. */
 	if (atomic_load_explicit(&pd->rules, memory_order_acquire) == 0)
 		return;
@@ -422,11 +422,11 @@ void sl__break_soerror(int fd, int err)
 	 * past them (established, or already closed by the peer) it
 	 * connected. */
 	if (err == 0) {
-		const int st = sl_brk_tcp_state(fd);
+		const int st = brk_tcp_state(fd);
 		if (st == TCP_SYN_SENT || st == TCP_CLOSE)
 			return;
 	}
-	if (err != 0 && !sl_brk_failure_errno(err)) {
+	if (err != 0 && !brk_failure_errno(err)) {
 		atomic_store_explicit(&pd->rules, 0, memory_order_relaxed);
 		return;
 	}
@@ -437,14 +437,14 @@ void sl__break_soerror(int fd, int err)
 	const uint64_t now = sl__clock_ns();
 	uint64_t slow = UINT64_MAX;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const uint64_t s = sl_brk[__builtin_ctz(rest)].spec.slow_ns;
+		const uint64_t s = brk_rules[__builtin_ctz(rest)].spec.slow_ns;
 		slow = s != 0 && s < slow ? s : slow;
 	}
-	sl_brk_report(rules, pd->probes, pd->b, err != 0 || now - pd->start_ns > slow, now);
+	brk_report(rules, pd->probes, pd->b, err != 0 || now - pd->start_ns > slow, now);
 }
 
 /* Sum of one rule's counters over its breakers. */
-static void sl_brk_sum(const struct sl_brk_rule *r, uint64_t c[5])
+static void brk_sum(const struct brk_rule *r, uint64_t c[5])
 {
 	const struct sl_breaker *one = &r->sh->proc;
 	const unsigned n = r->spec.scope == SL_SCOPE_PEER ? SL_BRK_PEERS : 1;
@@ -470,12 +470,12 @@ size_t sl__break_stats_json(char *buf, size_t len)
 	n += (size_t)snprintf(buf + n, len - n, ",\"breakers\":[");
 	for (uint32_t i = 0; i < sl__break_n && n < len; i++) {
 		uint64_t c[5] = { 0 };
-		sl_brk_sum(&sl_brk[i], c);
+		brk_sum(&brk_rules[i], c);
 		n += (size_t)snprintf(buf + n, len - n,
 				      "%s{\"index\":%u,\"breaker\":\"%s\",\"attempts\":%llu,"
 				      "\"failures\":%llu,\"fast_fails\":%llu,\"probes\":%llu,"
 				      "\"trips\":%llu}",
-				      i ? "," : "", i + 1, sl_brk[i].sh->text, (unsigned long long)c[0],
+				      i ? "," : "", i + 1, brk_rules[i].sh->text, (unsigned long long)c[0],
 				      (unsigned long long)c[1], (unsigned long long)c[2],
 				      (unsigned long long)c[3], (unsigned long long)c[4]);
 	}

@@ -17,7 +17,7 @@
 
 const int sl__exit_anchor = 1;
 
-static _Noreturn void sl_exit_now(int status)
+static _Noreturn void exit_now(int status)
 {
 	sl__shm_rec_remove();
 	for (;;)
@@ -26,10 +26,10 @@ static _Noreturn void sl_exit_now(int status)
 
 SL_EXPORT void _exit(int status)
 {
-	sl_exit_now(status);
+	exit_now(status);
 }
 
 SL_EXPORT void _Exit(int status)
 {
-	sl_exit_now(status);
+	exit_now(status);
 }

@@ -31,7 +31,7 @@
 #include "stats.h"
 
 /* Why the file open as fd (fstat'ed into st) must not be written, or NULL. */
-static const char *sl_file_refusal(const struct stat *st, char *buf, size_t cap)
+static const char *file_refusal(const struct stat *st, char *buf, size_t cap)
 {
 	if (S_ISLNK(st->st_mode))
 		return "is a symbolic link";
@@ -59,7 +59,7 @@ int sl__file_open_private(const char *path, char *why, size_t cap)
 	}
 	struct stat st;
 	char buf[96];
-	const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : sl_file_refusal(&st, buf, sizeof(buf));
+	const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : file_refusal(&st, buf, sizeof(buf));
 	if (bad != NULL) {
 		snprintf(why, cap, "%s", bad);
 		SL_REAL(close)(fd);
@@ -70,7 +70,7 @@ int sl__file_open_private(const char *path, char *why, size_t cap)
 }
 
 /* Check one path without creating it: 0 if it may be used. */
-static int sl_file_check(const char *var, char *path_field, const char *path, bool warn)
+static int file_check(const char *var, char *path_field, const char *path, bool warn)
 {
 	int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
@@ -79,7 +79,7 @@ static int sl_file_check(const char *var, char *path_field, const char *path, bo
 	if (fd < 0)
 		bad = errno == ENOENT ? NULL : strerror(errno);
 	else
-		bad = fstat(fd, &st) != 0 ? strerror(errno) : sl_file_refusal(&st, buf, sizeof(buf));
+		bad = fstat(fd, &st) != 0 ? strerror(errno) : file_refusal(&st, buf, sizeof(buf));
 	if (fd >= 0)
 		SL_REAL(close)(fd);
 	if (bad == NULL)
@@ -98,9 +98,9 @@ int sl__files_check_unsync(struct sl_policy *p)
 	char stats[SL_PATH_MAX + 32];
 	sl__stats_path(p->stats_file, stats, sizeof(stats));
 	int rc = 0;
-	if (p->log_file[0] != '\0' && sl_file_check("SLUICE_LOG_FILE", p->log_file, p->log_file, warn))
+	if (p->log_file[0] != '\0' && file_check("SLUICE_LOG_FILE", p->log_file, p->log_file, warn))
 		rc = -1;
-	if (p->stats_file[0] != '\0' && sl_file_check("SLUICE_STATS", p->stats_file, stats, warn))
+	if (p->stats_file[0] != '\0' && file_check("SLUICE_STATS", p->stats_file, stats, warn))
 		rc = -1;
 	if (rc != 0 && !warn)
 		sl__log_write(SL_LOG_ERROR, "configuration error: exiting with status 2 "

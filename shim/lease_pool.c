@@ -22,7 +22,7 @@
  */
 #include "lease_pool.h"
 
-static uint64_t sl_pool_word(uint64_t now_ns, uint32_t pid)
+static uint64_t pool_word(uint64_t now_ns, uint32_t pid)
 {
 	return ((uint64_t)(uint32_t)(now_ns / 1000000u) << 32) | pid;
 }
@@ -45,7 +45,7 @@ bool sl__pool_renew_role(struct sl_shm_shared *s, uint32_t pid, uint64_t now_ns,
 			return false;
 		/* Release: publishes what this process did to the bank before
 		 * (pairs with the acquire above in the next renewer). */
-		if (atomic_compare_exchange_weak_explicit(&s->renewer, &w, sl_pool_word(now_ns, pid),
+		if (atomic_compare_exchange_weak_explicit(&s->renewer, &w, pool_word(now_ns, pid),
 							  memory_order_acq_rel, memory_order_acquire)) {
 			if (!mine) {
 				*took = true;

@@ -26,7 +26,7 @@ void sl__share_init(struct sl_share *s, uint64_t bucket_ns)
 }
 
 /* Move the ring to the bucket that holds now. */
-static void sl_share_rotate(struct sl_share *s, uint64_t now)
+static void share_rotate(struct sl_share *s, uint64_t now)
 {
 	if (now - s->head_ns >= (uint64_t)SL_SHARE_BUCKETS * s->bucket_ns) {
 		memset(s->units, 0, sizeof(s->units));
@@ -49,7 +49,7 @@ void sl__share_add(struct sl_share *s, uint64_t now, uint64_t units)
 		s->head_ns = now;
 		return;
 	}
-	sl_share_rotate(s, now);
+	share_rotate(s, now);
 	s->units[s->head] += units;
 }
 
@@ -58,7 +58,7 @@ uint64_t sl__share_recent(struct sl_share *s, uint64_t now, uint64_t *window_ns)
 	*window_ns = 0;
 	if (s->first_ns == 0 || now <= s->first_ns)
 		return 0;
-	sl_share_rotate(s, now);
+	share_rotate(s, now);
 	/* Buckets are aligned on the first grant: the bucket k back from the
 	 * current one started it. */
 	uint64_t k = (s->head_ns - s->first_ns) / s->bucket_ns;

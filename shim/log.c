@@ -26,26 +26,26 @@
 #include "real.h"
 
 int sl__log_level = SL_LOG_ERROR;
-static char sl_log_path[SL_PATH_MAX];
+static char log_path[SL_PATH_MAX];
 
 /* Log to `path` ("" = stderr) from now on. Not thread-safe: init only. */
 void sl__log_set_file(const char *path)
 {
 	size_t n = strlen(path);
-	if (n >= sizeof(sl_log_path))
-		n = sizeof(sl_log_path) - 1;
-	memcpy(sl_log_path, path, n);
-	sl_log_path[n] = '\0';
+	if (n >= sizeof(log_path))
+		n = sizeof(log_path) - 1;
+	memcpy(log_path, path, n);
+	log_path[n] = '\0';
 }
 
-static const char *const sl_level_names[] = {"error", "warning", "info", "debug", "note"};
+static const char *const level_names[] = {"error", "warning", "info", "debug", "note"};
 
 /*
  * Format and write one line "sluice: LEVEL: message\n" (long messages are
  * truncated). errno is preserved. Thread-safe; async-signal-safe as far as
  * vsnprintf with integer conversions is. Level 4 is "note" (sl__log_note).
  */
-static void sl_log_vwrite(int level, const char *fmt, va_list ap)
+static void log_vwrite(int level, const char *fmt, va_list ap)
 {
 	/* A sandboxed process may make no write of ours (sandbox.h). */
 	if (sl__sandboxed())
@@ -55,7 +55,7 @@ static void sl_log_vwrite(int level, const char *fmt, va_list ap)
 	int busy = sl__busy;
 	sl__busy = 1;
 	int n = snprintf(buf, sizeof(buf), "sluice: %s: ",
-			 sl_level_names[level < 0 ? 0 : level > 4 ? 4 : level]);
+			 level_names[level < 0 ? 0 : level > 4 ? 4 : level]);
 	int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(buf) - 2)
@@ -63,9 +63,9 @@ static void sl_log_vwrite(int level, const char *fmt, va_list ap)
 	buf[len++] = '\n';
 	int fd = 2;
 	char why[128];
-	if (sl_log_path[0] != '\0') {
+	if (log_path[0] != '\0') {
 		/* A refused file (files.c) is never written: stderr instead. */
-		fd = sl__file_open_private(sl_log_path, why, sizeof(why));
+		fd = sl__file_open_private(log_path, why, sizeof(why));
 		if (fd < 0)
 			fd = 2;
 	}
@@ -81,7 +81,7 @@ void sl__log_write(int level, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	sl_log_vwrite(level, fmt, ap);
+	log_vwrite(level, fmt, ap);
 	va_end(ap);
 }
 
@@ -89,6 +89,6 @@ void sl__log_note(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	sl_log_vwrite(4, fmt, ap);
+	log_vwrite(4, fmt, ap);
 	va_end(ap);
 }

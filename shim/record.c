@@ -56,14 +56,14 @@
 #include "state.h"
 
 _Atomic int sl__rec_state = SL_REC_OFF;
-static size_t sl_rec_bytes; /* size of the mapping at sl__st.rec */
+static size_t rec_bytes; /* size of the mapping at sl__st.rec */
 
 #define SL_REC_MAX_BYTES                                                                     \
 	(sizeof(struct sl_shm_stat) +                                                        \
 	 SL_MAX_RULES * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX))
 
 /* Field 22 of /proc/self/stat, the start time in clock ticks; 0 if unknown. */
-static uint64_t sl_start_ticks(void)
+static uint64_t start_ticks(void)
 {
 	char buf[1024];
 	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
@@ -77,7 +77,7 @@ static uint64_t sl_start_ticks(void)
 	return sl_shm_start_ticks(buf);
 }
 
-static void sl_rec_name(char *out, size_t cap, int pid)
+static void rec_name(char *out, size_t cap, int pid)
 {
 	snprintf(out, cap, SL_SHM_STAT_NAME, pid);
 }
@@ -89,11 +89,11 @@ int sl__shm_rec_open_unsync(bool file)
 	uint32_t n = sl__st.policy.n_rules < SL_MAX_RULES ? sl__st.policy.n_rules : SL_MAX_RULES;
 	if (sl__st.rec != NULL) {
 		sl__shm_rec_remove();
-		munmap(sl__st.rec, sl_rec_bytes);
+		munmap(sl__st.rec, rec_bytes);
 		sl__st.rec = NULL;
 	}
-	sl_rec_bytes = sl_shm_stat_size(n);
-	sl__st.rec = sl__map(sl_rec_bytes);
+	rec_bytes = sl_shm_stat_size(n);
+	sl__st.rec = sl__map(rec_bytes);
 	if (sl__st.rec == NULL)
 		return -1;
 	sl__st.rec->n_rules = n;
@@ -101,7 +101,7 @@ int sl__shm_rec_open_unsync(bool file)
 	if (file) {
 		char name[32];
 		(void)sl_seg_dir(); /* chosen once per process (segment.h) */
-		sl_rec_name(name, sizeof(name), (int)getpid());
+		rec_name(name, sizeof(name), (int)getpid());
 		sl_seg_unlink(name); /* left by the image before an exec */
 		sl__rec_reclaim();
 	}
@@ -140,7 +140,7 @@ void sl__shm_rec_set_active_unsync(bool active)
 		sl__st.rec->active = active;
 }
 
-static int sl_rec_copy(void *map, size_t size, void *arg)
+static int rec_copy(void *map, size_t size, void *arg)
 {
 	memcpy(map, arg, size);
 	return 0;
@@ -174,15 +174,15 @@ void sl__rec_publish_slow(void)
 		size_t size = sl_shm_stat_size(rec->n_rules);
 		char name[32], err[SL_ERR_MAX];
 		struct sl_seg seg;
-		sl_rec_name(name, sizeof(name), (int)getpid());
+		rec_name(name, sizeof(name), (int)getpid());
 		struct stat exe;
-		rec->start_ticks = sl_start_ticks();
+		rec->start_ticks = start_ticks();
 		rec->exe_dev = rec->exe_ino = 0;
 		if (stat("/proc/self/exe", &exe) == 0) {
 			rec->exe_dev = (uint64_t)exe.st_dev;
 			rec->exe_ino = (uint64_t)exe.st_ino;
 		}
-		if (sl_seg_open(name, SL_SEG_WRITE | SL_SEG_REPLACE | SL_SEG_KEEPFD, size, sl_rec_copy,
+		if (sl_seg_open(name, SL_SEG_WRITE | SL_SEG_REPLACE | SL_SEG_KEEPFD, size, rec_copy,
 				rec, &seg, err, sizeof(err)) >= 0) {
 			memcpy(seg.map, rec, size); /* what counted meanwhile */
 			void *m = mmap(rec, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, seg.fd,
@@ -203,7 +203,7 @@ void sl__rec_publish_slow(void)
 						     memory_order_release, memory_order_relaxed) &&
 	    state == SL_REC_FILE) {
 		char name[32];
-		sl_rec_name(name, sizeof(name), (int)getpid());
+		rec_name(name, sizeof(name), (int)getpid());
 		sl_seg_unlink(name);
 	}
 	sl__busy = busy;
@@ -250,11 +250,11 @@ void sl__shm_rec_remove(void)
 	    SL_REC_FILE)
 		return;
 	char name[32];
-	sl_rec_name(name, sizeof(name), (int)getpid());
+	rec_name(name, sizeof(name), (int)getpid());
 	sl_seg_unlink(name);
 }
 
-static int sl_rec_reclaim_one(const char *name, void *arg)
+static int rec_reclaim_one(const char *name, void *arg)
 {
 	(void)arg;
 	const char *digits = name + strlen(SL_SHM_STAT_PREFIX);
@@ -271,7 +271,7 @@ void sl__rec_reclaim(void)
 {
 	int saved = errno;
 	if (sl_seg_reclaim_due(SL_REC_RECLAIM_S)) {
-		sl_seg_each(SL_SHM_STAT_PREFIX, sl_rec_reclaim_one, NULL);
+		sl_seg_each(SL_SHM_STAT_PREFIX, rec_reclaim_one, NULL);
 		sl_seg_sweep_tmp(60);
 	}
 	errno = saved;

@@ -50,13 +50,13 @@ static struct {
 	SL_HIREDIS_LIST(SL_H_FIELD)
 #undef SL_H_FIELD
 } sl_h;
-static void *sl_h_lib;
-static char sl_sha[41];           /* the script's SHA1 once loaded; lease thread only */
-static _Atomic uint64_t sl_loads; /* SCRIPT LOAD replies */
+static void *hiredis_lib;
+static char script_sha[41];           /* the script's SHA1 once loaded; lease thread only */
+static _Atomic uint64_t script_loads; /* SCRIPT LOAD replies */
 
 int sl__redis_load(void)
 {
-	if (sl_h_lib != NULL)
+	if (hiredis_lib != NULL)
 		return 0;
 	void *lib = dlopen(SL_HIREDIS_SONAME, RTLD_NOW | RTLD_LOCAL);
 	if (lib == NULL) {
@@ -78,18 +78,18 @@ int sl__redis_load(void)
 			return -1;
 		}
 	}
-	sl_h_lib = lib;
+	hiredis_lib = lib;
 	return 0;
 }
 
 uint64_t sl__redis_script_loads(void)
 {
 	/* Relaxed: a counter for logs and tests. */
-	return atomic_load_explicit(&sl_loads, memory_order_relaxed);
+	return atomic_load_explicit(&script_loads, memory_order_relaxed);
 }
 
 /* Run one command; NULL (reason in why) if the connection failed. */
-static struct sl_hreply *sl_redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
+static struct sl_hreply *redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
 				      size_t whylen)
 {
 	size_t lens[8];
@@ -102,10 +102,10 @@ static struct sl_hreply *sl_redis_cmd(struct sl_rconn *c, int argc, const char *
 }
 
 /* A command whose reply must not be an error (AUTH, SELECT). 0 or -1. */
-static int sl_redis_cmd_ok(struct sl_rconn *c, int argc, const char **argv, char *why,
+static int redis_cmd_ok(struct sl_rconn *c, int argc, const char **argv, char *why,
 			   size_t whylen)
 {
-	struct sl_hreply *r = sl_redis_cmd(c, argc, argv, why, whylen);
+	struct sl_hreply *r = redis_cmd(c, argc, argv, why, whylen);
 	if (r == NULL)
 		return -1;
 	int ok = r->type != SL_HR_ERROR;
@@ -158,8 +158,8 @@ struct sl_rconn *sl__redis_open_at(const struct sl_redis *cfg, const char *host,
 		auth_argc = 2;
 	}
 	const char *sel[] = {"SELECT", db};
-	if ((cfg->pass[0] != '\0' && sl_redis_cmd_ok(c, auth_argc, auth, why, whylen) < 0) ||
-	    (cfg->db != 0 && sl_redis_cmd_ok(c, 2, sel, why, whylen) < 0)) {
+	if ((cfg->pass[0] != '\0' && redis_cmd_ok(c, auth_argc, auth, why, whylen) < 0) ||
+	    (cfg->db != 0 && redis_cmd_ok(c, 2, sel, why, whylen) < 0)) {
 		sl_h.redisFree(c);
 		return NULL;
 	}
@@ -181,20 +181,20 @@ void sl__redis_abandon(struct sl_rconn *c)
 	sl__fd_forget(fd);
 }
 
-/* SCRIPT LOAD the GCRA script into sl_sha. 0 or -1. */
-static int sl_redis_script_load(struct sl_rconn *c, char *why, size_t whylen)
+/* SCRIPT LOAD the GCRA script into script_sha. 0 or -1. */
+static int redis_script_load(struct sl_rconn *c, char *why, size_t whylen)
 {
 	const char *argv[] = {"SCRIPT", "LOAD", sl__redis_gcra_lua};
-	struct sl_hreply *r = sl_redis_cmd(c, 3, argv, why, whylen);
+	struct sl_hreply *r = redis_cmd(c, 3, argv, why, whylen);
 	if (r == NULL)
 		return -1;
 	int ok = r->type == SL_HR_STRING && r->len == 40;
 	if (ok) {
-		memcpy(sl_sha, r->str, 40);
-		sl_sha[40] = '\0';
+		memcpy(script_sha, r->str, 40);
+		script_sha[40] = '\0';
 		/* Relaxed: a counter. */
-		atomic_fetch_add_explicit(&sl_loads, 1, memory_order_relaxed);
-		sl_log(SL_LOG_INFO, "redis: script loaded (sha %s)", sl_sha);
+		atomic_fetch_add_explicit(&script_loads, 1, memory_order_relaxed);
+		sl_log(SL_LOG_INFO, "redis: script loaded (sha %s)", script_sha);
 	} else {
 		snprintf(why, whylen, "SCRIPT LOAD: %s",
 			 r->type == SL_HR_ERROR && r->str != NULL ? r->str : "unexpected reply");
@@ -214,7 +214,7 @@ int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_
 struct sl_hreply *sl__redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
 				size_t whylen)
 {
-	return sl_redis_cmd(c, argc, argv, why, whylen);
+	return redis_cmd(c, argc, argv, why, whylen);
 }
 
 void sl__redis_free_reply(struct sl_hreply *r)
@@ -231,21 +231,21 @@ int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t
 	snprintf(tau, sizeof(tau), "%.6f", tau_us);
 	snprintf(n, sizeof(n), "%llu", (unsigned long long)want);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (sl_sha[0] == '\0' && sl_redis_script_load(c, why, whylen) < 0)
+		if (script_sha[0] == '\0' && redis_script_load(c, why, whylen) < 0)
 			return -1;
 		/* ASKING holds for the next command only, so it goes after any
 		 * SCRIPT LOAD, right before the EVALSHA it is for. */
 		static const char *const ask[] = {"ASKING"};
-		if (asking && sl_redis_cmd_ok(c, 1, (const char **)ask, why, whylen) < 0)
+		if (asking && redis_cmd_ok(c, 1, (const char **)ask, why, whylen) < 0)
 			return c->err != 0 ? SL_REDIS_EIO : SL_REDIS_EREPLY;
-		const char *argv[] = {"EVALSHA", sl_sha, "1", key, t, tau, n};
-		struct sl_hreply *r = sl_redis_cmd(c, 7, argv, why, whylen);
+		const char *argv[] = {"EVALSHA", script_sha, "1", key, t, tau, n};
+		struct sl_hreply *r = redis_cmd(c, 7, argv, why, whylen);
 		if (r == NULL)
 			return SL_REDIS_EIO;
 		if (r->type == SL_HR_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0) {
 			/* The server lost its script cache (restart, SCRIPT FLUSH). */
 			sl_h.freeReplyObject(r);
-			sl_sha[0] = '\0';
+			script_sha[0] = '\0';
 			continue;
 		}
 		int ok = r->type == SL_HR_ARRAY && r->elements == 2 &&

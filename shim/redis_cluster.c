@@ -38,7 +38,7 @@
 #define SL_CLUSTER_NONE 0xff
 #define SL_CLUSTER_HOPS 6
 
-struct sl_cnode {
+struct cnode {
 	char host[SL_REDIS_HOST_MAX];
 	uint16_t port;
 	struct sl_rconn *conn; /* NULL until needed */
@@ -48,13 +48,13 @@ struct sl_cluster {
 	const struct sl_redis *cfg;
 	uint64_t timeout_ns;
 	unsigned n_nodes;
-	struct sl_cnode nodes[SL_CLUSTER_NODES_MAX];
+	struct cnode nodes[SL_CLUSTER_NODES_MAX];
 	uint8_t slot_node[SL_CLUSTER_SLOTS]; /* index into nodes, or SL_CLUSTER_NONE */
 };
 
 /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), as Redis Cluster's
  * key hashing uses, bit by bit: a few keys per lease, no table needed. */
-static uint16_t sl_crc16(const char *s, size_t len)
+static uint16_t crc16_xmodem(const char *s, size_t len)
 {
 	uint16_t crc = 0;
 	for (size_t i = 0; i < len; i++) {
@@ -74,9 +74,9 @@ uint16_t sl__cluster_slot(const char *key, size_t len)
 		size_t from = (size_t)(open - key) + 1;
 		const char *close = memchr(key + from, '}', len - from);
 		if (close != NULL && close > key + from)
-			return sl_crc16(key + from, (size_t)(close - key) - from) % SL_CLUSTER_SLOTS;
+			return crc16_xmodem(key + from, (size_t)(close - key) - from) % SL_CLUSTER_SLOTS;
 	}
-	return sl_crc16(key, len) % SL_CLUSTER_SLOTS;
+	return crc16_xmodem(key, len) % SL_CLUSTER_SLOTS;
 }
 
 int sl__cluster_redirect_parse(const char *err, uint16_t *slot, char *host, size_t hostlen,
@@ -113,31 +113,31 @@ int sl__cluster_redirect_parse(const char *err, uint16_t *slot, char *host, size
 
 /* The index of host:port among the known nodes, added if new; SL_CLUSTER_NONE
  * if the table is full. */
-static unsigned sl_cluster_node(struct sl_cluster *cl, const char *host, uint16_t port)
+static unsigned cluster_node(struct sl_cluster *cl, const char *host, uint16_t port)
 {
 	for (unsigned i = 0; i < cl->n_nodes; i++)
 		if (cl->nodes[i].port == port && strcmp(cl->nodes[i].host, host) == 0)
 			return i;
 	if (cl->n_nodes == SL_CLUSTER_NODES_MAX || strlen(host) >= SL_REDIS_HOST_MAX)
 		return SL_CLUSTER_NONE;
-	struct sl_cnode *n = &cl->nodes[cl->n_nodes];
+	struct cnode *n = &cl->nodes[cl->n_nodes];
 	snprintf(n->host, sizeof(n->host), "%s", host);
 	n->port = port;
 	n->conn = NULL;
 	return cl->n_nodes++;
 }
 
-static void sl_cluster_drop(struct sl_cluster *cl, unsigned i)
+static void cluster_drop(struct sl_cluster *cl, unsigned i)
 {
 	sl__redis_close(cl->nodes[i].conn);
 	cl->nodes[i].conn = NULL;
 }
 
 /* Node i's connection, opened if needed; NULL (reason in why). */
-static struct sl_rconn *sl_cluster_conn(struct sl_cluster *cl, unsigned i, char *why,
+static struct sl_rconn *cluster_conn(struct sl_cluster *cl, unsigned i, char *why,
 					size_t whylen)
 {
-	struct sl_cnode *n = &cl->nodes[i];
+	struct cnode *n = &cl->nodes[i];
 	if (n->conn == NULL) {
 		char e[160];
 		n->conn = sl__redis_open_at(cl->cfg, n->host, n->port, cl->timeout_ns, e, sizeof(e));
@@ -149,7 +149,7 @@ static struct sl_rconn *sl_cluster_conn(struct sl_cluster *cl, unsigned i, char 
 
 /* Take the map from one CLUSTER SLOTS reply of node `from`. 0, or -1 if
  * the reply is not one. */
-static int sl_cluster_map(struct sl_cluster *cl, unsigned from, const struct sl_hreply *r)
+static int cluster_map(struct sl_cluster *cl, unsigned from, const struct sl_hreply *r)
 {
 	if (r->type != SL_HR_ARRAY || r->elements == 0)
 		return -1;
@@ -173,7 +173,7 @@ static int sl_cluster_map(struct sl_cluster *cl, unsigned from, const struct sl_
 		const char *host = m->element[0]->len == 0 || strcmp(m->element[0]->str, "?") == 0
 					   ? from_host
 					   : m->element[0]->str;
-		unsigned i = sl_cluster_node(cl, host, (uint16_t)m->element[1]->integer);
+		unsigned i = cluster_node(cl, host, (uint16_t)m->element[1]->integer);
 		if (i == SL_CLUSTER_NONE)
 			continue;
 		memset(cl->slot_node + lo, (int)i, (size_t)(hi - lo + 1));
@@ -182,22 +182,22 @@ static int sl_cluster_map(struct sl_cluster *cl, unsigned from, const struct sl_
 }
 
 /* Ask the known nodes, then the seeds, for the slot map. 0 or -1. */
-static int sl_cluster_refresh(struct sl_cluster *cl, char *why, size_t whylen)
+static int cluster_refresh(struct sl_cluster *cl, char *why, size_t whylen)
 {
 	for (uint32_t s = 0; s < cl->cfg->n_nodes && s < SL_REDIS_NODES_MAX; s++)
-		sl_cluster_node(cl, cl->cfg->nodes[s].host, cl->cfg->nodes[s].port);
+		cluster_node(cl, cl->cfg->nodes[s].host, cl->cfg->nodes[s].port);
 	snprintf(why, whylen, "no cluster node answered");
 	for (unsigned i = 0; i < cl->n_nodes; i++) {
-		struct sl_rconn *c = sl_cluster_conn(cl, i, why, whylen);
+		struct sl_rconn *c = cluster_conn(cl, i, why, whylen);
 		if (c == NULL)
 			continue;
 		static const char *const argv[] = {"CLUSTER", "SLOTS"};
 		struct sl_hreply *r = sl__redis_cmd(c, 2, (const char **)argv, why, whylen);
 		if (r == NULL) {
-			sl_cluster_drop(cl, i);
+			cluster_drop(cl, i);
 			continue;
 		}
-		int ok = sl_cluster_map(cl, i, r);
+		int ok = cluster_map(cl, i, r);
 		if (ok < 0)
 			snprintf(why, whylen, "%s:%u: CLUSTER SLOTS: %s", cl->nodes[i].host,
 				 cl->nodes[i].port,
@@ -223,7 +223,7 @@ struct sl_cluster *sl__cluster_open(const struct sl_redis *cfg, uint64_t timeout
 	cl->cfg = cfg;
 	cl->timeout_ns = timeout_ns;
 	memset(cl->slot_node, SL_CLUSTER_NONE, sizeof(cl->slot_node));
-	if (sl_cluster_refresh(cl, why, whylen) < 0) {
+	if (cluster_refresh(cl, why, whylen) < 0) {
 		sl__cluster_close(cl, false);
 		return NULL;
 	}
@@ -238,7 +238,7 @@ int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double
 	for (int hop = 0; hop < SL_CLUSTER_HOPS; hop++) {
 		unsigned i = ask != SL_CLUSTER_NONE ? ask : cl->slot_node[slot];
 		if (i == SL_CLUSTER_NONE) {
-			if (sl_cluster_refresh(cl, why, whylen) < 0)
+			if (cluster_refresh(cl, why, whylen) < 0)
 				return SL_REDIS_EIO;
 			i = cl->slot_node[slot];
 			if (i == SL_CLUSTER_NONE) {
@@ -246,7 +246,7 @@ int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double
 				return SL_REDIS_EIO;
 			}
 		}
-		struct sl_rconn *c = sl_cluster_conn(cl, i, why, whylen);
+		struct sl_rconn *c = cluster_conn(cl, i, why, whylen);
 		int rc = c == NULL ? SL_REDIS_EIO
 				   : sl__redis_take_at(c, ask != SL_CLUSTER_NONE, key, t_us, tau_us,
 						       want, got, wait_ns, why, whylen);
@@ -258,7 +258,7 @@ int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double
 			 * this slot and ask another node for the map. */
 			sl_log(SL_LOG_DEBUG, "redis: %s", why);
 			if (c != NULL)
-				sl_cluster_drop(cl, i);
+				cluster_drop(cl, i);
 			memset(cl->slot_node, SL_CLUSTER_NONE, sizeof(cl->slot_node));
 			continue;
 		}
@@ -271,7 +271,7 @@ int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double
 			return SL_REDIS_EIO; /* CLUSTERDOWN, TRYAGAIN, ... */
 		if (host[0] == '\0') /* the node does not know its address: ours */
 			snprintf(host, sizeof(host), "%s", cl->nodes[i].host);
-		unsigned to = sl_cluster_node(cl, host, port);
+		unsigned to = cluster_node(cl, host, port);
 		if (to == SL_CLUSTER_NONE) {
 			snprintf(why, whylen, "too many cluster nodes (at most %d)",
 				 SL_CLUSTER_NODES_MAX);

@@ -69,7 +69,7 @@ int sl__rlink_take(struct sl_rlink *l, const char *key, double t_us, double tau_
 	return rc < 0 ? -1 : 0;
 }
 
-static void sl_rlink_end(struct sl_rlink *l, bool abandon)
+static void rlink_end(struct sl_rlink *l, bool abandon)
 {
 	if (l == NULL)
 		return;
@@ -93,10 +93,10 @@ static void sl_rlink_end(struct sl_rlink *l, bool abandon)
 
 void sl__rlink_close(struct sl_rlink *l)
 {
-	sl_rlink_end(l, false);
+	rlink_end(l, false);
 }
 
 void sl__rlink_abandon(struct sl_rlink *l)
 {
-	sl_rlink_end(l, true);
+	rlink_end(l, true);
 }

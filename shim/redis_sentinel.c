@@ -53,7 +53,7 @@ struct sl_sentinel {
 };
 
 /* Sentinel k's answer for the master's address into s->host, s->port. */
-static int sl_sentinel_ask(struct sl_sentinel *s, uint32_t k, char *why, size_t whylen)
+static int sentinel_ask(struct sl_sentinel *s, uint32_t k, char *why, size_t whylen)
 {
 	const struct sl_redis_node *n = &s->cfg->nodes[k];
 	char e[160];
@@ -105,7 +105,7 @@ static int sl_sentinel_ask(struct sl_sentinel *s, uint32_t k, char *why, size_t 
 }
 
 /* ROLE of the connection is master. 0, or -1 (reason in why). */
-static int sl_sentinel_is_master(struct sl_sentinel *s, char *why, size_t whylen)
+static int sentinel_is_master(struct sl_sentinel *s, char *why, size_t whylen)
 {
 	static const char *const argv[] = {"ROLE"};
 	char e[160];
@@ -126,12 +126,12 @@ static int sl_sentinel_is_master(struct sl_sentinel *s, char *why, size_t whylen
 }
 
 /* Find the master and connect to it. 0 or -1 (the last reason in why). */
-static int sl_sentinel_find(struct sl_sentinel *s, char *why, size_t whylen)
+static int sentinel_find(struct sl_sentinel *s, char *why, size_t whylen)
 {
 	uint32_t n = s->cfg->n_nodes;
 	for (uint32_t j = 0; j < n; j++) {
 		uint32_t k = (s->next + j) % n;
-		if (sl_sentinel_ask(s, k, why, whylen) < 0)
+		if (sentinel_ask(s, k, why, whylen) < 0)
 			continue;
 		char e[160];
 		s->conn = sl__redis_open_at(s->cfg, s->host, s->port, s->timeout_ns, e, sizeof(e));
@@ -140,7 +140,7 @@ static int sl_sentinel_find(struct sl_sentinel *s, char *why, size_t whylen)
 				 k + 1, e);
 			continue;
 		}
-		if (sl_sentinel_is_master(s, why, whylen) < 0) {
+		if (sentinel_is_master(s, why, whylen) < 0) {
 			sl__redis_close(s->conn);
 			s->conn = NULL;
 			continue;
@@ -165,7 +165,7 @@ struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeo
 	}
 	s->cfg = cfg;
 	s->timeout_ns = timeout_ns;
-	if (sl_sentinel_find(s, why, whylen) < 0) {
+	if (sentinel_find(s, why, whylen) < 0) {
 		sl__sentinel_close(s, false);
 		return NULL;
 	}
@@ -175,7 +175,7 @@ struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeo
 /* Every SL_SENTINEL_RECHECK_NS: does the sentinel still name our master?
  * If it names another, drop ours (the caller finds the new one). A
  * sentinel that does not answer changes nothing. */
-static void sl_sentinel_recheck(struct sl_sentinel *s)
+static void sentinel_recheck(struct sl_sentinel *s)
 {
 	uint64_t now = sl__clock_ns();
 	if (s->conn == NULL || now - s->checked_ns < SL_SENTINEL_RECHECK_NS)
@@ -184,7 +184,7 @@ static void sl_sentinel_recheck(struct sl_sentinel *s)
 	char host[SL_REDIS_HOST_MAX], why[192];
 	uint16_t port = s->port;
 	memcpy(host, s->host, sizeof(host));
-	if (sl_sentinel_ask(s, s->next, why, sizeof(why)) < 0) {
+	if (sentinel_ask(s, s->next, why, sizeof(why)) < 0) {
 		sl_log(SL_LOG_DEBUG, "redis: %s", why);
 		return;
 	}
@@ -199,9 +199,9 @@ static void sl_sentinel_recheck(struct sl_sentinel *s)
 int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, double tau_us,
 		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
-	sl_sentinel_recheck(s);
+	sentinel_recheck(s);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		if (s->conn == NULL && sl_sentinel_find(s, why, whylen) < 0)
+		if (s->conn == NULL && sentinel_find(s, why, whylen) < 0)
 			return SL_REDIS_EIO;
 		int rc = sl__redis_take_at(s->conn, false, key, t_us, tau_us, want, got, wait_ns, why,
 					   whylen);

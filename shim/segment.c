@@ -19,16 +19,16 @@
 
 #include "shm_format.h"
 
-static char sl_seg_dir_path[SL_SEG_PATH_MAX];
+static char seg_dir_path[SL_SEG_PATH_MAX];
 
-static void sl_seg_closefd(int fd)
+static void seg_closefd(int fd)
 {
 	/* The raw syscall: the shim interposes close(). */
 	syscall(SYS_close, fd);
 }
 
 /* Whether path is a directory (not a link) of uid with mode 0700 or less. */
-static bool sl_seg_private_dir(const char *path, unsigned uid)
+static bool seg_private_dir(const char *path, unsigned uid)
 {
 	struct stat st;
 	return path[0] == '/' && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
@@ -44,26 +44,26 @@ void sl_seg_setup_unsync(void)
 	struct stat st;
 	if (uid == 0 && lstat("/run", &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
 	    (st.st_mode & 022) == 0)
-		snprintf(sl_seg_dir_path, sizeof(sl_seg_dir_path), "/run/sluice");
+		snprintf(seg_dir_path, sizeof(seg_dir_path), "/run/sluice");
 	else if (uid != 0 && xdg != NULL && strlen(xdg) < SL_SEG_PATH_MAX - 80 &&
-		 sl_seg_private_dir(xdg, uid))
-		snprintf(sl_seg_dir_path, sizeof(sl_seg_dir_path), "%s/sluice", xdg);
-	else if (uid != 0 && sl_seg_private_dir(run_user, uid))
-		snprintf(sl_seg_dir_path, sizeof(sl_seg_dir_path), "%s/sluice", run_user);
+		 seg_private_dir(xdg, uid))
+		snprintf(seg_dir_path, sizeof(seg_dir_path), "%s/sluice", xdg);
+	else if (uid != 0 && seg_private_dir(run_user, uid))
+		snprintf(seg_dir_path, sizeof(seg_dir_path), "%s/sluice", run_user);
 	else
-		snprintf(sl_seg_dir_path, sizeof(sl_seg_dir_path), SL_SHM_DIR "/sluice-%u", uid);
+		snprintf(seg_dir_path, sizeof(seg_dir_path), SL_SHM_DIR "/sluice-%u", uid);
 }
 
 void sl_seg_use_dir_unsync(const char *dir)
 {
-	snprintf(sl_seg_dir_path, sizeof(sl_seg_dir_path), "%s", dir);
+	snprintf(seg_dir_path, sizeof(seg_dir_path), "%s", dir);
 }
 
 const char *sl_seg_dir(void)
 {
-	if (sl_seg_dir_path[0] == '\0')
+	if (seg_dir_path[0] == '\0')
 		sl_seg_setup_unsync();
-	return sl_seg_dir_path;
+	return seg_dir_path;
 }
 
 void sl_seg_path(const char *name, char *out, size_t cap)
@@ -110,7 +110,7 @@ int sl_seg_dir_open(bool create, char *err, size_t errlen)
 	if (why != NULL)
 		snprintf(err, errlen, "cannot check the directory %s: %s", dir, why);
 	if (why != NULL || st.st_uid != uid || (st.st_mode & 077) != 0) {
-		sl_seg_closefd(fd);
+		seg_closefd(fd);
 		errno = EACCES;
 		return -1;
 	}
@@ -118,7 +118,7 @@ int sl_seg_dir_open(bool create, char *err, size_t errlen)
 }
 
 /* A random temporary name ".tmp-" and 16 hex digits. */
-static void sl_seg_tmpname(char *out, size_t cap)
+static void seg_tmpname(char *out, size_t cap)
 {
 	uint64_t r = 0;
 	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
@@ -132,13 +132,13 @@ static void sl_seg_tmpname(char *out, size_t cap)
 
 /* Build a segment under a temporary name and publish it as name: linkat
  * (fails with EEXIST if it exists) or renameat (replace). 0 or -1 (errno). */
-static int sl_seg_build(int dfd, const char *name, bool replace, size_t size,
+static int seg_build(int dfd, const char *name, bool replace, size_t size,
 			sl_seg_init_fn init, void *arg)
 {
 	char tmp[40];
 	int fd = -1;
 	for (int attempt = 0; attempt < 4 && fd < 0; attempt++) {
-		sl_seg_tmpname(tmp, sizeof(tmp));
+		seg_tmpname(tmp, sizeof(tmp));
 		fd = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno != EEXIST)
 			return -1;
@@ -159,7 +159,7 @@ static int sl_seg_build(int dfd, const char *name, bool replace, size_t size,
 		rc = 0;
 	if (m != MAP_FAILED)
 		munmap(m, size);
-	sl_seg_closefd(fd);
+	seg_closefd(fd);
 	if (rc != 0 || !replace)
 		unlinkat(dfd, tmp, 0);
 	errno = e;
@@ -167,7 +167,7 @@ static int sl_seg_build(int dfd, const char *name, bool replace, size_t size,
 }
 
 /* Open and check an existing segment. 0, or -1 with errno and err. */
-static int sl_seg_map(int dfd, const char *name, unsigned flags, size_t size, struct sl_seg *seg,
+static int seg_map(int dfd, const char *name, unsigned flags, size_t size, struct sl_seg *seg,
 		      char *err, size_t errlen)
 {
 	bool w = (flags & SL_SEG_WRITE) != 0;
@@ -197,7 +197,7 @@ static int sl_seg_map(int dfd, const char *name, unsigned flags, size_t size, st
 	}
 	if (why != NULL) {
 		snprintf(err, errlen, "%s/%s: %s", sl_seg_dir(), name, why);
-		sl_seg_closefd(fd);
+		seg_closefd(fd);
 		errno = EACCES;
 		return -1;
 	}
@@ -209,7 +209,7 @@ static int sl_seg_map(int dfd, const char *name, unsigned flags, size_t size, st
 	if (flags & SL_SEG_KEEPFD)
 		seg->fd = fd;
 	else
-		sl_seg_closefd(fd);
+		seg_closefd(fd);
 	return 0;
 }
 
@@ -224,7 +224,7 @@ int sl_seg_open(const char *name, unsigned flags, size_t size, sl_seg_init_fn in
 	bool created = false;
 	for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
 		if (make && ((flags & SL_SEG_REPLACE) || attempt > 0)) {
-			if (sl_seg_build(dfd, name, (flags & SL_SEG_REPLACE) != 0, size, init, arg) == 0)
+			if (seg_build(dfd, name, (flags & SL_SEG_REPLACE) != 0, size, init, arg) == 0)
 				created = true;
 			else if (errno != EEXIST) {
 				e = errno;
@@ -233,12 +233,12 @@ int sl_seg_open(const char *name, unsigned flags, size_t size, sl_seg_init_fn in
 				break;
 			}
 		}
-		rc = sl_seg_map(dfd, name, flags, size, seg, err, errlen);
+		rc = seg_map(dfd, name, flags, size, seg, err, errlen);
 		e = errno;
 		if (rc != 0 && (e != ENOENT || !make))
 			break;
 	}
-	sl_seg_closefd(dfd);
+	seg_closefd(dfd);
 	errno = e;
 	return rc != 0 ? -1 : created ? 1 : 0;
 }
@@ -248,7 +248,7 @@ void sl_seg_close(struct sl_seg *seg)
 	if (seg->map != NULL)
 		munmap(seg->map, seg->size);
 	if (seg->fd >= 0)
-		sl_seg_closefd(seg->fd);
+		seg_closefd(seg->fd);
 	seg->map = NULL;
 	seg->fd = -1;
 }
@@ -260,13 +260,13 @@ int sl_seg_unlink(const char *name)
 	if (dfd < 0)
 		return -1;
 	int rc = unlinkat(dfd, name, 0), e = errno;
-	sl_seg_closefd(dfd);
+	seg_closefd(dfd);
 	errno = e;
 	return rc;
 }
 
 /* One entry of the getdents64 buffer. */
-struct sl_dirent64 {
+struct linux_dirent64 {
 	uint64_t ino;
 	int64_t off;
 	unsigned short reclen;
@@ -286,7 +286,7 @@ int sl_seg_each(const char *prefix, int (*fn)(const char *name, void *arg), void
 	_Alignas(8) char buf[4096];
 	for (long n; !stop && (n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0;) {
 		for (long off = 0; off < n && !stop;) {
-			const struct sl_dirent64 *d = (const struct sl_dirent64 *)(buf + off);
+			const struct linux_dirent64 *d = (const struct linux_dirent64 *)(buf + off);
 			off += d->reclen;
 			if (strncmp(d->name, prefix, plen) != 0)
 				continue;
@@ -294,7 +294,7 @@ int sl_seg_each(const char *prefix, int (*fn)(const char *name, void *arg), void
 			stop = fn(d->name, arg) != 0;
 		}
 	}
-	sl_seg_closefd(dfd);
+	seg_closefd(dfd);
 	return seen;
 }
 
@@ -306,7 +306,7 @@ bool sl_seg_reclaim_due(unsigned interval_s)
 		return false;
 	int fd = openat(dfd, ".reclaim", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
 			0600);
-	sl_seg_closefd(dfd);
+	seg_closefd(dfd);
 	if (fd < 0)
 		return false;
 	struct stat st;
@@ -318,7 +318,7 @@ bool sl_seg_reclaim_due(unsigned interval_s)
 	/* The first byte marks a stamp that has been used once. */
 	if (due && (st.st_size != 0 || pwrite(fd, "1", 1, 0) == 1))
 		due = futimens(fd, NULL) == 0;
-	sl_seg_closefd(fd);
+	seg_closefd(fd);
 	return due;
 }
 
@@ -333,7 +333,7 @@ void sl_seg_sweep_tmp(unsigned age_s)
 	_Alignas(8) char buf[4096];
 	for (long n; (n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0;) {
 		for (long off = 0; off < n;) {
-			const struct sl_dirent64 *d = (const struct sl_dirent64 *)(buf + off);
+			const struct linux_dirent64 *d = (const struct linux_dirent64 *)(buf + off);
 			struct stat st;
 			off += d->reclen;
 			if (strncmp(d->name, ".tmp-", 5) == 0 &&
@@ -342,5 +342,5 @@ void sl_seg_sweep_tmp(unsigned age_s)
 				unlinkat(dfd, d->name, 0);
 		}
 	}
-	sl_seg_closefd(dfd);
+	seg_closefd(dfd);
 }

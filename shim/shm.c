@@ -41,13 +41,13 @@
 #include "shm_shared.h"
 #include "state.h"
 
-static struct sl_shm_shared *sl_shared[SL_MAX_RULES]; /* by rule index */
-static _Atomic int sl_holders_full_logged;
+static struct sl_shm_shared *shared_segs[SL_MAX_RULES]; /* by rule index */
+static _Atomic int holders_full_logged;
 
 /* ---- shared limiters ------------------------------------------------------ */
 
 /* Say once (per rule, per process) that s runs at another limit than r. */
-static void sl_shared_note(const struct sl_rule *r, const struct sl_shm_shared *s,
+static void shared_note(const struct sl_rule *r, const struct sl_shm_shared *s,
 			   const char *text)
 {
 	const struct sl_params *cur = &sl_tunable_current(&s->lim)->params;
@@ -80,7 +80,7 @@ static void sl_shared_note(const struct sl_rule *r, const struct sl_shm_shared *
 
 /* Say once, at info level, that a segment of the flat layout before format
  * 2 (/dev/shm/sluice-UID-shared-NAME) is ignored. */
-static void sl_shared_old_note(const char *name)
+static void shared_old_note(const char *name)
 {
 	static _Atomic int said;
 	char old[160];
@@ -114,42 +114,42 @@ struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *
 	if (s == NULL)
 		return NULL;
 	if (created)
-		sl_shared_old_note(r->shared);
-	sl_shared_note(r, s, text);
-	if (sl_shared[i] != NULL)
-		munmap(sl_shared[i], sizeof(*sl_shared[i]));
-	sl_shared[i] = s;
+		shared_old_note(r->shared);
+	shared_note(r, s, text);
+	if (shared_segs[i] != NULL)
+		munmap(shared_segs[i], sizeof(*shared_segs[i]));
+	shared_segs[i] = s;
 	return &s->lim.head;
 }
 
 struct sl_shm_shared *sl__shm_shared_seg(unsigned i)
 {
-	return i < SL_MAX_RULES ? sl_shared[i] : NULL;
+	return i < SL_MAX_RULES ? shared_segs[i] : NULL;
 }
 
 /* Unmap every shared limiter (before a re-init). */
 void sl__shm_shared_close_all_unsync(void)
 {
 	for (unsigned i = 0; i < SL_MAX_RULES; i++) {
-		if (sl_shared[i] != NULL)
-			munmap(sl_shared[i], sizeof(*sl_shared[i]));
-		sl_shared[i] = NULL;
+		if (shared_segs[i] != NULL)
+			munmap(shared_segs[i], sizeof(*shared_segs[i]));
+		shared_segs[i] = NULL;
 	}
 }
 
 /* The shared segment whose conns limiter is l, or NULL. */
-static struct sl_shm_shared *sl_shared_conc(const struct sl_limiter *l)
+static struct sl_shm_shared *shared_conc(const struct sl_limiter *l)
 {
 	if (l->kind != SL_KIND_TUNABLE || l->params.kind != SL_KIND_CONC)
 		return NULL;
 	for (unsigned i = 0; i < sl__st.policy.n_rules; i++)
-		if (sl_shared[i] != NULL && &sl_shared[i]->lim.head == l)
-			return sl_shared[i];
+		if (shared_segs[i] != NULL && &shared_segs[i]->lim.head == l)
+			return shared_segs[i];
 	return NULL;
 }
 
 /* This process's holder entry in s, claimed if needed; NULL if full. */
-static struct sl_shm_holder *sl_holder(struct sl_shm_shared *s, bool claim)
+static struct sl_shm_holder *holder_of(struct sl_shm_shared *s, bool claim)
 {
 	const uint32_t me = (uint32_t)getpid();
 	struct sl_shm_holder *free_h = NULL;
@@ -169,7 +169,7 @@ static struct sl_shm_holder *sl_holder(struct sl_shm_shared *s, bool claim)
 			return &s->holders[k];
 	}
 	(void)free_h;
-	if (claim && !atomic_exchange_explicit(&sl_holders_full_logged, 1, memory_order_relaxed))
+	if (claim && !atomic_exchange_explicit(&holders_full_logged, 1, memory_order_relaxed))
 		sl_log(SL_LOG_WARN, "shared conns limiter '%s': more than %u processes hold slots; "
 				    "the rest are not tracked for dead-holder recovery", s->name,
 		       SL_SHM_HOLDERS);
@@ -180,10 +180,10 @@ static struct sl_shm_holder *sl_holder(struct sl_shm_shared *s, bool claim)
  * in l, if l is a shared conns limiter. */
 void sl__shm_hold(const struct sl_limiter *l, int64_t delta)
 {
-	struct sl_shm_shared *s = sl_shared_conc(l);
+	struct sl_shm_shared *s = shared_conc(l);
 	if (s == NULL || delta == 0)
 		return;
-	struct sl_shm_holder *h = sl_holder(s, delta > 0);
+	struct sl_shm_holder *h = holder_of(s, delta > 0);
 	if (h == NULL)
 		return;
 	/* Relaxed: a count; the limiter's own word orders the slots. */
@@ -205,14 +205,14 @@ void sl__shm_hold(const struct sl_limiter *l, int64_t delta)
  */
 bool sl__shm_reclaim(struct sl_limiter *l)
 {
-	struct sl_shm_shared *s = sl_shared_conc(l);
+	struct sl_shm_shared *s = shared_conc(l);
 	if (s == NULL)
 		return false;
 	bool any = false;
 	int saved = errno;
 	for (unsigned k = 0; k < SL_SHM_HOLDERS; k++) {
 		struct sl_shm_holder *h = &s->holders[k];
-		/* Relaxed: see sl_holder. */
+		/* Relaxed: see holder_of. */
 		uint32_t pid = atomic_load_explicit(&h->pid, memory_order_relaxed);
 		if (pid == 0 || pid == SL_SHM_RECLAIMING || pid == (uint32_t)getpid() ||
 		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)

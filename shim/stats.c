@@ -56,7 +56,7 @@ void sl__stats_reset(void)
 }
 
 /* Append s to buf[*len..cap) as a JSON string body (quotes not included). */
-static void sl_json_str(char *buf, size_t *len, size_t cap, const char *s)
+static void json_str(char *buf, size_t *len, size_t cap, const char *s)
 {
 	for (; *s != '\0' && *len + 7 < cap; s++) {
 		unsigned char ch = (unsigned char)*s;
@@ -72,7 +72,7 @@ static void sl_json_str(char *buf, size_t *len, size_t cap, const char *s)
 }
 
 /* Append formatted text, never past cap. */
-__attribute__((format(printf, 4, 5))) static void sl_json_fmt(char *buf, size_t *len,
+__attribute__((format(printf, 4, 5))) static void json_fmt(char *buf, size_t *len,
 							       size_t cap, const char *fmt, ...)
 {
 	if (*len >= cap)
@@ -100,7 +100,7 @@ void sl__stats_path(const char *src, char *out, size_t cap)
 	out[o] = '\0';
 }
 
-static uint64_t sl_ld(_Atomic uint64_t *v)
+static uint64_t load_counter(_Atomic uint64_t *v)
 {
 	/* Relaxed: statistics, read once at exit. */
 	return atomic_load_explicit(v, memory_order_relaxed);
@@ -117,28 +117,28 @@ void sl__stats_write(void)
 	if (!sl__st.ready || !sl__st.active || sl__st.policy.stats_file[0] == '\0')
 		return;
 	size_t len = 0, cap = sizeof(buf) - 3;
-	sl_json_fmt(buf, &len, cap, "{\"pid\":%d,\"program\":\"", (int)getpid());
-	sl_json_str(buf, &len, cap, program_invocation_short_name);
-	sl_json_fmt(buf, &len, cap, "\",\"rules\":[");
+	json_fmt(buf, &len, cap, "{\"pid\":%d,\"program\":\"", (int)getpid());
+	json_str(buf, &len, cap, program_invocation_short_name);
+	json_fmt(buf, &len, cap, "\",\"rules\":[");
 	for (uint32_t i = 0; i < sl__st.policy.n_rules; i++) {
 		const struct sl_rule *r = &sl__st.policy.rules[i];
 		struct sl_rstats *s = &sl__st.stats[i];
 		char txt[SL_RULE_TEXT_MAX];
 		sl_rule_format(r, txt, sizeof(txt));
-		sl_json_fmt(buf, &len, cap, "%s{\"index\":%u,\"rule\":\"", i ? "," : "", i + 1);
-		sl_json_str(buf, &len, cap, txt);
-		sl_json_fmt(buf, &len, cap, "\",\"op\":\"%s\",\"action\":\"%s\",\"scope\":\"%s\"",
+		json_fmt(buf, &len, cap, "%s{\"index\":%u,\"rule\":\"", i ? "," : "", i + 1);
+		json_str(buf, &len, cap, txt);
+		json_fmt(buf, &len, cap, "\",\"op\":\"%s\",\"action\":\"%s\",\"scope\":\"%s\"",
 			    sl_op_name((enum sl_op)r->op), sl_action_name((enum sl_action)r->action),
 			    sl_scope_name((enum sl_scope)r->scope));
-		sl_json_fmt(buf, &len, cap,
+		json_fmt(buf, &len, cap,
 			    ",\"calls\":%llu,\"admitted\":%llu,\"delayed\":%llu,\"refused\":%llu",
-			    (unsigned long long)sl_ld(&s->calls), (unsigned long long)sl_ld(&s->admitted),
-			    (unsigned long long)sl_ld(&s->delayed),
-			    (unsigned long long)sl_ld(&s->refused));
-		sl_json_fmt(buf, &len, cap, ",\"delay_ns_total\":%llu,\"delay_ns_max\":%llu,\"bytes\":%llu}",
-			    (unsigned long long)sl_ld(&s->delay_ns),
-			    (unsigned long long)sl_ld(&s->max_delay_ns),
-			    (unsigned long long)sl_ld(&s->bytes));
+			    (unsigned long long)load_counter(&s->calls), (unsigned long long)load_counter(&s->admitted),
+			    (unsigned long long)load_counter(&s->delayed),
+			    (unsigned long long)load_counter(&s->refused));
+		json_fmt(buf, &len, cap, ",\"delay_ns_total\":%llu,\"delay_ns_max\":%llu,\"bytes\":%llu}",
+			    (unsigned long long)load_counter(&s->delay_ns),
+			    (unsigned long long)load_counter(&s->max_delay_ns),
+			    (unsigned long long)load_counter(&s->bytes));
 	}
 	buf[len++] = ']';
 	len += sl__break_stats_json(buf + len, sizeof(buf) - 2 - len); /* ,"breakers":[...] */
