@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # sluice - one non-recursive GNU Makefile. Sources are found by wildcard, so a
 # new file in core/, policy/, shim/, supervise/, cli/, tests/ or bench/ needs
 # no edit here. `make` needs only a C compiler and libc; the targets that need
@@ -14,7 +15,7 @@
 #   make sanitize        the suite under ASan+UBSan, the core's thread tests under TSan (asan, tsan: the same)
 #   make fuzz            libFuzzer (clang) over every parser, FUZZ_SECONDS each
 #   make bench           benchmarks (never part of make test)
-#   make check-layers    keep core/ and policy/ free of what belongs to the shim
+#   make check-layers    keep core/, policy/ and supervise/ free of what belongs to the shim; SPDX lines
 #   make format-check    list the C files clang-format (.clang-format) would change; changes nothing
 #   make compile_commands.json   the compilation database for clangd and clang-tidy, from make -n
 #   make deb             build/sluice_VERSION_ARCH.deb with dpkg-deb, checked with lintian
@@ -230,8 +231,12 @@ check-layers:
 	@bad=$$(grep -HnE '\b(getenv|secure_getenv|dlsym|dlopen|environ|malloc|calloc|realloc)\b|\berrno[[:space:]]*=[^=]' policy/*.c policy/*.h); \
 	if [ -n "$$bad" ]; then echo "check-layers: policy/ must be a pure function of text:"; echo "$$bad"; exit 1; fi
 	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' supervise/*.c supervise/*.h | \
-		grep -vE '"(internal|supervise|policy|sluice_core|shm_format|shm_shared)\.h"'); \
+		grep -vE '"(internal|supervise|policy|sluice_core|shm_format|shm_shared|segment|elfinfo)\.h"'); \
 	if [ -n "$$bad" ]; then echo "check-layers: supervise/ includes shim or cli code:"; echo "$$bad"; exit 1; fi
+	@bad=$$(for f in core/*.[ch] policy/*.[ch] shim/*.[ch] supervise/*.[ch] cli/*.[ch] tests/*.[ch] \
+		tests/fuzz/*.c bench/*.c tests/integration/*.py tests/integration/*.sh scripts/*; do \
+		head -n 3 "$$f" | grep -q 'SPDX-License-Identifier: MIT' || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "check-layers: files without an SPDX-License-Identifier line:"; echo "$$bad"; exit 1; fi
 	@echo "check-layers: ok"
 
 # The preload library goes to PREFIX/lib/sluice/ whatever LIBDIR is: the

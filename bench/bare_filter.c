@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bare_filter.c - run a program under a seccomp filter that traps nothing:
  * the floor every supervised program pays (any filter sends every system

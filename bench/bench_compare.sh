@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench_compare.sh - sluice against no limit, trickle, pv and tc tbf, plus the
 # shim's own overhead and accuracy figures. Run by scripts/run-bench.sh (make
 # bench) with SL_BUILD set; writes bench/results/latest/ (CSV per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_core.c - cost of one acquire on the lock-free GCRA token bucket,
  * next to a plain token bucket doing the same integer math under a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_scope.c - the cost of one admission, process scope vs shared scope.
  *

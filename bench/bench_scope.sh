@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench_scope.sh - end to end cost of a never-limited send under per=process
 # and under shared=NAME scope, side by side with no shim: 5 rounds of
 # none / process / shared (A B C A B C ...), each N one-byte UDP sends on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_warmup.c - cost of one acquire on the warm-up limiter (one 16-byte
  * CAS, core/warmup.c) next to the token bucket (one 8-byte CAS, gcra.c),

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """eventloop.py - accuracy and CPU cost of throttling many connections of
 one event loop (issue 8's bench).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * flow.c - the load generator and timestamping receiver of the comparison
  * benchmarks (bench/compare/run.py drives it).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease_hot.c - hot-path cost of a redis=KEY rule with a live lease against
  * the same rule kept locally: nanoseconds per sl__admit (the clock read,

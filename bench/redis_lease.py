@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Redis round trips per second of throttled traffic, as a function of the
 lease size of a redis=KEY rule, the same on a Redis Cluster, and the hot
 path's cost with a live lease (build/bench/lease_hot) on both.

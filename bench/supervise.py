@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Supervised mode's costs (bench/bench_supervise.sh runs this in make bench).
 
   1. 200,000 1-byte write()s to /dev/null by a static program (gcc -static

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * check.c - find the program the launcher is about to exec and warn when
  * LD_PRELOAD cannot throttle it.

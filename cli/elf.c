@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * elf.c - read an executable for the launcher's checks (check.c): the file
  * is opened here and decoded by policy/elfinfo.c, which the shim shares.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * env.c - where libsluice.so lives and how it gets into LD_PRELOAD.
  *

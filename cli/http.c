@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http.c - parse the --listen address and a scraper's request head (http.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http.h - the pure parts of `sluice stat --listen`: the ADDR:PORT text and
  * the HTTP request head a scraper sends.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h - helpers shared by the files of the `sluice` launcher.
  *

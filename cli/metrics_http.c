@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * metrics_http.c - `sluice stat --listen ADDR:PORT`: serve GET /metrics, the
  * text `sluice stat --prometheus` prints, rendered afresh for each scrape,

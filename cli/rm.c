@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rm.c - `sluice rm [--force] shared:NAME`: remove a shared limiter.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * set.c - `sluice set PID|shared:NAME 'OP:SPEC'`: change a running limit in
  * place (live reconfiguration).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shm.c - the launcher's side of the shim's segments (shim/segment.h opens
  * them in the user's private directory; layout in shim/shm_format.h):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice.c - the launcher: `sluice [OPTIONS] [--] PROGRAM [ARG...]`.
  *

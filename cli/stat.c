@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stat.c - `sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]`:
  * the processes of this user that run the shim, their rules and counters.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stat_break.c - the circuit breakers in `sluice stat`: each process's
  * the segment break-PID (shim/shm_break.h, shim/segment.h), checked, then shown as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * breaker.c - the circuit breaker's state machine (see sluice_core.h):
  * closed -> open when the failures in a sliding window cross a threshold;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * concurrency.c - at most N units held at once (e.g. open connections).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fixed.c - fixed window: at most N units per aligned window of W ns.
  *

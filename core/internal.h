@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h - fixed-point and saturating helpers shared by the core's
  * limiters (sl__ names are internal to core/).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * limiter.c - the generic limiter: init from struct sl_params, dispatch on
  * the kind, validation of a (possibly foreign or corrupt) limiter, names.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sliding.c - sliding window by the weighted two-window estimate.
  *

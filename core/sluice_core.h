@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sluice_core.h - the lock-free rate-limiting core of sluice.
  *

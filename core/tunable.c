@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tunable.c - limiters whose parameters change while they are in use.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * warmup.c - a token bucket that starts cold: Guava's SmoothWarmingUp (and
  * Sentinel's warm-up flow control, built on it) as a lock-free limiter.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # combined.sh - a whole policy in one SLUICE_RULES line, as a deployment
 # would set it in a unit file or a container's environment:
 #   connect:4/s            at most four new connections a second

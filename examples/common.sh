@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # common.sh - sourced by every example: finds sluice, makes a private
 # temporary directory, starts loopback helpers and cleans everything up on
 # exit. Not meant to be run by itself.

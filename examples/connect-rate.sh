@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # connect-rate.sh - a small load generator opens 20 connections to a loopback
 # server as fast as it can; under `sluice --connect 10/s` the same generator is
 # held to ten connections a second, so the 20 take about 2 s (less the burst).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # per-peer.sh - one policy, different limits per peer. A server listens on
 # both loopback addresses; one curl process downloads the same 512 KiB file
 # from 127.0.0.1 and from ::1 under

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # slow-accept.sh - test a client's patience and retry logic against a server
 # that sluice slows down or makes refuse connections, without touching the
 # server's code.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # throttle-download.sh - download a 1 MiB file from a loopback HTTP server with
 # curl, first as it is, then under `sluice --recv 256KiB/s`, and print both
 # rates. The throttled download takes about 4 s (less the bucket's burst).

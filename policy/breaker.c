@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * breaker.c - a circuit breaker's SPEC: errors=N | errors=P% (with min=K),
  * window=, open=, slow=, the errno option, per=process|peer, to=, port=, family=.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * elfinfo.c - the ELF decoder of elfinfo.h, without allocation: tables are read one
  * record at a time through the caller's reader, names a few bytes at a time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * elfinfo.h - what an executable's own bytes say about whether LD_PRELOAD can
  * reach its socket calls (elfinfo.c): shared by the launcher (cli/check.c, before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * env.c - the SLUICE_* variables: the table of known names, one parser per
  * variable, and the walk over an environment array.

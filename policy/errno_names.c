@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * errno_names.c - names for the errno option (errno NAME).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * filter.c - the filter options: to=CIDR[:PORT], port=N[-M], family= and
  * type= lists.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * format.c - canonical printing of rules, and the bounded writer behind it.
  *

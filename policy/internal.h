@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h - helpers shared by the files of policy/ (not part of the API).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lex.c - numbers, units and durations of the rule language.
  *

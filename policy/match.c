@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * match.c - whether a rule applies to a socket and an address: pure
  * functions of rule data, shared by the preloaded shim and the supervisor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * names.c - the names of operations, algorithms, actions, scopes, families
  * and socket types, shared by the parser, the canonical printer, messages and

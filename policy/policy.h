@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * policy.h - the SLUICE_* rule language: parsing, validation, canonical
  * printing and error reporting.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis.c - SLUICE_REDIS, the server that redis=KEY rules keep their state
  * on: parsing and canonical printing with the password masked.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rule.c - one rule: SPEC := LIMIT ( ',' OPTION )*, its options, defaults and
  * the checks that make a rule impossible to misread.

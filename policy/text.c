@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * text.c - small text helpers of the parser: blanks, name tables, lists for
  * messages and "did you mean" suggestions.

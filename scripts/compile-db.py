@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """compile-db.py DIR < make-n-output > compile_commands.json
 
 Turn the commands `make -n -B` prints into a JSON compilation database

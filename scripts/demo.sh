@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # demo.sh BUILD_DIR - sluice at work in ten seconds: download the same 4 MiB
 # file from a loopback HTTP server with curl, once as it is and once under
 # `sluice --recv 1MiB/s`, and print both rates. Loopback only; stops itself.

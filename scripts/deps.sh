@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # deps.sh GROUP... - make sure the Debian 12 packages a make target needs are
 # installed. As root it runs apt-get itself; otherwise it prints the exact
 # command to run and fails. Groups: test, demo, fuzz, bench, format.

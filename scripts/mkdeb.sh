@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # mkdeb.sh BUILD_DIR VERSION - build BUILD_DIR/sluice_VERSION_ARCH.deb with
 # dpkg-deb alone (no debian/ source tree, no debhelper), then check it with
 # lintian if lintian is installed. Called by `make deb`.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run-bench.sh BUILD_DIR - run every benchmark: each BUILD_DIR/bench/bench_*
 # binary, then each bench/bench_*.sh script, in name order. Benchmarks print
 # their own tables; a failing benchmark makes the run fail.

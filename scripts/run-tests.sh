@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run-tests.sh BUILD_DIR - run every unit test binary in BUILD_DIR/tests and
 # every integration test in tests/integration (given SL_BUILD=BUILD_DIR),
 # then print one closing line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * accept.c - the rate and conns rules of accept and accept4 (wrap_sock.c
  * exports them).

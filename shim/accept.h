@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * accept.h - accept and accept4 under rate and conns rules (accept.c).
  */

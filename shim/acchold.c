@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * acchold.c - a per=peer accept rule on a non-blocking listener holds the
  * throttled peer's connection instead of sleeping in accept.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * acchold.h - accepted connections that a per=peer accept rule holds back
  * on a non-blocking listener (acchold.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * act.c - the decision loop: ask the limiters, then wait, refuse or proceed.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * act.h - one call in progress, and what it does with its rules' answers
  * (act.c): acquire, wait to absolute deadlines, refuse, refund, count.

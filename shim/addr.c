@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * addr.c - a socket address as rules see it.
  */

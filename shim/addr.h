@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * addr.h - a socket address as rules see it (addr.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * breaker.c - circuit breaking on connect (SLUICE_BREAK, break: rules): the
  * shim's side of core/breaker.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * breaker.h - the shim's circuit breakers on connect (breaker.c): what the
  * connect, getsockopt and init code call. Kept apart from internal.h so that

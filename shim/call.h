@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * call.h - one call in progress (struct sl_call), what it is charged to
  * (struct sl_grant), and the limiter each of its rules uses. act.c acts on

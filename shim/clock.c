@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clock.c - the shim's clock and sleep: CLOCK_MONOTONIC in ns, cheaply.
  *

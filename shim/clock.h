@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clock.h - the shim's clock and sleep (clock.c).
  *

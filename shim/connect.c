@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * connect.c - the rate and conns rules of connect (wrap_sock.c exports it).
  *

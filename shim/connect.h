@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * connect.h - connect under rate and conns rules (connect.c).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * connwait.c - a non-blocking connect under a full conns limit waits for
  * its slot without blocking (the contract is in connwait.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * connwait.h - non-blocking connects that wait for a conns slot without
  * blocking (connwait.c).

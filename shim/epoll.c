@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * epoll.c - epoll_create, epoll_create1, epoll_ctl, epoll_wait, epoll_pwait
  * and epoll_pwait2 for event loops whose sockets are throttled (ready.c).

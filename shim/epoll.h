@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * epoll.h - the epoll wrappers' tables (epoll.c).
  */

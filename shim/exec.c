@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exec.c - execve, execv, execvp, execvpe, posix_spawn and posix_spawnp: a
  * warning when a preloaded process is about to run a program the shim

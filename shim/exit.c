@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * exit.c - _exit and _Exit: remove this process's status record (record.c)
  * first, then end the process as the C library would (exit_group).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fair.c - connections that share a byte limiter get their turns in the
  * order they waited, in event loops as blocking calls do.

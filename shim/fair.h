@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fair.h - fair shares among the non-blocking fds that wait for one byte
  * limiter (fair.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fd.c - what the shim knows about each file descriptor.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fd.h - what the shim knows about each file descriptor (fd.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * files.c - SLUICE_STATS and SLUICE_LOG_FILE, opened so that another local
  * user cannot make the shim write into a file of their choosing or read

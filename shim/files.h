@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * files.h - SLUICE_STATS and SLUICE_LOG_FILE opened so that another local
  * user cannot redirect or read them (files.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hup.h - end-of-stream events of sockets whose reads a byte rule may cut
  * (hup.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init.c - the constructor: read SLUICE_* once, build the state and the
  * limiters (sl__state_init_unsync, which maps or clears every module's

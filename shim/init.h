@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * init.h - building the shim's state (init.c).
  */

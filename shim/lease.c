@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease.c - fleet-wide limits (redis=KEY): token leasing from Redis, the
  * background renewal thread, and the on-error modes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease.h - redis=KEY rules: units leased from Redis (lease.c).
  *

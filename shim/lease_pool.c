@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease_pool.c - the renewer election of a host pool (shared=NAME with
  * redis=KEY): among the processes that map the rule's shared segment, one

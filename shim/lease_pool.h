@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease_pool.h - one host's pool of units leased from Redis for every
  * process of the user on the host (a rule with both shared=NAME and

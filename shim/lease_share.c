@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease_share.c - what a process was granted of a fleet-wide rate lately,
  * kept so that on-error=local can fall back to that share rather than to

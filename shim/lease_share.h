@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lease_share.h - a process's recent share of a fleet-wide rate: the units
  * Redis granted it over the last few seconds (lease_share.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.c - "sluice: ..." lines on stderr or in SLUICE_LOG_FILE.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * log.h - "sluice: ..." lines on stderr or in SLUICE_LOG_FILE (log.c).
  *

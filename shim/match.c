@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * match.c - which rules a call matches.
  *

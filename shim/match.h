@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * match.h - which rules fit a socket and an address (match.c).
  *

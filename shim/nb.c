@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * nb.c - non-blocking calls under delay rules (the contract is in nb.h).
  *

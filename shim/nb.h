@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * nb.h - non-blocking calls under delay rules (nb.c).
  *

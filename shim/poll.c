@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * poll.c - poll, ppoll, select and pselect for loops whose sockets are
  * throttled (ready.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ready.c - when is a held-back fd ready again, deferred connects, and the
  * timer that wakes event loops.

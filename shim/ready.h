@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ready.h - when each held-back fd is ready again, deferred connects, and
  * the timer that wakes event loops (ready.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * real.c - the table of real libc functions behind every wrapper.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * real.h - the real libc functions behind every wrapper, and the one list
  * the table and the pass-through wrappers are generated from.

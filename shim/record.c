@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * record.c - this process's status record (layout in shm_format.h): its
  * rule texts, counters and per=process limiters, which `sluice stat` reads

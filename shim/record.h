@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * record.h - this process's status record (record.c; layout in
  * shm_format.h): what the rest of the shim calls besides the sl__shm_rec_*

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis.c - the Redis client glue of redis=KEY rules: hiredis through
  * dlopen, connect/AUTH/SELECT with bounded timeouts, and EVALSHA of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis.h - the shim's Redis client: hiredis, loaded with dlopen only when a
  * rule says redis=KEY, and the GCRA script that leases tokens.

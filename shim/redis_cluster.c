@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_cluster.c - redis=KEY rules on a Redis Cluster
  * (SLUICE_REDIS=redis+cluster://NODE,NODE,...): the slot map, MOVED and

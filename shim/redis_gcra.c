@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_gcra.c - the Lua script that runs a redis=KEY rule's authoritative
  * token bucket on the Redis server (GCRA, like core/gcra.c).

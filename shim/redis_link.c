@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_link.c - the lease thread's way to the server of SLUICE_REDIS,
  * whatever its form: one connection (redis://, unix://), a Redis Cluster's

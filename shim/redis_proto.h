@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_proto.h - what the shim's Redis files share beyond redis.h: the
  * leading fields of hiredis 0.14's redisReply (the library is loaded with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redis_sentinel.c - redis=KEY rules on a master watched by Redis Sentinel
  * (SLUICE_REDIS=redis+sentinel://NODE,NODE,.../MASTER[/DB]).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sandbox.c - noticing a seccomp filter: the prctl(PR_SET_SECCOMP) and
  * seccomp() wrappers (syscall(SYS_seccomp) and syscall(SYS_prctl) come here

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sandbox.h - programs that install a seccomp filter on themselves
  * (sandbox.c): sshd's pre-auth child, browsers' content processes, services

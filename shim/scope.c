@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scope.c - which limiter each rule uses for one call (per=).
  *

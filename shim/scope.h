@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * scope.h - the limiter of a rule for one call (scope.c): per=process,
  * per=thread slots, per=fd rows and the per=peer table with its pins.

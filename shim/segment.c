@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * segment.c - the private directory of a user's segments and the one way
  * to open or create a segment in it (see segment.h). Linked into both the

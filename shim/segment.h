@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * segment.h - sluice's shared memory files ("segments"), one private
  * directory per user, opened and created by name. Used by the preloaded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * seqlock.h - a sequence lock whose readers never wait (the shape of ck's
  * ck_sequence.h), for data that one writer at a time rewrites rarely and

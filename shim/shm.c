@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shm.c - the shared limiters of shared=NAME rules: segments shared-NAME of
  * the user's private directory (segment.h; layout in shm_format.h). The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shm.h - shared=NAME limiters (shm.c) and this process's status record
  * (record.c; record.h has its publish hook): segments of the user's private

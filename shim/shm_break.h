@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shm_break.h - the layout of the break-PID segment (segment.h): one process's
  * circuit breakers (shim/breaker.c writes it, `sluice stat` reads it).

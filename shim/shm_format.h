@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shm_format.h - the layout of sluice's segments (segment.h), shared by the
  * preloaded library (shim/shm.c writes them) and the `sluice stat` / `sluice

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shm_shared.c - opening or creating the segment of a shared=NAME limiter
  * (shared-NAME in the user's private directory, segment.h; layout in

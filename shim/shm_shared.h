@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shm_shared.h - opening or creating a shared=NAME limiter's segment
  * (shm_shared.c), for the preloaded library (shm.c) and the supervisor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * state.c - the process's rules as the wrappers test them (struct sl_state,
  * built by init.c), how many fds are tracked, and each rule's limiter

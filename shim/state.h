@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * state.h - the process's rules and what the hot path tests (state.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats.c - SLUICE_STATS=PATH: what each rule did, written at exit.
  *

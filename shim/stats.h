@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats.h - SLUICE_STATS=PATH, what each rule did, written at exit
  * (stats.c). The counters themselves are struct sl_rstats (shm_format.h),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wrap_fd.c - the calls that hand out an fd number, and libc's syscall().
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wrap_recv.c - the exported receive family: recv, recvfrom, recvmsg, read,
  * readv, the fortified __read_chk, __recv_chk, __recvfrom_chk (generated

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wrap_send.c - the exported send family: send, sendto, sendmsg, write,
  * writev, sendfile, sendfile64 (generated from SL_REAL_LIST, real.h) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wrap_sock.c - the exported wrappers that open, accept and close
  * connections (connect.c and accept.c decide), and the descriptor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wrap_sockopt.c - getsockopt, for the deferred connects of ready.c: SO_ERROR
  * of a non-blocking connect that waits for its rate slot is 0 (in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wrap_splice.c - the exported splice, the zero-copy path between a socket
  * and a pipe (haproxy's splice-auto, nginx-less proxies).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * xfer.c - the transfer engine of both directions: what a send or a receive
  * that rules match does. The wrappers are in wrap_send.c and wrap_recv.c.

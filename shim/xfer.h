@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * xfer.h - the transfer engine of both directions (xfer.c), and the send
  * fast path every send wrapper inlines.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conns.c - conns rules (at most N connections open at once) for supervised
  * programs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * features.c - what the kernel offers supervised mode, checked once at start.
  *

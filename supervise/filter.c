@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * filter.c - the classic BPF program that decides which system calls reach
  * the supervisor.

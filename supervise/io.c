@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io.c - the send and receive families of supervised programs, performed by
  * the supervisor on its own duplicate of the socket.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * launch.c - start the program under the filter and hand its listener to
  * the supervisor.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * limits.c - which rules a supervised call matches, which limiter each one
  * uses, and taking and giving back units: the supervisor's glue over core/

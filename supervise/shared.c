@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shared.c - shared=NAME rules in supervised mode: the supervisor maps the
  * same shared-NAME segment the preloaded library uses (shim/shm_shared.c

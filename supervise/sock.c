@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sock.c - socket, connect and accept of supervised programs.
  *

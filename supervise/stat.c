@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stat.c - the live record of each supervised process, so that `sluice stat`
  * shows it and `sluice set PID` retunes it exactly as for a process running

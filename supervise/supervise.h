@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * supervise.h - supervised mode, as the launcher sees it.
  *

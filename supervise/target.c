@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * target.c - the supervised threads and processes, and access to their fds
  * and memory.

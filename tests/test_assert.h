@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_assert.h - assert_dec_equal(a, b): cmocka's assert_int_equal, but a
  * failure prints both expressions and both values in decimal.

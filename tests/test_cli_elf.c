@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_elf.c - the launcher's ELF reader, program lookup and LD_PRELOAD
  * editing, on files crafted byte by byte.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cli_http.c - the --listen address parser and the request-head
  * classifier of `sluice stat --listen` (cli/http.c), and the message of

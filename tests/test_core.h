@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core.h - what the core's unit tests share: cmocka's headers in the
  * order it needs, time units, the police/reserve waits, and one assertion

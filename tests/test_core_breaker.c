@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_breaker.c - the circuit breaker's state machine (core/breaker.c)
  * with an injected clock: exact sequences of verdicts and state changes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_breaker_thread.c - threads sharing one circuit breaker, with a
  * fake clock they advance themselves; every attempt fails, so the breaker

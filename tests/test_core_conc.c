@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_conc.c - concurrency limit (core/concurrency.c): exact acquire
  * and release sequences, refusal without change, release without a matching

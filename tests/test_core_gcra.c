@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_gcra.c - token and leaky buckets (core/gcra.c) with an injected
  * clock: exact admission sequences, extreme and fractional rates, time going

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_limiter.c - the generic limiter (core/limiter.c): init from
  * struct sl_params and its errors, dispatch to every kind, release/refund

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_thread.c - 8 threads (and 2 forked processes) hammering one
  * limiter of each kind, with a fake clock the workers advance themselves.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_tunable.c - live reconfiguration of every limiter kind, with an
  * injected clock and exact sequences (test_core_tunable_thread.c races

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_tunable_thread.c - retunes racing with acquires in 4 threads
  * (run under TSan by make sanitize). Between two retunes the test waits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_warmup.c - the warm-up token bucket (core/warmup.c) with an
  * injected clock: exact sequences from the formulas worked by hand, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_warmup_thread.c - threads and forked processes sharing one
  * warm-up limiter in MAP_SHARED memory, with a fake clock the workers

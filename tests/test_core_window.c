@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_core_window.c - fixed window (core/fixed.c) and sliding window
  * (core/sliding.c) with an injected clock: window boundaries, reserve on the

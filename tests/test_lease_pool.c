@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_lease_pool.c - the renewer election of a host pool (shim/
  * lease_pool.c) at given instants: who renews, when a silent renewer is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_lease_share.c - shim/lease_share.c, the window of recent grants that
  * on-error=local falls back to: exact sums and window lengths at given

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_policy.c - table-driven tests of the SLUICE_* rule language.
  *

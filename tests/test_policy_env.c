@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_policy_env.c - the SLUICE_* variables as a whole and the policy API
  * around the rule parser: environment arrays, the variables table, rule

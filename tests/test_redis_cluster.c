@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_redis_cluster.c - the pure parts of shim/redis_cluster.c: the slot
  * of a key (CRC16 and hash tags, against values Redis itself computes) and

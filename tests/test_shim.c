@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim.c - the preload shim's wrappers with fake libc functions and an
  * injected clock: exact piece sequences of a throttled send, refusals and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim.h - what the shim's unit tests share: installing a policy from
  * one SLUICE_* variable, and a connected loopback TCP pair with its

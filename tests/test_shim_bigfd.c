@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_bigfd.c - fds beyond 65536 are tracked too: the shim sizes its
  * fd tables by the RLIMIT_NOFILE hard limit it starts with (at most 2^20),

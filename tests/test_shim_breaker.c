@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_breaker.c - the shim's circuit breakers (shim/breaker.c) with a
  * fake clock and fake connect/getsockopt in struct sl_real: exact counts of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_clock_thread.c - the shim's TSC clock (clock.c): the line
  * fitted to clock_gettime, driven with made-up TSC rates and sample times,

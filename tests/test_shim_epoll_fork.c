@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_epoll_fork.c - a fork taken while another thread holds the
  * epoll mirror's per-fd lock (epoll.c): the child must not inherit the held

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_fast.c - the send fast path (xfer.h): a send that every rule, all
  * per=process and not dry-run, admits at once is policed at one clock

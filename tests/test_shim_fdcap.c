@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_fdcap.c - the fd tables' fallback: when the address space for
  * tables as large as the RLIMIT_NOFILE hard limit cannot be reserved (a low

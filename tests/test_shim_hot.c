@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_hot.c - what a matched call that is not limited costs the shim:
  * the socket's timeout (SO_SNDTIMEO / SO_RCVTIMEO, one getsockopt each) is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_hup.c - end-of-stream bits under a receive limit (shim/hup.c):
  * on a socket whose reads a byte rule may cut, poll and epoll_wait report

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_lease_thread.c - the lease thread and the Redis client (lease.c,
  * redis*.c) racing the program's threads, for TSan (make sanitize builds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_peer_thread.c - per=peer limiters stay with the calls that use
  * them: an entry of the peer table that a call holds a grant on is not

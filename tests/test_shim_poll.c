@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_poll.c - event loops under the shim (nonblock=eagain): partial
  * sends and EAGAIN on non-blocking sockets, the ready instant they leave,

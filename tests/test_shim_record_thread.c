@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_record_thread.c - the status record's lifetime (shim/record.c):
  * private at init, published as the segment stat-PID at the first socket a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_sandbox.c - what the shim may do to an fd whose meaning it
  * cannot check (issue 19): a process under a seccomp filter (sandbox.h)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shim_segment.c - shim/segment.c, the private directory of a user's
  * segments: created 0700, checked on every open (a link, another mode and

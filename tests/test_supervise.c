@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_supervise.c - the supervisor's pure parts: the seccomp filter (run
  * here by a small classic-BPF interpreter over crafted seccomp_data), rule

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """metrics.py - figures computed from the timestamp logs that bench/flow.c writes.
 
 A log is the time origin t0 (accept or connect, CLOCK_MONOTONIC ns) and one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """overhead.py - workloads 5 (per-call overhead) and 6 (threads).
 
 Overhead is measured side by side: the same flow binary runs without the

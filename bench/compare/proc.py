@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """proc.py - starting the measured program and its peer, and the tc namespaces.
 
 Every child is started here, waited for with a deadline and killed by its

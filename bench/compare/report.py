@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """report.py - CSV files, the Markdown summary and the gnuplot figures.
 
 Everything in bench/results/latest/ is written here from the rows the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """run.py - sluice against no limit, trickle, pv and tc tbf (make bench).
 
 Usage: python3 bench/compare/run.py [BUILD_DIR]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """workloads.py - the six workloads of the comparison benchmark.
 
 Each workload runs the same program (bench/flow.c, or iperf3) under every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_elf.c - libFuzzer target for the ELF decoder and the "#!" line parser
  * (policy/elfinfo.c) that the launcher and the shim share.

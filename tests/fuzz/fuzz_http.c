@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_http.c - libFuzzer target for the two parsers of `sluice stat
  * --listen` (cli/http.c): the ADDR:PORT text and the request head.

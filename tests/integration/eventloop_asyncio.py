@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A python asyncio server and client for test_eventloop_asyncio.py.
 
   eventloop_asyncio.py server SECONDS

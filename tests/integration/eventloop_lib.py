@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Helpers for the event-loop integration tests (test_eventloop_*.py):
 unmodified event-loop programs (nginx, redis, python asyncio, curl, wrk)
 run under the sluice launcher on loopback, with their CPU time measured.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Helpers for the supervised-mode tests (test_supervise_*.py).
 
 They build their programs themselves (gcc -static, Debian's golang-go with

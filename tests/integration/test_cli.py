@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """test_cli.py - the sluice launcher as a user runs it.
 
 Runs $SL_BUILD/sluice (default build/) as a subprocess and checks its

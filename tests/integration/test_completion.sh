@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_completion.sh - the bash completion (cli/sluice.bash-completion), as
 # bash runs it on <TAB>: the function `complete -p sluice` registers is
 # called with COMP_LINE, COMP_POINT, COMP_WORDS and COMP_CWORD set as bash

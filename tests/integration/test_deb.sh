@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_deb.sh - `make deb` builds a package lintian accepts without errors;
 # `dpkg -i` installs it; /usr/bin/sluice prints its version, finds the
 # installed library and throttles a real transfer (curl downloading 1 MiB

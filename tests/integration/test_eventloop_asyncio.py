@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A python asyncio server and an asyncio client (eventloop_asyncio.py),
 each in turn under sluice with a per=fd rate, the other one free.
 

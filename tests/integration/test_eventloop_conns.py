@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Non-blocking connects under a full conns limit are deferred, not waited
 for in place (a single-threaded event loop would wait for a close only it
 can make). Each case runs a preloaded child python against a server in this

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """curl --parallel (libcurl's multi interface, poll) under
 `sluice --recv 100KB/s,per=fd`, downloading from a python http.server.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Downloads that share one receive limit (`sluice --recv 1MiB/s`, per
 process) in one event loop get equal shares while they are all backlogged
 (fair.c), from a python http.server on loopback:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """nginx (one process, epoll, edge-triggered, sendfile) serving files under
 `sluice --send 256KiB/s,per=fd --accept 10/s,burst=2`.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """nginx (one process, epoll) under `sluice --accept 2/s,burst=1,per=peer`:
 a throttled peer's connections are held by the shim (acchold.c), not waited
 for inside accept, so the one event loop goes on serving everyone else.

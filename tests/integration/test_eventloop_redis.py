@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """redis-server (one thread, epoll) under `sluice --accept 10/s,burst=1`,
 with redis-benchmark as the client.
 

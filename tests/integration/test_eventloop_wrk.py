@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """wrk (an epoll load generator: non-blocking connects, one event loop)
 under `sluice --connect 4/s,burst=1`, against an HTTP server in this process
 that answers each request after 50 ms.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """test_programs_examples.py - every script in examples/ runs as written.
 
 Each example starts its own loopback helpers, prints what it shows and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A preloaded process about to exec or spawn a program the shim cannot
 throttle warns on stderr, once per program, naming it and the reason
 (shim/exec.c): `sluice --recv 1MiB/s -- sh -c './prog'` for a static binary,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_install.sh - `make install` lays out the core library, its header and
 # pkg-config file, the launcher, the preload library and the man page, and a
 # program built against the installed core with pkg-config runs.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """test_programs.py - unmodified third-party programs under sluice, on loopback.
 
   curl      downloads 3 MiB from a python3 http.server under --recv 1MiB/s:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """haproxy (HTTP mode, epoll) in front of `python3 -m http.server`, under
 sluice, with and without `option splice-auto`:
 

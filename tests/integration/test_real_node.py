@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Node.js (libuv) under sluice: libuv closes fds with syscall(SYS_close),
 which only the shim's syscall() wrapper sees (issue 19, part 1).
 

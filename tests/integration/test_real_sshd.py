@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """sshd under sluice (issue 19, part 2): sshd's pre-auth child installs a
 seccomp filter that kills it on any system call it did not plan (a
 getsockopt, an fcntl), so the shim must classify sockets before the filter

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Fleet-wide limits (redis=KEY) against a real redis-server that this test
 starts itself (loopback port chosen free, and a unix socket in a temp dir,
 --save '' --appendonly no) and kills at the end.

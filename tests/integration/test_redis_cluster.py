@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """redis=KEY rules on a Redis Cluster (SLUICE_REDIS=redis+cluster://...):
 three masters (redis-server --cluster-enabled yes on loopback ports the
 kernel chose, in a temp dir), joined with redis-cli --cluster create, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A host pool: shared=NAME with redis=KEY, against a private redis-server
 (test_redis.Redis: temp dir, unix socket, killed on every way out).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """redis=KEY rules on a master watched by Redis Sentinel
 (SLUICE_REDIS=redis+sentinel://S1,S2,S3/NAME): a master, one replica and
 three sentinels (down-after-milliseconds 1000, failover-timeout 3000), all

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Files and shared memory that other local users cannot subvert, and that
 clean up after themselves (issue 18). Runs as root and creates two
 unprivileged users of its own (useradd), removed on every exit path:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """accept under the shim: a 50/s rate (slow accepts, clients queue in the
 backlog) and refusals (the program sees ECONNABORTED, the client a reset)."""
 import socket

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Circuit breaking on connect (SLUICE_BREAK) with real sockets on loopback.
 
 A "closed" destination is a TCP socket the parent has bound to a port the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Configuration and reporting under the shim: a configuration error exits
 with status 2 (SLUICE_CONFIG_ERROR=warn runs unthrottled), SLUICE_STATS
 holds the known counts of a run, children started through `sh -c` are

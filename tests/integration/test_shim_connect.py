@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """connect under the shim: a 100/s rate over 300 attempts, refusals with the
 configured errno, and conns=4 with reject and with delay."""
 from test_shim_lib import Server, check, finish, run_child

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """An fd that stops being its socket through a path no wrapper sees (issue
 19, part 1): glibc's closefrom() closes with its internal close_range and
 fopen() opens with its internal openat, neither through the PLT. The shim's

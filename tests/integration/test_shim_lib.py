@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Helpers for the shim's integration tests, and its own test: fds that are
 not sockets (a file, a pipe) pass through untouched under rules that would
 take half an hour to move their bytes.

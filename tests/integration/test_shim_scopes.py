@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Scopes under the shim: per=fd gives each connection its own bucket,
 per=peer one bucket per remote address (127.0.0.1 and 127.0.0.2 are two
 peers; two connections to one peer share), per=process one for all."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A process that forks and sandboxes its child with seccomp (issue 19,
 part 2), without sshd: a preloaded python connects to a loopback peer,
 forks, and the child installs (prctl(PR_SET_SECCOMP), through the shim's

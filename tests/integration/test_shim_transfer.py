@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Byte rates under the shim, byte-exact: send and recv at 200 KB/s (sha256
 of what was sent and received), with SIGALRM every 20 ms during the waits,
 with partial writes on a non-blocking socket, and with os.write/os.read

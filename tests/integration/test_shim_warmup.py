@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """warmup= under the shim, with real sockets on loopback (kernel-chosen ports).
 
   - SLUICE_CONNECT=100/s,warmup=2s: 400 blocking connects from cold; 90-110

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """shared=NAME: several processes draw from one limiter (a segment of the
 user's private directory).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """sluice stat and sluice set against running preloaded programs.
 
   - stat: a child makes a known number of calls and stops; `sluice stat PID`

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """sluice stat --listen: the Prometheus endpoint, scraped as Prometheus does.
 
   - A preloaded child makes 20 sends of 1000 bytes and idles. The endpoint

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Supervised mode on a Go program (built here with Debian's golang-go, no
 network): a net/http download under --recv, connects from goroutines under
 --connect, a net/http server under --send per=fd serving two curl downloads

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Supervised mode on a static C program (gcc -static, built here), which no
 preloaded library can reach: connect rate, byte-exact upload and download
 rates with SIGALRM every 20 ms meeting the held calls, sockets placed at

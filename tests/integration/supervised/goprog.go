@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // goprog - a Go program for the supervised-mode tests, built by
 // tests/integration/test_supervise_go.py with Debian's golang-go (standard
 // library only). The Go runtime makes raw system calls on non-blocking

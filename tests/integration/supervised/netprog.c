@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * netprog.c - a small network client for the supervised-mode tests, built
  * with `gcc -static` by tests/integration/test_supervise_static.py (no
