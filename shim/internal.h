@@ -28,8 +28,12 @@
  *   files.c/h     SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,
  *                 owner checked, 0600);
  *   stats.c/h     SLUICE_STATS, written at exit;
- *   lease.c/h     redis=KEY rules: units leased from Redis (redis.c/h, the
- *                 hiredis glue; redis_gcra.c, the server's script);
+ *   lease.c/h     redis=KEY rules: units leased from Redis; lease_share.c/h
+ *                 (on-error=local falls back to the process's recent share),
+ *                 lease_pool.c/h (shared= with redis=: one bank per host);
+ *                 redis.c/h (the hiredis glue), redis_link.c (one interface
+ *                 over redis_cluster.c and redis_sentinel.c), redis_gcra.c
+ *                 (the server's script);
  *   match.c/h     which rules fit a socket and an address;
  *   scope.c/h     the limiter of a rule for one call: per=thread slots, per=fd
  *                 rows, the per=peer table and its pins;
@@ -51,6 +55,8 @@
  *   connwait.c/h  a non-blocking connect that waits for a conns slot
  *                 without blocking (its connection record, its start);
  *   accept.c/h    the rate and conns rules of accept;
+ *   acchold.c/h   a per=peer accept that holds a connection until its slot
+ *                 while the listener stays ready for other peers;
  *   breaker.c/h   circuit breakers on connect (SLUICE_BREAK): fail fast while
  *                 open, one probe, outcomes from connect and SO_ERROR; their
  *                 segment break-PID for `sluice stat` (layout shm_break.h);
