@@ -257,7 +257,7 @@ install: all
 
 # clang-format (.clang-format) over every C file: lists the files it would
 # change and how many lines, changes nothing; fails if any would change.
-FORMAT_SRC := $(wildcard core/*.[ch] policy/*.[ch] shim/*.[ch] cli/*.[ch] tests/*.[ch] \
+FORMAT_SRC := $(wildcard core/*.[ch] policy/*.[ch] shim/*.[ch] supervise/*.[ch] cli/*.[ch] tests/*.[ch] \
 	tests/fuzz/*.c bench/*.[ch])
 CLANG_FORMAT ?= clang-format
 format-check:

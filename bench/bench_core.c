@@ -32,9 +32,9 @@
 #include "../core/internal.h"
 #include "sluice_core.h"
 
-#define STEP_NS 50          /* synthetic clock step per operation */
-#define OPS_TIMED 4000000   /* operations per timed run (per thread) */
-#define RUNS 5              /* timed runs; the best is reported */
+#define STEP_NS 50        /* synthetic clock step per operation */
+#define OPS_TIMED 4000000 /* operations per timed run (per thread) */
+#define RUNS 5            /* timed runs; the best is reported */
 
 /* The same bucket as struct sl_gcra, but a plain tat under a mutex. */
 struct mutex_bucket {
@@ -75,12 +75,14 @@ static struct sl_decision mutex_acquire(struct mutex_bucket *b, uint64_t n, uint
 /* One token bucket of each flavour: n_unit units per 100 ns, burst 16 of
  * them, so that every operation takes n_unit units. */
 static struct sl_limiter lf;
-static struct mutex_bucket mb = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static struct mutex_bucket mb = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void buckets_init(uint64_t n_unit)
 {
-	const struct sl_params p = { .kind = SL_KIND_TOKEN, .amount = n_unit, .period_ns = 100,
-				     .burst = 16 * n_unit };
+	const struct sl_params p = {.kind = SL_KIND_TOKEN,
+				    .amount = n_unit,
+				    .period_ns = 100,
+				    .burst = 16 * n_unit};
 	if (sl_limiter_init(&lf, &p, 0) != SL_OK ||
 	    sl_token_init(&mb.p, n_unit, 100, 16 * n_unit, 0) != SL_OK) {
 		fprintf(stderr, "bench_core: init failed\n");
@@ -136,8 +138,12 @@ static double time_run(bool mutex, uint64_t max_wait, int threads, double *overl
 	pthread_t t[2];
 	struct job j[2];
 	for (int i = 0; i < threads; i++) {
-		j[i] = (struct job){ .mutex = mutex, .max_wait = max_wait, .step_ns = STEP_NS, .n = 1,
-				     .ops = OPS_TIMED, .start = &start };
+		j[i] = (struct job){.mutex = mutex,
+				    .max_wait = max_wait,
+				    .step_ns = STEP_NS,
+				    .n = 1,
+				    .ops = OPS_TIMED,
+				    .start = &start};
 		pthread_create(&t[i], NULL, job_run, &j[i]);
 	}
 	/* Wall time from the first thread's start to the last one's end,
@@ -229,7 +235,7 @@ static long long callgrind_ir(const char *mode, uint64_t n, const char *toggle)
  * optionally with -mutex and/or -1500 (1500 units per operation). */
 static int run_mode(const char *mode, const char *count)
 {
-	struct job j = { .ops = strtoull(count, NULL, 10), .step_ns = STEP_NS, .n = 1 };
+	struct job j = {.ops = strtoull(count, NULL, 10), .step_ns = STEP_NS, .n = 1};
 	if (strncmp(mode, "police-admit", 12) == 0)
 		j.step_ns = 4 * STEP_NS;
 	else if (strncmp(mode, "reserve", 7) == 0)
@@ -256,8 +262,8 @@ int main(int argc, char **argv)
 	       STEP_NS);
 	printf("%-8s %7s %16s %12s %16s\n", "op", "threads", "lock-free ns/op", "mutex ns/op",
 	       "mutex/lock-free");
-	const char *names[2] = { "police", "reserve" };
-	const uint64_t waits[2] = { 0, UINT64_MAX };
+	const char *names[2] = {"police", "reserve"};
+	const uint64_t waits[2] = {0, UINT64_MAX};
 	for (int m = 0; m < 2; m++)
 		for (int threads = 1; threads <= 2; threads++) {
 			double lfree, mtx;
@@ -273,8 +279,9 @@ int main(int argc, char **argv)
 	printf("instructions per op (callgrind, uncontended, no clock read):\n");
 	printf("%-20s %20s %24s\n", "op", "in sl_gcra_acquire", "whole loop (difference)");
 	static const char *const modes[] = {
-		"police-admit", "police", "reserve", "police-admit-1500", "reserve-1500",
-		"police-admit-mutex", "police-mutex", "reserve-mutex",
+		"police-admit",      "police",        "reserve",
+		"police-admit-1500", "reserve-1500",  "police-admit-mutex",
+		"police-mutex",      "reserve-mutex",
 	};
 	const uint64_t n1 = 100000, n2 = 200000;
 	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {

@@ -55,8 +55,10 @@ static double time_acquire(struct sl_limiter *l, long n)
 
 static int bench_core(long n)
 {
-	const struct sl_params p = { .kind = SL_KIND_TOKEN, .amount = 1000000000u,
-				     .period_ns = 1000000000u, .burst = 1000000u };
+	const struct sl_params p = {.kind = SL_KIND_TOKEN,
+				    .amount = 1000000000u,
+				    .period_ns = 1000000000u,
+				    .burst = 1000000u};
 	static struct sl_limiter plain;
 	static struct sl_tunable priv;
 	char path[64];
@@ -76,14 +78,15 @@ static int bench_core(long n)
 	double a = time_acquire(&plain, n), b = time_acquire(&priv.head, n),
 	       c = time_acquire(&shared->head, n);
 	printf("core acquire, ns/call (best of 5 x %ld): plain %.2f  tunable private %.2f  "
-	       "tunable /dev/shm %.2f  (shared/private %.3f)\n", n, a, b, c, c / b);
+	       "tunable /dev/shm %.2f  (shared/private %.3f)\n",
+	       n, a, b, c, c / b);
 	return 0;
 }
 
 static int bench_send(long n)
 {
 	int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
 	if (bind(rx, (struct sockaddr *)&a, sizeof(a)) != 0 ||
 	    getsockname(rx, (struct sockaddr *)&a, &al) != 0 ||

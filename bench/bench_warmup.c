@@ -67,8 +67,10 @@ static double measure(const struct sl_params *p, bool breaker, uint64_t max_wait
 			sl_breaker_init(&b, 10000000000ull, 5000000000ull, 1000000, 0, 0, 1000);
 		else
 			sl_limiter_init(&l, p, 1000);
-		struct job j = { .l = &l, .b = breaker ? &b : NULL, .max_wait = max_wait,
-				 .clock = &clock };
+		struct job j = {.l = &l,
+				.b = breaker ? &b : NULL,
+				.max_wait = max_wait,
+				.clock = &clock};
 		pthread_t th[2];
 		const uint64_t t0 = mono();
 		for (int t = 0; t < threads; t++)
@@ -83,11 +85,16 @@ static double measure(const struct sl_params *p, bool breaker, uint64_t max_wait
 
 int main(void)
 {
-	const struct sl_params tok = { .kind = SL_KIND_TOKEN, .amount = 1000000000, .period_ns = 1000000000,
-				       .burst = 1000 };
-	const struct sl_params warm = { .kind = SL_KIND_WARMUP, .cold = 3, .amount = 1000000000,
-					.period_ns = 1000000000, .burst = 1000,
-					.warmup_ns = 1000000 };
+	const struct sl_params tok = {.kind = SL_KIND_TOKEN,
+				      .amount = 1000000000,
+				      .period_ns = 1000000000,
+				      .burst = 1000};
+	const struct sl_params warm = {.kind = SL_KIND_WARMUP,
+				       .cold = 3,
+				       .amount = 1000000000,
+				       .period_ns = 1000000000,
+				       .burst = 1000,
+				       .warmup_ns = 1000000};
 	printf("%-28s %12s %12s\n", "ns per operation", "1 thread", "2 threads");
 	printf("%-28s %12.1f %12.1f\n", "token police", measure(&tok, false, 0, 1),
 	       measure(&tok, false, 0, 2));

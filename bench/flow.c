@@ -165,7 +165,7 @@ static int flow_listen(const char *host)
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
 		flow_die("getsockname");
 	unsigned port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-						     : ((struct sockaddr_in6 *)&ss)->sin6_port);
+						      : ((struct sockaddr_in6 *)&ss)->sin6_port);
 	printf("port %u\n", port);
 	fflush(stdout);
 	return fd;

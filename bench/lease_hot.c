@@ -71,7 +71,8 @@ int main(int argc, char **argv)
 	for (int r = 0; r < ROUNDS; r++) {
 		for (int redis = 0; redis < 2; redis++) {
 			if (sl_setup(redis ? "1000000000/s,redis=hot,lease=10000000"
-					   : "1000000000/s", redis ? argv[1] : NULL) != 0)
+					   : "1000000000/s",
+				     redis ? argv[1] : NULL) != 0)
 				return 1;
 			struct sl_call c;
 			struct sl_grant g;
@@ -79,7 +80,8 @@ int main(int argc, char **argv)
 			sl__admit(&c, 1u, 1, &g); /* the first call waits for the first lease */
 			double ns = sl_round();
 			if (ns < 0) {
-				fprintf(stderr, "lease_hot: a call waited or was refused (is Redis up?)\n");
+				fprintf(stderr,
+					"lease_hot: a call waited or was refused (is Redis up?)\n");
 				return 1;
 			}
 			best[redis] = ns < best[redis] ? ns : best[redis];

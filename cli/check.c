@@ -117,21 +117,24 @@ static int warn_privileges(FILE *out, const char *path, const char *label)
 	if (stat(path, &st) != 0)
 		return 0;
 	if ((st.st_mode & S_ISUID) && st.st_uid != geteuid()) {
-		fprintf(out, "sluice: warning: %s cannot be throttled: it is set-user-ID "
-			     "(uid %u), so the loader ignores LD_PRELOAD\n",
+		fprintf(out,
+			"sluice: warning: %s cannot be throttled: it is set-user-ID "
+			"(uid %u), so the loader ignores LD_PRELOAD\n",
 			label, (unsigned)st.st_uid);
 		n++;
 	}
 	if ((st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getegid()) {
-		fprintf(out, "sluice: warning: %s cannot be throttled: it is set-group-ID "
-			     "(gid %u), so the loader ignores LD_PRELOAD\n",
+		fprintf(out,
+			"sluice: warning: %s cannot be throttled: it is set-group-ID "
+			"(gid %u), so the loader ignores LD_PRELOAD\n",
 			label, (unsigned)st.st_gid);
 		n++;
 	}
 	if (getxattr(path, "security.capability", caps, sizeof(caps)) > 0) {
-		fprintf(out, "sluice: warning: %s may not be throttled: it has file "
-			     "capabilities, so the loader may run it in secure mode and "
-			     "ignore LD_PRELOAD\n",
+		fprintf(out,
+			"sluice: warning: %s may not be throttled: it has file "
+			"capabilities, so the loader may run it in secure mode and "
+			"ignore LD_PRELOAD\n",
 			label);
 		n++;
 	}
@@ -139,28 +142,30 @@ static int warn_privileges(FILE *out, const char *path, const char *label)
 }
 
 /* Warnings from the ELF headers of path, compared with the library's. */
-static int warn_elf(FILE *out, const char *path, const struct sl_elf_info *e,
-		    const char *lib)
+static int warn_elf(FILE *out, const char *path, const struct sl_elf_info *e, const char *lib)
 {
 	struct sl_elf_info l;
 	int n = 0;
 
 	if (!e->has_interp) {
-		fprintf(out, "sluice: warning: %s cannot be throttled: it is statically "
-			     "linked, so no dynamic loader reads LD_PRELOAD\n",
+		fprintf(out,
+			"sluice: warning: %s cannot be throttled: it is statically "
+			"linked, so no dynamic loader reads LD_PRELOAD\n",
 			path);
 		n++;
 	}
 	if (e->is_go) {
-		fprintf(out, "sluice: warning: %s cannot be throttled: it is a Go binary, "
-			     "and the Go runtime makes raw system calls that bypass libc\n",
+		fprintf(out,
+			"sluice: warning: %s cannot be throttled: it is a Go binary, "
+			"and the Go runtime makes raw system calls that bypass libc\n",
 			path);
 		n++;
 	}
 	if (e->has_interp && lib != NULL && sl__elf_inspect(lib, &l) == 0 &&
 	    (l.elf_class != e->elf_class || l.machine != e->machine)) {
-		fprintf(out, "sluice: warning: %s cannot be throttled: it is a %d-bit "
-			     "ELF for machine %u, %s is %d-bit for machine %u\n",
+		fprintf(out,
+			"sluice: warning: %s cannot be throttled: it is a %d-bit "
+			"ELF for machine %u, %s is %d-bit for machine %u\n",
 			path, e->elf_class == ELFCLASS64 ? 64 : 32, e->machine, lib,
 			l.elf_class == ELFCLASS64 ? 64 : 32, l.machine);
 		n++;

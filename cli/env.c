@@ -34,8 +34,7 @@ static bool try_library(const char *candidate, char *out, size_t outlen)
 	return (size_t)snprintf(out, outlen, "%s", real) < outlen;
 }
 
-int sl__cli_find_library(const char *override, char *out, size_t outlen, char *err,
-			 size_t errlen)
+int sl__cli_find_library(const char *override, char *out, size_t outlen, char *err, size_t errlen)
 {
 	char exe[PATH_MAX];
 	char candidate[PATH_MAX + sizeof("/../lib/sluice/" LIB_NAME)];
@@ -113,6 +112,6 @@ int sl__cli_preload_join(const char *old, const char *lib, char *out, size_t out
 	/* Keep the separator style the user already chose. */
 	const char *join = strchr(old, ':') != NULL && strchr(old, ' ') == NULL ? ":" : " ";
 	int n = old[strspn(old, sep)] == '\0' ? snprintf(out, outlen, "%s", lib)
-					       : snprintf(out, outlen, "%s%s%s", lib, join, old);
+					      : snprintf(out, outlen, "%s%s%s", lib, join, old);
 	return n >= 0 && (size_t)n < outlen ? 0 : -1;
 }

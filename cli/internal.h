@@ -65,8 +65,7 @@ const char *sl__cli_preload_blind(const char *path);
  * tree). Never looks in the current directory. The absolute, canonical path
  * is written to out. Returns 0, or -1 with a one-line reason in err.
  */
-int sl__cli_find_library(const char *override, char *out, size_t outlen, char *err,
-			 size_t errlen);
+int sl__cli_find_library(const char *override, char *out, size_t outlen, char *err, size_t errlen);
 
 /*
  * Put `lib` in front of the LD_PRELOAD list `old` (may be NULL or empty;

@@ -64,8 +64,10 @@ int sl__cli_rm(int argc, char **argv)
 	sl_policy_init(&p);
 	snprintf(rule, sizeof(rule), "send:1/s,shared=%s", name);
 	if (sl_policy_parse_var(&p, "SLUICE_RULES", rule, err, sizeof(err)) != 0) {
-		fprintf(stderr, "sluice rm: '%s': not a shared limiter name (1 to %d of A-Z a-z 0-9 "
-				". _ -)\n", name, SL_SHARED_NAME_MAX - 1);
+		fprintf(stderr,
+			"sluice rm: '%s': not a shared limiter name (1 to %d of A-Z a-z 0-9 "
+			". _ -)\n",
+			name, SL_SHARED_NAME_MAX - 1);
 		return 2;
 	}
 	char seg_name[64], path[SL_SEG_PATH_MAX];
@@ -74,8 +76,8 @@ int sl__cli_rm(int argc, char **argv)
 	int *pids = NULL;
 	int n = sl__cli_shared_holders(name, &pids);
 	if (n < 0) {
-		fprintf(stderr, "sluice rm: shared limiter '%s': no such shared limiter (%s)\n", name,
-			path);
+		fprintf(stderr, "sluice rm: shared limiter '%s': no such shared limiter (%s)\n",
+			name, path);
 		return 1;
 	}
 	if (n > 0 && !force) {

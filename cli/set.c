@@ -35,8 +35,8 @@ static uint64_t mono_ns(void)
 
 /* Check that `want` changes only the limit of `cur`; on success, print the
  * change and retune t. Returns the exit status. fd is flock'ed meanwhile. */
-static int retune(const char *what, const char *cur_text, struct sl_rule want,
-		  struct sl_tunable *t, int fd)
+static int retune(const char *what, const char *cur_text, struct sl_rule want, struct sl_tunable *t,
+		  int fd)
 {
 	struct sl_rule cur;
 	if (sl__cli_rule_of(cur_text, &cur) != 0) {
@@ -49,8 +49,10 @@ static int retune(const char *what, const char *cur_text, struct sl_rule want,
 	cmp.period_ns = want.period_ns;
 	cmp.burst = want.burst;
 	if (!sl_rule_equal(&cmp, &want)) {
-		fprintf(stderr, "sluice set: %s: only the limit and the burst can change while it "
-				"runs (its rule is '%s')\n", what, cur_text);
+		fprintf(stderr,
+			"sluice set: %s: only the limit and the burst can change while it "
+			"runs (its rule is '%s')\n",
+			what, cur_text);
 		return 2;
 	}
 	struct sl_params p;
@@ -64,7 +66,7 @@ static int retune(const char *what, const char *cur_text, struct sl_rule want,
 	uint64_t now = mono_ns();
 	if (last != 0 && now - last < SL_SHM_RETUNE_GAP_NS) {
 		uint64_t w = SL_SHM_RETUNE_GAP_NS - (now - last);
-		struct timespec ts = { (time_t)(w / 1000000000u), (long)(w % 1000000000u) };
+		struct timespec ts = {(time_t)(w / 1000000000u), (long)(w % 1000000000u)};
 		nanosleep(&ts, NULL);
 		now = mono_ns();
 	}
@@ -73,8 +75,8 @@ static int retune(const char *what, const char *cur_text, struct sl_rule want,
 	enum sl_status st = sl_tunable_retune(t, &p, now);
 	flock(fd, LOCK_UN);
 	if (st != SL_OK) {
-		fprintf(stderr, "sluice set: %s: the limiter refuses the new parameters: %s\n", what,
-			sl_status_name(st));
+		fprintf(stderr, "sluice set: %s: the limiter refuses the new parameters: %s\n",
+			what, sl_status_name(st));
 		return 1;
 	}
 	sl_rule_format(&want, after, sizeof(after));
@@ -99,7 +101,8 @@ static int pick_rule(const struct sl_shm_stat *r, int pid, enum sl_op op)
 	if (count == 0)
 		fprintf(stderr, "sluice set: process %d has no %s rule\n", pid, sl_op_name(op));
 	else
-		fprintf(stderr, "sluice set: process %d has %d %s rules; cannot tell which to change\n",
+		fprintf(stderr,
+			"sluice set: process %d has %d %s rules; cannot tell which to change\n",
 			pid, count, sl_op_name(op));
 	for (uint32_t i = 0; i < r->n_rules; i++)
 		fprintf(stderr, "  rule %u: %s\n", i + 1, sl_shm_stat_rule(r, i));
@@ -123,12 +126,15 @@ static int set_pid(int pid, const struct sl_rule *want)
 		snprintf(what, sizeof(what), "process %d rule %d", pid, i + 1);
 		struct sl_tunable *lim = &sl_shm_stat_lims(r)[i];
 		if (sl__cli_rule_of(sl_shm_stat_rule(r, i), &cur) == 0 && cur.shared[0] != '\0')
-			fprintf(stderr, "sluice set: %s uses shared limiter '%s': change it with "
-					"sluice set shared:%s\n", what, cur.shared, cur.shared);
+			fprintf(stderr,
+				"sluice set: %s uses shared limiter '%s': change it with "
+				"sluice set shared:%s\n",
+				what, cur.shared, cur.shared);
 		else if (cur.scope != SL_SCOPE_PROCESS || !sl_tunable_validate(lim))
-			fprintf(stderr, "sluice set: %s is per=%s: only per=process and shared "
-					"limits can change while running\n", what,
-				sl_scope_name((enum sl_scope)cur.scope));
+			fprintf(stderr,
+				"sluice set: %s is per=%s: only per=process and shared "
+				"limits can change while running\n",
+				what, sl_scope_name((enum sl_scope)cur.scope));
 		else
 			rc = retune(what, sl_shm_stat_rule(r, i), *want, lim, fd);
 	}

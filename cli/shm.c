@@ -136,7 +136,7 @@ static int cmp_int(const void *a, const void *b)
 
 int sl__cli_record_pids(int **pids)
 {
-	struct pid_list l = { NULL, 0, 0 };
+	struct pid_list l = {NULL, 0, 0};
 	sl_seg_each(SL_SHM_STAT_PREFIX, collect_pid, &l);
 	/* Ascending, so that output is stable. */
 	if (l.n > 1)
@@ -176,7 +176,7 @@ int sl__cli_shared_holders(const char *name, int **pids)
 	*pids = NULL;
 	if (lstat(path, &st) != 0)
 		return -1;
-	struct pid_list l = { NULL, 0, 0 };
+	struct pid_list l = {NULL, 0, 0};
 	DIR *d = opendir("/proc");
 	if (d == NULL)
 		return 0;
@@ -224,9 +224,11 @@ void sl__cli_old_note(void)
 		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
 	closedir(d);
 	if (n > 0)
-		fprintf(stderr, "sluice: info: %d file%s of an older sluice in " SL_SHM_DIR
+		fprintf(stderr,
+			"sluice: info: %d file%s of an older sluice in " SL_SHM_DIR
 			" %s ignored (segments now live in %s); remove them with rm " SL_SHM_DIR
-			"/%s*\n", n, n == 1 ? "" : "s", n == 1 ? "is" : "are", sl_seg_dir(), prefix);
+			"/%s*\n",
+			n, n == 1 ? "" : "s", n == 1 ? "is" : "are", sl_seg_dir(), prefix);
 }
 
 /* The rule that text (canonical "OP:SPEC") gives, or -1. */

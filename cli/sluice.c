@@ -104,8 +104,7 @@ static const struct sl_var_info rule_opts[] = {
 	 "refuse instead of waiting longer than this [none]"},
 	{"errno=NAME", "--connect 10/s,action=reject,errno=ETIMEDOUT",
 	 "the error of a refused call [per operation]"},
-	{"per=process|thread|fd|peer", "--recv 10MiB/s,per=fd",
-	 "who shares one limit [process]"},
+	{"per=process|thread|fd|peer", "--recv 10MiB/s,per=fd", "who shares one limit [process]"},
 	{"to=CIDR[:PORT]", "--connect 10/s,to=10.0.0.0/8:443",
 	 "only these addresses (destination, listener or peer) [any]"},
 	{"port=N[-M]", "--send 1MiB/s,port=8000-8080", "only these remote ports [any]"},
@@ -131,8 +130,9 @@ static const struct sl_var_info rule_opts[] = {
 static void usage_entry(FILE *out, const char *name, const char *help, const char *eg)
 {
 	enum { COL = 23, WIDTH = 79 };
-	int col = strlen(name) > 20 ? fprintf(out, "  %s\n%*s", name, COL - 1, "") - (int)strlen(name) - 3
-				    : fprintf(out, "  %-20s", name);
+	int col = strlen(name) > 20
+			  ? fprintf(out, "  %s\n%*s", name, COL - 1, "") - (int)strlen(name) - 3
+			  : fprintf(out, "  %-20s", name);
 	while (*help != '\0') {
 		size_t word = strcspn(help, " ");
 		if (col > COL && col + 1 + (int)word > WIDTH)
@@ -247,8 +247,9 @@ static int usage_error(void)
  * two limits of one kind go in --rules. */
 static int repeated_flag(enum sl_op op, const char *first, const char *second)
 {
-	fprintf(stderr, "sluice: --%s given twice ('%s' and '%s'): give it once, or both "
-			"limits as --rules '%s:%s;%s:%s'\n",
+	fprintf(stderr,
+		"sluice: --%s given twice ('%s' and '%s'): give it once, or both "
+		"limits as --rules '%s:%s;%s:%s'\n",
 		sl_op_name(op), first, second, sl_op_name(op), first, sl_op_name(op), second);
 	return usage_error();
 }
@@ -258,10 +259,12 @@ static int env_append(const char *name, const char *sep, const char *text)
 {
 	char buf[ENV_VALUE_MAX];
 	const char *cur = getenv(name);
-	int n = cur == NULL || cur[0] == '\0' ? snprintf(buf, sizeof(buf), "%s", text)
-					      : snprintf(buf, sizeof(buf), "%s%s%s", cur, sep, text);
+	int n = cur == NULL || cur[0] == '\0'
+			? snprintf(buf, sizeof(buf), "%s", text)
+			: snprintf(buf, sizeof(buf), "%s%s%s", cur, sep, text);
 	if (n < 0 || (size_t)n >= sizeof(buf)) {
-		fprintf(stderr, "sluice: %s would be longer than %zu bytes\n", name, sizeof(buf) - 1);
+		fprintf(stderr, "sluice: %s would be longer than %zu bytes\n", name,
+			sizeof(buf) - 1);
 		return -1;
 	}
 	return setenv(name, buf, 1);
@@ -346,8 +349,7 @@ static int apply_stats_flag(const char *path)
 }
 
 /* The rules and settings the program will run with, one per line. */
-static void print_policy(FILE *out, const char *prefix, const struct sl_policy *p,
-			 const char *lib)
+static void print_policy(FILE *out, const char *prefix, const struct sl_policy *p, const char *lib)
 {
 	char text[SL_RULE_TEXT_MAX];
 
@@ -396,8 +398,9 @@ static int check_program(const char *name, const char *lib, enum mode mode, bool
 		if (no == NULL) {
 			*supervise = true;
 			if (verbose)
-				fprintf(stderr, "sluice: %s is %s: supervised mode (--preload to use "
-						"the library anyway)\n",
+				fprintf(stderr,
+					"sluice: %s is %s: supervised mode (--preload to use "
+					"the library anyway)\n",
 					path, blind);
 		} else {
 			fprintf(stderr, "sluice: %s is %s, and %s\n", path, blind, no);
@@ -409,7 +412,8 @@ static int check_program(const char *name, const char *lib, enum mode mode, bool
 		return 0;
 	}
 	if (verbose)
-		fprintf(stderr, "sluice: preload mode%s\n", mode == MODE_PRELOAD ? " (--preload)" : "");
+		fprintf(stderr, "sluice: preload mode%s\n",
+			mode == MODE_PRELOAD ? " (--preload)" : "");
 	sl__cli_warn_unthrottlable(stderr, path, lib);
 	return 0;
 }
@@ -459,8 +463,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SUPERVISE:
 		case OPT_PRELOAD:
-			if (mode != MODE_AUTO && mode != (c == OPT_SUPERVISE ? MODE_SUPERVISE : MODE_PRELOAD)) {
-				fputs("sluice: --supervise and --preload exclude each other\n", stderr);
+			if (mode != MODE_AUTO &&
+			    mode != (c == OPT_SUPERVISE ? MODE_SUPERVISE : MODE_PRELOAD)) {
+				fputs("sluice: --supervise and --preload exclude each other\n",
+				      stderr);
 				return usage_error();
 			}
 			mode = c == OPT_SUPERVISE ? MODE_SUPERVISE : MODE_PRELOAD;

@@ -75,8 +75,8 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	snprintf(v->configured, sizeof(v->configured), "%s", text);
 	snprintf(v->now, sizeof(v->now), "%s", text);
 	const struct sl_rstats *s = &sl_shm_stat_stats(r)[i];
-	const _Atomic uint64_t *f[7] = { &s->calls, &s->admitted, &s->delayed, &s->refused,
-					 &s->delay_ns, &s->max_delay_ns, &s->bytes };
+	const _Atomic uint64_t *f[7] = {&s->calls,    &s->admitted,     &s->delayed, &s->refused,
+					&s->delay_ns, &s->max_delay_ns, &s->bytes};
 	for (int k = 0; k < 7; k++)
 		v->c[k] = ld(f[k]);
 	struct sl_rule rule;
@@ -97,8 +97,7 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 		t = &sl_shm_stat_lims(r)[i];
 	}
 	if (t != NULL) {
-		sl__cli_current_text(text, &sl_tunable_current(t)->params, v->now,
-				     sizeof(v->now));
+		sl__cli_current_text(text, &sl_tunable_current(t)->params, v->now, sizeof(v->now));
 		const uint64_t now = now_ns();
 		v->available = sl_limiter_available(&t->head, now);
 		v->avail_known = true;
@@ -159,7 +158,8 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (strcmp(x->now, x->configured) != 0)
 			fprintf(out, "  (started as %s)", x->configured);
 		fputc('\n', out);
-		fprintf(out, "    calls %llu  admitted %llu  delayed %llu  refused %llu  bytes %llu\n",
+		fprintf(out,
+			"    calls %llu  admitted %llu  delayed %llu  refused %llu  bytes %llu\n",
 			(unsigned long long)x->c[0], (unsigned long long)x->c[1],
 			(unsigned long long)x->c[2], (unsigned long long)x->c[3],
 			(unsigned long long)x->c[6]);
@@ -218,33 +218,34 @@ static const struct {
 	const char *name, *type, *help;
 	int k;
 } prom_metrics[] = {
-	{ "sluice_calls_total", "counter", "Calls the rule matched.", 0 },
-	{ "sluice_admitted_total", "counter", "Matched calls that went through.", 1 },
-	{ "sluice_delayed_total", "counter",
-	  "Matched calls that waited (non-blocking: answered EAGAIN or cut short).", 2 },
-	{ "sluice_refused_total", "counter", "Matched calls that were refused.", 3 },
-	{ "sluice_delay_seconds_total", "counter",
-	  "Time matched calls waited (non-blocking: their fds were held back).", 4 },
-	{ "sluice_delay_max_seconds", "gauge", "Longest wait of one call.", 5 },
-	{ "sluice_bytes_total", "counter", "Bytes moved by admitted calls.", 6 },
-	{ "sluice_available", "gauge", "Units the limiter would admit now.", -1 },
-	{ "sluice_warmup_stored", "gauge", "Stored permits of a warm-up rule (its coldness).", -2 },
-	{ "sluice_warmup_rate", "gauge", "Units per second a warm-up rule admits now.", -3 },
+	{"sluice_calls_total", "counter", "Calls the rule matched.", 0},
+	{"sluice_admitted_total", "counter", "Matched calls that went through.", 1},
+	{"sluice_delayed_total", "counter",
+	 "Matched calls that waited (non-blocking: answered EAGAIN or cut short).", 2},
+	{"sluice_refused_total", "counter", "Matched calls that were refused.", 3},
+	{"sluice_delay_seconds_total", "counter",
+	 "Time matched calls waited (non-blocking: their fds were held back).", 4},
+	{"sluice_delay_max_seconds", "gauge", "Longest wait of one call.", 5},
+	{"sluice_bytes_total", "counter", "Bytes moved by admitted calls.", 6},
+	{"sluice_available", "gauge", "Units the limiter would admit now.", -1},
+	{"sluice_warmup_stored", "gauge", "Stored permits of a warm-up rule (its coldness).", -2},
+	{"sluice_warmup_rate", "gauge", "Units per second a warm-up rule admits now.", -3},
 };
 
 static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 		       struct rule_view *const *views)
 {
 	for (size_t m = 0; m < sizeof(prom_metrics) / sizeof(prom_metrics[0]); m++) {
-		fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", prom_metrics[m].name, prom_metrics[m].help,
-			prom_metrics[m].name, prom_metrics[m].type);
+		fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", prom_metrics[m].name,
+			prom_metrics[m].help, prom_metrics[m].name, prom_metrics[m].type);
 		for (int p = 0; p < n; p++)
 			for (uint32_t i = 0; i < recs[p]->n_rules; i++) {
 				const struct rule_view *x = &views[p][i];
 				int k = prom_metrics[m].k;
 				if ((k == -1 && !x->avail_known) || (k < -1 && !x->warm))
 					continue;
-				fprintf(out, "%s{pid=\"%u\",program=", prom_metrics[m].name, recs[p]->pid);
+				fprintf(out, "%s{pid=\"%u\",program=", prom_metrics[m].name,
+					recs[p]->pid);
 				prom_str(out, recs[p]->program);
 				fprintf(out, ",rule=\"%u\",spec=", i + 1);
 				prom_str(out, x->now);
@@ -257,7 +258,8 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 					fprintf(out, "%.6g\n", x->rate);
 				else
 					fprintf(out, "%llu\n",
-						(unsigned long long)(k < 0 ? x->available : x->c[k]));
+						(unsigned long long)(k < 0 ? x->available
+									   : x->c[k]));
 			}
 	}
 }
@@ -306,7 +308,8 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 		if (r == NULL) {
 			if (only_pid) {
 				fprintf(stderr, "sluice stat: process %d: %s\n", only_pid,
-					strcmp(why, "gone") == 0 ? "not running sluice (no record)" : why);
+					strcmp(why, "gone") == 0 ? "not running sluice (no record)"
+								 : why);
 				rc = 1;
 			}
 			continue;
@@ -467,13 +470,13 @@ static void stat_usage(FILE *out)
 int sl__cli_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "prometheus", no_argument, NULL, 'p' },
-		{ "watch", optional_argument, NULL, 'w' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "listen-any", no_argument, NULL, 'a' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"json", no_argument, NULL, 'j'},
+		{"prometheus", no_argument, NULL, 'p'},
+		{"watch", optional_argument, NULL, 'w'},
+		{"listen", required_argument, NULL, 'l'},
+		{"listen-any", no_argument, NULL, 'a'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	enum fmt fmt = FMT_TEXT;
 	double watch = 0;
@@ -500,8 +503,10 @@ int sl__cli_stat(int argc, char **argv)
 		case 'w': {
 			char *end = NULL;
 			watch = optarg ? strtod(optarg, &end) : 1.0;
-			if ((optarg && (*end != '\0' || end == optarg)) || !(watch >= 0.1 && watch <= 3600)) {
-				fprintf(stderr, "sluice stat: --watch=%s: expected seconds from 0.1 to 3600\n",
+			if ((optarg && (*end != '\0' || end == optarg)) ||
+			    !(watch >= 0.1 && watch <= 3600)) {
+				fprintf(stderr,
+					"sluice stat: --watch=%s: expected seconds from 0.1 to 3600\n",
 					optarg);
 				return 2;
 			}
@@ -559,7 +564,7 @@ int sl__cli_stat(int argc, char **argv)
 		int rc = report(stdout, fmt, pid);
 		if (rc != 0)
 			return rc;
-		struct timespec ts = { (time_t)watch, (long)((watch - (double)(time_t)watch) * 1e9) };
+		struct timespec ts = {(time_t)watch, (long)((watch - (double)(time_t)watch) * 1e9)};
 		nanosleep(&ts, NULL);
 	}
 }

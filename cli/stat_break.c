@@ -58,7 +58,8 @@ const struct sl_shm_break *sl__cli_break_open(int pid)
 		sl_seg_unlink(name); /* left by a process that died without its destructor */
 		return NULL;
 	}
-	if (sl_seg_open(name, 0, sizeof(struct sl_shm_break), NULL, NULL, &seg, err, sizeof(err)) < 0)
+	if (sl_seg_open(name, 0, sizeof(struct sl_shm_break), NULL, NULL, &seg, err, sizeof(err)) <
+	    0)
 		return NULL;
 	struct sl_shm_break *b = seg.map;
 	/* Acquire: pairs with the release fence before the shim writes the
@@ -155,9 +156,11 @@ void sl__cli_break_text(FILE *out, const struct sl_shm_break *b)
 		uint64_t c[5];
 		brk_sum(r, c);
 		fprintf(out, "  breaker %u  %s\n", i + 1, r->text);
-		fprintf(out, "    attempts %llu  failures %llu  fast-failed %llu  probes %llu  trips %llu\n",
-			(unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2],
-			(unsigned long long)c[3], (unsigned long long)c[4]);
+		fprintf(out,
+			"    attempts %llu  failures %llu  fast-failed %llu  probes %llu  trips %llu\n",
+			(unsigned long long)c[0], (unsigned long long)c[1],
+			(unsigned long long)c[2], (unsigned long long)c[3],
+			(unsigned long long)c[4]);
 		char dst[INET6_ADDRSTRLEN + 16];
 		struct sl_brk_view v;
 		unsigned shown = 0;
@@ -200,10 +203,12 @@ void sl__cli_break_json(FILE *out, const struct sl_shm_break *b)
 		brk_sum(r, c);
 		fprintf(out, "%s{\"index\":%u,\"breaker\":", i ? "," : "", i + 1);
 		json_text(out, r->text);
-		fprintf(out, ",\"attempts\":%llu,\"failures\":%llu,\"fast_fails\":%llu,\"probes\":%llu,"
-			     "\"trips\":%llu,\"states\":[",
-			(unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2],
-			(unsigned long long)c[3], (unsigned long long)c[4]);
+		fprintf(out,
+			",\"attempts\":%llu,\"failures\":%llu,\"fast_fails\":%llu,\"probes\":%llu,"
+			"\"trips\":%llu,\"states\":[",
+			(unsigned long long)c[0], (unsigned long long)c[1],
+			(unsigned long long)c[2], (unsigned long long)c[3],
+			(unsigned long long)c[4]);
 		char dst[INET6_ADDRSTRLEN + 16];
 		struct sl_brk_view v;
 		bool first = true;
@@ -213,8 +218,9 @@ void sl__cli_break_json(FILE *out, const struct sl_shm_break *b)
 				json_text(out, dst);
 			else
 				fputs("null", out);
-			fprintf(out, ",\"state\":\"%s\",\"failures\":%llu,\"attempts\":%llu,"
-				     "\"probe_in_ns\":%llu}",
+			fprintf(out,
+				",\"state\":\"%s\",\"failures\":%llu,\"attempts\":%llu,"
+				"\"probe_in_ns\":%llu}",
 				sl_breaker_state_name((enum sl_brk_state)v.state),
 				(unsigned long long)v.failures, (unsigned long long)v.attempts,
 				(unsigned long long)v.probe_in_ns);
@@ -242,13 +248,14 @@ void sl__cli_break_prom(FILE *out, int n, const int *pids, const char *const *pr
 		const char *name, *type, *help;
 		int k;
 	} fam[] = {
-		{ "sluice_breaker_attempts_total", "counter", "Connects a breaker let through.", 0 },
-		{ "sluice_breaker_failures_total", "counter", "Connects that failed (counted).", 1 },
-		{ "sluice_breaker_fast_fails_total", "counter", "Connects refused while open, with no system call.", 2 },
-		{ "sluice_breaker_probes_total", "counter", "Half-open probe connects.", 3 },
-		{ "sluice_breaker_trips_total", "counter", "Times a breaker opened.", 4 },
-		{ "sluice_breaker_state", "gauge", "0 closed, 1 open, 2 half-open.", -1 },
-		{ "sluice_breaker_window_failures", "gauge", "Failed connects in the window.", -2 },
+		{"sluice_breaker_attempts_total", "counter", "Connects a breaker let through.", 0},
+		{"sluice_breaker_failures_total", "counter", "Connects that failed (counted).", 1},
+		{"sluice_breaker_fast_fails_total", "counter",
+		 "Connects refused while open, with no system call.", 2},
+		{"sluice_breaker_probes_total", "counter", "Half-open probe connects.", 3},
+		{"sluice_breaker_trips_total", "counter", "Times a breaker opened.", 4},
+		{"sluice_breaker_state", "gauge", "0 closed, 1 open, 2 half-open.", -1},
+		{"sluice_breaker_window_failures", "gauge", "Failed connects in the window.", -2},
 	};
 	const uint64_t now = mono_now();
 	bool any = false;
@@ -265,7 +272,8 @@ void sl__cli_break_prom(FILE *out, int n, const int *pids, const char *const *pr
 				if (fam[m].k >= 0) {
 					uint64_t c[5];
 					brk_sum(r, c);
-					fprintf(out, "%s{pid=\"%d\",program=", fam[m].name, pids[p]);
+					fprintf(out, "%s{pid=\"%d\",program=", fam[m].name,
+						pids[p]);
 					prom_label(out, programs[p]);
 					fprintf(out, ",breaker=\"%u\",spec=", i + 1);
 					prom_label(out, r->text);
@@ -275,12 +283,14 @@ void sl__cli_break_prom(FILE *out, int n, const int *pids, const char *const *pr
 				char dst[INET6_ADDRSTRLEN + 16];
 				struct sl_brk_view v;
 				for (unsigned k = 0; brk_entry(r, &k, dst, sizeof(dst), &v, now);) {
-					fprintf(out, "%s{pid=\"%d\",program=", fam[m].name, pids[p]);
+					fprintf(out, "%s{pid=\"%d\",program=", fam[m].name,
+						pids[p]);
 					prom_label(out, programs[p]);
 					fprintf(out, ",breaker=\"%u\",peer=", i + 1);
 					prom_label(out, dst[0] != '\0' ? dst : "process");
-					fprintf(out, "} %llu\n", (unsigned long long)(fam[m].k == -1
-						? v.state : v.failures));
+					fprintf(out, "} %llu\n",
+						(unsigned long long)(fam[m].k == -1 ? v.state
+										    : v.failures));
 				}
 			}
 	}

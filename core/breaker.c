@@ -46,7 +46,7 @@ static uint64_t since(const struct sl_breaker *b, uint64_t now_ns)
 bool sl_breaker_init(struct sl_breaker *b, uint64_t window_ns, uint64_t open_ns, uint32_t errors,
 		     uint32_t ratio_pct, uint32_t min, uint64_t now_ns)
 {
-	*b = (struct sl_breaker){ 0 };
+	*b = (struct sl_breaker){0};
 	if (window_ns < SL_BRK_BUCKETS || open_ns == 0 || open_ns > (UINT64_C(1) << 60))
 		return false;
 	if (ratio_pct == 0 ? errors == 0 || errors > CNT_MAX
@@ -65,8 +65,7 @@ bool sl_breaker_init(struct sl_breaker *b, uint64_t window_ns, uint64_t open_ns,
 }
 
 /* Failures and attempts in the window at bucket index idx. */
-static void window_sum(const struct sl_breaker *b, uint64_t idx, uint64_t *fails,
-		       uint64_t *total)
+static void window_sum(const struct sl_breaker *b, uint64_t idx, uint64_t *fails, uint64_t *total)
 {
 	*fails = *total = 0;
 	for (unsigned k = 0; k < SL_BRK_BUCKETS; k++) {
@@ -97,7 +96,8 @@ static void window_add(struct sl_breaker *b, uint64_t idx, bool failure)
 		n = sl__min(n + 1, CNT_MAX);
 		/* Relaxed: a count; nothing is published through it. */
 		if (atomic_compare_exchange_weak_explicit(p, &w, tag | (f << CNT_BITS) | n,
-							  memory_order_relaxed, memory_order_relaxed))
+							  memory_order_relaxed,
+							  memory_order_relaxed))
 			return;
 	}
 }
@@ -203,7 +203,7 @@ void sl_breaker_view(const struct sl_breaker *b, uint64_t now_ns, struct sl_brk_
 	const uint64_t t = since(b, now_ns);
 	/* Relaxed: a snapshot for reports. */
 	const uint64_t w = atomic_load_explicit(&b->state, memory_order_relaxed);
-	*v = (struct sl_brk_view){ .state = st_of(w) };
+	*v = (struct sl_brk_view){.state = st_of(w)};
 	window_sum(b, t / b->bucket_ns, &v->failures, &v->attempts);
 	if (st_of(w) == SL_BRK_OPEN && t_of(w) > t)
 		v->probe_in_ns = t_of(w) - t;
@@ -230,6 +230,6 @@ bool sl_breaker_validate(const struct sl_breaker *b)
 	struct sl_breaker ref;
 	if (!sl_breaker_init(&ref, b->window_ns, b->open_ns, b->errors, b->ratio_pct, b->min, 0))
 		return false;
-	return ref.bucket_ns == b->bucket_ns && st_of(atomic_load_explicit(
-							     &b->state, memory_order_relaxed)) <= SL_BRK_HALF_OPEN;
+	return ref.bucket_ns == b->bucket_ns &&
+	       st_of(atomic_load_explicit(&b->state, memory_order_relaxed)) <= SL_BRK_HALF_OPEN;
 }

@@ -23,7 +23,7 @@ enum sl_status sl_conc_init(struct sl_conc *c, uint64_t limit)
 {
 	if (limit == 0)
 		return SL_EINVAL;
-	*c = (struct sl_conc){ .limit = limit };
+	*c = (struct sl_conc){.limit = limit};
 	/* Relaxed: init runs before the limiter is shared (see sl_token_init). */
 	atomic_store_explicit(&c->held, 0, memory_order_relaxed);
 	return SL_OK;
@@ -60,7 +60,8 @@ struct sl_decision sl__conc_take(_Atomic uint64_t *held_word, uint64_t n, uint64
 		 * holder's work happens before ours. Relaxed on failure: the
 		 * reloaded count is just a new guess. */
 		if (atomic_compare_exchange_weak_explicit(held_word, &held, held + n,
-							  memory_order_acquire, memory_order_relaxed))
+							  memory_order_acquire,
+							  memory_order_relaxed))
 			return sl__decide(SL_ADMIT, 0);
 	}
 }
@@ -89,7 +90,8 @@ enum sl_status sl__conc_give(_Atomic uint64_t *held_word, uint64_t n)
 		 * acquirer (pairs with the acquire CAS in sl__conc_take).
 		 * Relaxed on failure: the reloaded count is just a new guess. */
 		if (atomic_compare_exchange_weak_explicit(held_word, &held, held - n,
-							  memory_order_release, memory_order_relaxed))
+							  memory_order_release,
+							  memory_order_relaxed))
 			return SL_OK;
 	}
 }

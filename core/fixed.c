@@ -39,7 +39,7 @@ enum sl_status sl_fixed_init(struct sl_fixed *w, uint64_t limit, uint64_t window
 		return SL_EINVAL;
 	if (sl__sat_mul(UINT64_MAX / limit, window_ns) < SL__HORIZON_NS)
 		return SL_ERANGE;
-	*w = (struct sl_fixed){ .limit = limit, .window_ns = window_ns, .epoch_ns = now_ns };
+	*w = (struct sl_fixed){.limit = limit, .window_ns = window_ns, .epoch_ns = now_ns};
 	/* Relaxed: init runs before the limiter is shared (see sl_token_init). */
 	atomic_store_explicit(&w->used, 0, memory_order_relaxed);
 	return SL_OK;

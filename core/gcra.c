@@ -97,8 +97,8 @@ static enum sl_status gcra_init(struct sl_gcra *g, uint64_t amount, uint64_t per
  * is slower than one unit per 292 years or the burst takes longer than the
  * horizon to refill. Not thread-safe: call before sharing g.
  */
-enum sl_status sl_token_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns,
-			     uint64_t burst, uint64_t now_ns)
+enum sl_status sl_token_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns, uint64_t burst,
+			     uint64_t now_ns)
 {
 	return gcra_init(g, amount, period_ns, burst, false, now_ns);
 }
@@ -218,8 +218,7 @@ gcra_acquire_short(_Atomic uint64_t *tat_p, uint64_t cost, uint64_t now_ns, uint
 			const uint64_t end = sl__max(tat, now) + cost;
 			/* As in gcra_acquire_slow: SL__ADMIT_ORDER on success,
 			 * relaxed on failure. */
-			if (atomic_compare_exchange_weak_explicit(tat_p, &tat, end,
-								  SL__ADMIT_ORDER,
+			if (atomic_compare_exchange_weak_explicit(tat_p, &tat, end, SL__ADMIT_ORDER,
 								  memory_order_relaxed))
 				return sl__decide(SL_ADMIT, 0);
 			continue;

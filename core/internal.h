@@ -123,9 +123,8 @@ static inline uint64_t sl__elapsed(uint64_t now_ns, uint64_t epoch_ns)
  * Returns SL_EINVAL for a zero amount or period, SL_ERANGE if one unit
  * costs 2^63 ticks or more (a period of more than 292 years per unit).
  */
-static inline enum sl_status sl__fixed_point(uint64_t amount, uint64_t period_ns,
-					     uint64_t *mult, uint32_t *shift,
-					     uint32_t *tick_shift)
+static inline enum sl_status sl__fixed_point(uint64_t amount, uint64_t period_ns, uint64_t *mult,
+					     uint32_t *shift, uint32_t *tick_shift)
 {
 	if (amount == 0 || period_ns == 0)
 		return SL_EINVAL;
@@ -150,7 +149,7 @@ static inline enum sl_status sl__fixed_point(uint64_t amount, uint64_t period_ns
 
 static inline struct sl_decision sl__decide(uint32_t verdict, uint64_t wait_ns)
 {
-	struct sl_decision d = { .wait_ns = wait_ns, .verdict = verdict, .reserved = 0 };
+	struct sl_decision d = {.wait_ns = wait_ns, .verdict = verdict, .reserved = 0};
 	return d;
 }
 

@@ -20,7 +20,7 @@
  */
 enum sl_status sl_limiter_init(struct sl_limiter *l, const struct sl_params *p, uint64_t now_ns)
 {
-	*l = (struct sl_limiter){ .params = *p };
+	*l = (struct sl_limiter){.params = *p};
 	enum sl_status st;
 	switch (p->kind) {
 	case SL_KIND_TOKEN:

@@ -44,7 +44,8 @@
 
 static uint64_t slide_pack(uint64_t idx, uint64_t prev, uint64_t cur)
 {
-	return ((idx & SL__SLIDE_IDX_MASK) << (2 * SL__SLIDE_BITS)) | (prev << SL__SLIDE_BITS) | cur;
+	return ((idx & SL__SLIDE_IDX_MASK) << (2 * SL__SLIDE_BITS)) | (prev << SL__SLIDE_BITS) |
+	       cur;
 }
 
 /* The state's view at window idx, position e: prev and cur as of then. */
@@ -54,7 +55,7 @@ struct slide_view {
 
 static struct slide_view slide_view(uint64_t state, uint64_t idx, uint64_t e)
 {
-	struct slide_view v = { idx, e, 0, 0 };
+	struct slide_view v = {idx, e, 0, 0};
 	const uint64_t sidx = state >> (2 * SL__SLIDE_BITS);
 	const uint64_t prev = (state >> SL__SLIDE_BITS) & SL__SLIDE_MAX;
 	const uint64_t cur = state & SL__SLIDE_MAX;
@@ -169,7 +170,8 @@ struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t
 		const uint64_t next = slide_pack(v.idx, v.prev, v.cur + nq);
 		/* Relaxed: the word publishes no other memory; the CAS alone
 		 * orders racing acquires. Relaxed failure: just a new guess. */
-		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, memory_order_relaxed,
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next,
+							  memory_order_relaxed,
 							  memory_order_relaxed))
 			return sl__decide(SL_ADMIT, 0);
 	}
@@ -192,11 +194,13 @@ enum sl_status sl_sliding_refund(struct sl_sliding *s, uint64_t n, uint64_t now_
 	uint64_t state = atomic_load_explicit(&s->state, memory_order_relaxed);
 	for (;;) {
 		const uint64_t cur = state & SL__SLIDE_MAX;
-		if (nq == 0 || cur == 0 || (state >> (2 * SL__SLIDE_BITS)) != (idx & SL__SLIDE_IDX_MASK))
+		if (nq == 0 || cur == 0 ||
+		    (state >> (2 * SL__SLIDE_BITS)) != (idx & SL__SLIDE_IDX_MASK))
 			return SL_OK;
 		const uint64_t next = state - sl__min(cur, nq);
 		/* Relaxed: as in sl_sliding_acquire. */
-		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, memory_order_relaxed,
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next,
+							  memory_order_relaxed,
 							  memory_order_relaxed))
 			return SL_OK;
 	}
@@ -232,7 +236,8 @@ enum sl_status sl_sliding_charge(struct sl_sliding *s, uint64_t n, uint64_t now_
 		if (next == state)
 			return SL_OK; /* already full */
 		/* Relaxed: as in sl_sliding_acquire. */
-		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, memory_order_relaxed,
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next,
+							  memory_order_relaxed,
 							  memory_order_relaxed))
 			return SL_OK;
 	}

@@ -237,8 +237,8 @@ struct sl_sliding {
 	uint64_t limit;     /* N units per window */
 	uint64_t window_ns; /* W */
 	uint64_t epoch_ns;
-	uint64_t quantum;   /* units per counted quantum */
-	uint64_t limit_q;   /* most quanta a window holds: ceil(N / quantum) */
+	uint64_t quantum; /* units per counted quantum */
+	uint64_t limit_q; /* most quanta a window holds: ceil(N / quantum) */
 	uint64_t reserved[3];
 	_Alignas(SL_CACHELINE) _Atomic uint64_t state;
 	uint8_t pad[SL_CACHELINE - sizeof(uint64_t)];
@@ -259,14 +259,14 @@ struct sl_conc {
  * stored permits (coldness), in 2^-16 units.
  */
 struct sl_warm {
-	uint64_t amount;    /* units per period_ns: the stable rate */
+	uint64_t amount; /* units per period_ns: the stable rate */
 	uint64_t period_ns;
 	uint64_t burst;     /* units at once in the stable regime */
 	uint64_t warmup_ns; /* w */
 	uint64_t epoch_ns;
-	uint64_t thresh_q;  /* T = 0.5 w / S, in 2^-16 units */
-	uint64_t max_q;     /* M = T + 2 w / (S + C), in 2^-16 units */
-	uint32_t cold;      /* C / S */
+	uint64_t thresh_q; /* T = 0.5 w / S, in 2^-16 units */
+	uint64_t max_q;    /* M = T + 2 w / (S + C), in 2^-16 units */
+	uint32_t cold;     /* C / S */
 	uint32_t reserved;
 	/* State on its own cache line, 16-byte aligned for the CAS. */
 	_Alignas(SL_CACHELINE) _Atomic uint64_t sched_ns; /* low half */
@@ -288,8 +288,8 @@ struct sl_tun {
 
 /* Any limiter: a tagged union, 64-byte aligned, fixed layout. */
 struct sl_limiter {
-	uint32_t magic; /* SL_LIMITER_MAGIC once initialised */
-	uint32_t kind;  /* enum sl_kind */
+	uint32_t magic;          /* SL_LIMITER_MAGIC once initialised */
+	uint32_t kind;           /* enum sl_kind */
 	struct sl_params params; /* as given to init, for reporting */
 	uint8_t pad[SL_CACHELINE - 8 - sizeof(struct sl_params)];
 	union {
@@ -371,8 +371,8 @@ const struct sl_limiter *sl_tunable_current(const struct sl_tunable *t);
 bool sl_tunable_validate(const struct sl_tunable *t);
 
 /* Per-algorithm API (the generic calls above forward to these). */
-enum sl_status sl_token_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns,
-			     uint64_t burst, uint64_t now_ns);
+enum sl_status sl_token_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns, uint64_t burst,
+			     uint64_t now_ns);
 enum sl_status sl_leaky_init(struct sl_gcra *g, uint64_t amount, uint64_t period_ns,
 			     uint64_t capacity, uint64_t now_ns);
 struct sl_decision sl_gcra_acquire(struct sl_gcra *g, uint64_t n, uint64_t now_ns,
@@ -463,10 +463,10 @@ enum sl_brk_verdict {
 /* A state change made by the call, for logs (SL_BRK_NO_CHANGE: none). */
 enum sl_brk_change {
 	SL_BRK_NO_CHANGE = 0,
-	SL_BRK_OPENED = 1,    /* closed -> open: the threshold was crossed */
-	SL_BRK_PROBING = 2,   /* open -> half-open: this caller probes */
+	SL_BRK_OPENED = 1,       /* closed -> open: the threshold was crossed */
+	SL_BRK_PROBING = 2,      /* open -> half-open: this caller probes */
 	SL_BRK_CLOSED_AGAIN = 3, /* half-open -> closed: the probe succeeded */
-	SL_BRK_REOPENED = 4,  /* half-open -> open: the probe failed */
+	SL_BRK_REOPENED = 4,     /* half-open -> open: the probe failed */
 };
 
 struct sl_breaker {
@@ -488,10 +488,10 @@ struct sl_breaker {
 
 /* A snapshot for reports. */
 struct sl_brk_view {
-	uint32_t state;     /* enum sl_brk_state */
+	uint32_t state; /* enum sl_brk_state */
 	uint32_t reserved;
-	uint64_t failures;  /* in the window */
-	uint64_t attempts;  /* in the window */
+	uint64_t failures;    /* in the window */
+	uint64_t attempts;    /* in the window */
 	uint64_t probe_in_ns; /* open: time until the probe may go; else 0 */
 };
 

@@ -112,7 +112,8 @@ static uint64_t gcra_now(const struct sl_gcra *g, uint64_t now_ns)
 /* Units that fixed window state v holds from the current window on. */
 static uint64_t fixed_ahead(const struct sl_fixed *w, uint64_t v, uint64_t now_ns)
 {
-	const uint64_t first = sl__sat_mul(sl__elapsed(now_ns, w->epoch_ns) / w->window_ns, w->limit);
+	const uint64_t first = sl__sat_mul(sl__elapsed(now_ns, w->epoch_ns) / w->window_ns,
+					   w->limit);
 	return v > first ? v - first : 0;
 }
 
@@ -131,7 +132,8 @@ static uint64_t carry(const struct sl_limiter *from, uint64_t s1, const struct s
 		const uint64_t now = gcra_now(o, now_ns);
 		const uint64_t debt = s1 > now ? s1 - now : 0;
 		const uint64_t units = gcra_units_ceil(o, debt);
-		return sl__min(sl__cost(units, to->u.gcra.mult, to->u.gcra.shift), UINT64_C(1) << 62);
+		return sl__min(sl__cost(units, to->u.gcra.mult, to->u.gcra.shift), UINT64_C(1)
+											   << 62);
 	}
 	case SL_KIND_FIXED: {
 		const struct sl_fixed *n = &to->u.fixed;
@@ -141,7 +143,8 @@ static uint64_t carry(const struct sl_limiter *from, uint64_t s1, const struct s
 		 * window ends as it would have), then what was booked beyond. */
 		const uint64_t ahead = fixed_ahead(&from->u.fixed, s1, now_ns);
 		const uint64_t cur = sl__min(ahead, from->u.fixed.limit);
-		const uint64_t v = sl__sat_add(first, sl__sat_add(sl__min(cur, n->limit), ahead - cur));
+		const uint64_t v = sl__sat_add(first,
+					       sl__sat_add(sl__min(cur, n->limit), ahead - cur));
 		return v == UINT64_MAX ? UINT64_MAX - 1 : v;
 	}
 	case SL_KIND_SLIDING: {
@@ -189,8 +192,8 @@ static uint64_t taken_between(const struct sl_limiter *from, uint64_t s1, uint64
  * taken: units admitted on the old slot since (sched1) by its later
  * schedule sched2: the schedule's advance in stable units, rounded up
  * (each unit moved it at least S, so this counts no fewer). */
-static void warm_carry(const struct sl_warm *o, uint64_t sched, uint64_t stored,
-		       struct sl_warm *to, uint64_t now_ns)
+static void warm_carry(const struct sl_warm *o, uint64_t sched, uint64_t stored, struct sl_warm *to,
+		       uint64_t now_ns)
 {
 	const uint64_t now = sl__elapsed(now_ns, o->epoch_ns);
 	uint64_t debt = 0;
@@ -203,10 +206,11 @@ static void warm_carry(const struct sl_warm *o, uint64_t sched, uint64_t stored,
 		const uint64_t idle = now - sched;
 		stored = idle >= o->warmup_ns
 				 ? o->max_q
-				 : sl__min(o->max_q, sl__sat_add(stored, (uint64_t)(((sl__u128)idle *
-										   o->max_q +
-									   o->warmup_ns - 1) /
-									  o->warmup_ns)));
+				 : sl__min(o->max_q,
+					   sl__sat_add(stored,
+						       (uint64_t)(((sl__u128)idle * o->max_q +
+								   o->warmup_ns - 1) /
+								  o->warmup_ns)));
 	}
 	const sl__u128 frac = ((sl__u128)sl__min(stored, o->max_q) * to->max_q + o->max_q - 1) /
 			      o->max_q;
@@ -251,8 +255,8 @@ enum sl_status sl_tunable_init(struct sl_tunable *t, const struct sl_params *p, 
 	enum sl_status st = sl_limiter_init(&first, p, now_ns);
 	if (st != SL_OK)
 		return st;
-	*t = (struct sl_tunable){ .head = { .magic = SL_LIMITER_MAGIC, .kind = SL_KIND_TUNABLE,
-					    .params = *p } };
+	*t = (struct sl_tunable){
+		.head = {.magic = SL_LIMITER_MAGIC, .kind = SL_KIND_TUNABLE, .params = *p}};
 	t->slot[0] = first;
 	t->slot[1] = first;
 	/* Relaxed: init runs before t is shared (see sl_token_init). */
@@ -415,7 +419,8 @@ enum sl_status sl__tunable_charge(struct sl_limiter *head, uint64_t n, uint64_t 
 		/* As in sl__tunable_acquire (F2). */
 		atomic_thread_fence(memory_order_seq_cst);
 		/* Relaxed: the fence orders it; only equality matters. */
-		if (st != SL_OK || atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
+		if (st != SL_OK ||
+		    atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
 			return st;
 	}
 }

@@ -167,8 +167,7 @@ static uint64_t warm_premium(const struct sl_warm *w, uint64_t above_q, uint64_t
 
 /* Cost in ns of n units with stored_q stored permits; *take_q: the stored
  * permits they use (min(n, stored)). */
-static uint64_t warm_cost(const struct sl_warm *w, uint64_t stored_q, uint64_t n,
-			  uint64_t *take_q)
+static uint64_t warm_cost(const struct sl_warm *w, uint64_t stored_q, uint64_t n, uint64_t *take_q)
 {
 	const uint64_t n_q = n >= (UINT64_C(1) << (64 - Q_SHIFT)) ? UINT64_MAX : n << Q_SHIFT;
 	const uint64_t k_q = sl__min(n_q, stored_q);
@@ -211,14 +210,14 @@ enum sl_status sl_warmup_init(struct sl_warm *w, const struct sl_params *p, uint
 		return SL_EINVAL;
 	if (t_q + m_extra >= ((sl__u128)1 << 62))
 		return SL_ERANGE;
-	*w = (struct sl_warm){ .amount = p->amount,
-			       .period_ns = p->period_ns,
-			       .burst = p->burst,
-			       .warmup_ns = p->warmup_ns,
-			       .epoch_ns = now_ns,
-			       .thresh_q = (uint64_t)t_q,
-			       .max_q = (uint64_t)(t_q + m_extra),
-			       .cold = p->cold };
+	*w = (struct sl_warm){.amount = p->amount,
+			      .period_ns = p->period_ns,
+			      .burst = p->burst,
+			      .warmup_ns = p->warmup_ns,
+			      .epoch_ns = now_ns,
+			      .thresh_q = (uint64_t)t_q,
+			      .max_q = (uint64_t)(t_q + m_extra),
+			      .cold = p->cold};
 	/* Relaxed: init runs before the limiter is shared. */
 	atomic_store_explicit(&w->sched_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&w->stored_q, w->max_q, memory_order_relaxed);

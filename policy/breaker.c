@@ -20,8 +20,19 @@
 
 #include "internal.h"
 
-enum bopt { B_ERRORS, B_MIN, B_WINDOW, B_OPEN, B_SLOW, B_ERRNO, B_PER, B_TO, B_PORT, B_FAMILY,
-	    B_COUNT };
+enum bopt {
+	B_ERRORS,
+	B_MIN,
+	B_WINDOW,
+	B_OPEN,
+	B_SLOW,
+	B_ERRNO,
+	B_PER,
+	B_TO,
+	B_PORT,
+	B_FAMILY,
+	B_COUNT
+};
 
 static const char *const bopt_names[B_COUNT] = {"errors", "min", "window", "open", "slow",
 						"errno",  "per", "to",     "port", "family"};
@@ -69,8 +80,8 @@ static int parse_span(const struct sl__ctx *c, size_t pos, size_t end, uint64_t 
 	if (sl__duration_parse(c, pos, end, ns) < 0)
 		return -1;
 	if (*ns < lo || *ns > B_DURATION_MAX)
-		return sl__fail(c, pos, "%s '%.*s' must be from %s to 1h", what, SL__TOK(c, pos, end),
-				least);
+		return sl__fail(c, pos, "%s '%.*s' must be from %s to 1h", what,
+				SL__TOK(c, pos, end), least);
 	return 0;
 }
 
@@ -95,8 +106,10 @@ static int parse_value(struct sl_break *b, enum bopt o, const struct sl__ctx *c,
 	case B_ERRNO:
 		b->err = sl_errno_from_name(c->value + pos, end - pos);
 		if (b->err == 0)
-			return sl__fail(c, pos, "unknown errno name '%.*s' (expected a name such as "
-					"ECONNREFUSED, EHOSTUNREACH, ETIMEDOUT)", SL__TOK(c, pos, end));
+			return sl__fail(c, pos,
+					"unknown errno name '%.*s' (expected a name such as "
+					"ECONNREFUSED, EHOSTUNREACH, ETIMEDOUT)",
+					SL__TOK(c, pos, end));
 		return 0;
 	case B_PER: {
 		static const char *const scopes[] = {"process", "peer"};
@@ -122,23 +135,27 @@ static int check(struct sl_break *b, const size_t *name_pos, const size_t *val_p
 		 uint16_t to_port, const struct sl__ctx *c, size_t spec_pos)
 {
 	if (!bgiven(b, B_ERRORS))
-		return sl__fail(c, spec_pos, "missing errors=N or errors=P%% (how many failed connects "
+		return sl__fail(c, spec_pos,
+				"missing errors=N or errors=P%% (how many failed connects "
 				"open the breaker, e.g. errors=5)");
 	if (bgiven(b, B_MIN) && b->ratio_pct == 0)
-		return sl__fail(c, name_pos[B_MIN], "option 'min' is valid only with errors=P%% (the "
+		return sl__fail(c, name_pos[B_MIN],
+				"option 'min' is valid only with errors=P%% (the "
 				"fewest connects a ratio is judged on)");
 	if (b->ratio_pct != 0 && !bgiven(b, B_MIN))
 		b->min = SL_BREAK_MIN_DEFAULT;
 	if (to_port != 0 && bgiven(b, B_PORT))
-		return sl__fail(c, name_pos[B_PORT] > name_pos[B_TO] ? name_pos[B_PORT] : name_pos[B_TO],
+		return sl__fail(c,
+				name_pos[B_PORT] > name_pos[B_TO] ? name_pos[B_PORT]
+								  : name_pos[B_TO],
 				"duplicate option 'port' (to= gives port %u too)", to_port);
 	if (to_port != 0)
 		b->port_lo = b->port_hi = to_port;
-	if (b->to.family != 0 &&
-	    !(b->families & (b->to.family == 4 ? SL_FAM_INET : SL_FAM_INET6)))
-		return sl__fail(c, val_pos[B_TO],
-				"to= is an IPv%u address but family= leaves out %s: the breaker could never match",
-				b->to.family, b->to.family == 4 ? "inet" : "inet6");
+	if (b->to.family != 0 && !(b->families & (b->to.family == 4 ? SL_FAM_INET : SL_FAM_INET6)))
+		return sl__fail(
+			c, val_pos[B_TO],
+			"to= is an IPv%u address but family= leaves out %s: the breaker could never match",
+			b->to.family, b->to.family == 4 ? "inet" : "inet6");
 	if ((b->families & SL_FAM_UNIX) && b->scope == SL_SCOPE_PEER)
 		return sl__fail(c, bgiven(b, B_FAMILY) ? val_pos[B_FAMILY] : spec_pos,
 				"family=unix needs per=process (a unix socket's peer has no address and "
@@ -163,7 +180,8 @@ int sl__break_parse_span(struct sl_break *out, const struct sl__ctx *c, size_t p
 	sl__trim(c->value, &pos, &end);
 	const size_t spec_pos = pos;
 	if (pos == end)
-		return sl__fail(c, pos, "empty breaker (expected errors=N or errors=P%%, e.g. "
+		return sl__fail(c, pos,
+				"empty breaker (expected errors=N or errors=P%%, e.g. "
 				"errors=5,window=10s,open=5s)");
 	for (size_t p = pos; p <= end;) {
 		size_t comma = sl__find(c->value, p, end, ','), op = p, oend = comma;
@@ -174,21 +192,24 @@ int sl__break_parse_span(struct sl_break *out, const struct sl__ctx *c, size_t p
 		sl__trim(c->value, &op, &nend);
 		int k = sl__lookup(bopt_names, B_COUNT, c->value + op, nend - op);
 		if (k < 0) {
-			const char *near = sl__suggest(bopt_names, B_COUNT, c->value + op, nend - op);
+			const char *near = sl__suggest(bopt_names, B_COUNT, c->value + op,
+						       nend - op);
 			if (near != NULL)
 				return sl__fail(c, op, "unknown breaker option '%.*s'%s",
 						SL__TOK(c, op, nend),
 						sl__did_you_mean(hint, sizeof hint, near));
 			return sl__fail(c, op, "unknown breaker option '%.*s' (expected %s)",
 					SL__TOK(c, op, nend),
-					sl__join(expected, sizeof expected, bopt_names, B_COUNT, ", "));
+					sl__join(expected, sizeof expected, bopt_names, B_COUNT,
+						 ", "));
 		}
 		enum bopt o = (enum bopt)k;
 		if (bgiven(&b, o))
 			return sl__fail(c, op, "duplicate option '%s' (first given at column %zu)",
 					bopt_names[o], name_pos[o] + 1);
 		if (eq == oend)
-			return sl__fail(c, oend, "expected '=' and a value after '%s'", bopt_names[o]);
+			return sl__fail(c, oend, "expected '=' and a value after '%s'",
+					bopt_names[o]);
 		size_t vpos = eq + 1, vend = oend;
 		sl__trim(c->value, &vpos, &vend);
 		if (vpos == vend)
@@ -208,8 +229,11 @@ int sl__break_parse_span(struct sl_break *out, const struct sl__ctx *c, size_t p
 
 int sl_break_parse(struct sl_break *b, const char *spec, const char *var, char *err, size_t errlen)
 {
-	struct sl__ctx c = {.var = var != NULL ? var : "SLUICE_BREAK", .value = spec,
-			    .len = strlen(spec), .err = err, .errlen = errlen};
+	struct sl__ctx c = {.var = var != NULL ? var : "SLUICE_BREAK",
+			    .value = spec,
+			    .len = strlen(spec),
+			    .err = err,
+			    .errlen = errlen};
 	return sl__break_parse_span(b, &c, 0, c.len);
 }
 

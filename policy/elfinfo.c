@@ -38,9 +38,9 @@ static uint64_t get_uint(const struct elf_file *f, const unsigned char *p, size_
 }
 
 /* A field's offset and size for the file's class. */
-#define ELF_FIELD(f, type, field)                                                          \
-	((f)->is64 ? offsetof(Elf64_##type, field) : offsetof(Elf32_##type, field)),      \
-		((f)->is64 ? sizeof(((Elf64_##type *)0)->field)                             \
+#define ELF_FIELD(f, type, field)                                                                  \
+	((f)->is64 ? offsetof(Elf64_##type, field) : offsetof(Elf32_##type, field)),               \
+		((f)->is64 ? sizeof(((Elf64_##type *)0)->field)                                    \
 			   : sizeof(((Elf32_##type *)0)->field))
 
 static uint64_t get_field(const struct elf_file *f, const unsigned char *rec, size_t off,
@@ -66,8 +66,8 @@ static int read_at(const struct elf_file *f, void *buf, size_t len, uint64_t off
 
 /* Read record i of a table at off of entries of entsize bytes (the first
  * min bytes of it, at most 64). */
-static int read_record(const struct elf_file *f, unsigned char *rec, uint64_t off,
-		       uint64_t i, uint64_t entsize, size_t min)
+static int read_record(const struct elf_file *f, unsigned char *rec, uint64_t off, uint64_t i,
+		       uint64_t entsize, size_t min)
 {
 	if (entsize < min || i > (UINT64_MAX - off) / entsize)
 		return -1;

@@ -99,7 +99,8 @@ static int parse_rules(struct sl_policy *p, const struct sl__ctx *c)
 		sl__trim(s, &pos, &op_end);
 		if (op_end - pos == 5 && memcmp(s + pos, "break", 5) == 0) {
 			if (colon == end)
-				return sl__fail(c, colon, "expected ':' and a breaker after 'break' (e.g. "
+				return sl__fail(c, colon,
+						"expected ':' and a breaker after 'break' (e.g. "
 						"break:errors=5)");
 			if (add_break(p, c, colon + 1, end) < 0)
 				return -1;
@@ -108,14 +109,18 @@ static int parse_rules(struct sl_policy *p, const struct sl__ctx *c)
 		}
 		int op = sl__lookup(sl__op_names, SL_OP_COUNT, s + pos, op_end - pos);
 		if (op < 0) {
-			const char *near = sl__suggest(sl__op_names, SL_OP_COUNT, s + pos, op_end - pos);
-			return sl__fail(c, pos, "unknown operation '%.*s'%s", SL__TOK(c, pos, op_end),
-					near != NULL ? sl__did_you_mean(hint, sizeof hint, near)
-						     : " (expected connect, accept, send, recv, conns, break)");
+			const char *near = sl__suggest(sl__op_names, SL_OP_COUNT, s + pos,
+						       op_end - pos);
+			return sl__fail(
+				c, pos, "unknown operation '%.*s'%s", SL__TOK(c, pos, op_end),
+				near != NULL
+					? sl__did_you_mean(hint, sizeof hint, near)
+					: " (expected connect, accept, send, recv, conns, break)");
 		}
 		if (colon == end)
 			return sl__fail(c, colon, "expected ':' and a limit after '%s' (e.g. %s)",
-					sl__op_names[op], op == SL_OP_CONNS ? "conns:100" : "send:1MiB/s");
+					sl__op_names[op],
+					op == SL_OP_CONNS ? "conns:100" : "send:1MiB/s");
 		struct sl_rule r;
 		if (sl__rule_parse_span(&r, (enum sl_op)op, c, colon + 1, end) < 0 ||
 		    add_rule(p, c, pos, &r) < 0)
@@ -152,7 +157,8 @@ static int copy_path(const struct sl__ctx *c, char *dst)
 	if (c->len == 0)
 		return sl__fail(c, 0, "empty path (unset the variable instead)");
 	if (c->len >= SL_PATH_MAX)
-		return sl__fail(c, 0, "path is %zu bytes long (at most %d)", c->len, SL_PATH_MAX - 1);
+		return sl__fail(c, 0, "path is %zu bytes long (at most %d)", c->len,
+				SL_PATH_MAX - 1);
 	memcpy(dst, c->value, c->len + 1);
 	return 0;
 }
@@ -171,18 +177,23 @@ static int parse_stats(struct sl_policy *p, const struct sl__ctx *c)
 static int copy_names(const struct sl__ctx *c, char *dst, const char *other, const char *other_var)
 {
 	if (other[0] != '\0')
-		return sl__fail_value(c, "SLUICE_ONLY and SLUICE_SKIP cannot be used together (%s is set too)",
-				      other_var);
+		return sl__fail_value(
+			c, "SLUICE_ONLY and SLUICE_SKIP cannot be used together (%s is set too)",
+			other_var);
 	if (c->len >= SL_NAMES_MAX)
-		return sl__fail(c, 0, "list is %zu bytes long (at most %d)", c->len, SL_NAMES_MAX - 1);
+		return sl__fail(c, 0, "list is %zu bytes long (at most %d)", c->len,
+				SL_NAMES_MAX - 1);
 	for (size_t pos = 0; pos <= c->len;) {
 		size_t end = sl__find(c->value, pos, c->len, '+');
 		if (end == pos)
-			return sl__fail(c, pos, "expected a program name (names are separated by '+')");
+			return sl__fail(c, pos,
+					"expected a program name (names are separated by '+')");
 		size_t slash = sl__find(c->value, pos, end, '/');
 		if (slash < end)
-			return sl__fail(c, pos, "'%.*s' has a '/': program names are matched without their directory",
-					SL__TOK(c, pos, end));
+			return sl__fail(
+				c, pos,
+				"'%.*s' has a '/': program names are matched without their directory",
+				SL__TOK(c, pos, end));
 		pos = end + 1;
 	}
 	memcpy(dst, c->value, c->len + 1);
@@ -210,23 +221,28 @@ const struct sl_var_info sl_policy_vars[] = {
 	{"SLUICE_SEND", "1MiB/s", "limit bytes or messages sent: RATE[,OPTION...]"},
 	{"SLUICE_RECV", "10MiB/s,per=fd", "limit bytes or messages received: RATE[,OPTION...]"},
 	{"SLUICE_CONNS", "100", "limit connections open at once: COUNT[,OPTION...]"},
-	{"SLUICE_RULES", "send:1MiB/s;connect:10/s,to=10.0.0.0/8", "any number of rules: OP:SPEC;OP:SPEC"},
+	{"SLUICE_RULES", "send:1MiB/s;connect:10/s,to=10.0.0.0/8",
+	 "any number of rules: OP:SPEC;OP:SPEC"},
 	{"SLUICE_LOG", "info", "log level: error, warn, info or debug [error]"},
 	{"SLUICE_LOG_FILE", "$XDG_RUNTIME_DIR/sluice.log", "write the log to this file [stderr]"},
 	{"SLUICE_ONLY", "curl+wget", "apply the rules only to these programs"},
 	{"SLUICE_SKIP", "sh+bash", "apply the rules to every program but these"},
-	{"SLUICE_STATS", "$XDG_RUNTIME_DIR/sluice-%p.json", "write JSON statistics to this file at exit (%p: the pid)"},
-	{"SLUICE_CONFIG_ERROR", "warn", "on a bad SLUICE_* value: exit (status 2) or warn and run unthrottled [exit]"},
-	{"SLUICE_REDIS", "redis://127.0.0.1:6379/0", "the Redis server of redis=KEY rules: redis://[USER:PASSWORD@]HOST[:PORT][/DB], unix:///PATH, redis+cluster://NODE,NODE,... or redis+sentinel://NODE,NODE,.../MASTER[/DB]"},
-	{"SLUICE_BREAK", "errors=5,window=10s,open=5s", "circuit breaking on connect: errors=N|P%[,OPTION...]"},
+	{"SLUICE_STATS", "$XDG_RUNTIME_DIR/sluice-%p.json",
+	 "write JSON statistics to this file at exit (%p: the pid)"},
+	{"SLUICE_CONFIG_ERROR", "warn",
+	 "on a bad SLUICE_* value: exit (status 2) or warn and run unthrottled [exit]"},
+	{"SLUICE_REDIS", "redis://127.0.0.1:6379/0",
+	 "the Redis server of redis=KEY rules: redis://[USER:PASSWORD@]HOST[:PORT][/DB], unix:///PATH, redis+cluster://NODE,NODE,... or redis+sentinel://NODE,NODE,.../MASTER[/DB]"},
+	{"SLUICE_BREAK", "errors=5,window=10s,open=5s",
+	 "circuit breaking on connect: errors=N|P%[,OPTION...]"},
 };
 const size_t sl_policy_nvars = sizeof sl_policy_vars / sizeof sl_policy_vars[0];
 
 /* Same order as sl_policy_vars. */
 static const var_parser var_parsers[] = {
-	parse_connect, parse_accept, parse_send,     parse_recv,  parse_conns, parse_rules,
-	parse_log,     parse_log_file, parse_only,   parse_skip,  parse_stats, parse_config_error,
-	parse_redis,   parse_break,
+	parse_connect, parse_accept,       parse_send,     parse_recv,  parse_conns,
+	parse_rules,   parse_log,          parse_log_file, parse_only,  parse_skip,
+	parse_stats,   parse_config_error, parse_redis,    parse_break,
 };
 _Static_assert(sizeof var_parsers / sizeof var_parsers[0] ==
 		       sizeof sl_policy_vars / sizeof sl_policy_vars[0],
@@ -235,7 +251,8 @@ _Static_assert(sizeof var_parsers / sizeof var_parsers[0] ==
 static int var_index(const char *name, size_t len)
 {
 	for (size_t i = 0; i < sl_policy_nvars; i++)
-		if (strlen(sl_policy_vars[i].name) == len && memcmp(sl_policy_vars[i].name, name, len) == 0)
+		if (strlen(sl_policy_vars[i].name) == len &&
+		    memcmp(sl_policy_vars[i].name, name, len) == 0)
 			return (int)i;
 	return -1;
 }
@@ -253,7 +270,8 @@ static int unknown_var(const struct sl__ctx *c, const char *name, size_t len)
 	}
 	/* Compare what follows SLUICE_, or every name would look close. */
 	if (len > prefix && strncmp(name, "SLUICE_", prefix) == 0) {
-		const char *near = sl__suggest(suffixes, sl_policy_nvars, name + prefix, len - prefix);
+		const char *near = sl__suggest(suffixes, sl_policy_nvars, name + prefix,
+					       len - prefix);
 		if (near != NULL)
 			return sl__fail_value(c, "unknown variable%s",
 					      sl__did_you_mean(hint, sizeof hint, near - prefix));
@@ -271,7 +289,10 @@ static int parse_var(struct sl_policy *p, const char *name, size_t name_len, con
 
 	memcpy(shown, name, n);
 	strcpy(shown + n, name_len > n ? "..." : "");
-	struct sl__ctx c = {.var = shown, .value = value, .len = strlen(value), .err = err,
+	struct sl__ctx c = {.var = shown,
+			    .value = value,
+			    .len = strlen(value),
+			    .err = err,
 			    .errlen = errlen};
 	int k = var_index(name, name_len);
 	if (k < 0)
@@ -327,7 +348,10 @@ static int parse_entries(struct sl_policy *p, const char *const *envp, int pass,
 static int check_redis_set(const struct sl_policy *p, char *err, size_t errlen)
 {
 	char text[SL_RULE_TEXT_MAX];
-	struct sl__ctx c = {.var = "SLUICE_REDIS", .value = "", .len = 0, .err = err,
+	struct sl__ctx c = {.var = "SLUICE_REDIS",
+			    .value = "",
+			    .len = 0,
+			    .err = err,
 			    .errlen = errlen};
 
 	if (p->redis.kind != SL_REDIS_NONE)
@@ -336,8 +360,10 @@ static int check_redis_set(const struct sl_policy *p, char *err, size_t errlen)
 		if (p->rules[i].redis_key[0] == '\0')
 			continue;
 		sl_rule_format(&p->rules[i], text, sizeof text);
-		return sl__fail_value(&c, "not set, but rule %u (%s) keeps its state on Redis "
-				      "(e.g. SLUICE_REDIS=redis://127.0.0.1:6379)", i + 1, text);
+		return sl__fail_value(&c,
+				      "not set, but rule %u (%s) keeps its state on Redis "
+				      "(e.g. SLUICE_REDIS=redis://127.0.0.1:6379)",
+				      i + 1, text);
 	}
 	return 0;
 }

@@ -14,34 +14,34 @@
 
 #include "internal.h"
 
-#define SL__ERRNO_LIST(X)                                                                         \
-	X(EAGAIN)                                                                                 \
-	X(EWOULDBLOCK)                                                                            \
-	X(ECONNREFUSED)                                                                           \
-	X(ECONNABORTED)                                                                           \
-	X(ECONNRESET)                                                                             \
-	X(ETIMEDOUT)                                                                              \
-	X(EACCES)                                                                                 \
-	X(EPERM)                                                                                  \
-	X(EADDRINUSE)                                                                             \
-	X(EADDRNOTAVAIL)                                                                          \
-	X(EAFNOSUPPORT)                                                                           \
-	X(EALREADY)                                                                               \
-	X(EHOSTDOWN)                                                                              \
-	X(EHOSTUNREACH)                                                                           \
-	X(EINPROGRESS)                                                                            \
-	X(EINTR)                                                                                  \
-	X(EIO)                                                                                    \
-	X(EMFILE)                                                                                 \
-	X(EMSGSIZE)                                                                               \
-	X(ENETDOWN)                                                                               \
-	X(ENETRESET)                                                                              \
-	X(ENETUNREACH)                                                                            \
-	X(ENFILE)                                                                                 \
-	X(ENOBUFS)                                                                                \
-	X(ENOMEM)                                                                                 \
-	X(ENOTCONN)                                                                               \
-	X(EPIPE)                                                                                  \
+#define SL__ERRNO_LIST(X)                                                                          \
+	X(EAGAIN)                                                                                  \
+	X(EWOULDBLOCK)                                                                             \
+	X(ECONNREFUSED)                                                                            \
+	X(ECONNABORTED)                                                                            \
+	X(ECONNRESET)                                                                              \
+	X(ETIMEDOUT)                                                                               \
+	X(EACCES)                                                                                  \
+	X(EPERM)                                                                                   \
+	X(EADDRINUSE)                                                                              \
+	X(EADDRNOTAVAIL)                                                                           \
+	X(EAFNOSUPPORT)                                                                            \
+	X(EALREADY)                                                                                \
+	X(EHOSTDOWN)                                                                               \
+	X(EHOSTUNREACH)                                                                            \
+	X(EINPROGRESS)                                                                             \
+	X(EINTR)                                                                                   \
+	X(EIO)                                                                                     \
+	X(EMFILE)                                                                                  \
+	X(EMSGSIZE)                                                                                \
+	X(ENETDOWN)                                                                                \
+	X(ENETRESET)                                                                               \
+	X(ENETUNREACH)                                                                             \
+	X(ENFILE)                                                                                  \
+	X(ENOBUFS)                                                                                 \
+	X(ENOMEM)                                                                                  \
+	X(ENOTCONN)                                                                                \
+	X(EPIPE)                                                                                   \
 	X(EPROTO)
 
 #define SL__ERRNO_NAME(e) #e,

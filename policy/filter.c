@@ -208,8 +208,9 @@ static int check_host_bits(const struct sl__ctx *c, size_t pos, size_t end, stru
 	for (unsigned b = 0; b < bytes; b++) {
 		unsigned first_bit = b * 8;
 		uint8_t mask = first_bit >= to->prefix ? 0
-			: to->prefix - first_bit >= 8 ? 0xff
-			: (uint8_t)(0xff << (8 - (to->prefix - first_bit)));
+			       : to->prefix - first_bit >= 8
+				       ? 0xff
+				       : (uint8_t)(0xff << (8 - (to->prefix - first_bit)));
 		net.addr[b] = to->addr[b] & mask;
 		clean = clean && net.addr[b] == to->addr[b];
 	}
@@ -244,7 +245,8 @@ static int parse_bracketed(const struct sl__ctx *c, size_t pos, size_t end, stru
 		i = pend;
 	}
 	if (i < end && s[i] != ':')
-		return sl__fail(c, i, "unexpected '%.*s' after the IPv6 address (expected ':' and a port)",
+		return sl__fail(c, i,
+				"unexpected '%.*s' after the IPv6 address (expected ':' and a port)",
 				SL__TOK(c, i, end));
 	if (i < end && parse_port(c, i + 1, end, port) < 0)
 		return -1;
@@ -260,7 +262,8 @@ int sl__cidr_parse(const struct sl__ctx *c, size_t pos, size_t end, struct sl_ci
 	memset(to, 0, sizeof *to);
 	*port = 0;
 	if (pos == end)
-		return sl__fail(c, pos, "expected an address (e.g. to=10.0.0.0/8:443 or to=[::1]:8080)");
+		return sl__fail(c, pos,
+				"expected an address (e.g. to=10.0.0.0/8:443 or to=[::1]:8080)");
 	if (s[pos] == '[') {
 		to->family = 6;
 		to->prefix = 128;
@@ -272,8 +275,10 @@ int sl__cidr_parse(const struct sl__ctx *c, size_t pos, size_t end, struct sl_ci
 		size_t slash = sl__find(s, pos, colon, '/');
 		enum v4_result r = parse_v4(s, pos, slash, to->addr);
 		if (r != V4_OK && has_letter(s, pos, colon))
-			return sl__fail(c, pos, "'%.*s' is not an IP address (host names are not resolved: "
-					"write e.g. to=127.0.0.1)", SL__TOK(c, pos, colon));
+			return sl__fail(c, pos,
+					"'%.*s' is not an IP address (host names are not resolved: "
+					"write e.g. to=127.0.0.1)",
+					SL__TOK(c, pos, colon));
 		if (r != V4_OK)
 			return fail_v4(c, pos, slash, r);
 		if (slash < colon && parse_prefix(c, slash, colon, 32, to) < 0)
@@ -285,9 +290,10 @@ int sl__cidr_parse(const struct sl__ctx *c, size_t pos, size_t end, struct sl_ci
 		to->prefix = 128;
 		size_t slash = sl__find(s, pos, end, '/');
 		if (!parse_v6(s, pos, slash, to->addr))
-			return sl__fail(c, pos,
-					"bad IPv6 address '%.*s' (with a port, write it in brackets: [::1]:8080)",
-					SL__TOK(c, pos, slash));
+			return sl__fail(
+				c, pos,
+				"bad IPv6 address '%.*s' (with a port, write it in brackets: [::1]:8080)",
+				SL__TOK(c, pos, slash));
 		/* After a prefix a ':' can only start a port: ::1/128:8080. */
 		size_t pcolon = sl__find(s, slash, end, ':');
 		if (slash < end && parse_prefix(c, slash, pcolon, 128, to) < 0)
@@ -310,7 +316,8 @@ int sl__port_parse(const struct sl__ctx *c, size_t pos, size_t end, uint16_t *lo
 	if (parse_port(c, dash + 1, end, hi) < 0)
 		return -1;
 	if (*hi < *lo)
-		return sl__fail(c, pos, "empty port range '%.*s' (the first port is above the last)",
+		return sl__fail(c, pos,
+				"empty port range '%.*s' (the first port is above the last)",
 				SL__TOK(c, pos, end));
 	return 0;
 }
@@ -328,8 +335,8 @@ int sl__names_parse(const struct sl__ctx *c, size_t pos, size_t end, const char 
 			return sl__fail(c, i, "expected a %s (%s)", what, expected);
 		int k = sl__lookup(names, n, c->value + i, e - i);
 		if (k < 0)
-			return sl__fail(c, i, "unknown %s '%.*s' (expected %s)", what, SL__TOK(c, i, e),
-					expected);
+			return sl__fail(c, i, "unknown %s '%.*s' (expected %s)", what,
+					SL__TOK(c, i, e), expected);
 		if (*bits & (1u << k))
 			return sl__fail(c, i, "%s '%s' is listed twice", what, names[k]);
 		*bits |= (uint8_t)(1u << k);

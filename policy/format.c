@@ -70,8 +70,12 @@ struct unit {
 
 /* Largest first, so the first exact one is the canonical one. */
 static const struct unit byte_units[] = {
-	{"GiB", 1024ull * 1024 * 1024}, {"GB", 1000000000ull}, {"MiB", 1024ull * 1024},
-	{"MB", 1000000ull},             {"KiB", 1024ull},       {"KB", 1000ull},
+	{"GiB", 1024ull * 1024 * 1024},
+	{"GB", 1000000000ull},
+	{"MiB", 1024ull * 1024},
+	{"MB", 1000000ull},
+	{"KiB", 1024ull},
+	{"KB", 1000ull},
 	{"B", 1},
 };
 

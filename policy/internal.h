@@ -81,10 +81,10 @@ const char *sl__join(char *buf, size_t size, const char *const *names, size_t n,
 
 /* ---- numbers, units, durations (lex.c) ---- */
 struct sl__num {
-	uint64_t mant;  /* digits without the point, trailing fraction zeros removed */
-	uint32_t frac;  /* value = mant / 10^frac */
-	size_t pos;     /* first digit */
-	size_t end;     /* just past the last digit */
+	uint64_t mant; /* digits without the point, trailing fraction zeros removed */
+	uint32_t frac; /* value = mant / 10^frac */
+	size_t pos;    /* first digit */
+	size_t end;    /* just past the last digit */
 };
 int sl__num_parse(const struct sl__ctx *c, size_t pos, size_t end, struct sl__num *n);
 /* *out = n * scale exactly; [pos, end) is the text quoted in messages and

@@ -35,11 +35,8 @@ static const struct unit byte_units[] = {
 #define BYTE_UNITS_EXPECTED "B, KB, KiB, MB, MiB, GB, GiB"
 
 static const struct unit period_units[] = {
-	{"us", SL__NS_PER_US},
-	{"ms", SL__NS_PER_MS},
-	{"s", SL__NS_PER_S},
-	{"min", 60 * SL__NS_PER_S},
-	{"h", 3600 * SL__NS_PER_S},
+	{"us", SL__NS_PER_US},      {"ms", SL__NS_PER_MS},      {"s", SL__NS_PER_S},
+	{"min", 60 * SL__NS_PER_S}, {"h", 3600 * SL__NS_PER_S},
 };
 #define PERIOD_UNITS_EXPECTED "us, ms, s, min, h"
 
@@ -92,7 +89,8 @@ int sl__num_parse(const struct sl__ctx *c, size_t pos, size_t end, struct sl__nu
 	n->frac = 0;
 	n->pos = pos;
 	if (i < end && s[i] == '-')
-		return sl__fail(c, pos, "negative number '%.*s' (only positive numbers are allowed)",
+		return sl__fail(c, pos,
+				"negative number '%.*s' (only positive numbers are allowed)",
 				SL__TOK(c, pos, number_text_end(s, pos + 1, end)));
 	if (i < end && s[i] == '.')
 		return sl__fail(c, pos, "expected a digit before '.' (write 0.5, not .5)");
@@ -149,8 +147,8 @@ int sl__num_scale(const struct sl__ctx *c, const struct sl__num *n, uint64_t sca
 	uint64_t g = gcd(scale, den);
 	uint64_t num_f = scale / g, den_f = den / g;
 	if (n->mant % den_f != 0)
-		return sl__fail(c, n->pos, "'%.*s' is not a whole number of %s", SL__TOK(c, n->pos, end),
-				what);
+		return sl__fail(c, n->pos, "'%.*s' is not a whole number of %s",
+				SL__TOK(c, n->pos, end), what);
 	uint64_t q = n->mant / den_f;
 	if (num_f != 0 && q > UINT64_MAX / num_f)
 		return sl__fail(c, n->pos, "'%.*s' is too large (more than 2^64 %s)",
@@ -194,15 +192,18 @@ int sl__period_unit_parse(const struct sl__ctx *c, size_t pos, size_t end, uint6
 		ue++;
 	if (ue == pos) {
 		if (pos < end)
-			return sl__fail(c, pos, "expected a period unit (" PERIOD_UNITS_EXPECTED
-					"), found '%.*s'", SL__TOK(c, pos, end));
+			return sl__fail(c, pos,
+					"expected a period unit (" PERIOD_UNITS_EXPECTED
+					"), found '%.*s'",
+					SL__TOK(c, pos, end));
 		return sl__fail(c, pos, "expected a period unit (" PERIOD_UNITS_EXPECTED ")");
 	}
 	const struct unit *pu = unit_lookup(period_units,
 					    sizeof period_units / sizeof period_units[0], s + pos,
 					    ue - pos);
 	if (pu == NULL)
-		return sl__fail(c, pos, "unknown period '%.*s' (expected " PERIOD_UNITS_EXPECTED ")",
+		return sl__fail(c, pos,
+				"unknown period '%.*s' (expected " PERIOD_UNITS_EXPECTED ")",
 				SL__TOK(c, pos, ue));
 	*unit_ns = pu->factor;
 	*next = ue;
@@ -218,12 +219,14 @@ int sl__duration_parse(const struct sl__ctx *c, size_t pos, size_t end, uint64_t
 	if (sl__num_parse(c, pos, end, &n) < 0)
 		return -1;
 	if (n.end == end)
-		return sl__fail(c, n.end, "missing unit after '%.*s' (expected " PERIOD_UNITS_EXPECTED
-				")", SL__TOK(c, pos, end));
+		return sl__fail(c, n.end,
+				"missing unit after '%.*s' (expected " PERIOD_UNITS_EXPECTED ")",
+				SL__TOK(c, pos, end));
 	if (sl__period_unit_parse(c, n.end, end, &unit_ns, &next) < 0)
 		return -1;
 	if (next != end)
-		return sl__fail(c, next, "unexpected '%.*s' after the duration", SL__TOK(c, next, end));
+		return sl__fail(c, next, "unexpected '%.*s' after the duration",
+				SL__TOK(c, next, end));
 	return sl__num_scale(c, &n, unit_ns, end, "nanoseconds", ns);
 }
 

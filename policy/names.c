@@ -8,7 +8,7 @@
 
 const char *const sl__op_names[SL_OP_COUNT] = {"connect", "accept", "send", "recv", "conns"};
 const char *const sl__op_vars[SL_OP_COUNT] = {"SLUICE_CONNECT", "SLUICE_ACCEPT", "SLUICE_SEND",
-						 "SLUICE_RECV", "SLUICE_CONNS"};
+					      "SLUICE_RECV", "SLUICE_CONNS"};
 const char *const sl__algo_names[4] = {"token", "leaky", "fixed", "sliding"};
 const char *const sl__action_names[3] = {"delay", "reject", "dry-run"};
 const char *const sl__scope_names[4] = {"process", "thread", "fd", "peer"};

@@ -51,16 +51,16 @@
 extern "C" {
 #endif
 
-#define SL_MAX_RULES 32    /* rules in one policy */
-#define SL_ERR_MAX 512     /* recommended size of an error buffer */
-#define SL_PATH_MAX 256    /* SLUICE_LOG_FILE, SLUICE_STATS */
-#define SL_NAMES_MAX 256   /* SLUICE_ONLY / SLUICE_SKIP, '+'-separated */
-#define SL_RULE_TEXT_MAX 256 /* canonical text of one rule */
-#define SL_SHARED_NAME_MAX 32 /* shared=NAME: 1..31 of [A-Za-z0-9._-], NUL-padded */
-#define SL_REDIS_KEY_MAX 48  /* redis=KEY, NUL included */
-#define SL_REDIS_HOST_MAX 256 /* SLUICE_REDIS host name or address */
-#define SL_REDIS_CRED_MAX 128 /* SLUICE_REDIS user name, password */
-#define SL_REDIS_NODES_MAX 8  /* cluster seeds or sentinels in SLUICE_REDIS */
+#define SL_MAX_RULES 32        /* rules in one policy */
+#define SL_ERR_MAX 512         /* recommended size of an error buffer */
+#define SL_PATH_MAX 256        /* SLUICE_LOG_FILE, SLUICE_STATS */
+#define SL_NAMES_MAX 256       /* SLUICE_ONLY / SLUICE_SKIP, '+'-separated */
+#define SL_RULE_TEXT_MAX 256   /* canonical text of one rule */
+#define SL_SHARED_NAME_MAX 32  /* shared=NAME: 1..31 of [A-Za-z0-9._-], NUL-padded */
+#define SL_REDIS_KEY_MAX 48    /* redis=KEY, NUL included */
+#define SL_REDIS_HOST_MAX 256  /* SLUICE_REDIS host name or address */
+#define SL_REDIS_CRED_MAX 128  /* SLUICE_REDIS user name, password */
+#define SL_REDIS_NODES_MAX 8   /* cluster seeds or sentinels in SLUICE_REDIS */
 #define SL_REDIS_MASTER_MAX 64 /* sentinel master name, NUL included */
 
 enum sl_op {
@@ -144,29 +144,29 @@ enum sl_on_error {
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
-	uint8_t family; /* 0: no address filter, 4: IPv4, 6: IPv6 */
-	uint8_t prefix; /* prefix length in bits (0..32 or 0..128) */
+	uint8_t family;   /* 0: no address filter, 4: IPv4, 6: IPv6 */
+	uint8_t prefix;   /* prefix length in bits (0..32 or 0..128) */
 	uint8_t addr[16]; /* network byte order; bits past prefix are zero */
 };
 
 /* One rule, plain data. */
 struct sl_rule {
-	uint8_t op;     /* enum sl_op */
-	uint8_t unit;   /* enum sl_unit (conns: calls) */
-	uint8_t algo;   /* enum sl_algo (conns: unused) */
-	uint8_t action; /* enum sl_action */
-	uint8_t scope;  /* enum sl_scope */
-	uint8_t families; /* SL_FAM_* bits */
-	uint8_t types;    /* SL_TYPE_* bits */
-	uint8_t nonblock; /* enum sl_nonblock (action=delay only) */
-	uint64_t amount;    /* units per period; conns: the count */
-	uint64_t period_ns; /* conns: 0 */
-	uint64_t burst;     /* token: units at once (default filled in);
+	uint8_t op;                /* enum sl_op */
+	uint8_t unit;              /* enum sl_unit (conns: calls) */
+	uint8_t algo;              /* enum sl_algo (conns: unused) */
+	uint8_t action;            /* enum sl_action */
+	uint8_t scope;             /* enum sl_scope */
+	uint8_t families;          /* SL_FAM_* bits */
+	uint8_t types;             /* SL_TYPE_* bits */
+	uint8_t nonblock;          /* enum sl_nonblock (action=delay only) */
+	uint64_t amount;           /* units per period; conns: the count */
+	uint64_t period_ns;        /* conns: 0 */
+	uint64_t burst;            /* token: units at once (default filled in);
 	                       leaky: queue capacity in units (0 = unbounded);
 	                       windows and conns: 0 */
-	uint64_t max_delay_ns; /* UINT64_MAX: no maximum */
-	int32_t err;        /* errno of a refusal; 0 = the operation's default */
-	uint32_t explicit_opts; /* SL_OPT_* given by the user */
+	uint64_t max_delay_ns;     /* UINT64_MAX: no maximum */
+	int32_t err;               /* errno of a refusal; 0 = the operation's default */
+	uint32_t explicit_opts;    /* SL_OPT_* given by the user */
 	uint16_t port_lo, port_hi; /* inclusive; 0..65535 = any port */
 	struct sl_cidr to;
 	uint8_t reserved1[2];
@@ -200,10 +200,10 @@ struct sl_rule {
 #define SL_BREAK_OPEN_DEFAULT_NS 5000000000ull
 
 struct sl_break {
-	uint32_t errors;    /* errors=N: failures in the window that open it; 0: ratio */
-	uint8_t ratio_pct;  /* errors=P%: 1..100; 0: count */
-	uint8_t scope;      /* SL_SCOPE_PROCESS or SL_SCOPE_PEER (default) */
-	uint8_t families;   /* SL_FAM_* bits */
+	uint32_t errors;   /* errors=N: failures in the window that open it; 0: ratio */
+	uint8_t ratio_pct; /* errors=P%: 1..100; 0: count */
+	uint8_t scope;     /* SL_SCOPE_PROCESS or SL_SCOPE_PEER (default) */
+	uint8_t families;  /* SL_FAM_* bits */
 	uint8_t reserved0;
 	uint32_t min;       /* ratio: attempts needed in the window (default 5) */
 	int32_t err;        /* errno of a broken connect; 0 = ECONNREFUSED */
@@ -218,8 +218,7 @@ struct sl_break {
 
 /* Parse one break SPEC (var names the variable in messages, NULL:
  * SLUICE_BREAK). Same conventions as sl_rule_parse. */
-int sl_break_parse(struct sl_break *b, const char *spec, const char *var, char *err,
-		   size_t errlen);
+int sl_break_parse(struct sl_break *b, const char *spec, const char *var, char *err, size_t errlen);
 /* Canonical "break:SPEC", options that differ from their defaults in the
  * order errors, min, window, open, slow, errno, per, to, port, family.
  * Returns the length needed, like snprintf. */
@@ -281,11 +280,11 @@ struct sl_policy {
 	uint32_t log_level;    /* enum sl_log_level, SLUICE_LOG */
 	uint32_t config_error; /* enum sl_config_error, SLUICE_CONFIG_ERROR */
 	uint32_t reserved;
-	char log_file[SL_PATH_MAX]; /* SLUICE_LOG_FILE, "" = stderr */
-	char stats_file[SL_PATH_MAX]; /* SLUICE_STATS, "" = none */
-	char only[SL_NAMES_MAX]; /* SLUICE_ONLY, '+'-separated program names */
-	char skip[SL_NAMES_MAX]; /* SLUICE_SKIP */
-	struct sl_redis redis;   /* SLUICE_REDIS */
+	char log_file[SL_PATH_MAX];            /* SLUICE_LOG_FILE, "" = stderr */
+	char stats_file[SL_PATH_MAX];          /* SLUICE_STATS, "" = none */
+	char only[SL_NAMES_MAX];               /* SLUICE_ONLY, '+'-separated program names */
+	char skip[SL_NAMES_MAX];               /* SLUICE_SKIP */
+	struct sl_redis redis;                 /* SLUICE_REDIS */
 	struct sl_break breaks[SL_MAX_BREAKS]; /* SLUICE_BREAK, break: rules */
 	uint32_t n_breaks;
 	uint32_t reserved2;
@@ -316,8 +315,8 @@ int sl_policy_parse_env(struct sl_policy *p, const char *const *envp, char *err,
  * Parse one SPEC for a given operation (as the launcher's --send SPEC does);
  * `var` names the variable for error messages ("SLUICE_SEND").
  */
-int sl_rule_parse(struct sl_rule *r, enum sl_op op, const char *spec, const char *var,
-		  char *err, size_t errlen);
+int sl_rule_parse(struct sl_rule *r, enum sl_op op, const char *spec, const char *var, char *err,
+		  size_t errlen);
 
 /*
  * Canonical form of one rule: "OP:SPEC" with every option that differs from

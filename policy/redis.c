@@ -42,7 +42,8 @@ static int parse_uint(const struct sl__ctx *c, size_t pos, size_t end, uint32_t 
 	for (size_t i = pos; i < end; i++) {
 		char ch = c->value[i];
 		if (ch < '0' || ch > '9')
-			return sl__fail(c, i, "unexpected '%c' in the %s (expected digits)", ch, what);
+			return sl__fail(c, i, "unexpected '%c' in the %s (expected digits)", ch,
+					what);
 		v = v * 10 + (uint64_t)(ch - '0');
 		if (v > max)
 			return sl__fail(c, pos, "%s '%.*s' is out of range (at most %u)", what,
@@ -65,7 +66,8 @@ static int parse_creds(const struct sl__ctx *c, const char *orig, size_t pos, si
 		return sl__fail(c, pos, "user name or password longer than %d bytes",
 				SL_REDIS_CRED_MAX - 1);
 	if (end == colon + 1)
-		return sl__fail(c, colon, "empty password after ':' (leave out USER:PASSWORD@ for no AUTH)");
+		return sl__fail(c, colon,
+				"empty password after ':' (leave out USER:PASSWORD@ for no AUTH)");
 	memcpy(r->user, c->value + pos, colon - pos);
 	r->user[colon - pos] = '\0';
 	memcpy(r->pass, orig + colon + 1, end - colon - 1);
@@ -106,12 +108,14 @@ static int parse_addr(const struct sl__ctx *c, size_t pos, size_t end, uint16_t 
 			  (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_' ||
 			  (v6 && (ch == ':' || ch == '%'));
 		if (!ok)
-			return sl__fail(c, i, "unexpected '%c' in the %s (expected letters, digits, "
-					"'.', '-', '_'%s)", ch, v6 ? "IPv6 address" : "host",
-					v6 ? ", ':' or '%'" : "");
+			return sl__fail(c, i,
+					"unexpected '%c' in the %s (expected letters, digits, "
+					"'.', '-', '_'%s)",
+					ch, v6 ? "IPv6 address" : "host", v6 ? ", ':' or '%'" : "");
 	}
 	if (v6 && sl__find(s, pos, hend, ':') == hend)
-		return sl__fail(c, pos, "'[%.*s]' is not an IPv6 address (no ':'; leave out the [])",
+		return sl__fail(c, pos,
+				"'[%.*s]' is not an IPv6 address (no ':'; leave out the [])",
 				SL__TOK(c, pos, hend));
 	if (hend - pos >= SL_REDIS_HOST_MAX)
 		return sl__fail(c, pos, "host is %zu bytes long (at most %d)", hend - pos,
@@ -129,7 +133,8 @@ static int parse_addr(const struct sl__ctx *c, size_t pos, size_t end, uint16_t 
 			return sl__fail(c, after + 1, "port 0 cannot be connected to");
 		*port = (uint16_t)v;
 	} else if (after != stop) {
-		return sl__fail(c, after, "unexpected '%.*s' after the host (expected :PORT, ',' or '/')",
+		return sl__fail(c, after,
+				"unexpected '%.*s' after the host (expected :PORT, ',' or '/')",
 				SL__TOK(c, after, end));
 	}
 	*next = stop;
@@ -144,10 +149,11 @@ static int parse_host(const struct sl__ctx *c, size_t pos, size_t end, struct sl
 	if (parse_addr(c, pos, end, SL__REDIS_DEFAULT_PORT, r->host, &r->port, &next) < 0)
 		return -1;
 	if (next < end && c->value[next] == ',')
-		return sl__fail(c, next, "a list of nodes needs redis+cluster:// or "
+		return sl__fail(c, next,
+				"a list of nodes needs redis+cluster:// or "
 				"redis+sentinel://.../MASTER (redis:// names one server)");
-	if (next < end && parse_uint(c, next + 1, end, SL__REDIS_DB_MAX, "database number",
-				     &r->db) < 0)
+	if (next < end &&
+	    parse_uint(c, next + 1, end, SL__REDIS_DB_MAX, "database number", &r->db) < 0)
 		return -1;
 	return 0;
 }
@@ -159,8 +165,10 @@ static int parse_nodes(const struct sl__ctx *c, size_t pos, size_t end, uint16_t
 {
 	for (;;) {
 		if (r->n_nodes == SL_REDIS_NODES_MAX)
-			return sl__fail(c, pos, "more than %d nodes (give a few: the others are "
-					"found from them)", SL_REDIS_NODES_MAX);
+			return sl__fail(c, pos,
+					"more than %d nodes (give a few: the others are "
+					"found from them)",
+					SL_REDIS_NODES_MAX);
 		struct sl_redis_node *n = &r->nodes[r->n_nodes];
 		if (parse_addr(c, pos, end, dflt, n->host, &n->port, &pos) < 0)
 			return -1;
@@ -185,8 +193,10 @@ static int parse_cluster(const struct sl__ctx *c, size_t pos, struct sl_redis *r
 	if (parse_nodes(c, pos, c->len, SL__REDIS_DEFAULT_PORT, r, &next) < 0)
 		return -1;
 	if (next < c->len)
-		return sl__fail(c, next, "unexpected '%.*s' after the nodes (a cluster serves "
-				"database 0 only: no /DB)", SL__TOK(c, next, c->len));
+		return sl__fail(c, next,
+				"unexpected '%.*s' after the nodes (a cluster serves "
+				"database 0 only: no /DB)",
+				SL__TOK(c, next, c->len));
 	r->kind = SL_REDIS_CLUSTER;
 	return 0;
 }
@@ -200,7 +210,8 @@ static int parse_sentinel(const struct sl__ctx *c, size_t pos, struct sl_redis *
 	if (parse_nodes(c, pos, c->len, SL__REDIS_SENTINEL_PORT, r, &next) < 0)
 		return -1;
 	if (next == c->len)
-		return sl__fail(c, next, "missing /MASTER after the sentinels (the name they "
+		return sl__fail(c, next,
+				"missing /MASTER after the sentinels (the name they "
 				"monitor, e.g. redis+sentinel://10.0.0.1:26379/mymaster)");
 	size_t name = next + 1, nend = sl__find(s, name, c->len, '/');
 	if (nend == name)
@@ -210,15 +221,17 @@ static int parse_sentinel(const struct sl__ctx *c, size_t pos, struct sl_redis *
 				SL_REDIS_MASTER_MAX - 1);
 	for (size_t i = name; i < nend; i++) {
 		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '_' || ch == '-' || ch == '.'))
-			return sl__fail(c, i, "unexpected '%c' in the master name (expected letters, "
-					"digits, '_', '-' or '.')", ch);
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.'))
+			return sl__fail(c, i,
+					"unexpected '%c' in the master name (expected letters, "
+					"digits, '_', '-' or '.')",
+					ch);
 	}
 	memcpy(r->master, s + name, nend - name);
 	r->master[nend - name] = '\0';
-	if (nend < c->len && parse_uint(c, nend + 1, c->len, SL__REDIS_DB_MAX, "database number",
-					&r->db) < 0)
+	if (nend < c->len &&
+	    parse_uint(c, nend + 1, c->len, SL__REDIS_DB_MAX, "database number", &r->db) < 0)
 		return -1;
 	r->kind = SL_REDIS_SENTINEL;
 	return 0;
@@ -271,7 +284,8 @@ int sl__redis_parse(const struct sl__ctx *orig, struct sl_redis *out)
 	memcpy(masked, orig->value, orig->len + 1);
 	m.value = masked;
 	int kind = scheme_of(masked, &pos);
-	size_t at = kind > 0 && kind != SL_REDIS_UNIX ? creds_end(masked, pos, orig->len) : orig->len;
+	size_t at = kind > 0 && kind != SL_REDIS_UNIX ? creds_end(masked, pos, orig->len)
+						      : orig->len;
 	if (at < orig->len) {
 		size_t colon = sl__find(masked, pos, at, ':');
 		size_t from = colon < at ? colon + 1 : pos;
@@ -279,7 +293,8 @@ int sl__redis_parse(const struct sl__ctx *orig, struct sl_redis *out)
 	}
 	if (kind == SL_REDIS_UNIX) {
 		if (c->value[pos] != '/')
-			return sl__fail(c, pos, "expected an absolute socket path (unix:///path/to/socket)");
+			return sl__fail(c, pos,
+					"expected an absolute socket path (unix:///path/to/socket)");
 		if (c->len - pos >= SL_PATH_MAX)
 			return sl__fail(c, pos, "path is %zu bytes long (at most %d)", c->len - pos,
 					SL_PATH_MAX - 1);
@@ -289,7 +304,8 @@ int sl__redis_parse(const struct sl__ctx *orig, struct sl_redis *out)
 		return 0;
 	}
 	if (kind < 0)
-		return sl__fail(c, 0, "expected redis://[USER:PASSWORD@]HOST[:PORT][/DB], "
+		return sl__fail(c, 0,
+				"expected redis://[USER:PASSWORD@]HOST[:PORT][/DB], "
 				"unix:///PATH, redis+cluster://NODE,NODE,... or "
 				"redis+sentinel://NODE,NODE,.../MASTER");
 	if (at < c->len) {

@@ -62,14 +62,32 @@
 /* A now_ns for the scratch limiter: any instant works, 0 means "unused". */
 #define SL__SCRATCH_NOW_NS 1
 
-enum opt { O_BURST, O_ALGO, O_ACTION, O_MAX_DELAY, O_ERRNO, O_PER, O_TO, O_PORT, O_FAMILY,
-	   O_TYPE, O_NONBLOCK, O_SHARED, O_REDIS, O_ON_ERROR, O_LEASE, O_WARMUP, O_COLD, O_COUNT };
+enum opt {
+	O_BURST,
+	O_ALGO,
+	O_ACTION,
+	O_MAX_DELAY,
+	O_ERRNO,
+	O_PER,
+	O_TO,
+	O_PORT,
+	O_FAMILY,
+	O_TYPE,
+	O_NONBLOCK,
+	O_SHARED,
+	O_REDIS,
+	O_ON_ERROR,
+	O_LEASE,
+	O_WARMUP,
+	O_COLD,
+	O_COUNT
+};
 
 /* In SL_OPT_* bit order. */
-static const char *const opt_names[O_COUNT] = {"burst", "algo",  "action",   "max-delay", "errno",
-					       "per",   "to",    "port",     "family",    "type",
-					       "nonblock", "shared", "redis", "on-error", "lease",
-					       "warmup", "cold"};
+static const char *const opt_names[O_COUNT] = {"burst",    "algo",   "action", "max-delay", "errno",
+					       "per",      "to",     "port",   "family",    "type",
+					       "nonblock", "shared", "redis",  "on-error",  "lease",
+					       "warmup",   "cold"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -138,7 +156,8 @@ static int parse_count(struct sl_rule *r, const struct sl__ctx *c, size_t pos, s
 		return sl__fail(c, next,
 				"conns takes a count of open connections, not a rate (e.g. conns:100)");
 	if (next != end)
-		return sl__fail(c, next, "unexpected '%.*s' after the count (options follow a comma)",
+		return sl__fail(c, next,
+				"unexpected '%.*s' after the count (options follow a comma)",
 				SL__TOK(c, next, end));
 	if (r->amount == 0)
 		return sl__fail(c, pos, "zero count: no connection could ever be opened");
@@ -159,8 +178,10 @@ static int parse_rate(struct sl_rule *r, const struct sl__ctx *c, size_t pos, si
 		return sl__fail(c, next, "expected '/' and a period after '%.*s' (e.g. %.*s/s)",
 				SL__TOK(c, pos, end), SL__TOK(c, pos, end));
 	if (s[next] != '/')
-		return sl__fail(c, next, "unexpected '%.*s' after the amount (expected '/' and a period, e.g. 100/s)",
-				SL__TOK(c, next, end));
+		return sl__fail(
+			c, next,
+			"unexpected '%.*s' after the amount (expected '/' and a period, e.g. 100/s)",
+			SL__TOK(c, next, end));
 	if (unit == SL_UNIT_BYTES && (r->op == SL_OP_CONNECT || r->op == SL_OP_ACCEPT))
 		return sl__fail(c, unit_start(s, pos, next),
 				"%s is limited in calls, not bytes (drop the unit, e.g. 10/s)",
@@ -172,15 +193,20 @@ static int parse_rate(struct sl_rule *r, const struct sl__ctx *c, size_t pos, si
 		return -1;
 	uint64_t unit_ns;
 	if (count.end == end && count.end > p)
-		return sl__fail(c, count.end, "missing unit after '%.*s' (expected us, ms, s, min, h)",
+		return sl__fail(c, count.end,
+				"missing unit after '%.*s' (expected us, ms, s, min, h)",
 				SL__TOK(c, p, end));
 	if (sl__period_unit_parse(c, count.end, end, &unit_ns, &next) < 0)
 		return -1;
 	if (next != end && s[next] == ';')
-		return sl__fail(c, next, "unexpected ';': a variable holds one rule (use SLUICE_RULES=\"OP:SPEC;OP:SPEC\" for several)");
+		return sl__fail(
+			c, next,
+			"unexpected ';': a variable holds one rule (use SLUICE_RULES=\"OP:SPEC;OP:SPEC\" for several)");
 	if (next != end)
-		return sl__fail(c, next, "unexpected '%.*s' after the rate (options follow a comma, e.g. 100/s,burst=10)",
-				SL__TOK(c, next, end));
+		return sl__fail(
+			c, next,
+			"unexpected '%.*s' after the rate (options follow a comma, e.g. 100/s,burst=10)",
+			SL__TOK(c, next, end));
 	if (sl__num_scale(c, &count, unit_ns, end, "nanoseconds", &r->period_ns) < 0)
 		return -1;
 	if (r->amount == 0)
@@ -214,8 +240,10 @@ static int parse_errno(struct sl_rule *r, const struct sl__ctx *c, size_t pos, s
 	if (near != NULL)
 		return sl__fail(c, pos, "unknown errno name '%.*s'%s", SL__TOK(c, pos, end),
 				sl__did_you_mean(hint, sizeof hint, near));
-	return sl__fail(c, pos, "unknown errno name '%.*s' (expected a name such as ECONNREFUSED, "
-			"ETIMEDOUT, EAGAIN, ECONNRESET)", SL__TOK(c, pos, end));
+	return sl__fail(c, pos,
+			"unknown errno name '%.*s' (expected a name such as ECONNREFUSED, "
+			"ETIMEDOUT, EAGAIN, ECONNRESET)",
+			SL__TOK(c, pos, end));
 }
 
 /* shared=NAME: a name that is safe inside a file name. */
@@ -226,13 +254,17 @@ static int parse_shared(struct sl_rule *r, const struct sl__ctx *c, size_t pos, 
 				SL__TOK(c, pos, end), SL_SHARED_NAME_MAX - 1);
 	for (size_t i = pos; i < end; i++) {
 		char ch = c->value[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '.' || ch == '_' || ch == '-'))
-			return sl__fail(c, i, "invalid character '%c' in shared name (expected "
-					"letters, digits, '.', '_' or '-')", ch);
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-'))
+			return sl__fail(c, i,
+					"invalid character '%c' in shared name (expected "
+					"letters, digits, '.', '_' or '-')",
+					ch);
 	}
-	if (c->value[pos] == '.' && (end - pos == 1 || (end - pos == 2 && c->value[pos + 1] == '.')))
-		return sl__fail(c, pos, "shared name '%.*s' is not a valid name", SL__TOK(c, pos, end));
+	if (c->value[pos] == '.' &&
+	    (end - pos == 1 || (end - pos == 2 && c->value[pos + 1] == '.')))
+		return sl__fail(c, pos, "shared name '%.*s' is not a valid name",
+				SL__TOK(c, pos, end));
 	memset(r->shared, 0, sizeof r->shared);
 	memcpy(r->shared, c->value + pos, end - pos);
 	return 0;
@@ -246,10 +278,12 @@ static int parse_redis_key(struct sl_rule *r, const struct sl__ctx *c, size_t po
 				SL__TOK(c, pos, end), end - pos, SL_REDIS_KEY_MAX - 1);
 	for (size_t i = pos; i < end; i++) {
 		char ch = c->value[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		      ch == '_' || ch == '.' || ch == ':' || ch == '-'))
-			return sl__fail(c, i, "unexpected '%c' in the redis key (expected letters, digits, "
-					"'_', '.', ':' or '-')", ch);
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == ':' || ch == '-'))
+			return sl__fail(c, i,
+					"unexpected '%c' in the redis key (expected letters, digits, "
+					"'_', '.', ':' or '-')",
+					ch);
 	}
 	memcpy(r->redis_key, c->value + pos, end - pos);
 	r->redis_key[end - pos] = '\0';
@@ -277,7 +311,8 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 		if (sl__duration_parse(c, pos, end, &r->max_delay_ns) < 0)
 			return -1;
 		if (r->max_delay_ns == 0)
-			return sl__fail(c, pos, "max-delay=%.*s never waits: use action=reject instead",
+			return sl__fail(c, pos,
+					"max-delay=%.*s never waits: use action=reject instead",
 					SL__TOK(c, pos, end));
 		return 0;
 	case O_ERRNO:
@@ -319,7 +354,8 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 		if (sl__num_parse(c, pos, end, &n) < 0)
 			return -1;
 		if (n.end != end || n.frac != 0 || n.mant < 2 || n.mant > 100)
-			return sl__fail(c, pos, "cold '%.*s' must be a whole number from 2 to 100 (the "
+			return sl__fail(c, pos,
+					"cold '%.*s' must be a whole number from 2 to 100 (the "
 					"coldest interval is cold x the stable one)",
 					SL__TOK(c, pos, end));
 		r->cold = (uint8_t)n.mant;
@@ -346,15 +382,17 @@ static int parse_option(struct sl_rule *r, struct spec *sp, const struct sl__ctx
 	if (k < 0) {
 		const char *near = sl__suggest(opt_names, O_COUNT, c->value + pos, name_end - pos);
 		if (near != NULL)
-			return sl__fail(c, pos, "unknown option '%.*s'%s", SL__TOK(c, pos, name_end),
+			return sl__fail(c, pos, "unknown option '%.*s'%s",
+					SL__TOK(c, pos, name_end),
 					sl__did_you_mean(hint, sizeof hint, near));
-		return sl__fail(c, pos, "unknown option '%.*s' (expected %s)", SL__TOK(c, pos, name_end),
+		return sl__fail(c, pos, "unknown option '%.*s' (expected %s)",
+				SL__TOK(c, pos, name_end),
 				sl__join(expected, sizeof expected, opt_names, O_COUNT, ", "));
 	}
 	enum opt o = (enum opt)k;
 	if (r->explicit_opts & (1u << o))
-		return sl__fail(c, pos, "duplicate option '%s' (first given at column %zu)", opt_names[o],
-				sp->name_pos[o] + 1);
+		return sl__fail(c, pos, "duplicate option '%s' (first given at column %zu)",
+				opt_names[o], sp->name_pos[o] + 1);
 	if (eq == end)
 		return sl__fail(c, end, "expected '=' and a value after '%s'", opt_names[o]);
 	size_t vpos = eq + 1, vend = end;
@@ -378,19 +416,22 @@ static int check_redis(const struct sl_rule *r, const struct spec *sp, const str
 {
 	for (enum opt o = O_ON_ERROR; o <= O_LEASE; o++)
 		if (given(r, o) && !given(r, O_REDIS))
-			return sl__fail(c, sp->name_pos[o], "option '%s' is valid only with redis=KEY",
-					opt_names[o]);
+			return sl__fail(c, sp->name_pos[o],
+					"option '%s' is valid only with redis=KEY", opt_names[o]);
 	if (!given(r, O_REDIS))
 		return 0;
 	size_t at = sp->name_pos[O_REDIS];
 	if (r->op == SL_OP_CONNS)
-		return sl__fail(c, at, "option 'redis' is not valid for conns (open connections are "
+		return sl__fail(c, at,
+				"option 'redis' is not valid for conns (open connections are "
 				"counted on one machine)");
 	if (r->algo != SL_ALGO_TOKEN)
-		return sl__fail(c, at, "option 'redis' is valid only with algo=token (the Redis "
+		return sl__fail(c, at,
+				"option 'redis' is valid only with algo=token (the Redis "
 				"script is a GCRA token bucket)");
 	if (r->scope != SL_SCOPE_PROCESS)
-		return sl__fail(c, at, "option 'redis' is valid only with per=process (each process "
+		return sl__fail(c, at,
+				"option 'redis' is valid only with per=process (each process "
 				"leases from the one fleet-wide bucket)");
 	return 0;
 }
@@ -399,18 +440,22 @@ static int check_redis(const struct sl_rule *r, const struct spec *sp, const str
 static int check_warmup(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
 {
 	if (given(r, O_COLD) && !given(r, O_WARMUP))
-		return sl__fail(c, sp->name_pos[O_COLD], "option 'cold' is valid only with warmup=");
+		return sl__fail(c, sp->name_pos[O_COLD],
+				"option 'cold' is valid only with warmup=");
 	if (!given(r, O_WARMUP))
 		return 0;
 	size_t at = sp->name_pos[O_WARMUP];
 	if (r->op == SL_OP_CONNS)
-		return sl__fail(c, at, "option 'warmup' is not valid for conns (a count has no rate "
+		return sl__fail(c, at,
+				"option 'warmup' is not valid for conns (a count has no rate "
 				"to warm up)");
 	if (r->algo != SL_ALGO_TOKEN)
-		return sl__fail(c, at, "option 'warmup' is valid only with algo=token (the warm-up "
+		return sl__fail(c, at,
+				"option 'warmup' is valid only with algo=token (the warm-up "
 				"spends stored permits, as Guava's SmoothWarmingUp does)");
 	if (given(r, O_REDIS))
-		return sl__fail(c, at, "option 'warmup' cannot be combined with redis= (the Redis "
+		return sl__fail(c, at,
+				"option 'warmup' cannot be combined with redis= (the Redis "
 				"script is a plain GCRA token bucket)");
 	if (!given(r, O_COLD))
 		r->cold = 3;
@@ -425,7 +470,8 @@ static int check_warmup(struct sl_rule *r, const struct spec *sp, const struct s
 		const unsigned __int128 q = (need + 2 * r->amount - 1) / (2 * r->amount);
 		sl__out_init(&o, least, sizeof least);
 		sl__out_duration(&o, q >> 64 ? UINT64_MAX : (uint64_t)q);
-		return sl__fail(c, sp->val_pos[O_WARMUP], "warmup '%.*s' is too short for the rate: "
+		return sl__fail(c, sp->val_pos[O_WARMUP],
+				"warmup '%.*s' is too short for the rate: "
 				"at least %s ((1 + cold) / 2 stable intervals) lets the rate climb",
 				SL__TOK(c, sp->val_pos[O_WARMUP], sp->val_end[O_WARMUP]), least);
 	}
@@ -440,19 +486,23 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 
 	for (enum opt o = O_BURST; o <= O_ALGO; o++)
 		if (r->op == SL_OP_CONNS && given(r, o))
-			return sl__fail(c, sp->name_pos[o],
-					"option '%s' is not valid for conns (conns limits how many connections are open at once)",
-					opt_names[o]);
+			return sl__fail(
+				c, sp->name_pos[o],
+				"option '%s' is not valid for conns (conns limits how many connections are open at once)",
+				opt_names[o]);
 	if (given(r, O_BURST) && r->algo != SL_ALGO_TOKEN)
-		return sl__fail(c, sp->name_pos[O_BURST], "option 'burst' is valid only with algo=token (%s)",
-				r->algo == SL_ALGO_LEAKY ? "the leaky bucket's queue is bounded by max-delay"
-							  : "a window admits its whole amount at once");
+		return sl__fail(c, sp->name_pos[O_BURST],
+				"option 'burst' is valid only with algo=token (%s)",
+				r->algo == SL_ALGO_LEAKY
+					? "the leaky bucket's queue is bounded by max-delay"
+					: "a window admits its whole amount at once");
 	if (given(r, O_MAX_DELAY) && r->action != SL_ACTION_DELAY)
 		return sl__fail(c, sp->name_pos[O_MAX_DELAY],
 				"option 'max-delay' is valid only with action=delay");
 	if (given(r, O_NONBLOCK) && r->action != SL_ACTION_DELAY)
-		return sl__fail(c, sp->name_pos[O_NONBLOCK],
-				"option 'nonblock' is valid only with action=delay (nothing else waits)");
+		return sl__fail(
+			c, sp->name_pos[O_NONBLOCK],
+			"option 'nonblock' is valid only with action=delay (nothing else waits)");
 	if (given(r, O_ERRNO) && r->action == SL_ACTION_DRYRUN)
 		return sl__fail(c, sp->name_pos[O_ERRNO],
 				"option 'errno' is not valid with action=dry-run (nothing is refused)");
@@ -460,20 +510,23 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 		return sl__fail(c, sp->val_pos[O_PER],
 				"per=fd is not valid for %s (each connection has its own fd)", op);
 	if (given(r, O_SHARED) && r->scope != SL_SCOPE_PROCESS)
-		return sl__fail(c, sp->name_pos[O_SHARED],
-				"shared= is valid only with per=process (one limiter serves every process)");
+		return sl__fail(
+			c, sp->name_pos[O_SHARED],
+			"shared= is valid only with per=process (one limiter serves every process)");
 	if ((r->types & SL_TYPE_DGRAM) && (r->op == SL_OP_ACCEPT || r->op == SL_OP_CONNS))
 		return sl__fail(c, sp->val_pos[O_TYPE],
-				"type=dgram is not valid for %s (datagram sockets have no connections)", op);
+				"type=dgram is not valid for %s (datagram sockets have no connections)",
+				op);
 	if (sp->to_port != 0 && given(r, O_PORT))
-		return sl__fail(c, sp->name_pos[O_PORT] > sp->name_pos[O_TO] ? sp->name_pos[O_PORT]
-									       : sp->name_pos[O_TO],
+		return sl__fail(c,
+				sp->name_pos[O_PORT] > sp->name_pos[O_TO] ? sp->name_pos[O_PORT]
+									  : sp->name_pos[O_TO],
 				"duplicate option 'port' (to= gives port %u too)", sp->to_port);
-	if (r->to.family != 0 &&
-	    !(r->families & (r->to.family == 4 ? SL_FAM_INET : SL_FAM_INET6)))
-		return sl__fail(c, sp->val_pos[O_TO],
-				"to= is an IPv%u address but family= leaves out %s: the rule could never match",
-				r->to.family, r->to.family == 4 ? "inet" : "inet6");
+	if (r->to.family != 0 && !(r->families & (r->to.family == 4 ? SL_FAM_INET : SL_FAM_INET6)))
+		return sl__fail(
+			c, sp->val_pos[O_TO],
+			"to= is an IPv%u address but family= leaves out %s: the rule could never match",
+			r->to.family, r->to.family == 4 ? "inet" : "inet6");
 	if (given(r, O_PORT) && r->families == SL_FAM_UNIX)
 		return sl__fail(c, sp->name_pos[O_PORT],
 				"option 'port' can never match with family=unix");
@@ -487,7 +540,8 @@ static int check_unit(const struct sl_rule *r, const struct sl__ctx *c, size_t p
 	if (unit == r->unit)
 		return 0;
 	if (r->unit == SL_UNIT_BYTES)
-		return sl__fail(c, pos, "%s must be in bytes like the rate (e.g. %s=64KiB)", opt, opt);
+		return sl__fail(c, pos, "%s must be in bytes like the rate (e.g. %s=64KiB)", opt,
+				opt);
 	return sl__fail(c, pos, "%s must be a number of calls like the rate (no unit)", opt);
 }
 
@@ -512,11 +566,14 @@ static int check_burst(struct sl_rule *r, const struct spec *sp, const struct sl
 	sl__out_init(&o, least, sizeof least);
 	sl__out_amount(&o, min, (enum sl_unit)r->unit);
 	if (burst == 0)
-		return sl__fail(c, pos, "burst=0 admits nothing: the smallest meaningful burst for %s is %s",
+		return sl__fail(c, pos,
+				"burst=0 admits nothing: the smallest meaningful burst for %s is %s",
 				rate, least);
 	if (burst < min)
-		return sl__fail(c, pos, "burst '%.*s' is too small for %s: the smallest meaningful burst is %s (100 us of the rate)",
-				SL__TOK(c, pos, sp->val_end[O_BURST]), rate, least);
+		return sl__fail(
+			c, pos,
+			"burst '%.*s' is too small for %s: the smallest meaningful burst is %s (100 us of the rate)",
+			SL__TOK(c, pos, sp->val_end[O_BURST]), rate, least);
 	r->burst = burst;
 	return 0;
 }
@@ -539,15 +596,18 @@ static int check_lease(struct sl_rule *r, const struct spec *sp, const struct sl
 	if (r->lease < r->burst) {
 		sl__out_init(&o, least, sizeof least);
 		sl__out_amount(&o, r->burst, (enum sl_unit)r->unit);
-		return sl__fail(c, pos, "lease '%.*s' is smaller than the burst (%s): one burst must "
-				"fit in one lease", SL__TOK(c, pos, sp->val_end[O_LEASE]), least);
+		return sl__fail(c, pos,
+				"lease '%.*s' is smaller than the burst (%s): one burst must "
+				"fit in one lease",
+				SL__TOK(c, pos, sp->val_end[O_LEASE]), least);
 	}
 	return 0;
 }
 
 static enum sl_status core_init(const struct sl_rule *r, uint64_t burst)
 {
-	static const uint32_t kinds[4] = {SL_KIND_TOKEN, SL_KIND_LEAKY, SL_KIND_FIXED, SL_KIND_SLIDING};
+	static const uint32_t kinds[4] = {SL_KIND_TOKEN, SL_KIND_LEAKY, SL_KIND_FIXED,
+					  SL_KIND_SLIDING};
 	struct sl_limiter scratch;
 	struct sl_params p;
 
@@ -572,7 +632,8 @@ static int check_core(const struct sl_rule *r, const struct spec *sp, const stru
 	if (st == SL_OK)
 		return 0;
 	if (given(r, O_BURST) && core_init(r, sl__min_burst(r->amount, r->period_ns)) == SL_OK)
-		return sl__fail(c, sp->val_pos[O_BURST], "burst '%.*s' is too large for the limiter",
+		return sl__fail(c, sp->val_pos[O_BURST],
+				"burst '%.*s' is too large for the limiter",
 				SL__TOK(c, sp->val_pos[O_BURST], sp->val_end[O_BURST]));
 	if (r->op == SL_OP_CONNS)
 		return sl__fail(c, sp->limit_pos, "count '%.*s' is too large for the limiter",
@@ -594,7 +655,8 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
 	sl__trim(c->value, &pos, &end);
 	if (pos == end)
 		return sl__fail(c, pos, "empty rule (expected %s)",
-				op == SL_OP_CONNS ? "a count such as 100" : "a rate such as 100/s or 1MiB/s");
+				op == SL_OP_CONNS ? "a count such as 100"
+						  : "a rate such as 100/s or 1MiB/s");
 	size_t comma = sl__find(c->value, pos, end, ',');
 	sp.limit_pos = pos;
 	sp.limit_end = comma;
@@ -613,8 +675,8 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
 			return -1;
 	}
 	if (check_combinations(&r, &sp, c) < 0 || check_warmup(&r, &sp, c) < 0 ||
-	    check_burst(&r, &sp, c, burst) < 0 ||
-	    check_lease(&r, &sp, c) < 0 || check_core(&r, &sp, c) < 0)
+	    check_burst(&r, &sp, c, burst) < 0 || check_lease(&r, &sp, c) < 0 ||
+	    check_core(&r, &sp, c) < 0)
 		return -1;
 	if (sp.to_port != 0) {
 		r.port_lo = sp.to_port;
@@ -629,12 +691,17 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
  * names the variable in messages; NULL means the operation's own variable.
  * Returns 0, or -1 with one line in err and *r unchanged.
  */
-int sl_rule_parse(struct sl_rule *r, enum sl_op op, const char *spec, const char *var,
-		  char *err, size_t errlen)
+int sl_rule_parse(struct sl_rule *r, enum sl_op op, const char *spec, const char *var, char *err,
+		  size_t errlen)
 {
 	bool known = (unsigned)op < SL_OP_COUNT;
-	struct sl__ctx c = {.var = var != NULL ? var : known ? sl__op_vars[op] : "SLUICE_RULES",
-			    .value = spec, .len = strlen(spec), .err = err, .errlen = errlen};
+	struct sl__ctx c = {.var = var != NULL ? var
+				   : known     ? sl__op_vars[op]
+					       : "SLUICE_RULES",
+			    .value = spec,
+			    .len = strlen(spec),
+			    .err = err,
+			    .errlen = errlen};
 
 	if (!known)
 		return sl__fail_value(&c, "unknown operation %d", (int)op);
@@ -646,10 +713,11 @@ bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
 {
 	return a->op == b->op && a->unit == b->unit && a->algo == b->algo &&
 	       a->action == b->action && a->scope == b->scope && a->families == b->families &&
-	       a->types == b->types && a->nonblock == b->nonblock && a->amount == b->amount && a->period_ns == b->period_ns &&
-	       a->burst == b->burst && a->max_delay_ns == b->max_delay_ns && a->err == b->err &&
-	       a->port_lo == b->port_lo && a->port_hi == b->port_hi &&
-	       a->to.family == b->to.family && a->to.prefix == b->to.prefix &&
+	       a->types == b->types && a->nonblock == b->nonblock && a->amount == b->amount &&
+	       a->period_ns == b->period_ns && a->burst == b->burst &&
+	       a->max_delay_ns == b->max_delay_ns && a->err == b->err && a->port_lo == b->port_lo &&
+	       a->port_hi == b->port_hi && a->to.family == b->to.family &&
+	       a->to.prefix == b->to.prefix &&
 	       memcmp(a->to.addr, b->to.addr, sizeof a->to.addr) == 0 &&
 	       strncmp(a->shared, b->shared, sizeof a->shared) == 0 &&
 	       strcmp(a->redis_key, b->redis_key) == 0 && a->lease == b->lease &&

@@ -126,7 +126,8 @@ int sl__choice_parse(const struct sl__ctx *c, size_t pos, size_t end, const char
 	int k = sl__lookup(names, n, c->value + pos, end - pos);
 
 	if (k < 0)
-		return sl__fail(c, pos, "unknown %s '%.*s' (expected %s)", what, SL__TOK(c, pos, end),
+		return sl__fail(c, pos, "unknown %s '%.*s' (expected %s)", what,
+				SL__TOK(c, pos, end),
 				sl__join(expected, sizeof expected, names, n, ", "));
 	return k;
 }

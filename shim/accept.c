@@ -108,7 +108,7 @@ static uint32_t hold_rules(uint32_t rules)
 #define SL_AH_PER_CALL 16
 
 static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
-			  const struct sl_fdrec *rec, int depth)
+		       const struct sl_fdrec *rec, int depth)
 {
 	int saved = errno;
 	sl__busy = 1;

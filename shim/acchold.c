@@ -55,8 +55,7 @@ static void forget(int fd)
 		struct held *h = &tab[i];
 		uint32_t st = AH_HELD;
 		if (atomic_load_explicit(&h->state, memory_order_acquire) != AH_HELD ||
-		    h->lfd != fd ||
-		    !atomic_compare_exchange_strong(&h->state, &st, AH_TAKEN))
+		    h->lfd != fd || !atomic_compare_exchange_strong(&h->state, &st, AH_TAKEN))
 			continue;
 		int saved = errno;
 		int c = h->fd;
@@ -148,7 +147,7 @@ int sl__ah_take(int lfd, uint64_t now, struct sockaddr *sa, socklen_t *len, int 
 		int fl = SL_REAL(fcntl)(fd, F_GETFL);
 		if (fl >= 0) {
 			int want = flags > 0 && (flags & SOCK_NONBLOCK) ? fl | O_NONBLOCK
-								       : fl & ~O_NONBLOCK;
+									: fl & ~O_NONBLOCK;
 			if (want != fl)
 				SL_REAL(fcntl)(fd, F_SETFL, want);
 		}

@@ -123,8 +123,9 @@ static uint64_t call_timeout(struct sl_call *c)
 		int saved = errno;
 		if (getsockopt(c->fd, SOL_SOCKET, c->timeout_opt, &tv, &l) == 0 &&
 		    (tv.tv_sec > 0 || tv.tv_usec > 0))
-			c->timeout_ns = sl__sat_add(c->start_ns, (uint64_t)tv.tv_sec * 1000000000u +
-								(uint64_t)tv.tv_usec * 1000u);
+			c->timeout_ns = sl__sat_add(c->start_ns,
+						    (uint64_t)tv.tv_sec * 1000000000u +
+							    (uint64_t)tv.tv_usec * 1000u);
 		errno = saved;
 	}
 	return c->timeout_ns;
@@ -283,17 +284,15 @@ static uint64_t refusal_wait(const struct sl_rule *r, unsigned i, struct sl_deci
  * timeout (a getsockopt), and the reservation up to it asked for: a call
  * admitted at once never reads the timeout.
  */
-static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i,
-						   struct sl_limiter *l, uint64_t n,
-						   struct sl_grant *g, uint64_t now, uint64_t *due,
-						   struct sl_decision d)
+static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, struct sl_limiter *l,
+						uint64_t n, struct sl_grant *g, uint64_t now,
+						uint64_t *due, struct sl_decision d)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	uint64_t backoff = 1000000u;
 	sl__rec_publish(); /* a fork child on its parent's sockets: visible now */
 	if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
-		dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns,
-				d.wait_ns);
+		dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns, d.wait_ns);
 		return 0;
 	}
 	/* The rule is about to act: not on an fd that is no longer its
@@ -356,7 +355,8 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i,
 			}
 		}
 		stats_add(&sl__st.stats[i].refused, 1);
-		sl_log(SL_LOG_DEBUG, "rule %u refuses %s on fd %d", i + 1, sl_op_name(c->op), c->fd);
+		sl_log(SL_LOG_DEBUG, "rule %u refuses %s on fd %d", i + 1, sl_op_name(c->op),
+		       c->fd);
 		return call_errno(c, r, d.verdict == SL_NEVER);
 	}
 }

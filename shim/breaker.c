@@ -104,8 +104,10 @@ static struct sl_shm_break *brk_map(void)
 		brk_owner = getpid();
 		return seg.map;
 	}
-	sl_log(SL_LOG_INFO, "circuit breakers kept in private memory (sluice stat will not see "
-			    "them): %s", err);
+	sl_log(SL_LOG_INFO,
+	       "circuit breakers kept in private memory (sluice stat will not see "
+	       "them): %s",
+	       err);
 	brk_is_file = false;
 	return sl__map(sizeof(struct sl_shm_break));
 }
@@ -155,8 +157,8 @@ int sl__break_init_unsync(const struct sl_policy *p, uint64_t now_ns)
 					     s->ratio_pct, s->min, now_ns);
 		}
 		if (!ok) {
-			sl_log(SL_LOG_ERROR, "breaker %u (%s): the core refuses its parameters", i + 1,
-			       r->sh->text);
+			sl_log(SL_LOG_ERROR, "breaker %u (%s): the core refuses its parameters",
+			       i + 1, r->sh->text);
 			return -1;
 		}
 	}
@@ -177,7 +179,7 @@ int sl__break_init_unsync(const struct sl_policy *p, uint64_t now_ns)
 static uint64_t brk_hash(const struct sl_addr *a)
 {
 	uint64_t h = 1469598103934665603ull;
-	const uint8_t head[3] = { a->family, (uint8_t)(a->port >> 8), (uint8_t)a->port };
+	const uint8_t head[3] = {a->family, (uint8_t)(a->port >> 8), (uint8_t)a->port};
 	for (unsigned i = 0; i < 3; i++)
 		h = (h ^ head[i]) * 1099511628211ull;
 	for (unsigned i = 0; i < 16; i++)
@@ -213,8 +215,10 @@ static struct sl_breaker *brk_of(struct brk_rule *r, const struct sl_addr *a)
 			return &e->b;
 	}
 	if (atomic_exchange_explicit(&r->full_logged, 1, memory_order_relaxed) == 0)
-		sl_log(SL_LOG_WARN, "breaker (%s): more than %u destinations; further ones are not "
-				    "broken", r->sh->text, SL_BRK_PEERS);
+		sl_log(SL_LOG_WARN,
+		       "breaker (%s): more than %u destinations; further ones are not "
+		       "broken",
+		       r->sh->text, SL_BRK_PEERS);
 	return NULL;
 }
 
@@ -233,7 +237,8 @@ static bool brk_match(const struct sl_break *r, unsigned fam, const struct sl_ad
 	const unsigned whole = r->to.prefix / 8, bits = r->to.prefix % 8;
 	if (memcmp(r->to.addr, a->addr, whole) != 0)
 		return false;
-	return bits == 0 || ((r->to.addr[whole] ^ a->addr[whole]) & (0xffu << (8 - bits)) & 0xffu) == 0;
+	return bits == 0 ||
+	       ((r->to.addr[whole] ^ a->addr[whole]) & (0xffu << (8 - bits)) & 0xffu) == 0;
 }
 
 static bool brk_failure_errno(int e)
@@ -244,7 +249,7 @@ static bool brk_failure_errno(int e)
 
 /* Log a state change of rule i's breaker b (for destination a, per=peer). */
 static void brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b,
-		       enum sl_brk_change ch, uint64_t now)
+		    enum sl_brk_change ch, uint64_t now)
 {
 	if (ch == SL_BRK_NO_CHANGE || SL_LOG_INFO > sl__log_level)
 		return;
@@ -253,28 +258,33 @@ static void brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b,
 	if (r->spec.scope == SL_SCOPE_PEER && (a->family == 4 || a->family == 6)) {
 		char ip[INET6_ADDRSTRLEN];
 		inet_ntop(a->family == 4 ? AF_INET : AF_INET6, a->addr, ip, sizeof(ip));
-		snprintf(dst, sizeof(dst), a->family == 4 ? " to %s:%u" : " to [%s]:%u", ip, a->port);
+		snprintf(dst, sizeof(dst), a->family == 4 ? " to %s:%u" : " to [%s]:%u", ip,
+			 a->port);
 	}
 	struct sl_brk_view v;
 	sl_breaker_view(b, now, &v);
 	const double open_s = (double)r->spec.open_ns / 1e9;
 	switch (ch) {
 	case SL_BRK_OPENED:
-		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: closed -> open for %.3f s (%llu of %llu "
-				    "connects failed in the window)", i + 1, r->sh->text, dst, open_s,
-		       (unsigned long long)v.failures, (unsigned long long)v.attempts);
+		sl_log(SL_LOG_INFO,
+		       "breaker %u (%s)%s: closed -> open for %.3f s (%llu of %llu "
+		       "connects failed in the window)",
+		       i + 1, r->sh->text, dst, open_s, (unsigned long long)v.failures,
+		       (unsigned long long)v.attempts);
 		break;
 	case SL_BRK_PROBING:
-		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: open -> half-open (one probe connect)", i + 1,
-		       r->sh->text, dst);
+		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: open -> half-open (one probe connect)",
+		       i + 1, r->sh->text, dst);
 		break;
 	case SL_BRK_CLOSED_AGAIN:
 		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: half-open -> closed (the probe connected)",
 		       i + 1, r->sh->text, dst);
 		break;
 	case SL_BRK_REOPENED:
-		sl_log(SL_LOG_INFO, "breaker %u (%s)%s: half-open -> open for %.3f s (the probe "
-				    "failed)", i + 1, r->sh->text, dst, open_s);
+		sl_log(SL_LOG_INFO,
+		       "breaker %u (%s)%s: half-open -> open for %.3f s (the probe "
+		       "failed)",
+		       i + 1, r->sh->text, dst, open_s);
 		break;
 	case SL_BRK_NO_CHANGE:
 		break;
@@ -282,19 +292,20 @@ static void brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b,
 }
 
 /* Report one outcome to the breakers of `rules`. */
-static void brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *const *bs,
-			  bool failure, uint64_t now)
+static void brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *const *bs, bool failure,
+		       uint64_t now)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		const unsigned i = (unsigned)__builtin_ctz(rest);
 		enum sl_brk_change ch;
 		sl_breaker_report(bs[i], now, failure, (probes >> i) & 1, &ch);
 		/* The destination is only for the log line: find it back. */
-		struct sl_addr a = { 0 };
+		struct sl_addr a = {0};
 		if (brk_rules[i].spec.scope == SL_SCOPE_PEER) {
 			const struct sl_shm_break_peer *e =
-				(const struct sl_shm_break_peer *)(const void *)(
-					(const char *)bs[i] - offsetof(struct sl_shm_break_peer, b));
+				(const struct sl_shm_break_peer
+					 *)(const void *)((const char *)bs[i] -
+							  offsetof(struct sl_shm_break_peer, b));
 			a.family = e->family;
 			a.port = e->port;
 			memcpy(a.addr, e->addr, sizeof(a.addr));
@@ -356,7 +367,7 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		errno = saved;
 		return sl__connect(fd, sa, len);
 	}
-	struct sl_breaker *bs[SL_MAX_BREAKS] = { 0 };
+	struct sl_breaker *bs[SL_MAX_BREAKS] = {0};
 	uint32_t rules = 0, probes = 0;
 	for (uint32_t i = 0; i < sl__break_n; i++) {
 		if (!brk_match(&brk_rules[i].spec, fam, &dst))
@@ -450,7 +461,8 @@ static void brk_sum(const struct brk_rule *r, uint64_t c[5])
 	const struct sl_breaker *one = &r->sh->proc;
 	const unsigned n = r->spec.scope == SL_SCOPE_PEER ? SL_BRK_PEERS : 1;
 	for (unsigned k = 0; k < n; k++) {
-		const struct sl_breaker *b = r->spec.scope == SL_SCOPE_PEER ? &r->sh->peers[k].b : one;
+		const struct sl_breaker *b = r->spec.scope == SL_SCOPE_PEER ? &r->sh->peers[k].b
+									    : one;
 		/* Relaxed: counters for a report. */
 		c[0] += atomic_load_explicit(&b->attempts, memory_order_relaxed);
 		c[1] += atomic_load_explicit(&b->failures, memory_order_relaxed);
@@ -470,15 +482,16 @@ size_t sl__break_stats_json(char *buf, size_t len)
 		return 0;
 	n += (size_t)snprintf(buf + n, len - n, ",\"breakers\":[");
 	for (uint32_t i = 0; i < sl__break_n && n < len; i++) {
-		uint64_t c[5] = { 0 };
+		uint64_t c[5] = {0};
 		brk_sum(&brk_rules[i], c);
 		n += (size_t)snprintf(buf + n, len - n,
 				      "%s{\"index\":%u,\"breaker\":\"%s\",\"attempts\":%llu,"
 				      "\"failures\":%llu,\"fast_fails\":%llu,\"probes\":%llu,"
 				      "\"trips\":%llu}",
-				      i ? "," : "", i + 1, brk_rules[i].sh->text, (unsigned long long)c[0],
-				      (unsigned long long)c[1], (unsigned long long)c[2],
-				      (unsigned long long)c[3], (unsigned long long)c[4]);
+				      i ? "," : "", i + 1, brk_rules[i].sh->text,
+				      (unsigned long long)c[0], (unsigned long long)c[1],
+				      (unsigned long long)c[2], (unsigned long long)c[3],
+				      (unsigned long long)c[4]);
 	}
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, "]");

@@ -113,8 +113,7 @@ enum sl_fit sl__clock_line_fit(struct sl_clock_line *l, uint64_t tsc, uint64_t n
 	if (l->mult != 0) {
 		/* The line's error over the stretch since its base. */
 		const unsigned __int128 pred = (unsigned __int128)dt * l->mult >> 32;
-		const uint64_t err =
-			pred > UINT64_MAX ? UINT64_MAX : absdiff((uint64_t)pred, dns);
+		const uint64_t err = pred > UINT64_MAX ? UINT64_MAX : absdiff((uint64_t)pred, dns);
 		if (err > dns / 1000000u * SL_FIT_PPM + SL_FIT_SLACK_NS)
 			return SL_FIT_OFF;
 	}

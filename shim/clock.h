@@ -29,11 +29,11 @@ struct sl_clock_line {
 	uint64_t base_tsc, base_ns, mult, span;
 };
 enum sl_fit { SL_FIT_OK, SL_FIT_WAIT, SL_FIT_OFF };
-#define SL_FIT_FIRST_NS 10000000u   /* the first line's shortest stretch */
-#define SL_FIT_SPAN_NS 100000000u   /* the longest a line is used */
-#define SL_FIT_PPM 100u             /* a line off by more (plus the slack): */
-#define SL_FIT_SLACK_NS 20000u      /* the TSC is not to be trusted */
-#define SL_PAIR_MAX_TICKS 16384u    /* the widest sample kept (two TSC reads) */
+#define SL_FIT_FIRST_NS 10000000u /* the first line's shortest stretch */
+#define SL_FIT_SPAN_NS 100000000u /* the longest a line is used */
+#define SL_FIT_PPM 100u           /* a line off by more (plus the slack): */
+#define SL_FIT_SLACK_NS 20000u    /* the TSC is not to be trusted */
+#define SL_PAIR_MAX_TICKS 16384u  /* the widest sample kept (two TSC reads) */
 /* The line's ns at tsc: false if tsc is outside its span. */
 bool sl__clock_line_ns(const struct sl_clock_line *l, uint64_t tsc, uint64_t *ns);
 /* Fit the next line through l's base and the sample (tsc, ns): SL_FIT_OK (l

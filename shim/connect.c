@@ -52,7 +52,7 @@ static bool tcp_started(int fd, const struct sl_fdrec *rec)
 }
 
 static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
-			   const struct sl_fdrec *rec)
+			const struct sl_fdrec *rec)
 {
 	if (tcp_started(fd, rec))
 		return SL_REAL(connect)(fd, sa, len);

@@ -68,26 +68,26 @@ enum cw_state {
 };
 
 struct cw {
-	_Atomic uint32_t state;   /* enum cw_state */
-	_Atomic int32_t fd;       /* the fd to connect on; -1: closed (a dup
+	_Atomic uint32_t state;    /* enum cw_state */
+	_Atomic int32_t fd;        /* the fd to connect on; -1: closed (a dup
 	                             connects when it is looked at) */
 	_Atomic uint64_t retry_ns; /* looked at again then */
-	int32_t err;              /* FAILED: its error */
-	int32_t late_err;         /* the error once the deadline has passed */
-	uint64_t start_ns;        /* not started before (its rate slot) */
-	uint64_t deadline_ns;     /* max-delay or SO_SNDTIMEO */
-	uint64_t ticket;          /* the order of waiting */
-	uint32_t rules;           /* its conns rules (stats) */
+	int32_t err;               /* FAILED: its error */
+	int32_t late_err;          /* the error once the deadline has passed */
+	uint64_t start_ns;         /* not started before (its rate slot) */
+	uint64_t deadline_ns;      /* max-delay or SO_SNDTIMEO */
+	uint64_t ticket;           /* the order of waiting */
+	uint32_t rules;            /* its conns rules (stats) */
 	uint32_t n;
 	struct sl_limiter *lims[SL_CONN_RULES];
 	socklen_t len;
 	struct sockaddr_storage addr;
 };
 
-static struct cw *cw;                         /* [sl__fd_cap], mmap'd */
+static struct cw *cw;                              /* [sl__fd_cap], mmap'd */
 static _Atomic uint64_t cw_bits[SL_FD_LIMIT / 64]; /* PENDING records */
-static _Atomic uint32_t cw_words;             /* 1 + the highest word set */
-static _Atomic uint32_t cw_live;              /* records not HELD */
+static _Atomic uint32_t cw_words;                  /* 1 + the highest word set */
+static _Atomic uint32_t cw_live;                   /* records not HELD */
 static _Atomic uint64_t cw_tickets;
 static bool cw_enabled;
 
@@ -405,7 +405,7 @@ bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, 
 	if (SL_REAL(getsockopt)(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &tl) == 0 &&
 	    (tv.tv_sec > 0 || tv.tv_usec > 0)) {
 		uint64_t d = sl__sat_add(c->start_ns, (uint64_t)tv.tv_sec * 1000000000u +
-							     (uint64_t)tv.tv_usec * 1000u);
+							      (uint64_t)tv.tv_usec * 1000u);
 		if (d < deadline) {
 			deadline = d;
 			late_err = ETIMEDOUT;

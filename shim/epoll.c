@@ -57,8 +57,9 @@ const int sl__epoll_anchor = 1;
 #define SL_EP_MAGIC 0x51ceull
 #define SL_EP_TOKEN(fd, s) ((SL_EP_MAGIC << 48) | ((uint64_t)(s) << 32) | (uint32_t)(fd))
 /* Bits that say what to wait for (the rest are flags, or always reported). */
-#define SL_EP_EVBITS (EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | \
-		      EPOLLWRBAND | EPOLLRDHUP | EPOLLMSG)
+#define SL_EP_EVBITS                                                                               \
+	(EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | EPOLLWRBAND |   \
+	 EPOLLRDHUP | EPOLLMSG)
 
 /* What the kernel holds for a registration. */
 enum ep_ks {
@@ -98,8 +99,8 @@ int sl__ep_init_unsync(bool on)
 		if (ep_table == NULL)
 			return -1;
 	} else {
-		memset(ep_table, 0, sizeof(*ep_table) * atomic_load_explicit(&ep_hi,
-									   memory_order_relaxed));
+		memset(ep_table, 0,
+		       sizeof(*ep_table) * atomic_load_explicit(&ep_hi, memory_order_relaxed));
 	}
 	atomic_store_explicit(&ep_hi, 0, memory_order_relaxed);
 	sl__fd_on_forget_unsync(ep_forget);
@@ -266,8 +267,10 @@ static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidde
 			s = i;
 	if (s < 0) {
 		if (!atomic_exchange_explicit(&ep_full_logged, 1, memory_order_relaxed))
-			sl_log(SL_LOG_WARN, "fd %d is in more than %d epoll sets: epoll_ctl fails "
-					    "with ENOMEM", fd, SL_EP_SLOTS);
+			sl_log(SL_LOG_WARN,
+			       "fd %d is in more than %d epoll sets: epoll_ctl fails "
+			       "with ENOMEM",
+			       fd, SL_EP_SLOTS);
 		errno = ENOMEM;
 		return -1;
 	}
@@ -286,8 +289,10 @@ static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidde
 	atomic_store_explicit(&g->events, ev->events, memory_order_relaxed);
 	atomic_store_explicit(&g->armed, 1, memory_order_relaxed);
 	g->kevents = k.events;
-	atomic_store_explicit(&g->ks, (uint8_t)(want == SL_KS_PARKED && !(ev->events & EPOLLEXCLUSIVE)
-							? SL_KS_PARKED : SL_KS_MASK),
+	atomic_store_explicit(&g->ks,
+			      (uint8_t)(want == SL_KS_PARKED && !(ev->events & EPOLLEXCLUSIVE)
+						? SL_KS_PARKED
+						: SL_KS_MASK),
 			      memory_order_relaxed);
 	if (!stale) {
 		atomic_store_explicit(&g->epfd1, epfd + 1, memory_order_relaxed);
@@ -341,7 +346,8 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r = SL_REAL(epoll_ctl)(epfd, op, fd, ev);
 	} else {
 		r = atomic_load_explicit(&e->r[s].ks, memory_order_relaxed) == SL_KS_ABSENT
-			    ? 0 : SL_REAL(epoll_ctl)(epfd, op, fd, ev);
+			    ? 0
+			    : SL_REAL(epoll_ctl)(epfd, op, fd, ev);
 		ep_free(e, s);
 	}
 	ep_unlock(e);
@@ -447,8 +453,8 @@ static _Atomic int pwait2_missing; /* the kernel lacks epoll_pwait2 */
 /* One real wait until t (UINT64_MAX: none), d ns from now. `precise`: the
  * wait ends at a ready instant, so wait to the nanosecond if the kernel can
  * (epoll_pwait2), not to the next millisecond. */
-static int ep_wait_once(enum ep_how how, int epfd, struct epoll_event *ev, int max,
-			   uint64_t t, uint64_t d, bool precise, const sigset_t *mask)
+static int ep_wait_once(enum ep_how how, int epfd, struct epoll_event *ev, int max, uint64_t t,
+			uint64_t d, bool precise, const sigset_t *mask)
 {
 	/* Relaxed: a hint; a racing thread meets ENOSYS once itself. */
 	if (how == SL_EP_PWAIT2 ||
@@ -497,8 +503,8 @@ static int ep_inject(int epfd, struct epoll_event *ev, int n, int max)
 
 /* The wait loop of every epoll_wait flavour; deadline is absolute
  * (UINT64_MAX: none). */
-static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max,
-		      uint64_t deadline, const sigset_t *mask)
+static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, uint64_t deadline,
+		   const sigset_t *mask)
 {
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);

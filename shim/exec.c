@@ -141,8 +141,8 @@ static void judge(const char *path, char *r, size_t rlen, char *interp, size_t i
 				add(r, rlen, "a Go binary: raw system calls bypass libc");
 			if (fstat(fd, &st) == 0 && (st.st_mode & S_ISUID) && st.st_uid != geteuid())
 				add(r, rlen, "set-user-ID: the loader ignores LD_PRELOAD");
-			if (fstat(fd, &st) == 0 && (st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) &&
-			    st.st_gid != getegid())
+			if (fstat(fd, &st) == 0 && (st.st_mode & S_ISGID) &&
+			    (st.st_mode & S_IXGRP) && st.st_gid != getegid())
 				add(r, rlen, "set-group-ID: the loader ignores LD_PRELOAD");
 			if (fgetxattr(fd, "security.capability", caps, sizeof(caps)) > 0)
 				add(r, rlen, "file capabilities: the loader may ignore LD_PRELOAD");
@@ -179,7 +179,8 @@ static bool first_time(const char *path)
 	for (int i = 0; i < SL_EXEC_WARNED; i++) {
 		uint64_t cur = 0;
 		/* Relaxed: a set of hashes, nothing else is published. */
-		if (atomic_compare_exchange_strong_explicit(&warned[i], &cur, h, memory_order_relaxed,
+		if (atomic_compare_exchange_strong_explicit(&warned[i], &cur, h,
+							    memory_order_relaxed,
 							    memory_order_relaxed))
 			return true;
 		if (cur == h)
@@ -206,10 +207,11 @@ static void exec_check(const char *file, bool search)
 		/* Whatever SLUICE_LOG says, as the launcher's warnings: a
 		 * program that runs unthrottled is what the user must know. */
 		if (why[0] != '\0' && first_time(path))
-			sl__log_write(SL_LOG_WARN, "%s%s%s%s cannot be throttled (%s); it runs "
-					    "unthrottled",
-			       path, interp[0] != '\0' ? " (its interpreter " : "", interp,
-			       interp[0] != '\0' ? ")" : "", why);
+			sl__log_write(SL_LOG_WARN,
+				      "%s%s%s%s cannot be throttled (%s); it runs "
+				      "unthrottled",
+				      path, interp[0] != '\0' ? " (its interpreter " : "", interp,
+				      interp[0] != '\0' ? ")" : "", why);
 	}
 	sl__busy = 0;
 	errno = saved;

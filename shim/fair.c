@@ -173,9 +173,9 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 						     memory_order_acquire, memory_order_relaxed))
 		/* A turn still to come (this call came before it): the fd
 		 * waits for it. */
-		return st == FAIR_KEPT ? later(c, atomic_load_explicit(&r->turn_ns,
-								      memory_order_relaxed))
-				       : 0;
+		return st == FAIR_KEPT
+			       ? later(c, atomic_load_explicit(&r->turn_ns, memory_order_relaxed))
+			       : 0;
 	uint32_t hi = atomic_load_explicit(&fd_hi, memory_order_relaxed);
 	while (hi < (uint32_t)c->fd + 1 &&
 	       !atomic_compare_exchange_weak_explicit(&fd_hi, &hi, (uint32_t)c->fd + 1,

@@ -81,8 +81,8 @@ struct conn {
 	struct sl_limiter *lims[SL_CONN_RULES];
 };
 
-struct sl_fdrec *sl__fdrecs;  /* [sl__fd_cap], mmap'd by sl__fdtab_init_unsync */
-static struct conn *conn_table;    /* [sl__fd_cap] */
+struct sl_fdrec *sl__fdrecs;    /* [sl__fd_cap], mmap'd by sl__fdtab_init_unsync */
+static struct conn *conn_table; /* [sl__fd_cap] */
 static _Atomic int big_fd_logged;
 static _Atomic uint32_t busy_hi; /* 1 + the highest fd ever classified */
 /* What other modules do when an fd number is forgotten (init only). */
@@ -131,8 +131,10 @@ static int fd_classify(int fd, struct sl_fdrec *r)
 	l = sizeof(domain);
 	if (SL_REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0)
 		return 0;
-	r->family = domain == AF_INET ? SL_FAM_INET : domain == AF_INET6 ? SL_FAM_INET6
-			  : domain == AF_UNIX ? SL_FAM_UNIX : 0;
+	r->family = domain == AF_INET    ? SL_FAM_INET
+		    : domain == AF_INET6 ? SL_FAM_INET6
+		    : domain == AF_UNIX  ? SL_FAM_UNIX
+					 : 0;
 	r->type = type == SOCK_STREAM ? SL_TYPE_STREAM : type == SOCK_DGRAM ? SL_TYPE_DGRAM : 0;
 	r->stream = type == SOCK_STREAM;
 	if (r->family == 0)
@@ -263,7 +265,7 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 	 * loads in sl__fd_rec and above); then drop BUSY. */
 	atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_READY | pass),
 				 memory_order_release);
-	atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~(SL_FDB_BUSY | SL_FDB_KEEP),
+	atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t) ~(SL_FDB_BUSY | SL_FDB_KEEP),
 				  memory_order_release);
 	return dst;
 }
@@ -334,7 +336,8 @@ static void conn_put(uint32_t c)
 		 * happen before a later claimer rewrites it (the acquire CAS of
 		 * refs in sl__fd_set_conn); acquire, so that the last dropper's
 		 * releases come after every other dropper's reads. */
-		if (atomic_compare_exchange_weak_explicit(&cn->refs, &r, r - 1, memory_order_acq_rel,
+		if (atomic_compare_exchange_weak_explicit(&cn->refs, &r, r - 1,
+							  memory_order_acq_rel,
 							  memory_order_acquire))
 			break;
 	}
@@ -560,8 +563,10 @@ bool sl__fd_same(int fd)
 	struct stat st;
 	bool same = fstat(fd, &st) == 0 && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
 	if (!same) {
-		sl_log(SL_LOG_DEBUG, "fd %d is no longer the socket it was classified as: "
-				     "classified again", fd);
+		sl_log(SL_LOG_DEBUG,
+		       "fd %d is no longer the socket it was classified as: "
+		       "classified again",
+		       fd);
 		sl__fd_forget(fd);
 	}
 	errno = saved;

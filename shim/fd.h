@@ -31,11 +31,11 @@ struct sl_fdrec {
 	uint32_t cand[SL_K_COUNT];  /* rules whose family and type fit */
 	uint32_t match[SL_K_COUNT]; /* cand narrowed by the address: peer for
 	                               send/recv, local for accept */
-	uint8_t family; /* SL_FAM_* bit */
-	uint8_t type;   /* SL_TYPE_* bit, 0 for other types */
-	uint8_t stream; /* SOCK_STREAM: byte transfers may be split */
+	uint8_t family;             /* SL_FAM_* bit */
+	uint8_t type;               /* SL_TYPE_* bit, 0 for other types */
+	uint8_t stream;             /* SOCK_STREAM: byte transfers may be split */
 	uint8_t pad;
-	struct sl_addr peer;  /* family 0 if not connected */
+	struct sl_addr peer; /* family 0 if not connected */
 	struct sl_addr local;
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
 	uint64_t dev, ino;     /* the socket's identity (fstat), checked by

@@ -50,8 +50,10 @@ static const char *file_refusal(const struct stat *st, char *buf, size_t cap)
 
 int sl__file_open_private(const char *path, char *why, size_t cap)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
-				    O_NONBLOCK, 0600);
+	int fd = open(path,
+		      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+			      O_NONBLOCK,
+		      0600);
 	if (fd < 0) {
 		int e = errno;
 		snprintf(why, cap, "%s", e == ELOOP ? "is a symbolic link" : strerror(e));
@@ -60,7 +62,8 @@ int sl__file_open_private(const char *path, char *why, size_t cap)
 	}
 	struct stat st;
 	char buf[96];
-	const char *bad = fstat(fd, &st) != 0 ? strerror(errno) : file_refusal(&st, buf, sizeof(buf));
+	const char *bad = fstat(fd, &st) != 0 ? strerror(errno)
+					      : file_refusal(&st, buf, sizeof(buf));
 	if (bad != NULL) {
 		snprintf(why, cap, "%s", bad);
 		SL_REAL(close)(fd);
@@ -104,7 +107,8 @@ int sl__files_check_unsync(struct sl_policy *p)
 	if (p->stats_file[0] != '\0' && file_check("SLUICE_STATS", p->stats_file, stats, warn))
 		rc = -1;
 	if (rc != 0 && !warn)
-		sl__log_write(SL_LOG_ERROR, "configuration error: exiting with status 2 "
-					    "(SLUICE_CONFIG_ERROR=warn runs without that file instead)");
+		sl__log_write(SL_LOG_ERROR,
+			      "configuration error: exiting with status 2 "
+			      "(SLUICE_CONFIG_ERROR=warn runs without that file instead)");
 	return warn ? 0 : rc;
 }

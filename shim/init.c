@@ -75,8 +75,10 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	st->proc_rules = st->fast_rules = st->lease_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
-		[SL_OP_CONNECT] = 1u << SL_K_CONNECT, [SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,
-		[SL_OP_SEND] = 1u << SL_K_SEND,       [SL_OP_RECV] = 1u << SL_K_RECV,
+		[SL_OP_CONNECT] = 1u << SL_K_CONNECT,
+		[SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,
+		[SL_OP_SEND] = 1u << SL_K_SEND,
+		[SL_OP_RECV] = 1u << SL_K_RECV,
 		[SL_OP_CONNS] = (1u << SL_K_CONNECT) | (1u << SL_K_ACCEPT),
 	};
 	uint64_t now = sl__clock_ns();
@@ -133,8 +135,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		if (s != SL_OK) {
 			char txt[SL_RULE_TEXT_MAX];
 			sl_rule_format(r, txt, sizeof(txt));
-			sl_log(SL_LOG_ERROR, "rule %u (%s): the limiter refuses its parameters: %s", i + 1,
-			       txt, sl_status_name(s));
+			sl_log(SL_LOG_ERROR, "rule %u (%s): the limiter refuses its parameters: %s",
+			       i + 1, txt, sl_status_name(s));
 			return -1;
 		}
 	}
@@ -145,7 +147,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	}
 	st->fd_lims = remap(st->fd_lims, &fd_lims_bytes, (size_t)sl__fd_cap * st->n_fd_rules);
 	st->thread_lims = remap(st->thread_lims, &thread_lims_bytes,
-				   (size_t)SL_THREAD_SLOTS * st->n_thread_rules);
+				(size_t)SL_THREAD_SLOTS * st->n_thread_rules);
 	if ((st->n_fd_rules && !st->fd_lims) || (st->n_thread_rules && !st->thread_lims) ||
 	    sl__fdtab_init_unsync() != 0 || sl__scope_init_unsync() != 0 ||
 	    sl__ready_init_unsync() != 0 || sl__ep_init_unsync(st->eagain_rules != 0) != 0) {
@@ -198,8 +200,8 @@ static void init_policy(struct sl_policy *p)
 	sl_policy_init(&scratch);
 	for (char **e = environ; e != NULL && *e != NULL; e++)
 		if (strncmp(*e, key, sizeof(key) - 1) == 0)
-			sl_policy_parse_var(&scratch, "SLUICE_CONFIG_ERROR", *e + sizeof(key) - 1, err,
-					    sizeof(err));
+			sl_policy_parse_var(&scratch, "SLUICE_CONFIG_ERROR", *e + sizeof(key) - 1,
+					    err, sizeof(err));
 	sl_policy_init(p);
 	if (sl_policy_parse_env(p, (const char *const *)environ, err, sizeof(err)) == 0)
 		return;

@@ -83,20 +83,20 @@
 #include "state.h"
 #include "redis.h"
 
-#define SL_LEASE_POLL_MIN_NS 1000000ull        /* 1 ms */
-#define SL_LEASE_POLL_MAX_NS 50000000ull       /* 50 ms */
-#define SL_LEASE_TTL_MIN_NS 100000000ull       /* 100 ms */
-#define SL_LEASE_TTL_MAX_NS 2000000000ull      /* 2 s */
-#define SL_LEASE_RETRY_MIN_NS 100000ull        /* 100 us */
-#define SL_LEASE_BACKOFF_MIN_NS 50000000ull    /* 50 ms */
-#define SL_LEASE_BACKOFF_MAX_NS 1000000000ull  /* 1 s */
-#define SL_LEASE_TIMEOUT_NS 250000000ull       /* connect and each command */
-#define SL_LEASE_FIRST_WAIT_NS 300000000ull    /* a call waiting for a first lease */
-#define SL_LEASE_IDLE_NS 1000000000ull         /* the thread wakes at least this often */
-#define SL_LEASE_HINT_MIN_NS 200000ull         /* retry hint for a call the bank refused */
+#define SL_LEASE_POLL_MIN_NS 1000000ull       /* 1 ms */
+#define SL_LEASE_POLL_MAX_NS 50000000ull      /* 50 ms */
+#define SL_LEASE_TTL_MIN_NS 100000000ull      /* 100 ms */
+#define SL_LEASE_TTL_MAX_NS 2000000000ull     /* 2 s */
+#define SL_LEASE_RETRY_MIN_NS 100000ull       /* 100 us */
+#define SL_LEASE_BACKOFF_MIN_NS 50000000ull   /* 50 ms */
+#define SL_LEASE_BACKOFF_MAX_NS 1000000000ull /* 1 s */
+#define SL_LEASE_TIMEOUT_NS 250000000ull      /* connect and each command */
+#define SL_LEASE_FIRST_WAIT_NS 300000000ull   /* a call waiting for a first lease */
+#define SL_LEASE_IDLE_NS 1000000000ull        /* the thread wakes at least this often */
+#define SL_LEASE_HINT_MIN_NS 200000ull        /* retry hint for a call the bank refused */
 #define SL_LEASE_HINT_MAX_NS 5000000ull
-#define SL_LEASE_STALE_MIN_NS 20000000ull      /* a pool renewer's silence before takeover */
-#define SL_LEASE_SHARE_MIN_NS 250000000ull     /* a share bucket: 1/8 of its window */
+#define SL_LEASE_STALE_MIN_NS 20000000ull  /* a pool renewer's silence before takeover */
+#define SL_LEASE_SHARE_MIN_NS 250000000ull /* a share bucket: 1/8 of its window */
 #define SL_LEASE_SHARE_MAX_NS 1000000000ull
 
 struct lease_rule {
@@ -106,10 +106,10 @@ struct lease_rule {
 	struct sl_shm_shared *pool; /* shared=NAME with redis=KEY, else NULL */
 	uint64_t stale_ns;          /* a pool renewer silent this long is replaced */
 	bool renewing;              /* thread only: this process renews the pool */
-	uint64_t cap;           /* L */
+	uint64_t cap;               /* L */
 	uint64_t poll_ns, ttl_ns, hint_ns;
-	uint64_t worth_ns; /* time the server's rate takes to make L units */
-	double t_us, tau_us; /* the server's GCRA: us per unit, burst tolerance */
+	uint64_t worth_ns;               /* time the server's rate takes to make L units */
+	double t_us, tau_us;             /* the server's GCRA: us per unit, burst tolerance */
 	char key[SL_REDIS_KEY_MAX + 16]; /* "sluice:{KEY}" */
 	/* Renewal thread only. */
 	uint64_t retry_at_ns, last_grant_ns, last_use_ns, last_level;
@@ -126,7 +126,7 @@ static struct sl_limiter *_Atomic lease_cur[SL_MAX_RULES];
 static struct sl_limiter lim_open;    /* admits everything */
 static struct sl_limiter lim_closed;  /* kind NONE: every acquire is SL_NEVER */
 static struct sl_limiter lim_dormant; /* a marker, never acquired from */
-static uint32_t lease_rules;      /* rules with redis=KEY; init only */
+static uint32_t lease_rules;          /* rules with redis=KEY; init only */
 static struct sl_redis lease_cfg;
 
 /* The thread's life: mutex and condition variable, never held across
@@ -198,7 +198,9 @@ static struct sl_limiter *lease_share(unsigned i, uint64_t now)
 	units = units > unused ? units - unused : 0;
 	if (units < ls->cap)
 		units = ls->cap;
-	struct sl_params prm = {.kind = SL_KIND_TOKEN, .amount = units, .period_ns = window_ns,
+	struct sl_params prm = {.kind = SL_KIND_TOKEN,
+				.amount = units,
+				.period_ns = window_ns,
 				.burst = ls->burst < ls->cap ? ls->burst : ls->cap};
 	/* Empty at the start: the units this process had in hand just before
 	 * came from its bank, and the fleet bound has no room for a burst per
@@ -206,9 +208,10 @@ static struct sl_limiter *lease_share(unsigned i, uint64_t now)
 	if (sl_tunable_retune(&ls->share_lim, &prm, now) != SL_OK ||
 	    sl_limiter_charge(&ls->share_lim.head, prm.burst, now) != SL_OK)
 		return sl__st.rule_lim[i];
-	sl_log(SL_LOG_INFO, "redis: rule %u: on-error=local at this process's share: %llu in "
-	       "%llu ms", i + 1, (unsigned long long)units,
-	       (unsigned long long)(window_ns / 1000000u));
+	sl_log(SL_LOG_INFO,
+	       "redis: rule %u: on-error=local at this process's share: %llu in "
+	       "%llu ms",
+	       i + 1, (unsigned long long)units, (unsigned long long)(window_ns / 1000000u));
 	return &ls->share_lim.head;
 }
 
@@ -241,7 +244,8 @@ static void lease_down(const char *why)
 			continue;
 		lease_set(i, lease_fallback(i, now));
 		if (lease_state >= 0)
-			sl_log(SL_LOG_WARN, "redis: %s: rule %u falls back to on-error=%s", why, i + 1,
+			sl_log(SL_LOG_WARN, "redis: %s: rule %u falls back to on-error=%s", why,
+			       i + 1,
 			       sl_on_error_name((enum sl_on_error)sl__st.policy.rules[i].on_error));
 	}
 	lease_state = -1;
@@ -257,8 +261,7 @@ static void lease_down(const char *why)
  */
 static _Atomic bool lease_exiting; /* at exit: renew no pool */
 
-static bool lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur,
-				  uint64_t *next)
+static bool lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur, uint64_t *next)
 {
 	struct lease_rule *ls = &leases[i];
 	bool took = false;
@@ -289,7 +292,7 @@ static bool lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur,
  * rule wants the thread again. Returns -1 if Redis failed (reason in why).
  */
 static int lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, char *why,
-			 size_t whylen)
+		      size_t whylen)
 {
 	struct lease_rule *ls = &leases[i];
 	/* Relaxed: only this thread stores lease_cur. */
@@ -327,11 +330,11 @@ static int lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, cha
 		/* Short of units: come back when half a lease will be there
 		 * (the first unit after wait_ns, the others one T apart), so
 		 * that contention does not turn into one round trip per unit. */
-		double more = (double)wait_ns + (double)(ls->cap / 2 > 1 ? ls->cap / 2 - 1 : 0) *
-							 ls->t_us * 1000.0;
+		double more = (double)wait_ns +
+			      (double)(ls->cap / 2 > 1 ? ls->cap / 2 - 1 : 0) * ls->t_us * 1000.0;
 		uint64_t most = ls->worth_ns / 2 > ls->poll_ns ? ls->worth_ns / 2 : ls->poll_ns;
 		ls->retry_at_ns = got < want ? now + clamp_u64(more < (double)most ? (uint64_t)more
-										    : most,
+										   : most,
 							       SL_LEASE_RETRY_MIN_NS, most)
 					     : 0;
 		if (got < want && ls->retry_at_ns < *next)
@@ -367,7 +370,7 @@ static void *lease_main(void *arg)
 		uint32_t wanted = atomic_exchange_explicit(&lease_wanted, 0, memory_order_relaxed);
 		if (lease_conn == NULL && now >= reconnect_at) {
 			lease_conn = sl__rlink_open(&lease_cfg, SL_LEASE_TIMEOUT_NS, why,
-						       sizeof(why));
+						    sizeof(why));
 			if (lease_conn == NULL)
 				lease_down(why);
 		}
@@ -392,8 +395,9 @@ static void *lease_main(void *arg)
 		} else {
 			if (now >= reconnect_at) {
 				reconnect_at = sl__clock_ns() + backoff;
-				backoff = backoff * 2 < SL_LEASE_BACKOFF_MAX_NS ? backoff * 2
-										 : SL_LEASE_BACKOFF_MAX_NS;
+				backoff = backoff * 2 < SL_LEASE_BACKOFF_MAX_NS
+						  ? backoff * 2
+						  : SL_LEASE_BACKOFF_MAX_NS;
 			}
 			next = reconnect_at < next ? reconnect_at : next;
 		}
@@ -600,17 +604,20 @@ int sl__lease_init_unsync(const struct sl_policy *p)
 		ls->worth_ns = worth;
 		ls->poll_ns = clamp_u64(worth / 4, SL_LEASE_POLL_MIN_NS, SL_LEASE_POLL_MAX_NS);
 		ls->ttl_ns = clamp_u64(worth > UINT64_MAX / 10 ? UINT64_MAX : worth * 10,
-				      SL_LEASE_TTL_MIN_NS, SL_LEASE_TTL_MAX_NS);
+				       SL_LEASE_TTL_MIN_NS, SL_LEASE_TTL_MAX_NS);
 		ls->hint_ns = clamp_u64(r->period_ns / r->amount, SL_LEASE_HINT_MIN_NS,
-				       SL_LEASE_HINT_MAX_NS);
+					SL_LEASE_HINT_MAX_NS);
 		ls->stale_ns = worth > SL_LEASE_STALE_MIN_NS ? worth : SL_LEASE_STALE_MIN_NS;
 		ls->t_us = (double)r->period_ns / 1000.0 / (double)r->amount;
 		ls->tau_us = (double)(r->burst > ls->cap ? r->burst : ls->cap) * ls->t_us;
 		ls->burst = r->burst;
-		sl__share_init(&ls->share, clamp_u64(worth > UINT64_MAX / 32 ? UINT64_MAX : worth * 32,
-						    SL_LEASE_SHARE_MIN_NS, SL_LEASE_SHARE_MAX_NS));
-		struct sl_params whole = {.kind = SL_KIND_TOKEN, .amount = r->amount,
-					  .period_ns = r->period_ns, .burst = r->burst};
+		sl__share_init(&ls->share,
+			       clamp_u64(worth > UINT64_MAX / 32 ? UINT64_MAX : worth * 32,
+					 SL_LEASE_SHARE_MIN_NS, SL_LEASE_SHARE_MAX_NS));
+		struct sl_params whole = {.kind = SL_KIND_TOKEN,
+					  .amount = r->amount,
+					  .period_ns = r->period_ns,
+					  .burst = r->burst};
 		if (sl_tunable_init(&ls->share_lim, &whole, sl__clock_ns()) != SL_OK)
 			return -1;
 		snprintf(ls->key, sizeof(ls->key), "sluice:{%s}", r->redis_key);

@@ -28,8 +28,8 @@ static uint64_t pool_word(uint64_t now_ns, uint32_t pid)
 	return ((uint64_t)(uint32_t)(now_ns / 1000000u) << 32) | pid;
 }
 
-bool sl__pool_renew_role(struct sl_shm_shared *s, uint32_t pid, uint64_t now_ns,
-			 uint64_t stale_ns, bool *took)
+bool sl__pool_renew_role(struct sl_shm_shared *s, uint32_t pid, uint64_t now_ns, uint64_t stale_ns,
+			 bool *took)
 {
 	*took = false;
 	/* Acquire: pairs with the release CAS of the process that wrote it,
@@ -41,13 +41,15 @@ bool sl__pool_renew_role(struct sl_shm_shared *s, uint32_t pid, uint64_t now_ns,
 		bool mine = who == pid && w != 0;
 		/* A heartbeat "from the future" (another process read the clock
 		 * later than we did) is fresh, not 4 billion ms old. */
-		bool stale = w == 0 || (age_ms < 0x80000000u && (uint64_t)age_ms * 1000000u > stale_ns);
+		bool stale = w == 0 ||
+			     (age_ms < 0x80000000u && (uint64_t)age_ms * 1000000u > stale_ns);
 		if (!mine && !stale)
 			return false;
 		/* Release: publishes what this process did to the bank before
 		 * (pairs with the acquire above in the next renewer). */
 		if (atomic_compare_exchange_weak_explicit(&s->renewer, &w, pool_word(now_ns, pid),
-							  memory_order_acq_rel, memory_order_acquire)) {
+							  memory_order_acq_rel,
+							  memory_order_acquire)) {
 			if (!mine) {
 				*took = true;
 				if (who != 0)

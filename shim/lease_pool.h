@@ -29,8 +29,8 @@ enum sl_pool_state {
  * heartbeat is older than stale_ns (a dead or stuck renewer: taken over,
  * counted in takeovers). *took is set when this call made pid the renewer.
  */
-bool sl__pool_renew_role(struct sl_shm_shared *s, uint32_t pid, uint64_t now_ns,
-			 uint64_t stale_ns, bool *took);
+bool sl__pool_renew_role(struct sl_shm_shared *s, uint32_t pid, uint64_t now_ns, uint64_t stale_ns,
+			 bool *took);
 /* Give the role up (pid exits or changes its policy), so another process
  * takes over at once rather than after stale_ns. */
 void sl__pool_resign(struct sl_shm_shared *s, uint32_t pid);

@@ -65,7 +65,8 @@ uint64_t sl__share_recent(struct sl_share *s, uint64_t now, uint64_t *window_ns)
 	uint64_t k = (s->head_ns - s->first_ns) / s->bucket_ns;
 	uint64_t sum = 0;
 	for (unsigned i = 0; i < SL_SHARE_BUCKETS; i++)
-		if (k == 0 || k >= SL_SHARE_BUCKETS || i != (s->head + SL_SHARE_BUCKETS - k) % SL_SHARE_BUCKETS)
+		if (k == 0 || k >= SL_SHARE_BUCKETS ||
+		    i != (s->head + SL_SHARE_BUCKETS - k) % SL_SHARE_BUCKETS)
 			sum += s->units[i];
 	if (k == 0)
 		*window_ns = now - s->first_ns; /* younger than one bucket */

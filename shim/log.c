@@ -56,7 +56,9 @@ static void log_vwrite(int level, const char *fmt, va_list ap)
 	int busy = sl__busy;
 	sl__busy = 1;
 	int n = snprintf(buf, sizeof(buf), "sluice: %s: ",
-			 level_names[level < 0 ? 0 : level > 4 ? 4 : level]);
+			 level_names[level < 0   ? 0
+				     : level > 4 ? 4
+						 : level]);
 	int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(buf) - 2)

@@ -15,10 +15,10 @@ void sl__log_set_file(const char *path);
 void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "sluice: note: ..." whatever the level (a fact the user asked about). */
 void sl__log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#define sl_log(level, ...)                                                                     \
+#define sl_log(level, ...)                                                                         \
 	do {                                                                                       \
-		if ((int)(level) <= sl__log_level)                                                     \
-			sl__log_write((level), __VA_ARGS__);                                               \
+		if ((int)(level) <= sl__log_level)                                                 \
+			sl__log_write((level), __VA_ARGS__);                                       \
 	} while (0)
 
 #endif /* SLUICE_SHIM_LOG_H */

@@ -86,7 +86,8 @@ static uint64_t nb_next(struct sl_call *c, uint64_t now)
 			sl_limiter_refund(l, need, now);
 			continue;
 		}
-		uint64_t w = d.wait_ns != 0 && d.verdict == SL_REFUSE ? d.wait_ns : SL_NB_BACKOFF_NS;
+		uint64_t w = d.wait_ns != 0 && d.verdict == SL_REFUSE ? d.wait_ns
+								      : SL_NB_BACKOFF_NS;
 		t = sl__sat_add(now, w) > t ? sl__sat_add(now, w) : t;
 	}
 	return t;

@@ -86,8 +86,7 @@ static int poll_hup(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
 		uint32_t rev = (uint16_t)fds[i].revents;
 		if ((rev & SL_HUP_BITS) == 0 || fds[i].fd < 0)
 			continue;
-		if (hd->n < SL_POLL_HELD &&
-		    sl__hup_held(fds[i].fd, rev, (uint16_t)fds[i].events)) {
+		if (hd->n < SL_POLL_HELD && sl__hup_held(fds[i].fd, rev, (uint16_t)fds[i].events)) {
 			fds[i].revents = 0;
 			hd->i[hd->n++] = (uint32_t)i;
 			r--;
@@ -115,7 +114,8 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 			if (h == 0 || (h != SL_HIDE_ALL && ((uint32_t)fds[i].events & h) == 0))
 				continue;
 			ed[ne] = (struct poll_edit){.i = (uint32_t)i, .events = fds[i].events};
-			if (h == SL_HIDE_ALL || ((uint32_t)fds[i].events & SL_POLL_EVBITS & ~h) == 0 ||
+			if (h == SL_HIDE_ALL ||
+			    ((uint32_t)fds[i].events & SL_POLL_EVBITS & ~h) == 0 ||
 			    ((h & SL_HIDE_IN) && poll_is_held(&hd, (uint32_t)i))) {
 				fds[i].fd = ~fd;
 				ed[ne].negated = true;
@@ -125,7 +125,8 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 			ne++;
 		}
 		struct timespec ts;
-		int r = SL_REAL(ppoll)(fds, n, timeout_ts(&ts, now, deadline < next ? deadline : next),
+		int r = SL_REAL(ppoll)(fds, n,
+				       timeout_ts(&ts, now, deadline < next ? deadline : next),
 				       mask);
 		int e = errno;
 		for (unsigned k = 0; k < ne; k++) {
@@ -155,22 +156,22 @@ SL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	if (sl__busy || !sl__ready_on())
 		return SL_REAL(poll)(fds, n, timeout);
 	uint64_t now = sl__clock_ns();
-	return poll_loop(fds, n, timeout < 0 ? UINT64_MAX : deadline_ns(now, 0, 0) +
-							       (uint64_t)timeout * 1000000u,
-			    NULL);
+	return poll_loop(fds, n,
+			 timeout < 0 ? UINT64_MAX
+				     : deadline_ns(now, 0, 0) + (uint64_t)timeout * 1000000u,
+			 NULL);
 }
 
-SL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
-		    const sigset_t *mask)
+SL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
 	if (sl__busy || !sl__ready_on() ||
 	    (ts != NULL && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
 		return SL_REAL(ppoll)(fds, n, ts, mask);
 	uint64_t now = sl__clock_ns();
-	return poll_loop(fds, n, ts == NULL ? UINT64_MAX
-					       : deadline_ns(now, (uint64_t)ts->tv_sec,
-								(uint64_t)ts->tv_nsec),
-			    mask);
+	return poll_loop(fds, n,
+			 ts == NULL ? UINT64_MAX
+				    : deadline_ns(now, (uint64_t)ts->tv_sec, (uint64_t)ts->tv_nsec),
+			 mask);
 }
 
 /* The three sets of a select call: the caller's, and the copies given to the
@@ -241,7 +242,7 @@ SL_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *
 	uint64_t now = sl__clock_ns();
 	uint64_t deadline = tv == NULL ? UINT64_MAX
 				       : deadline_ns(now, (uint64_t)tv->tv_sec,
-							(uint64_t)tv->tv_usec * 1000u);
+						     (uint64_t)tv->tv_usec * 1000u);
 	int res = select_loop(nfds, &s, deadline, NULL);
 	if (tv != NULL) { /* Linux reports the time left */
 		int e = errno;
@@ -261,8 +262,9 @@ SL_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct ti
 		return SL_REAL(pselect)(nfds, r, w, x, ts, mask);
 	struct fd_sets s = {.user = {r, w, x}};
 	uint64_t now = sl__clock_ns();
-	return select_loop(nfds, &s, ts == NULL ? UINT64_MAX
-						  : deadline_ns(now, (uint64_t)ts->tv_sec,
-								   (uint64_t)ts->tv_nsec),
-			      mask);
+	return select_loop(nfds, &s,
+			   ts == NULL
+				   ? UINT64_MAX
+				   : deadline_ns(now, (uint64_t)ts->tv_sec, (uint64_t)ts->tv_nsec),
+			   mask);
 }

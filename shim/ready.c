@@ -70,8 +70,8 @@ struct pending {
 };
 
 static _Atomic uint64_t (*ready_at)[2]; /* [sl__fd_cap][dir], mmap'd */
-static struct pending *pend;          /* [sl__fd_cap], mmap'd */
-static _Atomic uint32_t fd_hi;           /* 1 + the highest fd written */
+static struct pending *pend;            /* [sl__fd_cap], mmap'd */
+static _Atomic uint32_t fd_hi;          /* 1 + the highest fd written */
 static _Atomic uint64_t timer_bits[SL_FD_LIMIT / 64];
 static _Atomic uint32_t timer_words; /* 1 + the highest word ever armed */
 static _Atomic uint64_t timer_next = UINT64_MAX;
@@ -175,8 +175,7 @@ uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until)
 	/* Acquire pairs with the release in sl__connect_defer: due_ns is set. */
 	uint32_t st = atomic_load_explicit(&pend[fd].state, memory_order_acquire);
 	if (st == SL_CONN_PENDING || st == SL_CONN_STARTING) {
-		uint64_t due = st == SL_CONN_PENDING ? pend[fd].due_ns
-						     : now + SL_NB_STARTING_NS;
+		uint64_t due = st == SL_CONN_PENDING ? pend[fd].due_ns : now + SL_NB_STARTING_NS;
 		*until = due < u ? due : u;
 		return SL_HIDE_ALL;
 	}

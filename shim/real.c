@@ -81,7 +81,8 @@ void sl__real_resolve(enum sl_real_slot slot)
 	/* Logged after publishing, so that a missing write() cannot recurse. */
 	uint64_t bit = (uint64_t)1 << (slot % 64);
 	if (missing &&
-	    !(atomic_fetch_or_explicit(&missing_logged[slot / 64], bit, memory_order_relaxed) & bit))
+	    !(atomic_fetch_or_explicit(&missing_logged[slot / 64], bit, memory_order_relaxed) &
+	      bit))
 		sl_log(SL_LOG_WARN, "%s not found in the C library: calls fail with ENOSYS",
 		       real_names[slot]);
 	errno = saved;

@@ -59,8 +59,8 @@
 _Atomic int sl__rec_state = SL_REC_OFF;
 static size_t rec_bytes; /* size of the mapping at sl__st.rec */
 
-#define SL_REC_MAX_BYTES                                                                     \
-	(sizeof(struct sl_shm_stat) +                                                        \
+#define SL_REC_MAX_BYTES                                                                           \
+	(sizeof(struct sl_shm_stat) +                                                              \
 	 SL_MAX_RULES * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX))
 
 /* Field 22 of /proc/self/stat, the start time in clock ticks; 0 if unknown. */
@@ -186,15 +186,16 @@ void sl__rec_publish_slow(void)
 		if (sl_seg_open(name, SL_SEG_WRITE | SL_SEG_REPLACE | SL_SEG_KEEPFD, size, rec_copy,
 				rec, &seg, err, sizeof(err)) >= 0) {
 			memcpy(seg.map, rec, size); /* what counted meanwhile */
-			void *m = mmap(rec, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, seg.fd,
-				       0);
+			void *m = mmap(rec, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+				       seg.fd, 0);
 			sl_seg_close(&seg);
 			if (m == rec)
 				state = SL_REC_FILE;
 			else
 				sl_seg_unlink(name);
 		} else {
-			sl_log(SL_LOG_WARN, "no status record for sluice stat and sluice set: %s", err);
+			sl_log(SL_LOG_WARN, "no status record for sluice stat and sluice set: %s",
+			       err);
 		}
 	}
 	expect = SL_REC_PUBLISHING;
@@ -243,8 +244,7 @@ void sl__shm_rec_remove(void)
 		return;
 	/* pid 0: the record of a failed init, never filled in; another pid: a
 	 * vfork child, which shares our memory. */
-	if (sl__st.rec == NULL ||
-	    (sl__st.rec->pid != 0 && sl__st.rec->pid != (uint32_t)getpid()))
+	if (sl__st.rec == NULL || (sl__st.rec->pid != 0 && sl__st.rec->pid != (uint32_t)getpid()))
 		return;
 	/* Acq_rel: after a publisher's final store (see sl__rec_publish_slow). */
 	if (atomic_exchange_explicit(&sl__rec_state, SL_REC_OFF, memory_order_acq_rel) !=

@@ -34,7 +34,8 @@ static inline void sl__rec_publish(void)
 	 * thread seeing SL_REC_FILE sees the record as remapped (a plain load
 	 * on x86); the slow path waits for a publisher still at work. */
 	if (__builtin_expect(atomic_load_explicit(&sl__rec_state, memory_order_acquire) <=
-				     SL_REC_PUBLISHING, 0))
+				     SL_REC_PUBLISHING,
+			     0))
 		sl__rec_publish_slow();
 }
 

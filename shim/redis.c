@@ -38,12 +38,12 @@ struct sl_rconn {
 	int fd;
 };
 
-#define SL_HIREDIS_LIST(X)                                                                     \
-	X(struct sl_rconn *, redisConnectWithTimeout, (const char *, int, const struct timeval))  \
-	X(struct sl_rconn *, redisConnectUnixWithTimeout, (const char *, const struct timeval))   \
-	X(int, redisSetTimeout, (struct sl_rconn *, const struct timeval))                        \
-	X(void *, redisCommandArgv, (struct sl_rconn *, int, const char **, const size_t *))      \
-	X(void, freeReplyObject, (void *))                                                        \
+#define SL_HIREDIS_LIST(X)                                                                         \
+	X(struct sl_rconn *, redisConnectWithTimeout, (const char *, int, const struct timeval))   \
+	X(struct sl_rconn *, redisConnectUnixWithTimeout, (const char *, const struct timeval))    \
+	X(int, redisSetTimeout, (struct sl_rconn *, const struct timeval))                         \
+	X(void *, redisCommandArgv, (struct sl_rconn *, int, const char **, const size_t *))       \
+	X(void, freeReplyObject, (void *))                                                         \
 	X(void, redisFree, (struct sl_rconn *))
 
 static struct {
@@ -91,7 +91,7 @@ uint64_t sl__redis_script_loads(void)
 
 /* Run one command; NULL (reason in why) if the connection failed. */
 static struct sl_hreply *redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
-				      size_t whylen)
+				   size_t whylen)
 {
 	size_t lens[8];
 	for (int i = 0; i < argc && i < 8; i++)
@@ -103,8 +103,7 @@ static struct sl_hreply *redis_cmd(struct sl_rconn *c, int argc, const char **ar
 }
 
 /* A command whose reply must not be an error (AUTH, SELECT). 0 or -1. */
-static int redis_cmd_ok(struct sl_rconn *c, int argc, const char **argv, char *why,
-			   size_t whylen)
+static int redis_cmd_ok(struct sl_rconn *c, int argc, const char **argv, char *why, size_t whylen)
 {
 	struct sl_hreply *r = redis_cmd(c, argc, argv, why, whylen);
 	if (r == NULL)
@@ -204,8 +203,8 @@ static int redis_script_load(struct sl_rconn *c, char *why, size_t whylen)
 	return ok ? 0 : -1;
 }
 
-int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us,
-		   uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us, uint64_t want,
+		   uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
 	return sl__redis_take_at(c, false, key, t_us, tau_us, want, got, wait_ns, why, whylen) < 0
 		       ? -1
@@ -223,9 +222,8 @@ void sl__redis_free_reply(struct sl_hreply *r)
 	sl_h.freeReplyObject(r);
 }
 
-int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t_us,
-		      double tau_us, uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why,
-		      size_t whylen)
+int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t_us, double tau_us,
+		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
 	char t[40], tau[40], n[24];
 	snprintf(t, sizeof(t), "%.6f", t_us);
@@ -243,22 +241,25 @@ int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t
 		struct sl_hreply *r = redis_cmd(c, 7, argv, why, whylen);
 		if (r == NULL)
 			return SL_REDIS_EIO;
-		if (r->type == SL_HR_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+		if (r->type == SL_HR_ERROR && r->str != NULL &&
+		    strncmp(r->str, "NOSCRIPT", 8) == 0) {
 			/* The server lost its script cache (restart, SCRIPT FLUSH). */
 			sl_h.freeReplyObject(r);
 			script_sha[0] = '\0';
 			continue;
 		}
 		int ok = r->type == SL_HR_ARRAY && r->elements == 2 &&
-			 r->element[0]->type == SL_HR_INTEGER && r->element[1]->type == SL_HR_INTEGER &&
-			 r->element[0]->integer >= 0 && r->element[1]->integer >= 0;
+			 r->element[0]->type == SL_HR_INTEGER &&
+			 r->element[1]->type == SL_HR_INTEGER && r->element[0]->integer >= 0 &&
+			 r->element[1]->integer >= 0;
 		if (ok) {
 			uint64_t g = (uint64_t)r->element[0]->integer;
 			*got = g < want ? g : want;
 			*wait_ns = (uint64_t)r->element[1]->integer * 1000u;
 		} else {
 			snprintf(why, whylen, "EVALSHA: %s",
-				 r->type == SL_HR_ERROR && r->str != NULL ? r->str : "unexpected reply");
+				 r->type == SL_HR_ERROR && r->str != NULL ? r->str
+									  : "unexpected reply");
 		}
 		sl_h.freeReplyObject(r);
 		return ok ? 0 : SL_REDIS_EREPLY;

@@ -38,8 +38,8 @@ void sl__redis_abandon(struct sl_rconn *c);
  * Returns -1 (reason in why) when the connection failed or timed out: it
  * must then be closed.
  */
-int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us,
-		   uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
+int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us, uint64_t want,
+		   uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
 /* Script loads so far (SCRIPT LOAD replies), for logs and tests. */
 uint64_t sl__redis_script_loads(void);
 
@@ -53,8 +53,8 @@ uint64_t sl__redis_script_loads(void);
 struct sl_rlink;
 struct sl_rlink *sl__rlink_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
 				size_t whylen);
-int sl__rlink_take(struct sl_rlink *l, const char *key, double t_us, double tau_us,
-		   uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
+int sl__rlink_take(struct sl_rlink *l, const char *key, double t_us, double tau_us, uint64_t want,
+		   uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
 void sl__rlink_close(struct sl_rlink *l);
 void sl__rlink_abandon(struct sl_rlink *l);
 

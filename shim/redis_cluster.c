@@ -75,7 +75,8 @@ uint16_t sl__cluster_slot(const char *key, size_t len)
 		size_t from = (size_t)(open - key) + 1;
 		const char *close = memchr(key + from, '}', len - from);
 		if (close != NULL && close > key + from)
-			return crc16_xmodem(key + from, (size_t)(close - key) - from) % SL_CLUSTER_SLOTS;
+			return crc16_xmodem(key + from, (size_t)(close - key) - from) %
+			       SL_CLUSTER_SLOTS;
 	}
 	return crc16_xmodem(key, len) % SL_CLUSTER_SLOTS;
 }
@@ -135,13 +136,13 @@ static void cluster_drop(struct sl_cluster *cl, unsigned i)
 }
 
 /* Node i's connection, opened if needed; NULL (reason in why). */
-static struct sl_rconn *cluster_conn(struct sl_cluster *cl, unsigned i, char *why,
-					size_t whylen)
+static struct sl_rconn *cluster_conn(struct sl_cluster *cl, unsigned i, char *why, size_t whylen)
 {
 	struct cnode *n = &cl->nodes[i];
 	if (n->conn == NULL) {
 		char e[160];
-		n->conn = sl__redis_open_at(cl->cfg, n->host, n->port, cl->timeout_ns, e, sizeof(e));
+		n->conn = sl__redis_open_at(cl->cfg, n->host, n->port, cl->timeout_ns, e,
+					    sizeof(e));
 		if (n->conn == NULL)
 			snprintf(why, whylen, "%s:%u: %s", n->host, n->port, e);
 	}
@@ -202,7 +203,8 @@ static int cluster_refresh(struct sl_cluster *cl, char *why, size_t whylen)
 		if (ok < 0)
 			snprintf(why, whylen, "%s:%u: CLUSTER SLOTS: %s", cl->nodes[i].host,
 				 cl->nodes[i].port,
-				 r->type == SL_HR_ERROR && r->str != NULL ? r->str : "unexpected reply");
+				 r->type == SL_HR_ERROR && r->str != NULL ? r->str
+									  : "unexpected reply");
 		sl__redis_free_reply(r);
 		if (ok == 0) {
 			sl_log(SL_LOG_DEBUG, "redis: slot map from %s:%u", cl->nodes[i].host,
@@ -270,7 +272,7 @@ int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double
 		int kind = sl__cluster_redirect_parse(text, &s, host, sizeof(host), &port);
 		if (kind == 0)
 			return SL_REDIS_EIO; /* CLUSTERDOWN, TRYAGAIN, ... */
-		if (host[0] == '\0') /* the node does not know its address: ours */
+		if (host[0] == '\0')         /* the node does not know its address: ours */
 			snprintf(host, sizeof(host), "%s", cl->nodes[i].host);
 		unsigned to = cluster_node(cl, host, port);
 		if (to == SL_CLUSTER_NONE) {

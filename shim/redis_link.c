@@ -50,8 +50,8 @@ struct sl_rlink *sl__rlink_open(const struct sl_redis *cfg, uint64_t timeout_ns,
 	return l;
 }
 
-int sl__rlink_take(struct sl_rlink *l, const char *key, double t_us, double tau_us,
-		   uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+int sl__rlink_take(struct sl_rlink *l, const char *key, double t_us, double tau_us, uint64_t want,
+		   uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
 	int rc;
 	switch (l->kind) {

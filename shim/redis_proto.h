@@ -54,9 +54,8 @@ struct sl_hreply *sl__redis_cmd(struct sl_rconn *c, int argc, const char **argv,
 void sl__redis_free_reply(struct sl_hreply *r);
 /* sl__redis_take with ASKING sent right before each EVALSHA when `asking`
  * (a cluster's ASK redirect). 0, SL_REDIS_EIO or SL_REDIS_EREPLY. */
-int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t_us,
-		      double tau_us, uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why,
-		      size_t whylen);
+int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t_us, double tau_us,
+		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
 
 /* ---- Redis Cluster (redis_cluster.c) ---- */
 struct sl_cluster;

@@ -44,11 +44,11 @@
 struct sl_sentinel {
 	const struct sl_redis *cfg;
 	uint64_t timeout_ns;
-	uint32_t next;         /* the sentinel to ask first */
-	struct sl_rconn *conn; /* the master's */
+	uint32_t next;          /* the sentinel to ask first */
+	struct sl_rconn *conn;  /* the master's */
 	struct sl_rconn *sconn; /* sentinel `sidx`'s, kept for the rechecks */
 	uint32_t sidx;
-	uint64_t checked_ns;   /* when a sentinel last named the master */
+	uint64_t checked_ns; /* when a sentinel last named the master */
 	char host[SL_REDIS_HOST_MAX];
 	uint16_t port;
 };
@@ -93,7 +93,7 @@ static int sentinel_ask(struct sl_sentinel *s, uint32_t k, char *why, size_t why
 	} else {
 		snprintf(why, whylen, "sentinel %s:%u: %s", n->host, n->port,
 			 r->type == SL_HR_ERROR && r->str != NULL ? r->str
-			 : r->type == SL_HR_NIL			  ? "does not know this master"
+			 : r->type == SL_HR_NIL                   ? "does not know this master"
 								  : "unexpected reply");
 	}
 	if (r != NULL)
@@ -115,8 +115,8 @@ static int sentinel_is_master(struct sl_sentinel *s, char *why, size_t whylen)
 		snprintf(why, whylen, "%s:%u: ROLE: %s", s->host, s->port, e);
 		return -1;
 	}
-	int ok = r->type == SL_HR_ARRAY && r->elements > 0 &&
-		 r->element[0]->type == SL_HR_STRING && strcmp(r->element[0]->str, "master") == 0;
+	int ok = r->type == SL_HR_ARRAY && r->elements > 0 && r->element[0]->type == SL_HR_STRING &&
+		 strcmp(r->element[0]->str, "master") == 0;
 	if (!ok)
 		snprintf(why, whylen, "%s:%u is not a master (ROLE: %s)", s->host, s->port,
 			 r->type == SL_HR_ARRAY && r->elements > 0 && r->element[0]->str != NULL
@@ -137,8 +137,8 @@ static int sentinel_find(struct sl_sentinel *s, char *why, size_t whylen)
 		char e[160];
 		s->conn = sl__redis_open_at(s->cfg, s->host, s->port, s->timeout_ns, e, sizeof(e));
 		if (s->conn == NULL) {
-			snprintf(why, whylen, "master %s:%u (from sentinel %u): %s", s->host, s->port,
-				 k + 1, e);
+			snprintf(why, whylen, "master %s:%u (from sentinel %u): %s", s->host,
+				 s->port, k + 1, e);
 			continue;
 		}
 		if (sentinel_is_master(s, why, whylen) < 0) {
@@ -191,8 +191,8 @@ static void sentinel_recheck(struct sl_sentinel *s)
 	}
 	if (port == s->port && strcmp(host, s->host) == 0)
 		return;
-	sl_log(SL_LOG_INFO, "redis: sentinel %u names %s:%u, not %s:%u, as master %s",
-	       s->next + 1, s->host, s->port, host, port, s->cfg->master);
+	sl_log(SL_LOG_INFO, "redis: sentinel %u names %s:%u, not %s:%u, as master %s", s->next + 1,
+	       s->host, s->port, host, port, s->cfg->master);
 	sl__redis_close(s->conn);
 	s->conn = NULL;
 }
@@ -204,8 +204,8 @@ int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, doubl
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (s->conn == NULL && sentinel_find(s, why, whylen) < 0)
 			return SL_REDIS_EIO;
-		int rc = sl__redis_take_at(s->conn, false, key, t_us, tau_us, want, got, wait_ns, why,
-					   whylen);
+		int rc = sl__redis_take_at(s->conn, false, key, t_us, tau_us, want, got, wait_ns,
+					   why, whylen);
 		if (rc == 0)
 			return 0;
 		if (rc == SL_REDIS_EREPLY && strstr(why, "READONLY") == NULL)

@@ -45,9 +45,9 @@
 struct peer_ent {
 	struct sl_limiter lim; /* first: sl__peer_pin finds the entry from it */
 	_Atomic uint32_t pins; /* calls and connections using lim */
-	uint32_t rule_plus1; /* 0: empty */
-	uint32_t ref;        /* clock bit */
-	struct sl_addr key;  /* port zero */
+	uint32_t rule_plus1;   /* 0: empty */
+	uint32_t ref;          /* clock bit */
+	struct sl_addr key;    /* port zero */
 };
 
 static struct peer_ent *peers; /* [SL_PEER_SLOTS] */
@@ -135,15 +135,17 @@ static int tslot_get(void)
 				continue;
 			int s = (int)(w * 64 + b);
 			sl__rules_reset_row(&sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules],
-				       SL_SCOPE_THREAD);
+					    SL_SCOPE_THREAD);
 			tslot = s + 1;
 			pthread_setspecific(tslot_key, (void *)(uintptr_t)(s + 1));
 			return s;
 		}
 	}
 	if (!atomic_exchange_explicit(&tslot_full_logged, 1, memory_order_relaxed))
-		sl_log(SL_LOG_WARN, "more than %d threads with per=thread rules: the rest share "
-				    "per-process limiters", SL_THREAD_SLOTS);
+		sl_log(SL_LOG_WARN,
+		       "more than %d threads with per=thread rules: the rest share "
+		       "per-process limiters",
+		       SL_THREAD_SLOTS);
 	return -1;
 }
 
@@ -263,7 +265,8 @@ struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i)
 	case SL_SCOPE_THREAD: {
 		int s = tslot_get();
 		if (s >= 0)
-			l = &sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules + sl__st.scope_slot[i]];
+			l = &sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules +
+						sl__st.scope_slot[i]];
 		break;
 	}
 	case SL_SCOPE_FD:
@@ -279,4 +282,3 @@ struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i)
 	}
 	return l != NULL ? l : sl__st.rule_lim[i];
 }
-

@@ -32,8 +32,8 @@ static void seg_closefd(int fd)
 static bool seg_private_dir(const char *path, unsigned uid)
 {
 	struct stat st;
-	return path[0] == '/' && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       st.st_uid == uid && (st.st_mode & 077) == 0;
+	return path[0] == '/' && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+	       (st.st_mode & 077) == 0;
 }
 
 void sl_seg_setup_unsync(void)
@@ -87,9 +87,10 @@ int sl_seg_dir_open(bool create, char *err, size_t errlen)
 		int e = errno;
 		struct stat st;
 		if ((e == ELOOP || e == ENOTDIR) && lstat(dir, &st) == 0)
-			snprintf(err, errlen, "%s is %s, not a directory of yours: remove it "
-				 "(it may have been planted by user %u)", dir,
-				 S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory",
+			snprintf(err, errlen,
+				 "%s is %s, not a directory of yours: remove it "
+				 "(it may have been planted by user %u)",
+				 dir, S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory",
 				 (unsigned)st.st_uid);
 		else
 			snprintf(err, errlen, "cannot open the directory %s: %s", dir, strerror(e));
@@ -101,13 +102,16 @@ int sl_seg_dir_open(bool create, char *err, size_t errlen)
 	if (fstat(fd, &st) != 0)
 		why = strerror(errno);
 	else if (st.st_uid != uid)
-		snprintf(err, errlen, "the directory %s belongs to user %u, not to you (user %u): "
+		snprintf(err, errlen,
+			 "the directory %s belongs to user %u, not to you (user %u): "
 			 "another user created it; have it removed (as root: rm -r %s), or set "
 			 "XDG_RUNTIME_DIR to a directory of yours with mode 0700",
 			 dir, (unsigned)st.st_uid, uid, dir);
 	else if ((st.st_mode & 077) != 0)
-		snprintf(err, errlen, "the directory %s has mode %04o: other users can reach it; "
-			 "it must be 0700 (chmod 700 %s)", dir, (unsigned)(st.st_mode & 07777), dir);
+		snprintf(err, errlen,
+			 "the directory %s has mode %04o: other users can reach it; "
+			 "it must be 0700 (chmod 700 %s)",
+			 dir, (unsigned)(st.st_mode & 07777), dir);
 	if (why != NULL)
 		snprintf(err, errlen, "cannot check the directory %s: %s", dir, why);
 	if (why != NULL || st.st_uid != uid || (st.st_mode & 077) != 0) {
@@ -133,8 +137,8 @@ static void seg_tmpname(char *out, size_t cap)
 
 /* Build a segment under a temporary name and publish it as name: linkat
  * (fails with EEXIST if it exists) or renameat (replace). 0 or -1 (errno). */
-static int seg_build(int dfd, const char *name, bool replace, size_t size,
-			sl_seg_init_fn init, void *arg)
+static int seg_build(int dfd, const char *name, bool replace, size_t size, sl_seg_init_fn init,
+		     void *arg)
 {
 	char tmp[40];
 	int fd = -1;
@@ -169,11 +173,11 @@ static int seg_build(int dfd, const char *name, bool replace, size_t size,
 
 /* Open and check an existing segment. 0, or -1 with errno and err. */
 static int seg_map(int dfd, const char *name, unsigned flags, size_t size, struct sl_seg *seg,
-		      char *err, size_t errlen)
+		   char *err, size_t errlen)
 {
 	bool w = (flags & SL_SEG_WRITE) != 0;
-	int fd = openat(dfd, name, (w ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
-					   O_NONBLOCK);
+	int fd = openat(dfd, name,
+			(w ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		int e = errno;
 		snprintf(err, errlen, "%s/%s: %s", sl_seg_dir(), name,
@@ -225,7 +229,8 @@ int sl_seg_open(const char *name, unsigned flags, size_t size, sl_seg_init_fn in
 	bool created = false;
 	for (int attempt = 0; attempt < 3 && rc != 0; attempt++) {
 		if (make && ((flags & SL_SEG_REPLACE) || attempt > 0)) {
-			if (seg_build(dfd, name, (flags & SL_SEG_REPLACE) != 0, size, init, arg) == 0)
+			if (seg_build(dfd, name, (flags & SL_SEG_REPLACE) != 0, size, init, arg) ==
+			    0)
 				created = true;
 			else if (errno != EEXIST) {
 				e = errno;

@@ -48,18 +48,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_SEG_WRITE 1u   /* map read-write (else read-only) */
-#define SL_SEG_CREATE 2u  /* missing: build it with init, link it into place */
-#define SL_SEG_REPLACE 4u /* build a fresh one with init, renamed over any old one */
-#define SL_SEG_KEEPFD 8u  /* leave the fd open in seg->fd (for flock) */
+#define SL_SEG_WRITE 1u            /* map read-write (else read-only) */
+#define SL_SEG_CREATE 2u           /* missing: build it with init, link it into place */
+#define SL_SEG_REPLACE 4u          /* build a fresh one with init, renamed over any old one */
+#define SL_SEG_KEEPFD 8u           /* leave the fd open in seg->fd (for flock) */
 #define SL_SEG_MAX_SIZE (1u << 20) /* larger files are never mapped */
 #define SL_SEG_PATH_MAX 320
 
 struct sl_seg {
-	void *map;     /* MAP_SHARED mapping of the whole file */
-	size_t size;   /* its size */
-	int fd;        /* with SL_SEG_KEEPFD, else -1 */
-	uint64_t dev;  /* st_dev and st_ino: who maps it (/proc/PID/maps) */
+	void *map;    /* MAP_SHARED mapping of the whole file */
+	size_t size;  /* its size */
+	int fd;       /* with SL_SEG_KEEPFD, else -1 */
+	uint64_t dev; /* st_dev and st_ino: who maps it (/proc/PID/maps) */
 	uint64_t ino;
 };
 

@@ -56,9 +56,9 @@ static inline bool sl__seq_read_retry(const _Atomic uint32_t *seq, uint32_t s)
 static inline bool sl__seq_write_try_begin(_Atomic uint32_t *seq, uint32_t *s)
 {
 	uint32_t cur = atomic_load_explicit(seq, memory_order_relaxed);
-	if ((cur & 1) || !atomic_compare_exchange_strong_explicit(seq, &cur, cur + 1,
-								   memory_order_acquire,
-								   memory_order_relaxed))
+	if ((cur & 1) ||
+	    !atomic_compare_exchange_strong_explicit(seq, &cur, cur + 1, memory_order_acquire,
+						     memory_order_relaxed))
 		return false;
 	atomic_thread_fence(memory_order_release);
 	*s = cur;

@@ -48,8 +48,7 @@ static _Atomic int holders_full_logged;
 /* ---- shared limiters ------------------------------------------------------ */
 
 /* Say once (per rule, per process) that s runs at another limit than r. */
-static void shared_note(const struct sl_rule *r, const struct sl_shm_shared *s,
-			   const char *text)
+static void shared_note(const struct sl_rule *r, const struct sl_shm_shared *s, const char *text)
 {
 	const struct sl_params *cur = &sl_tunable_current(&s->lim)->params;
 	struct sl_params want;
@@ -69,7 +68,8 @@ static void shared_note(const struct sl_rule *r, const struct sl_shm_shared *s,
 	time_t t = (time_t)(set_ns / 1000000000u);
 	struct tm tm;
 	if (set_ns != 0 && gmtime_r(&t, &tm) != NULL)
-		snprintf(when, sizeof(when), "set by sluice set at %04d-%02d-%02d %02d:%02d:%02d UTC",
+		snprintf(when, sizeof(when),
+			 "set by sluice set at %04d-%02d-%02d %02d:%02d:%02d UTC",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
 			 tm.tm_sec);
 	else
@@ -91,8 +91,10 @@ static void shared_old_note(const char *name)
 	/* Relaxed: a once-only flag for a message. */
 	if (sl__log_level >= SL_LOG_INFO && lstat(old, &st) == 0 &&
 	    !atomic_exchange_explicit(&said, 1, memory_order_relaxed))
-		sl_log(SL_LOG_INFO, "ignoring %s, left by an older sluice (shared limiters now live "
-				    "in %s); remove it", old, sl_seg_dir());
+		sl_log(SL_LOG_INFO,
+		       "ignoring %s, left by an older sluice (shared limiters now live "
+		       "in %s); remove it",
+		       old, sl_seg_dir());
 }
 
 /*
@@ -105,8 +107,8 @@ static void shared_old_note(const char *name)
  * Any other difference (operation, algorithm, action, filters) is an error
  * whose message says how to resolve it.
  */
-struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r,
-					      uint64_t now_ns, char *err, size_t errlen)
+struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r, uint64_t now_ns,
+					      char *err, size_t errlen)
 {
 	char text[SL_RULE_TEXT_MAX];
 	bool created;
@@ -166,14 +168,16 @@ static struct sl_shm_holder *holder_of(struct sl_shm_shared *s, bool claim)
 		uint32_t expect = 0;
 		/* Relaxed: as above; the CAS alone decides the owner. */
 		if (atomic_compare_exchange_strong_explicit(&s->holders[k].pid, &expect, me,
-							    memory_order_relaxed, memory_order_relaxed))
+							    memory_order_relaxed,
+							    memory_order_relaxed))
 			return &s->holders[k];
 	}
 	(void)free_h;
 	if (claim && !atomic_exchange_explicit(&holders_full_logged, 1, memory_order_relaxed))
-		sl_log(SL_LOG_WARN, "shared conns limiter '%s': more than %u processes hold slots; "
-				    "the rest are not tracked for dead-holder recovery", s->name,
-		       SL_SHM_HOLDERS);
+		sl_log(SL_LOG_WARN,
+		       "shared conns limiter '%s': more than %u processes hold slots; "
+		       "the rest are not tracked for dead-holder recovery",
+		       s->name, SL_SHM_HOLDERS);
 	return NULL;
 }
 
@@ -219,15 +223,17 @@ bool sl__shm_reclaim(struct sl_limiter *l)
 		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
 		if (!atomic_compare_exchange_strong_explicit(&h->pid, &pid, SL_SHM_RECLAIMING,
-							     memory_order_relaxed, memory_order_relaxed))
+							     memory_order_relaxed,
+							     memory_order_relaxed))
 			continue;
 		uint32_t held = atomic_exchange_explicit(&h->held, 0, memory_order_relaxed);
 		/* One at a time: never more than the limiter holds. */
 		for (uint32_t j = 0; j < held && sl_limiter_release(&s->lim.head, 1) == SL_OK; j++)
 			;
 		atomic_store_explicit(&h->pid, 0, memory_order_relaxed);
-		sl_log(SL_LOG_INFO, "shared conns limiter '%s': gave back %u slots of dead process %u",
-		       s->name, held, pid);
+		sl_log(SL_LOG_INFO,
+		       "shared conns limiter '%s': gave back %u slots of dead process %u", s->name,
+		       held, pid);
 		any = any || held > 0;
 	}
 	errno = saved;

@@ -23,8 +23,8 @@ void sl__shm_rec_set_active_unsync(bool active);
 void sl__shm_rec_fork_child(void);
 void sl__shm_rec_remove(void);
 /* The shared limiter of rule i, opened or created; NULL with err set. */
-struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r,
-					      uint64_t now_ns, char *err, size_t errlen);
+struct sl_limiter *sl__shm_shared_open_unsync(unsigned i, const struct sl_rule *r, uint64_t now_ns,
+					      char *err, size_t errlen);
 void sl__shm_shared_close_all_unsync(void);
 /* Rule i's shared segment (shared=NAME), or NULL: a host pool's bank and
  * election word (lease_pool.h). */

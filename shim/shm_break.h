@@ -39,7 +39,7 @@ struct sl_shm_break_rule {
 	char text[SL_RULE_TEXT_MAX]; /* canonical "break:SPEC" */
 	uint32_t scope;              /* SL_SCOPE_PROCESS or SL_SCOPE_PEER */
 	uint32_t reserved;
-	struct sl_breaker proc;      /* per=process */
+	struct sl_breaker proc;                             /* per=process */
 	struct sl_shm_break_peer peers[SL_SHM_BREAK_PEERS]; /* per=peer */
 };
 
@@ -49,7 +49,7 @@ struct sl_shm_break {
 	uint64_t size;    /* sizeof(struct sl_shm_break) */
 	uint32_t pid;
 	uint32_t uid;
-	uint32_t n;       /* breakers in use */
+	uint32_t n; /* breakers in use */
 	uint32_t reserved;
 	struct sl_shm_break_rule rules[SL_MAX_BREAKS];
 };

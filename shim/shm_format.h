@@ -46,11 +46,11 @@
 #define SL_SHM_MAGIC_SHARED 0x48534c53u /* "SLSH" little-endian */
 #define SL_SHM_MAGIC_STAT 0x54534c53u   /* "SLST" */
 #define SL_SHM_VERSION 2u
-#define SL_SHM_HOLDERS 64u              /* processes tracked per shared conns limiter */
-#define SL_SHM_RECLAIMING 0xffffffffu   /* holder pid while its slots are given back */
+#define SL_SHM_HOLDERS 64u            /* processes tracked per shared conns limiter */
+#define SL_SHM_RECLAIMING 0xffffffffu /* holder pid while its slots are given back */
 #define SL_SHM_PROGRAM_MAX 64u
 #define SL_SHM_SHARED_NAME "shared-%s" /* segment name of shared=NAME */
-#define SL_SHM_STAT_NAME "stat-%d"      /* segment name of pid's record */
+#define SL_SHM_STAT_NAME "stat-%d"     /* segment name of pid's record */
 #define SL_SHM_STAT_PREFIX "stat-"
 /* Format 1 put every file flat in /dev/shm: such files are ignored. */
 #define SL_SHM_OLD_PREFIX "sluice-%u-" /* uid */
@@ -93,8 +93,8 @@ struct sl_shm_shared {
 	/* shared=NAME with redis=KEY: the host's pool of units leased from
 	 * Redis for every process here, and who renews it (lease_pool.c).
 	 * Unused (zero) for other rules. */
-	_Atomic uint64_t renewer; /* (heartbeat ms << 32) | pid; 0 = nobody */
-	_Atomic uint32_t state;   /* enum sl_pool_state: Redis as the renewer sees it */
+	_Atomic uint64_t renewer;   /* (heartbeat ms << 32) | pid; 0 = nobody */
+	_Atomic uint32_t state;     /* enum sl_pool_state: Redis as the renewer sees it */
 	_Atomic uint32_t takeovers; /* renewers that followed a silent one */
 	uint8_t pad1[SL_CACHELINE - 16];
 	struct sl_limiter bank; /* concurrency: free slots = units in hand */
@@ -110,7 +110,7 @@ struct sl_shm_stat {
 	uint32_t uid;
 	uint64_t start_ticks; /* field 22 of /proc/PID/stat: tells a reused pid */
 	uint32_t n_rules;
-	uint32_t active;      /* the rules apply to this program */
+	uint32_t active; /* the rules apply to this program */
 	/* st_dev and st_ino of /proc/PID/exe when the file was made (0: not
 	 * known): a record left by the image before an exec into a program
 	 * without rules names another executable. */
@@ -129,7 +129,8 @@ struct sl_shm_stat {
 static inline size_t sl_shm_stat_size(uint32_t n)
 {
 	return sizeof(struct sl_shm_stat) +
-	       (size_t)n * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX);
+	       (size_t)n *
+		       (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX);
 }
 
 static inline struct sl_tunable *sl_shm_stat_lims(const struct sl_shm_stat *r)
@@ -175,8 +176,9 @@ static inline void sl_shm_rule_params(const struct sl_rule *r, struct sl_params 
 		[SL_ALGO_SLIDING] = SL_KIND_SLIDING,
 	};
 	memset(p, 0, sizeof(*p));
-	p->kind = r->op == SL_OP_CONNS ? SL_KIND_CONC
-		  : r->algo <= SL_ALGO_SLIDING ? kinds[r->algo] : SL_KIND_TOKEN;
+	p->kind = r->op == SL_OP_CONNS         ? SL_KIND_CONC
+		  : r->algo <= SL_ALGO_SLIDING ? kinds[r->algo]
+					       : SL_KIND_TOKEN;
 	p->amount = r->amount;
 	p->period_ns = r->period_ns;
 	p->burst = r->burst;
@@ -216,7 +218,7 @@ static inline const char *sl_shm_check_file(const struct stat *st, unsigned uid,
 		return "readable or writable by other users (mode must be 0600)";
 	if ((size_t)st->st_size != want)
 		return (size_t)st->st_size < want ? "truncated (smaller than the format's size)"
-						 : "larger than the format's size";
+						  : "larger than the format's size";
 	return NULL;
 }
 
@@ -230,7 +232,8 @@ static inline const char *sl_shm_check_shared(const struct sl_shm_shared *s, uns
 	if (s->version != SL_SHM_VERSION)
 		return "written by another version of sluice (format version differs)";
 	if (s->size != sizeof(*s) || s->uid != uid ||
-	    strncmp(s->name, name, sizeof(s->name)) != 0 || memchr(s->rule, 0, sizeof(s->rule)) == NULL)
+	    strncmp(s->name, name, sizeof(s->name)) != 0 ||
+	    memchr(s->rule, 0, sizeof(s->rule)) == NULL)
 		return "corrupt header";
 	if (!sl_tunable_validate(&s->lim))
 		return "corrupt limiter";

@@ -44,7 +44,8 @@ static int shared_init(void *map, size_t size, void *arg)
 		/* A host pool (redis=): an empty bank of max(lease, burst) slots,
 		 * as a process's own bank starts (lease.c, lease_pool.c). */
 		struct sl_params bank = {.kind = SL_KIND_CONC,
-					 .amount = a->r->lease > a->r->burst ? a->r->lease : a->r->burst};
+					 .amount = a->r->lease > a->r->burst ? a->r->lease
+									     : a->r->burst};
 		if (sl_limiter_init(&s->bank, &bank, 0) != SL_OK ||
 		    sl_limiter_acquire(&s->bank, bank.amount, 0, 0).verdict != SL_ADMIT)
 			return -1;
@@ -75,7 +76,7 @@ static bool shared_compatible(const struct sl_rule *r, const char *made)
 }
 
 struct sl_shm_shared *sl_shm_shared_open(const struct sl_rule *r, uint64_t now_ns, bool *created,
-				       char *err, size_t errlen)
+					 char *err, size_t errlen)
 {
 	char name[64], path[SL_SEG_PATH_MAX], text[SL_RULE_TEXT_MAX], why[SL_ERR_MAX];
 	snprintf(name, sizeof(name), SL_SHM_SHARED_NAME, r->shared);
@@ -90,9 +91,10 @@ struct sl_shm_shared *sl_shm_shared_open(const struct sl_rule *r, uint64_t now_n
 		 * message, which names its own remedy. */
 		size_t n = strlen(path);
 		if (strncmp(why, path, n) == 0 && strncmp(why + n, ": ", 2) == 0)
-			snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove it with sluice rm "
-				 "shared:%s (or rm %s) to start afresh", r->shared, path, why + n + 2,
-				 r->shared, path);
+			snprintf(err, errlen,
+				 "shared limiter '%s' (%s): %s; remove it with sluice rm "
+				 "shared:%s (or rm %s) to start afresh",
+				 r->shared, path, why + n + 2, r->shared, path);
 		else
 			snprintf(err, errlen, "shared limiter '%s': %s", r->shared, why);
 		return NULL;
@@ -101,14 +103,16 @@ struct sl_shm_shared *sl_shm_shared_open(const struct sl_rule *r, uint64_t now_n
 	struct sl_shm_shared *s = seg.map;
 	const char *bad = sl_shm_check_shared(s, (unsigned)geteuid(), r->shared, NULL);
 	if (bad != NULL) {
-		snprintf(err, errlen, "shared limiter '%s' (%s): %s; remove it with sluice rm "
-			 "shared:%s (or rm %s) to start afresh", r->shared, path, bad, r->shared,
-			 path);
+		snprintf(err, errlen,
+			 "shared limiter '%s' (%s): %s; remove it with sluice rm "
+			 "shared:%s (or rm %s) to start afresh",
+			 r->shared, path, bad, r->shared, path);
 		sl_seg_close(&seg);
 		return NULL;
 	}
 	if (strcmp(s->rule, text) != 0 && !shared_compatible(r, s->rule)) {
-		snprintf(err, errlen, "shared limiter '%s' (%s) was created by rule '%.200s', not "
+		snprintf(err, errlen,
+			 "shared limiter '%s' (%s) was created by rule '%.200s', not "
 			 "'%s': its users may differ only in the limit and the burst; use another "
 			 "name, or remove it with sluice rm shared:%s once no process uses it",
 			 r->shared, path, s->rule, text, r->shared);

@@ -31,7 +31,7 @@ void sl__fd_cap_init_unsync(void)
 	 * the soft RLIMIT_NOFILE (at least 1024), rather than fail. */
 	uint64_t soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 0;
 	soft = soft < 1024 ? 1024 : soft > SL_FD_MIN ? SL_FD_MIN : (soft + 63) / 64 * 64;
-	const uint64_t tries[3] = { cap, SL_FD_MIN, soft };
+	const uint64_t tries[3] = {cap, SL_FD_MIN, soft};
 	for (int t = 0; t < 3; t++) {
 		if (tries[t] > cap)
 			continue;

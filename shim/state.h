@@ -29,24 +29,24 @@ void sl__fd_cap_init_unsync(void);
 
 struct sl_state {
 	struct sl_policy policy;
-	bool active;     /* rules apply to this process */
-	bool ready;      /* sl__state_init_unsync has run */
+	bool active;                     /* rules apply to this process */
+	bool ready;                      /* sl__state_init_unsync has run */
 	uint32_t kind_rules[SL_K_COUNT]; /* rules that may apply to each kind */
 	uint32_t byte_rules;             /* rules counting bytes */
 	uint32_t reject_rules;           /* action == reject */
 	uint32_t conns_rules;            /* op == conns */
-	uint32_t proc_rules;  /* per=process rules whose limiter is always
+	uint32_t proc_rules;             /* per=process rules whose limiter is always
 	                         rule_lim[i] (not redis=KEY: see lease.c) */
-	uint32_t lease_rules; /* redis=KEY rules (per=process; lease.c says
+	uint32_t lease_rules;            /* redis=KEY rules (per=process; lease.c says
 	                         which limiter each uses now) */
-	uint32_t fast_rules;  /* proc_rules counting calls or bytes, not dry-run
+	uint32_t fast_rules;             /* proc_rules counting calls or bytes, not dry-run
 	                         nor sliding windows:
 	                         a transfer they all admit at once takes the
 	                         fast path (xfer.h) */
-	uint32_t eagain_rules; /* delay rules with nonblock=eagain (set by
+	uint32_t eagain_rules;           /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
 	uint32_t n_fd_rules, n_thread_rules;
-	uint64_t piece_min; /* smallest sl__piece_max of the byte rules at init:
+	uint64_t piece_min;               /* smallest sl__piece_max of the byte rules at init:
 	                       a transfer no larger is never split, unless
 	                       `sluice set` lowered a burst since (then the fast
 	                       path's police fails and the general path splits) */

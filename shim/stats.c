@@ -73,8 +73,8 @@ static void json_str(char *buf, size_t *len, size_t cap, const char *s)
 }
 
 /* Append formatted text, never past cap. */
-__attribute__((format(printf, 4, 5))) static void json_fmt(char *buf, size_t *len,
-							       size_t cap, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static void json_fmt(char *buf, size_t *len, size_t cap,
+							   const char *fmt, ...)
 {
 	if (*len >= cap)
 		return;
@@ -129,17 +129,19 @@ void sl__stats_write(void)
 		json_fmt(buf, &len, cap, "%s{\"index\":%u,\"rule\":\"", i ? "," : "", i + 1);
 		json_str(buf, &len, cap, txt);
 		json_fmt(buf, &len, cap, "\",\"op\":\"%s\",\"action\":\"%s\",\"scope\":\"%s\"",
-			    sl_op_name((enum sl_op)r->op), sl_action_name((enum sl_action)r->action),
-			    sl_scope_name((enum sl_scope)r->scope));
+			 sl_op_name((enum sl_op)r->op), sl_action_name((enum sl_action)r->action),
+			 sl_scope_name((enum sl_scope)r->scope));
 		json_fmt(buf, &len, cap,
-			    ",\"calls\":%llu,\"admitted\":%llu,\"delayed\":%llu,\"refused\":%llu",
-			    (unsigned long long)load_counter(&s->calls), (unsigned long long)load_counter(&s->admitted),
-			    (unsigned long long)load_counter(&s->delayed),
-			    (unsigned long long)load_counter(&s->refused));
-		json_fmt(buf, &len, cap, ",\"delay_ns_total\":%llu,\"delay_ns_max\":%llu,\"bytes\":%llu}",
-			    (unsigned long long)load_counter(&s->delay_ns),
-			    (unsigned long long)load_counter(&s->max_delay_ns),
-			    (unsigned long long)load_counter(&s->bytes));
+			 ",\"calls\":%llu,\"admitted\":%llu,\"delayed\":%llu,\"refused\":%llu",
+			 (unsigned long long)load_counter(&s->calls),
+			 (unsigned long long)load_counter(&s->admitted),
+			 (unsigned long long)load_counter(&s->delayed),
+			 (unsigned long long)load_counter(&s->refused));
+		json_fmt(buf, &len, cap,
+			 ",\"delay_ns_total\":%llu,\"delay_ns_max\":%llu,\"bytes\":%llu}",
+			 (unsigned long long)load_counter(&s->delay_ns),
+			 (unsigned long long)load_counter(&s->max_delay_ns),
+			 (unsigned long long)load_counter(&s->bytes));
 	}
 	buf[len++] = ']';
 	len += sl__break_stats_json(buf + len, sizeof(buf) - 2 - len); /* ,"breakers":[...] */
@@ -150,8 +152,8 @@ void sl__stats_write(void)
 	sl__stats_path(sl__st.policy.stats_file, path, sizeof(path));
 	int fd = sl__file_open_private(path, why, sizeof(why));
 	if (fd < 0) {
-		sl_log(SL_LOG_WARN, "SLUICE_STATS=%s: cannot write %s: %s", sl__st.policy.stats_file,
-		       path, why);
+		sl_log(SL_LOG_WARN, "SLUICE_STATS=%s: cannot write %s: %s",
+		       sl__st.policy.stats_file, path, why);
 		return;
 	}
 	if (SL_REAL(write)(fd, buf, len) != (ssize_t)len)

@@ -51,16 +51,16 @@ static int newfd_pair_done(int r, const int *fd)
 	return r;
 }
 
-#define WRAP_NEWFD(ret, name, params, args, fd)                                                \
-	SL_EXPORT ret name params; /* glibc declares some, not all */                            \
+#define WRAP_NEWFD(ret, name, params, args, fd)                                                    \
+	SL_EXPORT ret name params; /* glibc declares some, not all */                              \
 	SL_EXPORT ret name params                                                                  \
 	{                                                                                          \
 		return newfd_done(SL_REAL(name) args);                                             \
 	}
 /* open's and openat's mode is there only when flags create a file
  * (O_CREAT, O_TMPFILE: glibc's __OPEN_NEEDS_MODE), as glibc reads it. */
-#define WRAP_NEWFD_MODE(ret, name, params, args, fd)                                           \
-	SL_EXPORT ret name params; /* glibc declares some, not all */                            \
+#define WRAP_NEWFD_MODE(ret, name, params, args, fd)                                               \
+	SL_EXPORT ret name params; /* glibc declares some, not all */                              \
 	SL_EXPORT ret name params                                                                  \
 	{                                                                                          \
 		mode_t mode = 0;                                                                   \
@@ -72,8 +72,8 @@ static int newfd_pair_done(int r, const int *fd)
 		}                                                                                  \
 		return newfd_done(SL_REAL(name) args);                                             \
 	}
-#define WRAP_NEWFD_PAIR(ret, name, params, args, fd)                                           \
-	SL_EXPORT ret name params; /* glibc declares some, not all */                            \
+#define WRAP_NEWFD_PAIR(ret, name, params, args, fd)                                               \
+	SL_EXPORT ret name params; /* glibc declares some, not all */                              \
 	SL_EXPORT ret name params                                                                  \
 	{                                                                                          \
 		return newfd_pair_done(SL_REAL(name) args, fd);                                    \

@@ -24,8 +24,7 @@
 
 const int sl__wrap_recv_anchor = 1;
 
-static __attribute__((noinline)) ssize_t
-slow_recv(int fd, void *buf, size_t n, int flags)
+static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_RECV))
 		return SL_REAL(recv)(fd, buf, n, flags);
@@ -33,29 +32,34 @@ slow_recv(int fd, void *buf, size_t n, int flags)
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t
-slow_recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
-			   socklen_t *fromlen)
+static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t n, int flags,
+						       struct sockaddr *from, socklen_t *fromlen)
 {
 	if (sl__fd_pass(fd, SL_K_RECV))
 		return SL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	struct sl_io io = {.how = SL_IO_RECVFROM, .fd = fd, .buf = buf, .total = n,
-			   .flags = flags, .addr = from, .addrlenp = fromlen};
+	struct sl_io io = {.how = SL_IO_RECVFROM,
+			   .fd = fd,
+			   .buf = buf,
+			   .total = n,
+			   .flags = flags,
+			   .addr = from,
+			   .addrlenp = fromlen};
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t
-slow_recvmsg(int fd, struct msghdr *msg, int flags)
+static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || sl__bad_msg(msg))
 		return SL_REAL(recvmsg)(fd, msg, flags);
-	struct sl_io io = {.how = SL_IO_RECVMSG, .fd = fd, .msg = msg, .flags = flags,
+	struct sl_io io = {.how = SL_IO_RECVMSG,
+			   .fd = fd,
+			   .msg = msg,
+			   .flags = flags,
 			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen)};
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t
-slow_read(int fd, void *buf, size_t n)
+static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n)
 {
 	if (sl__fd_pass(fd, SL_K_RECV))
 		return SL_REAL(read)(fd, buf, n);
@@ -63,50 +67,64 @@ slow_read(int fd, void *buf, size_t n)
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t
-slow_readv(int fd, const struct iovec *iov, int cnt)
+static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt)
 {
-	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX ||
-	    (cnt > 0 && sl__bad_ptr(iov)))
+	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov)))
 		return SL_REAL(readv)(fd, iov, cnt);
-	struct sl_io io = {.how = SL_IO_READV, .fd = fd, .iov = iov, .iovcnt = cnt,
+	struct sl_io io = {.how = SL_IO_READV,
+			   .fd = fd,
+			   .iov = iov,
+			   .iovcnt = cnt,
 			   .total = sl__iov_total(iov, (size_t)cnt)};
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t
-slow___read_chk(int fd, void *buf, size_t n, size_t buflen)
+static __attribute__((noinline)) ssize_t slow___read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__read_chk)(fd, buf, n, buflen);
-	struct sl_io io = {.how = SL_IO_READ_CHK, .fd = fd, .buf = buf, .total = n,
+	struct sl_io io = {.how = SL_IO_READ_CHK,
+			   .fd = fd,
+			   .buf = buf,
+			   .total = n,
 			   .buflen = buflen};
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t
-slow___recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+static __attribute__((noinline)) ssize_t slow___recv_chk(int fd, void *buf, size_t n, size_t buflen,
+							 int flags)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
-	struct sl_io io = {.how = SL_IO_RECV_CHK, .fd = fd, .buf = buf, .total = n,
-			   .buflen = buflen, .flags = flags};
+	struct sl_io io = {.how = SL_IO_RECV_CHK,
+			   .fd = fd,
+			   .buf = buf,
+			   .total = n,
+			   .buflen = buflen,
+			   .flags = flags};
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t
-slow___recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
-				 struct sockaddr *from, socklen_t *fromlen)
+static __attribute__((noinline)) ssize_t slow___recvfrom_chk(int fd, void *buf, size_t n,
+							     size_t buflen, int flags,
+							     struct sockaddr *from,
+							     socklen_t *fromlen)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
-	struct sl_io io = {.how = SL_IO_RECVFROM_CHK, .fd = fd, .buf = buf, .total = n,
-			   .buflen = buflen, .flags = flags, .addr = from, .addrlenp = fromlen};
+	struct sl_io io = {.how = SL_IO_RECVFROM_CHK,
+			   .fd = fd,
+			   .buf = buf,
+			   .total = n,
+			   .buflen = buflen,
+			   .flags = flags,
+			   .addr = from,
+			   .addrlenp = fromlen};
 	return sl__recv(&io);
 }
 
 /* The exported shells of the RECV shape. */
-#define WRAP_RECV(ret, name, params, args, fd) \
+#define WRAP_RECV(ret, name, params, args, fd)                                                     \
 	SL_WRAP_SHELL(ret, name, params, args, fd, SL_K_RECV, true)
 #define WRAP_SEND(ret, name, params, args, fd)
 #define WRAP_SEND_TFO(ret, name, params, args, fd)

@@ -25,21 +25,28 @@ static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size
 {
 	if (sl__fd_pass(fd, SL_K_SEND))
 		return SL_REAL(send)(fd, buf, n, flags);
-	struct sl_io io = {.how = SL_IO_SEND, .fd = fd, .buf = (char *)buf, .total = n,
+	struct sl_io io = {.how = SL_IO_SEND,
+			   .fd = fd,
+			   .buf = (char *)buf,
+			   .total = n,
 			   .flags = flags};
 	return sl__send(&io);
 }
 
-static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n,
-						     int flags, const struct sockaddr *to,
-						     socklen_t tolen)
+static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
+						     const struct sockaddr *to, socklen_t tolen)
 {
 	ssize_t r;
 	if (sl__fd_pass(fd, SL_K_SEND)) {
 		r = SL_REAL(sendto)(fd, buf, n, flags, to, tolen);
 	} else {
-		struct sl_io io = {.how = SL_IO_SENDTO, .fd = fd, .buf = (char *)buf, .total = n,
-				   .flags = flags, .addr = (struct sockaddr *)to, .addrlen = tolen};
+		struct sl_io io = {.how = SL_IO_SENDTO,
+				   .fd = fd,
+				   .buf = (char *)buf,
+				   .total = n,
+				   .flags = flags,
+				   .addr = (struct sockaddr *)to,
+				   .addrlen = tolen};
 		r = sl__send(&io);
 	}
 	if (flags & MSG_FASTOPEN) /* it connected the socket: classify it again */
@@ -47,14 +54,15 @@ static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, si
 	return r;
 }
 
-static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg,
-						      int flags)
+static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	ssize_t r;
 	if (sl__fd_pass(fd, SL_K_SEND) || sl__bad_msg(msg)) {
 		r = SL_REAL(sendmsg)(fd, msg, flags);
 	} else {
-		struct sl_io io = {.how = SL_IO_SENDMSG, .fd = fd, .msg = (struct msghdr *)msg,
+		struct sl_io io = {.how = SL_IO_SENDMSG,
+				   .fd = fd,
+				   .msg = (struct msghdr *)msg,
 				   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen),
 				   .flags = flags};
 		r = sl__send(&io);
@@ -74,32 +82,37 @@ static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, siz
 
 static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt)
 {
-	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX ||
-	    (cnt > 0 && sl__bad_ptr(iov)))
+	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov)))
 		return SL_REAL(writev)(fd, iov, cnt);
-	struct sl_io io = {.how = SL_IO_WRITEV, .fd = fd, .iov = iov, .iovcnt = cnt,
+	struct sl_io io = {.how = SL_IO_WRITEV,
+			   .fd = fd,
+			   .iov = iov,
+			   .iovcnt = cnt,
 			   .total = sl__iov_total(iov, (size_t)cnt)};
 	return sl__send(&io);
 }
 
 /* sendfile and sendfile64: one shape, declared for both names. */
-#define SLOW_SENDFILE(name, kind)                                                              \
-	static __attribute__((noinline)) ssize_t slow_##name(int out, int in, off_t *offset,   \
-							       size_t n)                         \
+#define SLOW_SENDFILE(name, kind)                                                                  \
+	static __attribute__((noinline))                                                           \
+	ssize_t slow_##name(int out, int in, off_t *offset, size_t n)                              \
 	{                                                                                          \
 		if (sl__fd_pass(out, SL_K_SEND))                                                   \
 			return SL_REAL(name)(out, in, offset, n);                                  \
-		struct sl_io io = {.how = kind, .fd = out, .in_fd = in, .offset = offset,          \
+		struct sl_io io = {.how = kind,                                                    \
+				   .fd = out,                                                      \
+				   .in_fd = in,                                                    \
+				   .offset = offset,                                               \
 				   .total = n};                                                    \
-		return sl__send(&io);                                                      \
+		return sl__send(&io);                                                              \
 	}
 SLOW_SENDFILE(sendfile, SL_IO_SENDFILE)
 SLOW_SENDFILE(sendfile64, SL_IO_SENDFILE64)
 
 /* The exported shells of the SEND and SEND_TFO shapes. */
-#define WRAP_SEND(ret, name, params, args, fd) \
+#define WRAP_SEND(ret, name, params, args, fd)                                                     \
 	SL_WRAP_SHELL(ret, name, params, args, fd, SL_K_SEND, true)
-#define WRAP_SEND_TFO(ret, name, params, args, fd) \
+#define WRAP_SEND_TFO(ret, name, params, args, fd)                                                 \
 	SL_WRAP_SHELL(ret, name, params, args, fd, SL_K_SEND, !(flags & MSG_FASTOPEN))
 #define WRAP_RECV(ret, name, params, args, fd)
 #define WRAP_OWN(ret, name, params, args, fd)

@@ -123,7 +123,7 @@ static int fcntl_done(int fd, int cmd, int r)
  * 32-bit ABIs): one shape, declared for both names. The third argument is
  * an int or a pointer; like musl, pass it on as an unsigned long, which
  * holds either on every Linux ABI. */
-#define WRAP_FCNTL(name)                                                                       \
+#define WRAP_FCNTL(name)                                                                           \
 	SL_EXPORT int name(int fd, int cmd, ...)                                                   \
 	{                                                                                          \
 		va_list ap;                                                                        \

@@ -24,9 +24,14 @@ SL_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_
 			 unsigned int flags)
 {
 	const struct sl_fdrec *rec;
-	struct sl_splice sp = {.in = in, .out = out, .off_in = off_in, .off_out = off_out,
+	struct sl_splice sp = {.in = in,
+			       .out = out,
+			       .off_in = off_in,
+			       .off_out = off_out,
 			       .flags = flags};
-	struct sl_io io = {.fd = in, .total = n, .splice = &sp,
+	struct sl_io io = {.fd = in,
+			   .total = n,
+			   .splice = &sp,
 			   .flags = flags & SPLICE_F_NONBLOCK ? MSG_DONTWAIT : 0};
 	if (sl__busy || (sl__fd_pass(in, SL_K_RECV) && sl__fd_pass(out, SL_K_SEND)))
 		return SL_REAL(splice)(in, off_in, out, off_out, n, flags);

@@ -57,8 +57,7 @@
 
 /* The iovecs covering [off, off + len) of iov[0..cnt) into out (room for
  * IOV_MAX). Returns how many. */
-static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len,
-			struct iovec *out)
+static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len, struct iovec *out)
 {
 	int n = 0;
 	for (int i = 0; i < cnt && len > 0 && n < IOV_MAX; i++) {
@@ -152,8 +151,7 @@ uint32_t sl__rejecting(uint32_t rules)
 
 /* End a transfer: stats, errno, the return value. done > 0 wins over an
  * error (a partial count); otherwise err (shim) or e (kernel) is the errno. */
-ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err,
-			 int e)
+ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err, int e)
 {
 	sl__call_end_bytes(c, rules, err == 0 && r >= 0, done);
 	sl__busy = 0;
@@ -268,8 +266,7 @@ ssize_t sl__recv(struct sl_io *io)
 {
 	const struct sl_fdrec *rec;
 	if (sl__busy || (io->flags & (MSG_PEEK | MSG_ERRQUEUE)) ||
-	    (rec = sl__fd_rec(io->fd)) == NULL ||
-	    rec->match[SL_K_RECV] == 0)
+	    (rec = sl__fd_rec(io->fd)) == NULL || rec->match[SL_K_RECV] == 0)
 		return sl__io_xfer(io, 0, io->total);
 	int saved = errno;
 	sl__busy = 1;

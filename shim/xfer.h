@@ -29,14 +29,27 @@
 /* The fortified entry points are declared only under _FORTIFY_SOURCE. */
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
-ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
-		       struct sockaddr *from, socklen_t *fromlen);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *from,
+		       socklen_t *fromlen);
 
 enum sl_io_how {
-	SL_IO_SEND, SL_IO_SENDTO, SL_IO_SENDMSG, SL_IO_WRITE, SL_IO_WRITEV, SL_IO_SENDFILE,
-	SL_IO_SENDFILE64, SL_IO_SPLICE_OUT, /* the send kinds end here */
-	SL_IO_SPLICE_IN, SL_IO_RECV, SL_IO_RECVFROM, SL_IO_RECVMSG, SL_IO_READ, SL_IO_READV,
-	SL_IO_READ_CHK, SL_IO_RECV_CHK, SL_IO_RECVFROM_CHK,
+	SL_IO_SEND,
+	SL_IO_SENDTO,
+	SL_IO_SENDMSG,
+	SL_IO_WRITE,
+	SL_IO_WRITEV,
+	SL_IO_SENDFILE,
+	SL_IO_SENDFILE64,
+	SL_IO_SPLICE_OUT, /* the send kinds end here */
+	SL_IO_SPLICE_IN,
+	SL_IO_RECV,
+	SL_IO_RECVFROM,
+	SL_IO_RECVMSG,
+	SL_IO_READ,
+	SL_IO_READV,
+	SL_IO_READ_CHK,
+	SL_IO_RECV_CHK,
+	SL_IO_RECVFROM_CHK,
 };
 
 /* One call, described for the split loops. */
@@ -44,16 +57,16 @@ struct sl_io {
 	enum sl_io_how how;
 	int fd;
 	int flags;
-	char *buf;                 /* send: really const */
-	size_t total;              /* bytes asked for */
-	size_t buflen;             /* the _chk variants' object size */
-	struct sockaddr *addr;     /* sendto: destination; recvfrom: source */
+	char *buf;             /* send: really const */
+	size_t total;          /* bytes asked for */
+	size_t buflen;         /* the _chk variants' object size */
+	struct sockaddr *addr; /* sendto: destination; recvfrom: source */
 	socklen_t addrlen;
 	socklen_t *addrlenp;
-	struct msghdr *msg;        /* sendmsg/recvmsg; send: really const */
-	const struct iovec *iov;   /* writev/readv */
+	struct msghdr *msg;      /* sendmsg/recvmsg; send: really const */
+	const struct iovec *iov; /* writev/readv */
 	int iovcnt;
-	int in_fd;                 /* sendfile */
+	int in_fd; /* sendfile */
 	off_t *offset;
 	const struct sl_splice *splice; /* splice (wrap_splice.c) */
 };
@@ -89,24 +102,32 @@ static inline bool sl__bad_msg(const struct msghdr *m)
  * cnt, or the message m) and, for the _chk variants, an object size of
  * buflen; `first` if this is the first piece (the source address goes back
  * to the caller with it). */
-static inline __attribute__((always_inline)) ssize_t
-sl__io_real(const struct sl_io *io, char *b, size_t len, size_t buflen, const struct iovec *iov,
-	    int cnt, struct msghdr *m, bool first)
+static inline __attribute__((always_inline)) ssize_t sl__io_real(const struct sl_io *io, char *b,
+								 size_t len, size_t buflen,
+								 const struct iovec *iov, int cnt,
+								 struct msghdr *m, bool first)
 {
 	switch (io->how) {
-	case SL_IO_SEND: return SL_REAL(send)(io->fd, b, len, io->flags);
+	case SL_IO_SEND:
+		return SL_REAL(send)(io->fd, b, len, io->flags);
 	case SL_IO_SENDTO:
 		return SL_REAL(sendto)(io->fd, b, len, io->flags, io->addr, io->addrlen);
-	case SL_IO_SENDMSG: return SL_REAL(sendmsg)(io->fd, m, io->flags);
-	case SL_IO_WRITE: return SL_REAL(write)(io->fd, b, len);
-	case SL_IO_WRITEV: return SL_REAL(writev)(io->fd, iov, cnt);
-	case SL_IO_SENDFILE: return SL_REAL(sendfile)(io->fd, io->in_fd, io->offset, len);
-	case SL_IO_SENDFILE64: return SL_REAL(sendfile64)(io->fd, io->in_fd, io->offset, len);
+	case SL_IO_SENDMSG:
+		return SL_REAL(sendmsg)(io->fd, m, io->flags);
+	case SL_IO_WRITE:
+		return SL_REAL(write)(io->fd, b, len);
+	case SL_IO_WRITEV:
+		return SL_REAL(writev)(io->fd, iov, cnt);
+	case SL_IO_SENDFILE:
+		return SL_REAL(sendfile)(io->fd, io->in_fd, io->offset, len);
+	case SL_IO_SENDFILE64:
+		return SL_REAL(sendfile64)(io->fd, io->in_fd, io->offset, len);
 	case SL_IO_SPLICE_OUT:
 	case SL_IO_SPLICE_IN:
 		return SL_REAL(splice)(io->splice->in, io->splice->off_in, io->splice->out,
 				       io->splice->off_out, len, io->splice->flags);
-	case SL_IO_RECV: return SL_REAL(recv)(io->fd, b, len, io->flags);
+	case SL_IO_RECV:
+		return SL_REAL(recv)(io->fd, b, len, io->flags);
 	case SL_IO_RECVFROM:
 		return SL_REAL(recvfrom)(io->fd, b, len, io->flags, first ? io->addr : NULL,
 					 first ? io->addrlenp : NULL);
@@ -119,13 +140,18 @@ sl__io_real(const struct sl_io *io, char *b, size_t len, size_t buflen, const st
 		}
 		return r;
 	}
-	case SL_IO_READ: return SL_REAL(read)(io->fd, b, len);
-	case SL_IO_READV: return SL_REAL(readv)(io->fd, iov, cnt);
-	case SL_IO_READ_CHK: return SL_REAL(__read_chk)(io->fd, b, len, buflen);
-	case SL_IO_RECV_CHK: return SL_REAL(__recv_chk)(io->fd, b, len, buflen, io->flags);
+	case SL_IO_READ:
+		return SL_REAL(read)(io->fd, b, len);
+	case SL_IO_READV:
+		return SL_REAL(readv)(io->fd, iov, cnt);
+	case SL_IO_READ_CHK:
+		return SL_REAL(__read_chk)(io->fd, b, len, buflen);
+	case SL_IO_RECV_CHK:
+		return SL_REAL(__recv_chk)(io->fd, b, len, buflen, io->flags);
 	case SL_IO_RECVFROM_CHK:
 		return SL_REAL(__recvfrom_chk)(io->fd, b, len, buflen, io->flags,
-					       first ? io->addr : NULL, first ? io->addrlenp : NULL);
+					       first ? io->addr : NULL,
+					       first ? io->addrlenp : NULL);
 	}
 	errno = ENOSYS;
 	return -1;
@@ -137,11 +163,12 @@ ssize_t sl__io_xfer_piece(const struct sl_io *whole, size_t off, size_t len);
 
 /* The real transfer of [off, off + len). The whole call (off == 0 and len ==
  * total) passes every argument through unchanged. */
-static inline __attribute__((always_inline)) ssize_t sl__io_xfer(const struct sl_io *io,
-								  size_t off, size_t len)
+static inline __attribute__((always_inline)) ssize_t sl__io_xfer(const struct sl_io *io, size_t off,
+								 size_t len)
 {
 	if (off == 0 && len == io->total)
-		return sl__io_real(io, io->buf, len, io->buflen, io->iov, io->iovcnt, io->msg, true);
+		return sl__io_real(io, io->buf, len, io->buflen, io->iov, io->iovcnt, io->msg,
+				   true);
 	return sl__io_xfer_piece(io, off, len);
 }
 
@@ -210,8 +237,8 @@ static inline bool sl__fast_begin(struct sl_fast *f, const struct sl_fdrec *rec,
 	f->now = now;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_decision d =
-			sl_limiter_acquire(sl__st.rule_lim[i], sl__units(i, total), now, 0);
+		struct sl_decision d = sl_limiter_acquire(sl__st.rule_lim[i], sl__units(i, total),
+							  now, 0);
 		if (__builtin_expect(d.verdict != SL_ADMIT, 0)) {
 			sl__fast_give(rules & ~rest, total, -1, now);
 			return false;
@@ -256,7 +283,8 @@ static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io
 	if (rec == NULL)
 		return sl__io_xfer(io, 0, io->total);
 	if (sl__fast_begin(&f, rec, io->total, io->msg != NULL ? io->msg->msg_name : io->addr))
-		return sl__fast_end(&f, io->fd, io->flags, io->total, sl__io_xfer(io, 0, io->total));
+		return sl__fast_end(&f, io->fd, io->flags, io->total,
+				    sl__io_xfer(io, 0, io->total));
 	struct sl_io general = *io;
 	return sl__send_general(&general, rec, f.now);
 }

@@ -137,7 +137,8 @@ int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *ins, i
 	}
 	if (t->send || t->recv)
 		trap_splice(&p);
-	emit(&p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1));
+	emit(&p,
+	     (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1));
 	emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, enosys));
 	if (t->place)
 		trap(&p, __NR_socket);

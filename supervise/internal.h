@@ -43,11 +43,11 @@
 #include "sluice_core.h"
 #include "supervise.h"
 
-#define SL_SUP_FD_BASE 512       /* sockets are placed at this fd or above */
-#define SL_SUP_CALLS_MAX 16384   /* calls held at once (one thread each) */
-#define SL_SUP_IOV_MAX 1024      /* UIO_MAXIOV */
-#define SL_SUP_PIECE_MAX (256u << 10) /* most bytes moved by one piece */
-#define SL_SUP_SWEEP_NS 100000000ull /* held calls re-validated this often */
+#define SL_SUP_FD_BASE 512                /* sockets are placed at this fd or above */
+#define SL_SUP_CALLS_MAX 16384            /* calls held at once (one thread each) */
+#define SL_SUP_IOV_MAX 1024               /* UIO_MAXIOV */
+#define SL_SUP_PIECE_MAX (256u << 10)     /* most bytes moved by one piece */
+#define SL_SUP_SWEEP_NS 100000000ull      /* held calls re-validated this often */
 #define SL_SUP_CONNS_RETRY_NS 10000000ull /* a call waiting for a conns slot */
 
 /* Not in Debian 12's headers. */
@@ -101,7 +101,7 @@ int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *prog, 
 struct sl_sup_addr {
 	uint8_t family; /* 4, 6, or 0: not known */
 	uint8_t pad;
-	uint16_t port;  /* host order */
+	uint16_t port; /* host order */
 	uint8_t addr[16];
 };
 
@@ -130,11 +130,11 @@ struct sl_sup_proc {
 /* A supervised thread: the pid field of a notification. */
 struct sl_sup_thread {
 	pid_t tid;
-	int pidfd;        /* thread pidfd (PIDFD_THREAD), or -1 */
+	int pidfd; /* thread pidfd (PIDFD_THREAD), or -1 */
 	struct sl_sup_proc *proc;
-	uint32_t lims_init; /* per=thread limiters initialised, by rule */
-	struct sl_limiter *lims; /* [SL_MAX_RULES], allocated on first use */
-	unsigned refs;           /* held calls pointing here */
+	uint32_t lims_init;         /* per=thread limiters initialised, by rule */
+	struct sl_limiter *lims;    /* [SL_MAX_RULES], allocated on first use */
+	unsigned refs;              /* held calls pointing here */
 	struct sl_sup_thread *next; /* hash chain */
 };
 
@@ -257,21 +257,21 @@ enum sl_sup_wait {
 /* One held call. */
 struct sl_sup_call {
 	bool used;
-	uint8_t kind;   /* enum sl_sup_kind */
-	uint8_t wait;   /* enum sl_sup_wait */
-	bool nonblock;  /* O_NONBLOCK on the file or MSG_DONTWAIT */
-	bool granted;   /* a grant is held (grant_* below) */
+	uint8_t kind;  /* enum sl_sup_kind */
+	uint8_t wait;  /* enum sl_sup_wait */
+	bool nonblock; /* O_NONBLOCK on the file or MSG_DONTWAIT */
+	bool granted;  /* a grant is held (grant_* below) */
 	bool stream;
-	short events;   /* SL_SUP_WAIT_IO: POLLIN or POLLOUT */
-	int dup;        /* our duplicate of the target's fd */
-	int flags;      /* the call's MSG_* flags */
+	short events; /* SL_SUP_WAIT_IO: POLLIN or POLLOUT */
+	int dup;      /* our duplicate of the target's fd */
+	int flags;    /* the call's MSG_* flags */
 	struct seccomp_notif req;
 	struct sl_sup_thread *th;
 	uint32_t rules;
 	uint64_t start_ns, due_ns; /* due_ns: when the loop steps the call next */
 	uint64_t go_ns;            /* when the grant's wait is over */
 	/* Transfer state. */
-	bool cont;      /* control messages: take the units, then continue */
+	bool cont; /* control messages: take the units, then continue */
 	int niov;
 	uint64_t total, done;
 	uint64_t grant_bytes, grant_msgs, grant_at_ns;
@@ -305,7 +305,7 @@ struct sl_sup {
 	/* target.c */
 	struct sl_sup_thread **threads; /* open hash on tid */
 	size_t threads_cap, n_threads;
-	struct sl_sup_proc **procs;     /* open hash on tgid */
+	struct sl_sup_proc **procs; /* open hash on tgid */
 	size_t procs_cap, n_procs;
 	/* limits.c: per=peer limiters */
 	struct sl_sup_peer *peers;
@@ -348,8 +348,7 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 
 /* sock.c: install srcfd in the target at a free fd >= SL_SUP_FD_BASE and
  * answer the notification with its number: that number, or -errno. */
-int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd,
-		 bool cloexec);
+int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd, bool cloexec);
 /* The socket's address family bits, type bits and peer (getpeername). */
 void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_sup_addr *peer);
 void sl_sup_addr_of(struct sl_sup_addr *a, const struct sockaddr *sa, socklen_t len);

@@ -65,8 +65,8 @@ static char piece_buf[SL_SUP_PIECE_MAX];
 enum parse { PARSE_OK, PARSE_CONTINUE };
 
 /* The part of the program's buffers from byte off, at most len bytes. */
-static int iov_slice(const struct iovec *iov, int n, uint64_t off, uint64_t len,
-		     struct iovec *out, int max)
+static int iov_slice(const struct iovec *iov, int n, uint64_t off, uint64_t len, struct iovec *out,
+		     int max)
 {
 	int k = 0;
 	for (int i = 0; i < n && len > 0 && k < max; i++) {
@@ -153,7 +153,8 @@ static enum parse parse_send(struct sl_sup_call *c)
 		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
 		c->flags = (int)a[3];
 		if (a[4] != 0 && (uint32_t)a[5] != 0) {
-			c->destlen = (uint32_t)a[5] < sizeof(c->dest) ? (socklen_t)a[5] : sizeof(c->dest);
+			c->destlen = (uint32_t)a[5] < sizeof(c->dest) ? (socklen_t)a[5]
+								      : sizeof(c->dest);
 			if (sl_sup_mem_read((pid_t)c->req.pid, a[4], &c->dest, c->destlen) !=
 			    (ssize_t)c->destlen)
 				return PARSE_CONTINUE;
@@ -173,7 +174,8 @@ static enum parse parse_send(struct sl_sup_call *c)
 		if (read_msghdr(c, a[1], &mh) != PARSE_OK)
 			return PARSE_CONTINUE;
 		if (mh.msg_name != NULL && mh.msg_namelen > 0) {
-			c->destlen = mh.msg_namelen < sizeof(c->dest) ? mh.msg_namelen : sizeof(c->dest);
+			c->destlen = mh.msg_namelen < sizeof(c->dest) ? mh.msg_namelen
+								      : sizeof(c->dest);
 			if (sl_sup_mem_read((pid_t)c->req.pid, (uint64_t)(uintptr_t)mh.msg_name,
 					    &c->dest, c->destlen) != (ssize_t)c->destlen)
 				return PARSE_CONTINUE;
@@ -380,7 +382,9 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		}
 		struct iovec iov = {piece_buf, (size_t)k};
 		struct msghdr mh = {.msg_name = c->destlen ? &c->dest : NULL,
-				    .msg_namelen = c->destlen, .msg_iov = &iov, .msg_iovlen = 1};
+				    .msg_namelen = c->destlen,
+				    .msg_iov = &iov,
+				    .msg_iovlen = 1};
 		int fl = MSG_DONTWAIT | MSG_NOSIGNAL |
 			 (c->flags & (MSG_MORE | MSG_EOR | MSG_OOB | MSG_CONFIRM | MSG_DONTROUTE));
 		ssize_t r = sendmsg(c->dup, &mh, fl);
@@ -392,7 +396,8 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 			    wait_io(c, POLLOUT, sl_sup_now_ns()))
 				return false; /* the grant is kept for the retry */
 			sl_sup_refund(s, c, UINT64_MAX);
-			if (e == EPIPE && !(c->flags & MSG_NOSIGNAL) && c->done == 0 && c->th->tid > 0)
+			if (e == EPIPE && !(c->flags & MSG_NOSIGNAL) && c->done == 0 &&
+			    c->th->tid > 0)
 				syscall(SYS_tgkill, c->th->proc->tgid, c->th->tid, SIGPIPE);
 			return finish(s, c, e);
 		}
@@ -495,8 +500,10 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		pid_t tid = (pid_t)c->req.pid;
 		if (nr == SYS_recvfrom && c->name_ptr != 0) {
 			socklen_t room = 0;
-			if (sl_sup_mem_read(tid, c->namelen_ptr, &room, sizeof(room)) == sizeof(room)) {
-				sl_sup_mem_write(tid, c->name_ptr, &from, room < fromlen ? room : fromlen);
+			if (sl_sup_mem_read(tid, c->namelen_ptr, &room, sizeof(room)) ==
+			    sizeof(room)) {
+				sl_sup_mem_write(tid, c->name_ptr, &from,
+						 room < fromlen ? room : fromlen);
 				sl_sup_mem_write(tid, c->namelen_ptr, &fromlen, sizeof(fromlen));
 			}
 		} else if (nr == SYS_recvmsg || nr == SYS_recvmmsg) {
@@ -504,7 +511,8 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 			int mflags = truncated ? MSG_TRUNC : 0;
 			size_t zero = 0;
 			if (c->name_ptr != 0) {
-				sl_sup_mem_write(tid, c->name_ptr, &from, room < fromlen ? room : fromlen);
+				sl_sup_mem_write(tid, c->name_ptr, &from,
+						 room < fromlen ? room : fromlen);
 				sl_sup_mem_write(tid, c->msg_ptr + MSG_NAMELEN_OFF, &fromlen,
 						 sizeof(fromlen));
 			}
@@ -525,7 +533,8 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
 {
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	int fds[2] = {(int)req->data.args[0], req->data.nr == SYS_splice ? (int)req->data.args[2] : -1};
+	int fds[2] = {(int)req->data.args[0],
+		      req->data.nr == SYS_splice ? (int)req->data.args[2] : -1};
 	enum sl_op ops[2] = {req->data.nr == SYS_splice ? SL_OP_RECV : SL_OP_SEND, SL_OP_SEND};
 	for (int i = 0; i < 2 && th != NULL && !th->proc->pass; i++) {
 		if (fds[i] < SL_SUP_FD_BASE)

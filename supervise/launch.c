@@ -65,7 +65,9 @@ static void *helper_main(void *v)
 		char buf[CMSG_SPACE(sizeof(int))];
 	} ctl;
 	memset(&ctl, 0, sizeof(ctl));
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.buf,
 			    .msg_controllen = sizeof(ctl.buf)};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 	cm->cmsg_level = SOL_SOCKET;
@@ -140,7 +142,9 @@ static int receive_listener(int sock, bool *killable)
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} ctl;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = ctl.buf,
 			    .msg_controllen = sizeof(ctl.buf)};
 	ssize_t n;
 	do
@@ -161,9 +165,10 @@ static int check_rules(const struct sl_policy *p)
 	char text[SL_RULE_TEXT_MAX];
 	for (uint32_t i = 0; i < p->n_rules; i++) {
 		const struct sl_rule *r = &p->rules[i];
-		const char *what = r->redis_key[0] != '\0'			? "redis="
-				   : r->shared[0] != '\0' && r->op == SL_OP_CONNS ? "conns with shared="
-										  : NULL;
+		const char *what = r->redis_key[0] != '\0' ? "redis="
+				   : r->shared[0] != '\0' && r->op == SL_OP_CONNS
+					   ? "conns with shared="
+					   : NULL;
 		if (what == NULL)
 			continue;
 		sl_rule_format(r, text, sizeof(text));
@@ -279,14 +284,15 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
 	}
 	s->feat.wait_killable = killable;
 	uint64_t wake = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
-	s->feat.sync_wakeup =
-		s->feat.sync_wakeup && ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, wake) == 0;
+	s->feat.sync_wakeup = s->feat.sync_wakeup &&
+			      ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, wake) == 0;
 	if (verbose)
 		fprintf(stderr,
 			"sluice: supervised mode (Linux %d.%d): sockets at fd >= %d; "
 			"wait-killable %s, sync wake-up %s, thread pidfds %s\n",
 			s->feat.major, s->feat.minor, SL_SUP_FD_BASE,
-			s->feat.wait_killable ? "yes" : "no (a blocking send is answered piece by piece)",
+			s->feat.wait_killable ? "yes"
+					      : "no (a blocking send is answered piece by piece)",
 			s->feat.sync_wakeup ? "yes" : "no", s->feat.pidfd_thread ? "yes" : "no");
 	int status = sl_sup_loop(s, pid, &oldmask);
 	sl_sup_shared_close_all(s);

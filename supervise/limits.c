@@ -37,15 +37,17 @@ struct sl_sup_fdrow {
 struct sl_sup_peer {
 	struct sl_limiter lim;
 	pid_t tgid;
-	uint32_t rule_plus1; /* 0: empty */
-	uint64_t used;       /* s->peer_clock at the last use */
+	uint32_t rule_plus1;    /* 0: empty */
+	uint64_t used;          /* s->peer_clock at the last use */
 	struct sl_sup_addr key; /* port 0 */
 };
 
 unsigned sl_sup_fam_bit(int domain)
 {
-	return domain == AF_INET ? SL_FAM_INET : domain == AF_INET6 ? SL_FAM_INET6
-					       : domain == AF_UNIX ? SL_FAM_UNIX : 0;
+	return domain == AF_INET    ? SL_FAM_INET
+	       : domain == AF_INET6 ? SL_FAM_INET6
+	       : domain == AF_UNIX  ? SL_FAM_UNIX
+				    : 0;
 }
 
 unsigned sl_sup_type_bit(int type)
@@ -86,7 +88,8 @@ bool sl_sup_needs_peer(const struct sl_sup *s, enum sl_op op)
 bool sl_sup_may_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type)
 {
 	for (uint32_t i = 0; i < s->policy.n_rules; i++)
-		if (s->policy.rules[i].op == op && sl_rule_fits_socket(&s->policy.rules[i], fam, type))
+		if (s->policy.rules[i].op == op &&
+		    sl_rule_fits_socket(&s->policy.rules[i], fam, type))
 			return true;
 	return false;
 }
@@ -161,7 +164,8 @@ struct sl_limiter *sl_sup_lim_of(struct sl_sup *s, struct sl_sup_call *c, unsign
 			p->fdrows = rows;
 			p->n_fdrows = n;
 		}
-		if (p->fdrows[fd] == NULL && (p->fdrows[fd] = calloc(1, sizeof(**p->fdrows))) == NULL)
+		if (p->fdrows[fd] == NULL &&
+		    (p->fdrows[fd] = calloc(1, sizeof(**p->fdrows))) == NULL)
 			return NULL;
 		struct sl_sup_fdrow *row = p->fdrows[fd];
 		if (!(row->init & bit)) {
@@ -202,7 +206,7 @@ void sl_sup_proc_free_rows(struct sl_sup_proc *p)
 
 static enum sl_op op_of(const struct sl_sup_call *c)
 {
-	return c->kind == SL_SUP_CONNECT ? SL_OP_CONNECT
+	return c->kind == SL_SUP_CONNECT  ? SL_OP_CONNECT
 	       : c->kind == SL_SUP_ACCEPT ? SL_OP_ACCEPT
 	       : c->kind == SL_SUP_SEND   ? SL_OP_SEND
 					  : SL_OP_RECV;
@@ -265,8 +269,7 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 		 * ask again; a delay rule waits that long if max-delay allows.
 		 * The others refused because even max-delay would not do. */
 		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
-		    r->algo == SL_ALGO_SLIDING && d.wait_ns != 0 &&
-		    d.wait_ns != UINT64_MAX &&
+		    r->algo == SL_ALGO_SLIDING && d.wait_ns != 0 && d.wait_ns != UINT64_MAX &&
 		    (r->max_delay_ns == UINT64_MAX || elapsed + d.wait_ns <= r->max_delay_ns)) {
 			*wait_ns = d.wait_ns;
 			return SL_SUP_RETRY;
@@ -280,7 +283,8 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 	for (uint32_t rest = taken; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		if (s->policy.rules[i].action != SL_ACTION_DRYRUN)
-			sl_sup_stat_wait(c->th->proc, i, msgs != 0, msgs != 0 ? elapsed + wait : wait);
+			sl_sup_stat_wait(c->th->proc, i, msgs != 0,
+					 msgs != 0 ? elapsed + wait : wait);
 	}
 	/* Fixed and sliding windows take a refund in the window the units
 	 * were taken for: the instant the wait ends. */
@@ -301,9 +305,10 @@ void sl_sup_refund(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes)
 	for (uint32_t rest = c->rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		const struct sl_rule *r = &s->policy.rules[i];
-		uint64_t give = r->unit == SL_UNIT_BYTES ? (bytes < c->grant_n[i] ? bytes : c->grant_n[i])
-			       : all			 ? c->grant_n[i]
-							 : 0;
+		uint64_t give = r->unit == SL_UNIT_BYTES
+					? (bytes < c->grant_n[i] ? bytes : c->grant_n[i])
+				: all ? c->grant_n[i]
+				      : 0;
 		if (give == 0)
 			continue;
 		struct sl_limiter *l = sl_sup_lim_of(s, c, i, now);

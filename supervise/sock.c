@@ -69,19 +69,20 @@ void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_sup_addr *
 	}
 }
 
-int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd,
-		 bool cloexec)
+int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd, bool cloexec)
 {
 	struct sl_sup_proc *p = th->proc;
-	struct seccomp_notif_addfd add = {.id = id, .srcfd = (uint32_t)srcfd,
+	struct seccomp_notif_addfd add = {.id = id,
+					  .srcfd = (uint32_t)srcfd,
 					  .newfd_flags = cloexec ? O_CLOEXEC : 0};
 	struct rlimit rl;
 	unsigned long hi = 0;
 	if (p->fddir >= 0 && prlimit(p->tgid, RLIMIT_NOFILE, NULL, &rl) == 0)
 		hi = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned long)rl.rlim_cur;
 	for (unsigned long tries = 0; hi > SL_SUP_FD_BASE && tries < hi - SL_SUP_FD_BASE; tries++) {
-		int n = p->next_fd >= SL_SUP_FD_BASE && (unsigned long)p->next_fd < hi ? p->next_fd
-										      : SL_SUP_FD_BASE;
+		int n = p->next_fd >= SL_SUP_FD_BASE && (unsigned long)p->next_fd < hi
+				? p->next_fd
+				: SL_SUP_FD_BASE;
 		p->next_fd = n + 1;
 		char name[16];
 		struct stat st;
@@ -166,7 +167,8 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 	struct tcp_info ti;
 	socklen_t til = sizeof(ti);
 	bool busy = type == SL_TYPE_STREAM && (fam & (SL_FAM_INET | SL_FAM_INET6)) &&
-		    getsockopt(dup, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 && ti.tcpi_state != TCP_CLOSE;
+		    getsockopt(dup, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 &&
+		    ti.tcpi_state != TCP_CLOSE;
 	close(dup);
 	if (busy) {
 		sl_sup_continue(s, req->id);
@@ -249,7 +251,7 @@ bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_n
 		return false;
 	if (err == 0 && !take_slot(s, c, now_ns, &err))
 		return false; /* the rate's unit stays taken while the slot is awaited */
-	c->granted = false; /* the unit is used, whatever the kernel says */
+	c->granted = false;   /* the unit is used, whatever the kernel says */
 	if (err != 0) {
 		sl_sup_answer(s, c->req.id, 0, err);
 		return true;
@@ -311,8 +313,7 @@ void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
  * jiffy, the kernel rounds up) around the call, in case another, unsupervised
  * process took the connection first. Supervised accepts on the listener are
  * all held by this thread meanwhile, so none of them sees the change. */
-static int accept_now(int dup, bool nonblock, struct sockaddr_storage *ss, socklen_t *sl,
-		      int flags)
+static int accept_now(int dup, bool nonblock, struct sockaddr_storage *ss, socklen_t *sl, int flags)
 {
 	struct timeval old, tiny = {0, 1};
 	socklen_t ol = sizeof(old);
@@ -333,7 +334,8 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 		struct pollfd p = {.fd = c->dup, .events = POLLIN};
 		if (poll(&p, 1, 0) <= 0) {
 			if (c->nonblock) {
-				sl_sup_answer(s, c->req.id, 0, EAGAIN); /* the kernel's own answer */
+				sl_sup_answer(s, c->req.id, 0,
+					      EAGAIN); /* the kernel's own answer */
 				return true;
 			}
 			c->wait = SL_SUP_WAIT_IO;
@@ -373,8 +375,8 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 		if (sl_sup_mem_read((pid_t)c->req.pid, c->namelen_ptr, &want, sizeof(want)) !=
 			    (ssize_t)sizeof(want) ||
 		    !sl_sup_valid(s, c->req.id) ||
-		    sl_sup_mem_write((pid_t)c->req.pid, c->name_ptr, &ss,
-				     want < sl ? want : sl) < 0 ||
+		    sl_sup_mem_write((pid_t)c->req.pid, c->name_ptr, &ss, want < sl ? want : sl) <
+			    0 ||
 		    sl_sup_mem_write((pid_t)c->req.pid, c->namelen_ptr, &sl, sizeof(sl)) < 0) {
 			close(fd);
 			sl_sup_answer(s, c->req.id, 0, EFAULT);
@@ -387,9 +389,12 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 	if (wants_place(s, fam, type)) {
 		placed = sl_sup_place(s, c->th, c->req.id, fd, (c->flags & SOCK_CLOEXEC) != 0);
 	} else {
-		struct seccomp_notif_addfd add = {.id = c->req.id, .flags = SECCOMP_ADDFD_FLAG_SEND,
+		struct seccomp_notif_addfd add = {.id = c->req.id,
+						  .flags = SECCOMP_ADDFD_FLAG_SEND,
 						  .srcfd = (uint32_t)fd,
-						  .newfd_flags = (c->flags & SOCK_CLOEXEC) ? O_CLOEXEC : 0};
+						  .newfd_flags = (c->flags & SOCK_CLOEXEC)
+									 ? O_CLOEXEC
+									 : 0};
 		placed = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
 	}
 	close(fd);

@@ -189,8 +189,8 @@ void sl_sup_target_sweep(struct sl_sup *s)
 		for (size_t h = 0; h < HASH_CAP; h++)
 			for (struct sl_sup_thread **pp = &s->threads[h]; *pp != NULL;) {
 				struct sl_sup_thread *t = *pp;
-				bool gone = t->tid < 0 || pidfd_exited(t->pidfd >= 0 ? t->pidfd
-										 : t->proc->pidfd);
+				bool gone = t->tid < 0 ||
+					    pidfd_exited(t->pidfd >= 0 ? t->pidfd : t->proc->pidfd);
 				if (gone && t->refs == 0) {
 					*pp = t->next;
 					thread_free(t);
@@ -245,8 +245,7 @@ ssize_t sl_sup_mem_readv(pid_t tid, const struct iovec *remote, int n, void *buf
 	return r < 0 ? -errno : r;
 }
 
-ssize_t sl_sup_mem_writev(pid_t tid, const struct iovec *remote, int n, const void *buf,
-			  size_t len)
+ssize_t sl_sup_mem_writev(pid_t tid, const struct iovec *remote, int n, const void *buf, size_t len)
 {
 	struct iovec local = {(void *)buf, len};
 	ssize_t r = (ssize_t)syscall(SYS_process_vm_writev, tid, &local, 1UL, remote,

@@ -50,8 +50,8 @@ static inline void sl_test_dec_equal(const char *ea, const char *eb, bool is_sig
 		 default: true)
 /* clang-format on */
 
-#define assert_dec_equal(a, b) \
-	sl_test_dec_equal(#a, #b, SL_TEST_IS_SIGNED((a) + (b)), (uintmax_t)(a), (uintmax_t)(b), \
+#define assert_dec_equal(a, b)                                                                     \
+	sl_test_dec_equal(#a, #b, SL_TEST_IS_SIGNED((a) + (b)), (uintmax_t)(a), (uintmax_t)(b),    \
 			  __FILE__, __LINE__)
 
 #endif /* SLUICE_TEST_ASSERT_H */

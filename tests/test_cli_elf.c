@@ -95,8 +95,7 @@ enum { PH_OFF = 0x100, SH_OFF = 0x400, NOTE_OFF = 0x800, STR_OFF = 0x900 };
 
 /* ELF header with phnum program headers at PH_OFF and shnum section headers
  * at SH_OFF (section 1 is the name table). */
-static void elf_header(struct image *im, bool is64, bool big_endian, unsigned phnum,
-		       unsigned shnum)
+static void elf_header(struct image *im, bool is64, bool big_endian, unsigned phnum, unsigned shnum)
 {
 	memset(im, 0, sizeof(*im));
 	im->is64 = is64;
@@ -108,10 +107,10 @@ static void elf_header(struct image *im, bool is64, bool big_endian, unsigned ph
 	size_t w = word(im);
 	put(im, 16, ET_EXEC, 2);
 	put(im, 18, is64 ? EM_X86_64 : EM_PPC, 2);
-	put(im, 24 + w, PH_OFF, w);        /* e_phoff */
+	put(im, 24 + w, PH_OFF, w);                 /* e_phoff */
 	put(im, 24 + 2 * w, shnum ? SH_OFF : 0, w); /* e_shoff */
-	size_t tail = 24 + 3 * w + 4;      /* after e_flags */
-	put(im, tail, is64 ? 64 : 52, 2);  /* e_ehsize */
+	size_t tail = 24 + 3 * w + 4;               /* after e_flags */
+	put(im, tail, is64 ? 64 : 52, 2);           /* e_ehsize */
 	put(im, tail + 2, is64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr), 2);
 	put(im, tail + 4, phnum, 2);
 	put(im, tail + 6, is64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr), 2);
@@ -157,8 +156,7 @@ static void elf_named_section(struct image *im, const char *name)
 	elf_shdr(im, 2, (uint32_t)sizeof(names), 0, 0);
 }
 
-static const char *write_image(const struct dir *d, const char *name, const void *data,
-			       size_t len)
+static const char *write_image(const struct dir *d, const char *name, const void *data, size_t len)
 {
 	static char path[128];
 	snprintf(path, sizeof(path), "%s/%s", d->path, name);
@@ -321,17 +319,21 @@ static void test_cli_preload_join(void **state)
 	assert_string_equal(out, "/l/libsluice.so");
 	assert_int_equal(sl__cli_preload_join("  ", "/l/libsluice.so", out, sizeof(out)), 0);
 	assert_string_equal(out, "/l/libsluice.so");
-	assert_int_equal(sl__cli_preload_join("/a.so /b.so", "/l/libsluice.so", out, sizeof(out)), 0);
+	assert_int_equal(sl__cli_preload_join("/a.so /b.so", "/l/libsluice.so", out, sizeof(out)),
+			 0);
 	assert_string_equal(out, "/l/libsluice.so /a.so /b.so");
-	assert_int_equal(sl__cli_preload_join("/a.so:/b.so", "/l/libsluice.so", out, sizeof(out)), 0);
+	assert_int_equal(sl__cli_preload_join("/a.so:/b.so", "/l/libsluice.so", out, sizeof(out)),
+			 0);
 	assert_string_equal(out, "/l/libsluice.so:/a.so:/b.so");
 	/* Already there, anywhere in the list: unchanged. */
 	assert_int_equal(sl__cli_preload_join("/a.so:/l/libsluice.so", "/l/libsluice.so", out,
-					      sizeof(out)), 0);
+					      sizeof(out)),
+			 0);
 	assert_string_equal(out, "/a.so:/l/libsluice.so");
 	/* A prefix of the library's path is another file. */
 	assert_int_equal(sl__cli_preload_join("/l/libsluice.so.1", "/l/libsluice.so", out,
-					      sizeof(out)), 0);
+					      sizeof(out)),
+			 0);
 	assert_string_equal(out, "/l/libsluice.so /l/libsluice.so.1");
 	assert_int_equal(sl__cli_preload_join("/a.so", "/l/libsluice.so", out, 8), -1);
 }

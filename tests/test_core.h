@@ -27,11 +27,11 @@
 
 /* Expect a decision: verdict and wait; a failure prints both values and
  * the line of the call. */
-#define expect_decision(d, want_verdict, want_wait_ns) \
-	do { \
-		const struct sl_decision d_ = (d); \
-		assert_dec_equal(d_.verdict, (want_verdict)); \
-		assert_dec_equal(d_.wait_ns, (want_wait_ns)); \
+#define expect_decision(d, want_verdict, want_wait_ns)                                             \
+	do {                                                                                       \
+		const struct sl_decision d_ = (d);                                                 \
+		assert_dec_equal(d_.verdict, (want_verdict));                                      \
+		assert_dec_equal(d_.wait_ns, (want_wait_ns));                                      \
 	} while (0)
 
 #endif /* SLUICE_TEST_CORE_H */

@@ -78,8 +78,8 @@ static void test_breaker_window_slides(void **state)
 	struct sl_breaker b;
 	struct sl_brk_view v;
 	assert_true(sl_breaker_init(&b, SEC, SEC, 3, 0, 0, T0));
-	report_is(&b, T0 + 50 * MS, true, false, SL_BRK_NO_CHANGE);      /* bucket 0 */
-	report_is(&b, T0 + 550 * MS, true, false, SL_BRK_NO_CHANGE);     /* bucket 5 */
+	report_is(&b, T0 + 50 * MS, true, false, SL_BRK_NO_CHANGE);  /* bucket 0 */
+	report_is(&b, T0 + 550 * MS, true, false, SL_BRK_NO_CHANGE); /* bucket 5 */
 	sl_breaker_view(&b, T0 + 999 * MS, &v);
 	assert_int_equal(v.failures, 2);
 	/* At 1.0 s bucket 0 has left the window: two again, not three. */
@@ -126,12 +126,12 @@ static void test_breaker_init_errors(void **state)
 {
 	(void)state;
 	struct sl_breaker b;
-	assert_false(sl_breaker_init(&b, 9, SEC, 5, 0, 0, 0));      /* window < 10 ns */
-	assert_false(sl_breaker_init(&b, SEC, 0, 5, 0, 0, 0));      /* no open time */
-	assert_false(sl_breaker_init(&b, SEC, SEC, 0, 0, 0, 0));    /* no threshold */
-	assert_false(sl_breaker_init(&b, SEC, SEC, 0, 101, 5, 0));  /* > 100 % */
-	assert_false(sl_breaker_init(&b, SEC, SEC, 0, 50, 0, 0));   /* ratio without min */
-	assert_false(sl_breaker_init(&b, SEC, SEC, 3, 50, 5, 0));   /* both */
+	assert_false(sl_breaker_init(&b, 9, SEC, 5, 0, 0, 0));     /* window < 10 ns */
+	assert_false(sl_breaker_init(&b, SEC, 0, 5, 0, 0, 0));     /* no open time */
+	assert_false(sl_breaker_init(&b, SEC, SEC, 0, 0, 0, 0));   /* no threshold */
+	assert_false(sl_breaker_init(&b, SEC, SEC, 0, 101, 5, 0)); /* > 100 % */
+	assert_false(sl_breaker_init(&b, SEC, SEC, 0, 50, 0, 0));  /* ratio without min */
+	assert_false(sl_breaker_init(&b, SEC, SEC, 3, 50, 5, 0));  /* both */
 	assert_string_equal(sl_breaker_state_name(SL_BRK_HALF_OPEN), "half-open");
 }
 

@@ -43,15 +43,19 @@ static void *work(void *arg)
 			continue;
 		}
 		if (v == SL_BRK_PROBE) {
-			const int n = atomic_fetch_add_explicit(&a->inflight, 1, memory_order_relaxed) + 1;
+			const int n = atomic_fetch_add_explicit(&a->inflight, 1,
+								memory_order_relaxed) +
+				      1;
 			uint64_t m = atomic_load_explicit(&a->max_inflight, memory_order_relaxed);
 			if ((uint64_t)n > m)
-				atomic_store_explicit(&a->max_inflight, (uint64_t)n, memory_order_relaxed);
+				atomic_store_explicit(&a->max_inflight, (uint64_t)n,
+						      memory_order_relaxed);
 			atomic_fetch_add_explicit(&a->probes, 1, memory_order_relaxed);
 		} else {
 			atomic_fetch_add_explicit(&a->passes, 1, memory_order_relaxed);
 		}
-		const uint64_t later = atomic_fetch_add_explicit(&a->clock, 7, memory_order_relaxed);
+		const uint64_t later = atomic_fetch_add_explicit(&a->clock, 7,
+								 memory_order_relaxed);
 		if (v == SL_BRK_PROBE)
 			atomic_fetch_sub_explicit(&a->inflight, 1, memory_order_relaxed);
 		sl_breaker_report(&a->b, later, true, v == SL_BRK_PROBE, &ch);
@@ -83,7 +87,8 @@ static void test_breaker_thread_one_probe(void **state)
 	assert_true(atomic_load(&a.probes) > 100);
 	assert_int_equal(atomic_load(&a.probes), atomic_load(&a.b.probes));
 	assert_int_equal(atomic_load(&a.fails), atomic_load(&a.b.fast_fails));
-	assert_int_equal(atomic_load(&a.passes) + atomic_load(&a.probes), atomic_load(&a.b.attempts));
+	assert_int_equal(atomic_load(&a.passes) + atomic_load(&a.probes),
+			 atomic_load(&a.b.attempts));
 	assert_int_equal(atomic_load(&a.b.trips), 1 + atomic_load(&a.reopened));
 	assert_true(sl_breaker_validate(&a.b));
 }

@@ -210,7 +210,8 @@ static void test_core_gcra_overflow(void **state)
 	expect_decision(sl_gcra_acquire(&g, 2, UINT64_MAX - 10 * MS, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 1, UINT64_MAX - 10 * MS, POLICE), SL_REFUSE, 250000);
 	expect_decision(sl_gcra_acquire(&g, 1, UINT64_MAX - 10 * MS + 250000, POLICE), SL_ADMIT, 0);
-	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, (1ull << 63) - 1 - 10 * MS + 500000);
+	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE,
+			(1ull << 63) - 1 - 10 * MS + 500000);
 }
 
 static void test_core_gcra_refund_available(void **state)
@@ -269,14 +270,14 @@ static struct sl_decision model_acquire(const struct sl_gcra *g, uint64_t *tat, 
 {
 	const u128 max64 = UINT64_MAX;
 	if (n == 0)
-		return (struct sl_decision){ .verdict = SL_ADMIT };
+		return (struct sl_decision){.verdict = SL_ADMIT};
 	const u128 now = (u128)(now_ns > g->epoch_ns ? now_ns - g->epoch_ns : 0) << g->tick_shift;
 	const u128 prod = (u128)n * g->mult;
 	const u128 cost = (prod >> g->shift) + ((prod & (((u128)1 << g->shift) - 1)) != 0);
 	const u128 limit = g->limit_ticks == UINT64_MAX ? ~(u128)0 : g->limit_ticks;
 	const u128 tol = g->leaky ? cost : g->tau_ticks;
 	const u128 max_wait = (u128)max_wait_ns << g->tick_shift;
-	const struct sl_decision never = { .wait_ns = UINT64_MAX, .verdict = SL_NEVER };
+	const struct sl_decision never = {.wait_ns = UINT64_MAX, .verdict = SL_NEVER};
 	if (cost > limit || (cost > tol && cost - tol > max_wait))
 		return never;
 	const u128 start = *tat > now ? *tat : now;
@@ -289,12 +290,12 @@ static struct sl_decision model_acquire(const struct sl_gcra *g, uint64_t *tat, 
 		u128 t = ahead > limit ? ahead - limit : 0;
 		if (wait > max_wait && wait - max_wait > t)
 			t = wait - max_wait;
-		return (struct sl_decision){ .wait_ns = (uint64_t)((t + unit - 1) / unit),
-					     .verdict = SL_REFUSE };
+		return (struct sl_decision){.wait_ns = (uint64_t)((t + unit - 1) / unit),
+					    .verdict = SL_REFUSE};
 	}
 	*tat = (uint64_t)end;
-	return (struct sl_decision){ .wait_ns = (uint64_t)((wait + unit - 1) / unit),
-				     .verdict = SL_ADMIT };
+	return (struct sl_decision){.wait_ns = (uint64_t)((wait + unit - 1) / unit),
+				    .verdict = SL_ADMIT};
 }
 
 /* A reproducible stream of garbage (64-bit LCG, high bits folded in). */
@@ -334,19 +335,20 @@ static void test_core_gcra_matches_model(void **state)
 			else
 				now += rnd(&seed) % (2 * unit_ns);
 			const uint64_t n = rnd(&seed) % (2 * burst + 3);
-			const uint64_t mw = (r >> 8) % 3 == 0 ? 0
-					  : (r >> 8) % 3 == 1 ? UINT64_MAX : rnd(&seed) % (8 * unit_ns);
+			const uint64_t mw = (r >> 8) % 3 == 0   ? 0
+					    : (r >> 8) % 3 == 1 ? UINT64_MAX
+								: rnd(&seed) % (8 * unit_ns);
 			struct sl_decision want = model_acquire(&g, &tat, n, now, mw);
 			struct sl_decision got = sl_gcra_acquire(&g, n, now, mw);
 			if (got.verdict != want.verdict || got.wait_ns != want.wait_ns ||
 			    atomic_load(&g.tat) != tat)
 				fail_msg("round %d step %d (%s %llu/%llu burst %llu, n %llu, now %llu, "
 					 "max_wait %llu): got %u/%llu tat %llu, want %u/%llu tat %llu",
-					 round, i, leaky ? "leaky" : "token", (unsigned long long)amount,
-					 (unsigned long long)period, (unsigned long long)burst,
-					 (unsigned long long)n, (unsigned long long)now,
-					 (unsigned long long)mw, got.verdict,
-					 (unsigned long long)got.wait_ns,
+					 round, i, leaky ? "leaky" : "token",
+					 (unsigned long long)amount, (unsigned long long)period,
+					 (unsigned long long)burst, (unsigned long long)n,
+					 (unsigned long long)now, (unsigned long long)mw,
+					 got.verdict, (unsigned long long)got.wait_ns,
 					 (unsigned long long)atomic_load(&g.tat), want.verdict,
 					 (unsigned long long)want.wait_ns, (unsigned long long)tat);
 		}
@@ -393,8 +395,10 @@ static void test_core_gcra_matches_model_edges(void **state)
 		uint64_t burst = 1 + rnd(&seed) % 8;
 		if (round & 1)
 			burst = (UINT64_MAX >> (rnd(&seed) % 24)) / (period / amount + 1);
-		const uint64_t epoch = (round % 5 == 0) ? rnd(&seed) % 1000000
-				     : UINT64_MAX - rnd(&seed) % (UINT64_MAX >> (rnd(&seed) % 64));
+		const uint64_t epoch = (round % 5 == 0)
+					       ? rnd(&seed) % 1000000
+					       : UINT64_MAX - rnd(&seed) % (UINT64_MAX >>
+									    (rnd(&seed) % 64));
 		if (round % 4 == 1) {
 			/* A burst whose refill takes all but a few units' time
 			 * of the 2^64-tick range. */
@@ -424,8 +428,9 @@ static void test_core_gcra_matches_model_edges(void **state)
 			else
 				now += rnd(&seed) % (2 * unit_ns);
 			const uint64_t n = r % 4 != 3 ? 1 : rnd(&seed) % 5;
-			const uint64_t mw = (r >> 8) % 3 == 0 ? 0
-					  : (r >> 8) % 3 == 1 ? UINT64_MAX : rnd(&seed) % (8 * unit_ns);
+			const uint64_t mw = (r >> 8) % 3 == 0   ? 0
+					    : (r >> 8) % 3 == 1 ? UINT64_MAX
+								: rnd(&seed) % (8 * unit_ns);
 			expect_model_step(&g, &tat, n, now, mw, round * 1000 + i);
 		}
 	}
@@ -471,8 +476,10 @@ static void test_core_gcra_validate_fast_fields(void **state)
 {
 	(void)state;
 	struct sl_limiter l;
-	const struct sl_params token = { .kind = SL_KIND_TOKEN, .amount = 4, .period_ns = MS,
-					 .burst = 2 };
+	const struct sl_params token = {.kind = SL_KIND_TOKEN,
+					.amount = 4,
+					.period_ns = MS,
+					.burst = 2};
 	assert_int_equal(sl_limiter_init(&l, &token, 0), SL_OK);
 	assert_true(sl_limiter_validate(&l));
 	assert_int_equal(l.u.gcra.fast_shift, 63);
@@ -482,16 +489,20 @@ static void test_core_gcra_validate_fast_fields(void **state)
 	l.u.gcra.fast_shift = 63;
 	l.u.gcra.capped = 1;
 	assert_false(sl_limiter_validate(&l));
-	const struct sl_params leaky = { .kind = SL_KIND_LEAKY, .amount = 4, .period_ns = MS,
-					 .burst = 3 };
+	const struct sl_params leaky = {.kind = SL_KIND_LEAKY,
+					.amount = 4,
+					.period_ns = MS,
+					.burst = 3};
 	assert_int_equal(sl_limiter_init(&l, &leaky, 0), SL_OK);
 	assert_true(sl_limiter_validate(&l));
 	assert_int_equal(l.u.gcra.capped, 1);
 	l.u.gcra.capped = 0;
 	assert_false(sl_limiter_validate(&l));
 	/* A burst refilling in nearly 2^64 ticks narrows the short path. */
-	const struct sl_params huge = { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1024,
-					.burst = (UINT64_MAX - 1) / 1024 };
+	const struct sl_params huge = {.kind = SL_KIND_TOKEN,
+				       .amount = 1,
+				       .period_ns = 1024,
+				       .burst = (UINT64_MAX - 1) / 1024};
 	assert_int_equal(sl_limiter_init(&l, &huge, 0), SL_OK);
 	assert_int_equal(l.u.gcra.tick_shift, 0);
 	assert_true(l.u.gcra.fast_shift < 11);

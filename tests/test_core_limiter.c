@@ -9,19 +9,26 @@
 
 static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
 {
-	struct sl_params p = { .kind = kind, .amount = amount, .period_ns = period_ns, .burst = burst };
+	struct sl_params p = {.kind = kind,
+			      .amount = amount,
+			      .period_ns = period_ns,
+			      .burst = burst};
 	return p;
 }
 
 /* One valid limiter of each kind, initialised at `now`. */
 static const struct sl_params valid[] = {
-	{ .kind = SL_KIND_TOKEN, .amount = 4, .period_ns = MS, .burst = 2 },
-	{ .kind = SL_KIND_LEAKY, .amount = 4, .period_ns = MS, .burst = 3 },
-	{ .kind = SL_KIND_FIXED, .amount = 3, .period_ns = 1000 },
-	{ .kind = SL_KIND_SLIDING, .amount = 10, .period_ns = 1000 },
-	{ .kind = SL_KIND_CONC, .amount = 3 },
-	{ .kind = SL_KIND_WARMUP, .cold = 3, .amount = 4, .period_ns = MS, .burst = 2,
-	  .warmup_ns = 100 * MS },
+	{.kind = SL_KIND_TOKEN, .amount = 4, .period_ns = MS, .burst = 2},
+	{.kind = SL_KIND_LEAKY, .amount = 4, .period_ns = MS, .burst = 3},
+	{.kind = SL_KIND_FIXED, .amount = 3, .period_ns = 1000},
+	{.kind = SL_KIND_SLIDING, .amount = 10, .period_ns = 1000},
+	{.kind = SL_KIND_CONC, .amount = 3},
+	{.kind = SL_KIND_WARMUP,
+	 .cold = 3,
+	 .amount = 4,
+	 .period_ns = MS,
+	 .burst = 2,
+	 .warmup_ns = 100 * MS},
 };
 #define NVALID (sizeof(valid) / sizeof(valid[0]))
 
@@ -142,24 +149,28 @@ static void test_core_limiter_init_errors(void **state)
 		struct sl_params p;
 		enum sl_status want;
 	} cases[] = {
-		{ { .kind = SL_KIND_NONE, .amount = 1, .period_ns = 1, .burst = 1 }, SL_EINVAL },
-		{ { .kind = 6, .amount = 1, .period_ns = 1, .burst = 1 }, SL_EINVAL },
-		{ { .kind = UINT32_MAX, .amount = 1, .period_ns = 1, .burst = 1 }, SL_EINVAL },
-		{ { .kind = SL_KIND_TOKEN, .amount = 0, .period_ns = 1, .burst = 1 }, SL_EINVAL },
-		{ { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 0, .burst = 1 }, SL_EINVAL },
-		{ { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1, .burst = 0 }, SL_EINVAL },
-		{ { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = UINT64_MAX, .burst = 1 }, SL_ERANGE },
-		{ { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = SEC, .burst = UINT64_MAX }, SL_ERANGE },
-		{ { .kind = SL_KIND_LEAKY, .amount = 0, .period_ns = 1, .burst = 0 }, SL_EINVAL },
-		{ { .kind = SL_KIND_LEAKY, .amount = 1, .period_ns = SEC, .burst = UINT64_MAX }, SL_ERANGE },
-		{ { .kind = SL_KIND_FIXED, .amount = 0, .period_ns = 1 }, SL_EINVAL },
-		{ { .kind = SL_KIND_FIXED, .amount = 1, .period_ns = 0 }, SL_EINVAL },
-		{ { .kind = SL_KIND_FIXED, .amount = UINT64_MAX, .period_ns = 1 }, SL_ERANGE },
-		{ { .kind = SL_KIND_SLIDING, .amount = 0, .period_ns = 1 }, SL_EINVAL },
-		{ { .kind = SL_KIND_SLIDING, .amount = 1, .period_ns = 0 }, SL_EINVAL },
-		{ { .kind = SL_KIND_CONC, .amount = 0 }, SL_EINVAL },
-		{ { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 3600 * SEC, .burst = 1 }, SL_OK },
-		{ { .kind = SL_KIND_TOKEN, .amount = 10000000000ull, .period_ns = SEC, .burst = 1 }, SL_OK },
+		{{.kind = SL_KIND_NONE, .amount = 1, .period_ns = 1, .burst = 1}, SL_EINVAL},
+		{{.kind = 6, .amount = 1, .period_ns = 1, .burst = 1}, SL_EINVAL},
+		{{.kind = UINT32_MAX, .amount = 1, .period_ns = 1, .burst = 1}, SL_EINVAL},
+		{{.kind = SL_KIND_TOKEN, .amount = 0, .period_ns = 1, .burst = 1}, SL_EINVAL},
+		{{.kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 0, .burst = 1}, SL_EINVAL},
+		{{.kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1, .burst = 0}, SL_EINVAL},
+		{{.kind = SL_KIND_TOKEN, .amount = 1, .period_ns = UINT64_MAX, .burst = 1},
+		 SL_ERANGE},
+		{{.kind = SL_KIND_TOKEN, .amount = 1, .period_ns = SEC, .burst = UINT64_MAX},
+		 SL_ERANGE},
+		{{.kind = SL_KIND_LEAKY, .amount = 0, .period_ns = 1, .burst = 0}, SL_EINVAL},
+		{{.kind = SL_KIND_LEAKY, .amount = 1, .period_ns = SEC, .burst = UINT64_MAX},
+		 SL_ERANGE},
+		{{.kind = SL_KIND_FIXED, .amount = 0, .period_ns = 1}, SL_EINVAL},
+		{{.kind = SL_KIND_FIXED, .amount = 1, .period_ns = 0}, SL_EINVAL},
+		{{.kind = SL_KIND_FIXED, .amount = UINT64_MAX, .period_ns = 1}, SL_ERANGE},
+		{{.kind = SL_KIND_SLIDING, .amount = 0, .period_ns = 1}, SL_EINVAL},
+		{{.kind = SL_KIND_SLIDING, .amount = 1, .period_ns = 0}, SL_EINVAL},
+		{{.kind = SL_KIND_CONC, .amount = 0}, SL_EINVAL},
+		{{.kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 3600 * SEC, .burst = 1}, SL_OK},
+		{{.kind = SL_KIND_TOKEN, .amount = 10000000000ull, .period_ns = SEC, .burst = 1},
+		 SL_OK},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		memset(&l, 0xa5, sizeof(l));
@@ -289,7 +300,8 @@ static void test_core_limiter_validate_garbage(void **state)
 		if (!sl_limiter_validate(&l))
 			continue;
 		const uint64_t now = rnd(&seed), n = rnd(&seed) >> (rnd(&seed) % 64);
-		struct sl_decision d = sl_limiter_acquire(&l, n, now, rnd(&seed) >> (rnd(&seed) % 64));
+		struct sl_decision d = sl_limiter_acquire(&l, n, now,
+							  rnd(&seed) >> (rnd(&seed) % 64));
 		assert_true(d.verdict <= SL_NEVER);
 		(void)sl_limiter_available(&l, now);
 		(void)sl_limiter_refund(&l, n, now);

@@ -34,9 +34,9 @@
 #include "sluice_core.h"
 
 #define NTHREADS 8
-#define OPS 20000      /* operations per thread (per process when forked) */
-#define STEP_MAX 250   /* clock step per operation: 0..249 ns */
-#define NWIN 4096      /* windows tracked; the clock stays well below */
+#define OPS 20000    /* operations per thread (per process when forked) */
+#define STEP_MAX 250 /* clock step per operation: 0..249 ns */
+#define NWIN 4096    /* windows tracked; the clock stays well below */
 #define EPOCH 1000000000ull
 
 /* Sliding: rounds of one window each, separated by a barrier. */
@@ -138,8 +138,8 @@ static void run_sliding(struct arena *a, uint64_t *seed)
 			uint64_t off = atomic_fetch_add(&a->pos[r], rnd(seed) % SLIDE_STEP_MAX);
 			off = off < SLIDE_W - 1 ? off : SLIDE_W - 1;
 			const uint64_t n = 1 + rnd(seed) % 3;
-			struct sl_decision d =
-				sl_limiter_acquire(&a->lim, n, EPOCH + r * SLIDE_W + off, 0);
+			struct sl_decision d = sl_limiter_acquire(&a->lim, n,
+								  EPOCH + r * SLIDE_W + off, 0);
 			if (d.verdict != SL_ADMIT)
 				continue;
 			atomic_fetch_add(&a->win_units[r], n);
@@ -187,7 +187,7 @@ static struct arena *arena_new(const struct sl_params *p)
 			       -1, 0);
 	assert_true(a != MAP_FAILED);
 	assert_int_equal(sl_limiter_init(&a->lim, p, EPOCH), SL_OK);
-	struct sl_params g = { .kind = SL_KIND_CONC, .amount = 1 };
+	struct sl_params g = {.kind = SL_KIND_CONC, .amount = 1};
 	assert_int_equal(sl_limiter_init(&a->guard, &g, EPOCH), SL_OK);
 	atomic_store(&a->clock, EPOCH);
 	atomic_store(&a->max_act, EPOCH);
@@ -208,7 +208,9 @@ static void run_threads(struct arena *a, void (*run)(struct arena *, uint64_t *)
 	struct worker w[NTHREADS];
 	assert_int_equal(pthread_barrier_init(&a->barrier, NULL, NTHREADS), 0);
 	for (int i = 0; i < NTHREADS; i++) {
-		w[i] = (struct worker){ .a = a, .seed = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1), .run = run };
+		w[i] = (struct worker){.a = a,
+				       .seed = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1),
+				       .run = run};
 		assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++)
@@ -251,7 +253,7 @@ static void check_gcra_bound(struct arena *a, uint64_t burst)
 static void test_core_thread_token(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1000, .burst = 8 };
+	struct sl_params p = {.kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1000, .burst = 8};
 	struct arena *a = arena_new(&p);
 	run_threads(a, run_gcra);
 	check_gcra_bound(a, 8);
@@ -261,7 +263,7 @@ static void test_core_thread_token(void **state)
 static void test_core_thread_leaky(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_LEAKY, .amount = 1, .period_ns = 1000, .burst = 4 };
+	struct sl_params p = {.kind = SL_KIND_LEAKY, .amount = 1, .period_ns = 1000, .burst = 4};
 	struct arena *a = arena_new(&p);
 	run_threads(a, run_gcra);
 	check_gcra_bound(a, 1);
@@ -287,7 +289,7 @@ static void check_fixed_bound(struct arena *a, uint64_t limit)
 static void test_core_thread_fixed(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_FIXED, .amount = 50, .period_ns = 100000 };
+	struct sl_params p = {.kind = SL_KIND_FIXED, .amount = 50, .period_ns = 100000};
 	struct arena *a = arena_new(&p);
 	run_threads(a, run_fixed);
 	check_fixed_bound(a, 50);
@@ -297,7 +299,7 @@ static void test_core_thread_fixed(void **state)
 static void test_core_thread_sliding(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_SLIDING, .amount = SLIDE_N, .period_ns = SLIDE_W };
+	struct sl_params p = {.kind = SL_KIND_SLIDING, .amount = SLIDE_N, .period_ns = SLIDE_W};
 	struct arena *a = arena_new(&p);
 	run_threads(a, run_sliding);
 	uint64_t total = 0;
@@ -332,7 +334,7 @@ static void check_conc(struct arena *a, uint64_t expected_guard_admits_min)
 static void test_core_thread_conc(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_CONC, .amount = 3 };
+	struct sl_params p = {.kind = SL_KIND_CONC, .amount = 3};
 	struct arena *a = arena_new(&p);
 	run_threads(a, run_conc);
 	check_conc(a, 1);
@@ -342,7 +344,7 @@ static void test_core_thread_conc(void **state)
 static void test_core_thread_fork_token(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1000, .burst = 8 };
+	struct sl_params p = {.kind = SL_KIND_TOKEN, .amount = 1, .period_ns = 1000, .burst = 8};
 	struct arena *a = arena_new(&p);
 	run_processes(a, run_gcra);
 	check_gcra_bound(a, 8);
@@ -353,7 +355,7 @@ static void test_core_thread_fork_token(void **state)
 static void test_core_thread_fork_fixed(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_FIXED, .amount = 50, .period_ns = 100000 };
+	struct sl_params p = {.kind = SL_KIND_FIXED, .amount = 50, .period_ns = 100000};
 	struct arena *a = arena_new(&p);
 	run_processes(a, run_fixed);
 	check_fixed_bound(a, 50);
@@ -363,7 +365,7 @@ static void test_core_thread_fork_fixed(void **state)
 static void test_core_thread_fork_conc(void **state)
 {
 	(void)state;
-	struct sl_params p = { .kind = SL_KIND_CONC, .amount = 3 };
+	struct sl_params p = {.kind = SL_KIND_CONC, .amount = 3};
 	struct arena *a = arena_new(&p);
 	run_processes(a, run_conc);
 	check_conc(a, 1);

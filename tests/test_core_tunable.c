@@ -10,8 +10,10 @@
 
 static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
 {
-	struct sl_params p = { .kind = kind, .amount = amount, .period_ns = period_ns,
-			       .burst = burst };
+	struct sl_params p = {.kind = kind,
+			      .amount = amount,
+			      .period_ns = period_ns,
+			      .burst = burst};
 	return p;
 }
 
@@ -69,7 +71,8 @@ static void test_tunable_leaky_keeps_queue(void **state)
 	struct sl_params p = params(SL_KIND_LEAKY, 1, MS, 0);
 	assert_int_equal(sl_tunable_init(&t, &p, T0), SL_OK);
 	for (int i = 0; i < 3; i++)
-		expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, (uint64_t)i * MS);
+		expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT,
+				(uint64_t)i * MS);
 	p = params(SL_KIND_LEAKY, 1, 2 * MS, 0);
 	assert_int_equal(sl_tunable_retune(&t, &p, T0), SL_OK);
 	expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, 6 * MS);

@@ -15,8 +15,10 @@
 
 static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
 {
-	struct sl_params p = { .kind = kind, .amount = amount, .period_ns = period_ns,
-			       .burst = burst };
+	struct sl_params p = {.kind = kind,
+			      .amount = amount,
+			      .period_ns = period_ns,
+			      .burst = burst};
 	return p;
 }
 
@@ -89,7 +91,8 @@ static void test_tunable_thread_retune_race(void **state)
 		pthread_join(th[i], NULL);
 	uint64_t admitted = atomic_load(&race_admitted);
 	print_message("admitted %llu of burst 5000, max holders %llu\n",
-		      (unsigned long long)admitted, (unsigned long long)atomic_load(&race_max_inside));
+		      (unsigned long long)admitted,
+		      (unsigned long long)atomic_load(&race_max_inside));
 	assert_true(admitted <= 5000);
 	assert_true(admitted >= 1);
 	assert_true(atomic_load(&race_max_inside) <= 4);

@@ -38,8 +38,12 @@ static long double labs_ld(long double x)
 static struct sl_params warm_params(uint64_t amount, uint64_t period_ns, uint64_t burst,
 				    uint64_t warmup_ns, uint32_t cold)
 {
-	struct sl_params p = { .kind = SL_KIND_WARMUP, .cold = cold, .amount = amount,
-			       .period_ns = period_ns, .burst = burst, .warmup_ns = warmup_ns };
+	struct sl_params p = {.kind = SL_KIND_WARMUP,
+			      .cold = cold,
+			      .amount = amount,
+			      .period_ns = period_ns,
+			      .burst = burst,
+			      .warmup_ns = warmup_ns};
 	return p;
 }
 
@@ -147,7 +151,7 @@ static void test_warmup_burst(void **state)
 	for (int k = 0; k < 400; k++)
 		assert_int_equal(sl_limiter_acquire(&w2, 1, T0, RESERVE).verdict, SL_ADMIT);
 	assert_int_equal(sl_warmup_stored(&w2.u.warm, T0 + 5 * SEC), 0);
-	struct sl_params tp = { .kind = SL_KIND_TOKEN, .amount = 100, .period_ns = SEC, .burst = 4 };
+	struct sl_params tp = {.kind = SL_KIND_TOKEN, .amount = 100, .period_ns = SEC, .burst = 4};
 	init_ok(&t2, tp, T0);
 	for (int k = 0; k < 500; k++)
 		assert_int_equal(sl_limiter_acquire(&t2, 1, T0, RESERVE).verdict, SL_ADMIT);
@@ -269,8 +273,10 @@ static long double ref_stored_wait(const struct ref *r, long double stored, long
 	long double above_avail = stored - r->T, t = 0;
 	if (above_avail > 0) {
 		long double above = above_avail < take ? above_avail : take;
-		t = above * (ref_permits_to_time(r, above_avail) +
-			     ref_permits_to_time(r, above_avail - above)) / 2.0L;
+		t = above *
+		    (ref_permits_to_time(r, above_avail) +
+		     ref_permits_to_time(r, above_avail - above)) /
+		    2.0L;
 		take -= above;
 	}
 	return t + r->S * take;
@@ -328,8 +334,9 @@ static void run_against_ref(uint64_t amount, uint64_t period, uint64_t burst, ui
 		else
 			t += lcg(&seed) % step_ns;
 		const uint64_t n = max_n == 1 ? 1 : 1 + lcg(&seed) % max_n;
-		const uint64_t mw = kind < 50 ? POLICE : kind < 80 ? lcg(&seed) % (20 * step_ns)
-								  : RESERVE;
+		const uint64_t mw = kind < 50   ? POLICE
+				    : kind < 80 ? lcg(&seed) % (20 * step_ns)
+						: RESERVE;
 		if (mw == POLICE && n > burst)
 			continue;
 		const struct sl_decision d = sl_limiter_acquire(&l, n, T0 + t, mw);
@@ -402,7 +409,7 @@ static void test_warmup_retune(void **state)
 	expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, SEC);
 	expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, SEC + 5 * MS);
 	/* Another kind is refused. */
-	struct sl_params tok = { .kind = SL_KIND_TOKEN, .amount = 100, .period_ns = SEC, .burst = 1 };
+	struct sl_params tok = {.kind = SL_KIND_TOKEN, .amount = 100, .period_ns = SEC, .burst = 1};
 	assert_int_equal(sl_tunable_retune(&t, &tok, T0), SL_EINVAL);
 }
 

@@ -60,9 +60,8 @@ static uint64_t rnd(uint64_t *s)
 static void atomic_max(_Atomic uint64_t *p, uint64_t v)
 {
 	uint64_t cur = atomic_load_explicit(p, memory_order_relaxed);
-	while (cur < v &&
-	       !atomic_compare_exchange_weak_explicit(p, &cur, v, memory_order_relaxed,
-						      memory_order_relaxed))
+	while (cur < v && !atomic_compare_exchange_weak_explicit(p, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
 		;
 }
 
@@ -107,7 +106,7 @@ static void run_threads(struct arena *a, uint64_t seed)
 	pthread_t th[NTHREADS];
 	struct worker w[NTHREADS];
 	for (int i = 0; i < NTHREADS; i++) {
-		w[i] = (struct worker){ .a = a, .seed = seed * 977 + (uint64_t)i };
+		w[i] = (struct worker){.a = a, .seed = seed * 977 + (uint64_t)i};
 		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++)
@@ -120,8 +119,12 @@ static void test_warmup_thread_bounds(void **state)
 	struct arena *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			       -1, 0);
 	assert_true(a != MAP_FAILED);
-	struct sl_params p = { .kind = SL_KIND_WARMUP, .cold = 3, .amount = RATE,
-			       .period_ns = 1000000000ull, .burst = BURST, .warmup_ns = WARMUP };
+	struct sl_params p = {.kind = SL_KIND_WARMUP,
+			      .cold = 3,
+			      .amount = RATE,
+			      .period_ns = 1000000000ull,
+			      .burst = BURST,
+			      .warmup_ns = WARMUP};
 	assert_int_equal(sl_limiter_init(&a->lim, &p, EPOCH), SL_OK);
 	atomic_store(&a->clock, EPOCH);
 	pid_t kids[NPROC];

@@ -81,10 +81,10 @@ static void test_core_window_fixed_refund_keeps_bookings(void **state)
 	(void)state;
 	struct sl_fixed w;
 	assert_int_equal(sl_fixed_init(&w, 10, SEC, 0), SL_OK);
-	expect_decision(sl_fixed_acquire(&w, 8, 0, RESERVE), SL_ADMIT, 0);     /* A */
-	expect_decision(sl_fixed_acquire(&w, 5, 0, RESERVE), SL_ADMIT, SEC);   /* B */
-	assert_int_equal(sl_fixed_refund(&w, 8, 0), SL_OK);                    /* A */
-	expect_decision(sl_fixed_acquire(&w, 3, 0, RESERVE), SL_ADMIT, SEC);   /* C */
+	expect_decision(sl_fixed_acquire(&w, 8, 0, RESERVE), SL_ADMIT, 0);        /* A */
+	expect_decision(sl_fixed_acquire(&w, 5, 0, RESERVE), SL_ADMIT, SEC);      /* B */
+	assert_int_equal(sl_fixed_refund(&w, 8, 0), SL_OK);                       /* A */
+	expect_decision(sl_fixed_acquire(&w, 3, 0, RESERVE), SL_ADMIT, SEC);      /* C */
 	expect_decision(sl_fixed_acquire(&w, 10, 0, RESERVE), SL_ADMIT, 2 * SEC); /* D */
 	/* Window 1 holds B's 5 and C's 3: 8 units. Its last 2 were skipped by
 	 * D (no holes are filled), so window 1 admits nothing more. */
@@ -317,12 +317,12 @@ static void test_core_window_sliding_full_limit(void **state)
 	const struct {
 		uint64_t limit, quantum, limit_q;
 	} cases[] = {
-		{ 5242880, 6, 873814 },
-		{ 2000000, 2, 1000000 },
-		{ 1048576, 2, 524288 },
-		{ 1048575, 1, 1048575 },
-		{ 10000000000ull, 9537, 1048548 },
-		{ UINT64_MAX, 17592202821649ull, 1048575 },
+		{5242880, 6, 873814},
+		{2000000, 2, 1000000},
+		{1048576, 2, 524288},
+		{1048575, 1, 1048575},
+		{10000000000ull, 9537, 1048548},
+		{UINT64_MAX, 17592202821649ull, 1048575},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct sl_sliding s;
@@ -362,7 +362,7 @@ static void test_core_window_sliding_full_limit(void **state)
 static void test_core_window_sliding_available_exact(void **state)
 {
 	(void)state;
-	const uint64_t limits[] = { 10, 3000000, 5242880, 10000000000ull };
+	const uint64_t limits[] = {10, 3000000, 5242880, 10000000000ull};
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
 		const uint64_t limit = limits[i];
 		struct sl_sliding s, t;
@@ -391,9 +391,11 @@ static void test_core_window_sliding_available_exact(void **state)
 			/* The hint is exact: refused one ns before, admitted at it. */
 			if (d.verdict == SL_REFUSE) {
 				memcpy(&t, &s, sizeof(s));
-				assert_int_equal(sl_sliding_acquire(&t, n, now + d.wait_ns - 1).verdict,
+				assert_int_equal(sl_sliding_acquire(&t, n, now + d.wait_ns - 1)
+							 .verdict,
 						 SL_REFUSE);
-				expect_decision(sl_sliding_acquire(&t, n, now + d.wait_ns), SL_ADMIT, 0);
+				expect_decision(sl_sliding_acquire(&t, n, now + d.wait_ns),
+						SL_ADMIT, 0);
 			}
 		}
 		/* The sequence exercised both answers. */

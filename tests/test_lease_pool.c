@@ -39,7 +39,7 @@ static void test_lease_pool_election(void **state)
 	assert_true(role(100, T0 + 50 * MS, &took)); /* still mine, heartbeat moves */
 	assert_false(took);
 	assert_false(role(200, T0 + 150 * MS, &took)); /* 100 ms since the beat: not stale */
-	assert_true(role(200, T0 + 151 * MS, &took)); /* 101 ms: taken over */
+	assert_true(role(200, T0 + 151 * MS, &took));  /* 101 ms: taken over */
 	assert_true(took);
 	assert_int_equal(seg.takeovers, 1);
 	assert_int_equal(sl__pool_renewer(&seg), 200);

@@ -92,7 +92,8 @@ static void test_policy_env_unknown_variable(void **state)
 	(void)state;
 	sl_policy_init(&p);
 	assert_int_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
-	assert_string_equal(err, "SLUICE_SNED=\"1MiB/s\": unknown variable (did you mean SLUICE_SEND?)");
+	assert_string_equal(err,
+			    "SLUICE_SNED=\"1MiB/s\": unknown variable (did you mean SLUICE_SEND?)");
 	assert_int_equal(sl_policy_parse_env(&p, no_value, err, sizeof err), -1);
 	assert_non_null(strstr(err, "SLUICE_BOGUS_THING=\"\": unknown variable (expected one of "
 				    "SLUICE_CONNECT, "));
@@ -162,7 +163,8 @@ static void test_policy_rule_errno_defaults(void **state)
 	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNS, "4", NULL, err, sizeof err), 0);
 	assert_int_equal(sl_rule_errno(&r, SL_OP_CONNECT), ECONNREFUSED);
 	assert_int_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ECONNABORTED);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNS, "4,errno=ETIMEDOUT", NULL, err, sizeof err), 0);
+	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNS, "4,errno=ETIMEDOUT", NULL, err, sizeof err),
+			 0);
 	assert_int_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ETIMEDOUT);
 }
 
@@ -219,7 +221,8 @@ static void test_policy_format_truncates(void **state)
 	char err[SL_ERR_MAX], full[SL_RULE_TEXT_MAX], small[12];
 
 	(void)state;
-	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "10MiB/s,per=thread", NULL, err, sizeof err), 0);
+	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "10MiB/s,per=thread", NULL, err, sizeof err),
+			 0);
 	size_t n = sl_rule_format(&r, full, sizeof full);
 	assert_string_equal(full, "send:10MiB/s,per=thread");
 	assert_int_equal(n, strlen(full));
@@ -248,7 +251,8 @@ static void test_policy_error_buffer(void **state)
 	small[0] = 'z';
 	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1Mib/s", small, 0), -1);
 	assert_int_equal(small[0], 'z');
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1\t\xc3\xa9/s", err, sizeof err), -1);
+	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1\t\xc3\xa9/s", err, sizeof err),
+			 -1);
 	assert_string_equal(err, "SLUICE_SEND=\"1\\x09\\xc3\\xa9/s\": at column 2: unexpected "
 				 "'\\x09\\xc3\\xa9/s' after the amount (expected '/' and a period, "
 				 "e.g. 100/s)");
@@ -266,9 +270,10 @@ static void test_policy_error_long_value(void **state)
 	strcat(value, "recv:1Mib/s");
 	sl_policy_init(&p);
 	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_RULES", value, err, sizeof err), -1);
-	assert_string_equal(err, "SLUICE_RULES=\"...er=fd;send:1MiB/s,per=fd;send:1MiB/s,per=fd;"
-				 "recv:1Mib/s\": at column 387: unknown unit 'Mib' (expected B, KB, "
-				 "KiB, MB, MiB, GB, GiB)");
+	assert_string_equal(err,
+			    "SLUICE_RULES=\"...er=fd;send:1MiB/s,per=fd;send:1MiB/s,per=fd;"
+			    "recv:1Mib/s\": at column 387: unknown unit 'Mib' (expected B, KB, "
+			    "KiB, MB, MiB, GB, GiB)");
 }
 
 static void test_policy_rule_parse_names_variable(void **state)
@@ -280,12 +285,14 @@ static void test_policy_rule_parse_names_variable(void **state)
 	memset(&r, 0x5a, sizeof r);
 	before = r;
 	assert_int_equal(sl_rule_parse(&r, SL_OP_RECV, "0/s", NULL, err, sizeof err), -1);
-	assert_string_equal(err, "SLUICE_RECV=\"0/s\": at column 1: zero rate '0/s': nothing could ever pass");
+	assert_string_equal(
+		err, "SLUICE_RECV=\"0/s\": at column 1: zero rate '0/s': nothing could ever pass");
 	assert_memory_equal(&r, &before, sizeof r);
 	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s,x=1", "--send", err, sizeof err), -1);
-	assert_string_equal(err, "--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
-				 "algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
-				 "shared, redis, on-error, lease, warmup, cold)");
+	assert_string_equal(err,
+			    "--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
+			    "algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
+			    "shared, redis, on-error, lease, warmup, cold)");
 }
 
 static void test_policy_equal_ignores_explicit_opts(void **state)
@@ -295,8 +302,9 @@ static void test_policy_equal_ignores_explicit_opts(void **state)
 
 	(void)state;
 	assert_int_equal(sl_rule_parse(&a, SL_OP_SEND, "100/s", NULL, err, sizeof err), 0);
-	assert_int_equal(sl_rule_parse(&b, SL_OP_SEND, "100/s,action=delay,per=process,burst=1", NULL,
-				       err, sizeof err), 0);
+	assert_int_equal(sl_rule_parse(&b, SL_OP_SEND, "100/s,action=delay,per=process,burst=1",
+				       NULL, err, sizeof err),
+			 0);
 	assert_int_not_equal(a.explicit_opts, b.explicit_opts);
 	assert_true(sl_rule_equal(&a, &b));
 	assert_int_equal(sl_rule_parse(&b, SL_OP_SEND, "100/s,burst=2", NULL, err, sizeof err), 0);
@@ -327,11 +335,14 @@ static void test_policy_rule_defaults(void **state)
 	assert_int_equal(r.to.family, 0);
 	assert_int_equal(r.explicit_opts, 0);
 	assert_int_equal(sl_rule_parse(&r, SL_OP_RECV, "1/s,algo=leaky,max-delay=2s", NULL, err,
-				       sizeof err), 0);
+				       sizeof err),
+			 0);
 	assert_int_equal(r.burst, 0);
 	assert_int_equal(r.max_delay_ns, 2000000000);
 	assert_int_equal(r.explicit_opts, SL_OPT_ALGO | SL_OPT_MAX_DELAY);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNECT, "5/s,to=[::1]:8080", NULL, err, sizeof err), 0);
+	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNECT, "5/s,to=[::1]:8080", NULL, err,
+				       sizeof err),
+			 0);
 	assert_int_equal(r.types, SL_TYPE_STREAM);
 	assert_int_equal(r.to.family, 6);
 	assert_int_equal(r.to.prefix, 128);

@@ -42,24 +42,35 @@ static void test_redis_cluster_redirect(void **state)
 	uint16_t slot = 0, port = 0;
 	(void)state;
 	assert_int_equal(sl__cluster_redirect_parse("MOVED 3999 127.0.0.1:6381", &slot, host,
-						    sizeof(host), &port), 1);
+						    sizeof(host), &port),
+			 1);
 	assert_int_equal(slot, 3999);
 	assert_string_equal(host, "127.0.0.1");
 	assert_int_equal(port, 6381);
-	assert_int_equal(sl__cluster_redirect_parse("ASK 16383 ::1:7002", &slot, host,
-						    sizeof(host), &port), 2);
+	assert_int_equal(sl__cluster_redirect_parse("ASK 16383 ::1:7002", &slot, host, sizeof(host),
+						    &port),
+			 2);
 	assert_int_equal(slot, 16383);
 	assert_string_equal(host, "::1");
 	assert_int_equal(port, 7002);
 	/* Redis 7 without a known address: an empty host. */
 	assert_int_equal(sl__cluster_redirect_parse("MOVED 1 :7000", &slot, host, sizeof(host),
-						    &port), 1);
+						    &port),
+			 1);
 	assert_string_equal(host, "");
 	assert_int_equal(port, 7000);
 	static const char *const bad[] = {
-		"MOVED", "MOVED 16384 h:1", "MOVED x h:1", "MOVED 1 h", "MOVED 1 h:0",
-		"MOVED 1 h:65536", "MOVED 1 h:7000 extra", "ASK 1h:1", "CLUSTERDOWN Hash slot not served",
-		"READONLY You can't write against a read only replica.", "moved 1 h:1",
+		"MOVED",
+		"MOVED 16384 h:1",
+		"MOVED x h:1",
+		"MOVED 1 h",
+		"MOVED 1 h:0",
+		"MOVED 1 h:65536",
+		"MOVED 1 h:7000 extra",
+		"ASK 1h:1",
+		"CLUSTERDOWN Hash slot not served",
+		"READONLY You can't write against a read only replica.",
+		"moved 1 h:1",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		port = 1234;
@@ -70,9 +81,11 @@ static void test_redis_cluster_redirect(void **state)
 	/* A host longer than the buffer is refused, not cut. */
 	char small[4];
 	assert_int_equal(sl__cluster_redirect_parse("MOVED 1 abcd:1", &slot, small, sizeof(small),
-						    &port), 0);
+						    &port),
+			 0);
 	assert_int_equal(sl__cluster_redirect_parse("MOVED 1 abc:1", &slot, small, sizeof(small),
-						    &port), 1);
+						    &port),
+			 1);
 	assert_string_equal(small, "abc");
 }
 

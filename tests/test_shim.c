@@ -72,8 +72,8 @@ static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
 
 static int sendto_flags[MAX_EVENTS]; /* flags, and 1 << 30 if an address came */
 
-static ssize_t fake_sendto(int fd, const void *b, size_t len, int flags,
-			   const struct sockaddr *to, socklen_t tolen)
+static ssize_t fake_sendto(int fd, const void *b, size_t len, int flags, const struct sockaddr *to,
+			   socklen_t tolen)
 {
 	(void)fd, (void)b, (void)tolen;
 	sendto_flags[n_events] = flags | (to != NULL ? 1 << 30 : 0);
@@ -109,7 +109,8 @@ static int fake_accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 		errno = EFAULT;
 		return -1;
 	}
-	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(4000),
+	struct sockaddr_in in = {.sin_family = AF_INET,
+				 .sin_port = htons(4000),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	if (sa != NULL && len != NULL) {
 		memcpy(sa, &in, *len < sizeof(in) ? *len : sizeof(in));
@@ -357,7 +358,8 @@ static void test_shim_connect_reject(void **state)
 {
 	struct fix *f = *state;
 	use_policy("SLUICE_CONNECT", "1/s,action=reject,errno=ENETUNREACH");
-	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(9),
+	struct sockaddr_in in = {.sin_family = AF_INET,
+				 .sin_port = htons(9),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
@@ -407,7 +409,8 @@ static void test_shim_conns_dup_close(void **state)
 {
 	(void)state;
 	use_policy("SLUICE_CONNS", "1,action=reject");
-	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(9),
+	struct sockaddr_in in = {.sin_family = AF_INET,
+				 .sin_port = htons(9),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
@@ -535,7 +538,7 @@ static void test_shim_dry_run_transparent(void **state)
 	struct fix *f = *state;
 	static char buf[10000];
 	use_policy2("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_RECV",
-		   "1000B/s,burst=1000B,action=dry-run");
+		    "1000B/s,burst=1000B,action=dry-run");
 	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
 	assert_int_equal(n_events, 1);
 	expect_event(0, T0, 10000);
@@ -638,7 +641,7 @@ static void test_shim_accept_eintr_conns(void **state)
 	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
 	assert_int_equal(errno, EINTR);
 	assert_int_equal(fcntl(accept_fd, F_GETFD), -1); /* reset and closed */
-	close(a); /* frees the slot */
+	close(a);                                        /* frees the slot */
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	fake_sleep_eintr_at = 1;
 	assert_int_equal(accept4(f->lst, NULL, NULL, 0), accept_fd);
@@ -669,7 +672,8 @@ static void test_shim_invalid_args(void **state)
 	assert_int_equal(accept4(f->lst, (struct sockaddr *)&in, NULL, 0), -1);
 	assert_int_equal(errno, EFAULT);
 	close(accept_fd);
-	in = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons(9),
+	in = (struct sockaddr_in){.sin_family = AF_INET,
+				  .sin_port = htons(9),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);

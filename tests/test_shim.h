@@ -83,8 +83,7 @@ static inline void shim_teardown(const struct sl_real *saved)
 }
 
 /* Make the shim's state what two variables say (either may be NULL). */
-static inline void use_policy2(const char *var1, const char *v1, const char *var2,
-			       const char *v2)
+static inline void use_policy2(const char *var1, const char *v1, const char *var2, const char *v2)
 {
 	struct sl_policy p;
 	char err[SL_ERR_MAX];
@@ -105,7 +104,8 @@ static inline void use_policy(const char *var, const char *value)
  * a client connected to it and the accepted server side. */
 static inline void loopback_pair(int *lst, int *cli, int *srv, struct sockaddr_in *addr)
 {
-	*addr = (struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	*addr = (struct sockaddr_in){.sin_family = AF_INET,
+				     .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t l = sizeof(*addr);
 	*lst = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(bind(*lst, (struct sockaddr *)addr, sizeof(*addr)), 0);

@@ -60,7 +60,8 @@ static int fake_getsockopt(int fd, int level, int name, void *val, socklen_t *le
 
 static int fake_name(struct sockaddr *sa, socklen_t *len, uint16_t port)
 {
-	struct sockaddr_in in = {.sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in in = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	memcpy(sa, &in, *len < sizeof(in) ? *len : sizeof(in));
 	*len = sizeof(in);

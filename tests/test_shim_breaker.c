@@ -27,9 +27,9 @@
 #define SEC 1000000000ull
 
 static int n_connects;
-static int connect_err;  /* what the fake connect fails with; 0: success */
-static int soerror;      /* SO_ERROR of the fake */
-static int tcp_state;    /* TCP_INFO state of the fake */
+static int connect_err; /* what the fake connect fails with; 0: success */
+static int soerror;     /* SO_ERROR of the fake */
+static int tcp_state;   /* TCP_INFO state of the fake */
 static struct sl_real saved;
 
 static int fake_connect(int fd, const struct sockaddr *sa, socklen_t len)
@@ -85,8 +85,9 @@ static int try_connect(uint16_t port, int *keep)
 {
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	assert_true(s >= 0);
-	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in in = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int r = connect(s, (struct sockaddr *)&in, sizeof(in));
 	int e = r == 0 ? 0 : errno;
 	if (keep != NULL)
@@ -200,7 +201,7 @@ static void test_shim_breaker_nonblocking(void **state)
 	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH);
 	assert_int_equal(n_connects, 2);
 	fake_now = T0 + SEC;
-	assert_int_equal(try_connect(9, &s), EINPROGRESS); /* the probe */
+	assert_int_equal(try_connect(9, &s), EINPROGRESS);    /* the probe */
 	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH); /* others fail meanwhile */
 	assert_int_equal(n_connects, 3);
 	/* SO_ERROR 0 on a socket not yet connecting (a deferred connect

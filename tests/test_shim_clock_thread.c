@@ -79,14 +79,15 @@ static void test_clock_refits_follow(void **state)
 		if (ns_now == 5000 * MS)
 			ghz *= 1.00005; /* NTP-like: the clock's view of the TSC rate moves */
 		if (sl__clock_line_ns(&l, tsc_now, &ns)) {
-			uint64_t e = absdiff(ns, ns_now), *m = ns_now < 5000 * MS ? &max_err
-										    : &max_err_after;
+			uint64_t e = absdiff(ns, ns_now),
+				 *m = ns_now < 5000 * MS ? &max_err : &max_err_after;
 			*m = e > *m ? e : *m;
 			continue;
 		}
 		jitter_seed = jitter_seed * 6364136223846793005ull + 1442695040888963407ull;
 		int64_t jitter = (int64_t)((jitter_seed >> 33) % 801) - 400;
-		enum sl_fit f = sl__clock_line_fit(&l, tsc_now, (uint64_t)((int64_t)ns_now + jitter));
+		enum sl_fit f = sl__clock_line_fit(&l, tsc_now,
+						   (uint64_t)((int64_t)ns_now + jitter));
 		assert_int_not_equal(f, SL_FIT_OFF);
 		fits += f == SL_FIT_OK;
 	}

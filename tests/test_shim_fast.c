@@ -30,7 +30,7 @@
 static int n_real;
 static ssize_t next_result; /* -1: fail with next_errno; else min(len, it) */
 static int next_errno;
-static size_t last_len;     /* what the last real call was asked to move */
+static size_t last_len; /* what the last real call was asked to move */
 
 static ssize_t fake_result(size_t len)
 {
@@ -192,7 +192,8 @@ static void test_fast_other_rule_waits(void **state)
 {
 	struct fix *f = *state;
 	static char buf[1000];
-	use_policy("SLUICE_RULES", "send:100B/s,burst=1000B,family=unix;send:2/s,burst=1,family=unix");
+	use_policy("SLUICE_RULES",
+		   "send:100B/s,burst=1000B,family=unix;send:2/s,burst=1,family=unix");
 	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
 	assert_int_equal(n_sleeps, 0);
 	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
@@ -210,7 +211,8 @@ static void test_fast_first_rule_waits(void **state)
 {
 	struct fix *f = *state;
 	static char buf[1000];
-	use_policy("SLUICE_RULES", "send:1000B/s,burst=1000B,family=unix;send:1/s,burst=3,family=unix");
+	use_policy("SLUICE_RULES",
+		   "send:1000B/s,burst=1000B,family=unix;send:1/s,burst=3,family=unix");
 	assert_int_equal(send(f->sv[0], buf, 1000, 0), 1000);
 	assert_int_equal(avail(1), 2);
 	assert_int_equal(send(f->sv[0], buf, 500, 0), 500);
@@ -281,7 +283,9 @@ static void test_fast_retuned_burst_splits(void **state)
 	struct fix *f = *state;
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
-	struct sl_params p = {.kind = SL_KIND_TOKEN, .amount = 1000, .period_ns = 1000 * MS,
+	struct sl_params p = {.kind = SL_KIND_TOKEN,
+			      .amount = 1000,
+			      .period_ns = 1000 * MS,
 			      .burst = 100};
 	assert_int_equal(sl_tunable_retune((struct sl_tunable *)(void *)sl__st.rule_lim[0], &p,
 					   fake_now),

@@ -54,7 +54,7 @@ static __attribute__((unused)) unsigned long long vm_size_kb(void)
 __attribute__((constructor(101))) static void lower_as(void)
 {
 	unsigned long long limit = (vm_size_kb() + 200 * 1024) * 1024;
-	struct rlimit rl = { limit, limit };
+	struct rlimit rl = {limit, limit};
 	setrlimit(RLIMIT_AS, &rl);
 }
 #endif

@@ -191,9 +191,11 @@ int main(void)
 	/* Link the wrappers even when ASan's interceptors define the names. */
 	assert_int_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor, 3);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_shim_hot_send_timeout_when_due, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_hot_send_timeout_when_due, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_shim_hot_send_one_clock_read, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shim_hot_recv_no_timeout_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_hot_recv_no_timeout_read, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_shim_hot_nonblock_flags_when_due, setup,
 						teardown),
 	};

@@ -71,8 +71,9 @@ static int setup(void **state)
 	if (mkdtemp(dir) == NULL) /* 0700, unpredictable */
 		return -1;
 	snprintf(sock, sizeof(sock), "%s/r.sock", dir);
-	char *argv[] = {"redis-server", "--port", "0", "--unixsocket", sock, "--save", "",
-			"--appendonly", "no", "--dir", dir, NULL};
+	char *argv[] = {"redis-server", "--port", "0", "--unixsocket",
+			sock,           "--save", "",  "--appendonly",
+			"no",           "--dir",  dir, NULL};
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);

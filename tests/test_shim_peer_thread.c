@@ -73,7 +73,7 @@ static uint64_t available_to(const struct sl_addr *a)
 }
 
 static const struct sl_limiter *watch; /* a limiter churn looks out for */
-static int watch_hits;                  /* churn's calls that were given it */
+static int watch_hits;                 /* churn's calls that were given it */
 
 /* One call of 1 unit to each of FILL other peers (from `first` on), given
  * back and ended at once. Returns how many were served by a per-peer

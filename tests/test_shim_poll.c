@@ -82,8 +82,7 @@ static const struct timespec *real_ts(const struct timespec *ts)
 	return ts == NULL || ts_ns(ts) > ts_ns(&real_short) ? &real_short : ts;
 }
 
-static int fake_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
-		      const sigset_t *mask)
+static int fake_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
 	struct wait_rec *w = record(ts_ns(ts));
 	w->fd0 = fds[0].fd;
@@ -613,7 +612,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_msg_dontwait, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_nonblock_sleep, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_hides_until_ready, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shim_poll_other_direction_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_other_direction_kept, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_select, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_level, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_edge, setup, teardown),

@@ -85,7 +85,8 @@ static void test_create_then_open(void **state)
 	char err[512], a = 'a', b = 'b';
 	umask(0);
 	assert_int_equal(sl_seg_open("shared-x", SL_SEG_WRITE | SL_SEG_CREATE, 4096, fill, &a, &s,
-				     err, sizeof(err)), 1);
+				     err, sizeof(err)),
+			 1);
 	umask(022);
 	assert_int_equal(((char *)s.map)[4095], 'a');
 	sl_seg_close(&s);
@@ -97,14 +98,16 @@ static void test_create_then_open(void **state)
 	assert_int_equal(lstat(path, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
 	assert_int_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 4096, fill, &b, &s, err,
-				     sizeof(err)), 0);
+				     sizeof(err)),
+			 0);
 	assert_int_equal(((char *)s.map)[0], 'a');
 	assert_int_equal(n_inits, 1);
 	sl_seg_close(&s);
 	assert_int_equal(tmp_left(), 0);
 	/* Replace: a fresh one under the same name. */
 	assert_int_equal(sl_seg_open("shared-x", SL_SEG_REPLACE, 4096, fill, &b, &s, err,
-				     sizeof(err)), 1);
+				     sizeof(err)),
+			 1);
 	assert_int_equal(((char *)s.map)[0], 'b');
 	sl_seg_close(&s);
 	assert_int_equal(tmp_left(), 0);
@@ -114,7 +117,8 @@ static void test_create_then_open(void **state)
 	assert_non_null(strstr(err, "/sluice/shared-y: No such file or directory"));
 	/* A failing init leaves nothing behind. */
 	assert_int_equal(sl_seg_open("shared-z", SL_SEG_CREATE, 4096, fail_init, NULL, &s, err,
-				     sizeof(err)), -1);
+				     sizeof(err)),
+			 -1);
 	assert_int_equal(tmp_left(), 0);
 	assert_int_equal(access(path, F_OK), 0);
 	int n = 0;
@@ -144,9 +148,11 @@ static void test_dir_refusals(void **state)
 		assert_int_equal(chmod(dir, 0700), 0);
 		assert_int_equal(chown(dir, 65534, 65534), 0);
 		assert_int_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err,
-					     sizeof(err)), -1);
-		assert_non_null(strstr(err, "belongs to user 65534, not to you (user 0): another user "
-					    "created it"));
+					     sizeof(err)),
+				 -1);
+		assert_non_null(strstr(err,
+				       "belongs to user 65534, not to you (user 0): another user "
+				       "created it"));
 	}
 	assert_int_equal(n_inits, 0);
 }
@@ -169,7 +175,8 @@ static void test_file_refusals(void **state)
 	assert_int_equal(chmod(path, 0600), 0);
 	if (geteuid() == 0) {
 		assert_int_equal(chown(path, 65534, 65534), 0);
-		assert_int_equal(sl_seg_open("shared-x", 0, 64, NULL, NULL, &s, err, sizeof(err)), -1);
+		assert_int_equal(sl_seg_open("shared-x", 0, 64, NULL, NULL, &s, err, sizeof(err)),
+				 -1);
 		assert_non_null(strstr(err, "shared-x: owned by another user"));
 		assert_int_equal(chown(path, 0, 0), 0);
 	}
@@ -199,7 +206,7 @@ static void test_reclaim_stamp(void **state)
 	assert_false(sl_seg_reclaim_due(3600));
 	char stamp[SL_SEG_PATH_MAX];
 	sl_seg_path(".reclaim", stamp, sizeof(stamp));
-	struct timespec old[2] = { { 1000, 0 }, { 1000, 0 } };
+	struct timespec old[2] = {{1000, 0}, {1000, 0}};
 	assert_int_equal(utimensat(AT_FDCWD, stamp, old, 0), 0);
 	assert_true(sl_seg_reclaim_due(3600));
 	assert_false(sl_seg_reclaim_due(3600));

@@ -75,19 +75,19 @@ static void test_supervise_filter_send(void **state)
 {
 	(void)state;
 	struct sl_policy p = policy_of("send:1MiB/s");
-	assert_int_equal(verdict(&p, X86, SYS_write, 1, 0), ALLOW);     /* a file, stdout */
+	assert_int_equal(verdict(&p, X86, SYS_write, 1, 0), ALLOW); /* a file, stdout */
 	assert_int_equal(verdict(&p, X86, SYS_write, 511, 0), ALLOW);
-	assert_int_equal(verdict(&p, X86, SYS_write, 512, 0), NOTIF);   /* a placed socket */
+	assert_int_equal(verdict(&p, X86, SYS_write, 512, 0), NOTIF);         /* a placed socket */
 	assert_int_equal(verdict(&p, X86, SYS_write, 0xffffffffu, 0), NOTIF); /* fd -1 */
 	assert_int_equal(verdict(&p, X86, SYS_sendto, 900, 0), NOTIF);
 	assert_int_equal(verdict(&p, X86, SYS_sendmmsg, 900, 0), NOTIF);
 	assert_int_equal(verdict(&p, X86, SYS_sendfile, 512, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_read, 900, 0), ALLOW);    /* no recv rule */
-	assert_int_equal(verdict(&p, X86, SYS_socket, 2, 0), NOTIF);    /* placement */
+	assert_int_equal(verdict(&p, X86, SYS_read, 900, 0), ALLOW); /* no recv rule */
+	assert_int_equal(verdict(&p, X86, SYS_socket, 2, 0), NOTIF); /* placement */
 	assert_int_equal(verdict(&p, X86, SYS_accept4, 3, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_connect, 3, 0), ALLOW);   /* no connect rule */
-	assert_int_equal(verdict(&p, X86, SYS_splice, 3, 700), NOTIF);  /* fd_out high */
-	assert_int_equal(verdict(&p, X86, SYS_splice, 700, 3), NOTIF);  /* fd_in high */
+	assert_int_equal(verdict(&p, X86, SYS_connect, 3, 0), ALLOW);  /* no connect rule */
+	assert_int_equal(verdict(&p, X86, SYS_splice, 3, 700), NOTIF); /* fd_out high */
+	assert_int_equal(verdict(&p, X86, SYS_splice, 700, 3), NOTIF); /* fd_in high */
 	assert_int_equal(verdict(&p, X86, SYS_splice, 3, 4), ALLOW);
 	assert_int_equal(verdict(&p, X86, SYS_getpid, 0, 0), ALLOW);
 }
@@ -97,10 +97,11 @@ static void test_supervise_filter_refusals(void **state)
 	(void)state;
 	struct sl_policy p = policy_of("connect:10/s");
 	assert_int_equal(verdict(&p, X86, SYS_io_uring_setup, 4, 0), NOSYS);
-	assert_int_equal(verdict(&p, AUDIT_ARCH_I386, 20, 0, 0), NOSYS);   /* int $0x80 getpid */
+	assert_int_equal(verdict(&p, AUDIT_ARCH_I386, 20, 0, 0), NOSYS); /* int $0x80 getpid */
 	assert_int_equal(verdict(&p, X86, 0x40000000u | SYS_write, 1, 0), NOSYS); /* x32 */
 	assert_int_equal(verdict(&p, X86, SYS_connect, 3, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_socket, 2, 0), ALLOW);  /* no byte rule: no placement */
+	assert_int_equal(verdict(&p, X86, SYS_socket, 2, 0),
+			 ALLOW); /* no byte rule: no placement */
 	assert_int_equal(verdict(&p, X86, SYS_accept, 3, 0), ALLOW);
 	assert_int_equal(verdict(&p, X86, SYS_write, 900, 0), ALLOW);
 	p = policy_of("conns:4;recv:1MiB/s");
@@ -154,17 +155,19 @@ static void test_supervise_match(void **state)
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in10), 0x1);
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in11), 0x2);
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, NULL), 0);
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_CONNECT, SL_FAM_INET6, SL_TYPE_STREAM, NULL), 0x4);
+	assert_int_equal(sl_sup_match(&f->s, SL_OP_CONNECT, SL_FAM_INET6, SL_TYPE_STREAM, NULL),
+			 0x4);
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_CONNECT, SL_FAM_INET, SL_TYPE_DGRAM, NULL), 0);
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_INET, SL_TYPE_STREAM, NULL), 0);
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_UNIX, SL_TYPE_STREAM, NULL), 0x8);
 	assert_true(sl_sup_may_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_DGRAM));
 	assert_false(sl_sup_may_match(&f->s, SL_OP_RECV, SL_FAM_INET, SL_TYPE_STREAM));
-	assert_true(sl_sup_needs_peer(&f->s, SL_OP_SEND));   /* to=, port= */
+	assert_true(sl_sup_needs_peer(&f->s, SL_OP_SEND)); /* to=, port= */
 	assert_false(sl_sup_needs_peer(&f->s, SL_OP_RECV));
 	assert_false(sl_sup_needs_peer(&f->s, SL_OP_CONNECT));
 	assert_int_equal(sl_sup_fam_bit(AF_INET6), SL_FAM_INET6);
-	assert_int_equal(sl_sup_type_bit(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC), SL_TYPE_STREAM);
+	assert_int_equal(sl_sup_type_bit(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC),
+			 SL_TYPE_STREAM);
 	fixture_free(f);
 }
 

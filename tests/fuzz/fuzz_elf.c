@@ -41,7 +41,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = sl_elf_decode(&src, &info);
 	if (rc < -1 || rc > 1)
 		abort();
-	if ((size < 4 || memcmp(data, "\x7f" "ELF", 4) != 0) && rc != 1)
+	if ((size < 4 || memcmp(data,
+				"\x7f"
+				"ELF",
+				4) != 0) &&
+	    rc != 1)
 		abort();
 	char out[64];
 	int s = sl_elf_script((const char *)data, size, out, sizeof(out));
