@@ -316,6 +316,13 @@ def test_slow():
 def test_curl():
     """An unmodified event-loop client: curl connects non-blocking, polls and
     reads SO_ERROR; one curl fetching the same closed URL 7 times."""
+    from test_shim_lib import sanitizer_runtime
+    if sanitizer_runtime():
+        # Debian 12's curl deadlocks in setlocale() with libasan preloaded,
+        # with or without sluice (tried: LD_PRELOAD=libasan.so.8 curl hangs):
+        # the ASan run (make sanitize) leaves curl out; make test runs it.
+        print("skipped under ASan: curl hangs with the ASan runtime preloaded")
+        return
     closed = Closed()
     url = "http://127.0.0.1:%d/" % closed.port
     env = child_env({"SLUICE_BREAK": "errors=5,window=10s,open=5s,errno=EHOSTUNREACH"})
