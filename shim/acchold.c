@@ -55,12 +55,19 @@ static void forget(int fd)
 		struct held *h = &tab[i];
 		uint32_t st = AH_HELD;
 		if (atomic_load_explicit(&h->state, memory_order_acquire) != AH_HELD ||
-		    h->lfd != fd || !atomic_compare_exchange_strong(&h->state, &st, AH_TAKEN))
+		    (h->lfd != fd && h->fd != fd) ||
+		    !atomic_compare_exchange_strong(&h->state, &st, AH_TAKEN))
 			continue;
 		int saved = errno;
 		int c = h->fd;
-		sl__fd_forget(c);
-		SL_REAL(close)(c);
+		/* The listener closes: its held connections go with it. The held
+		 * number itself being closed or replaced (a program closing fds it
+		 * does not know, closefrom): the entry goes, and the number is not
+		 * ours to close any more. */
+		if (c != fd) {
+			sl__fd_forget(c);
+			SL_REAL(close)(c);
+		}
 		errno = saved;
 		atomic_fetch_sub_explicit(&sl__ah_count, 1, memory_order_relaxed);
 		atomic_store_explicit(&h->state, AH_FREE, memory_order_release);

@@ -67,6 +67,10 @@ enum cw_state {
 	CW_SPENT = 4,
 };
 
+/* Which process made a record: 0 in the first process, one more in each
+ * fork child (single-threaded when it changes). */
+static uint32_t cw_gen;
+
 struct cw {
 	_Atomic uint32_t state;    /* enum cw_state */
 	_Atomic int32_t fd;        /* the fd to connect on; -1: closed (a dup
@@ -77,6 +81,7 @@ struct cw {
 	uint64_t start_ns;         /* not started before (its rate slot) */
 	uint64_t deadline_ns;      /* max-delay or SO_SNDTIMEO */
 	uint64_t ticket;           /* the order of waiting */
+	uint32_t gen;              /* cw_gen of the process that made it */
 	uint32_t rules;            /* its conns rules (stats) */
 	uint32_t n;
 	struct sl_limiter *lims[SL_CONN_RULES];
@@ -164,6 +169,11 @@ static uint64_t next_look(struct cw *w, uint64_t now)
 static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
 {
 	struct cw *w = &cw[k - 1];
+	/* A connect the parent was waiting for when it forked: the socket is
+	 * shared, and only the parent may start it (a close in the child must
+	 * not hand it a slot of the child's copy of the limiter). */
+	if (w->gen != cw_gen)
+		return CW_PENDING;
 	if (now < w->deadline_ns &&
 	    (now < w->start_ns ||
 	     (!handed && now < atomic_load_explicit(&w->retry_ns, memory_order_relaxed))))
@@ -281,9 +291,14 @@ void sl__cw_handoff(void)
 			if (atomic_load_explicit(&cw[i].state, memory_order_acquire) != CW_PENDING)
 				continue;
 			uint64_t t = cw[i].ticket;
-			unsigned at = n < MAX ? n++ : MAX - 1;
-			if (at == MAX - 1 && n == MAX && tk[at] < t)
-				continue; /* the 32 oldest are enough for one close */
+			unsigned at;
+			if (n < MAX) {
+				at = n++;
+			} else {
+				if (tk[MAX - 1] <= t)
+					continue; /* the 32 oldest are enough for one close */
+				at = MAX - 1;
+			}
 			while (at > 0 && tk[at - 1] > t) {
 				ks[at] = ks[at - 1];
 				tk[at] = tk[at - 1];
@@ -323,6 +338,7 @@ int sl__cw_init_unsync(void)
 
 void sl__cw_after_fork_unsync(void)
 {
+	cw_gen++; /* the parent's waiting connects are not this process's */
 	if (cw == NULL)
 		return;
 	const uint32_t words = atomic_load_explicit(&cw_words, memory_order_relaxed);
@@ -424,6 +440,7 @@ bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, 
 	w->start_ns = c->ready_ns;
 	w->deadline_ns = deadline;
 	w->ticket = atomic_fetch_add_explicit(&cw_tickets, 1, memory_order_relaxed);
+	w->gen = cw_gen;
 	w->rules = conns;
 	w->n = n;
 	memcpy(w->lims, lims, sizeof(lims[0]) * n);

@@ -397,11 +397,13 @@ static bool ep_hup(uint32_t fd, uint32_t s, uint32_t rev, uint32_t asked)
 		return false;
 	int saved = errno;
 	struct ep_fd *e = &ep_table[fd];
-	ep_lock(e);
 	uint64_t until = UINT64_MAX;
+	/* Asked before the lock, as ep_sync does: a deferred connect that
+	 * comes due here is started, and its readiness hook takes this lock. */
+	uint32_t hidden = sl__ready_hidden((int)fd, sl__clock_ns(), &until);
+	ep_lock(e);
 	if (atomic_load_explicit(&e->r[s].epfd1, memory_order_relaxed) != 0) {
 		ep_apply((int)fd, (int)s, SL_HIDE_ALL);
-		uint32_t hidden = sl__ready_hidden((int)fd, sl__clock_ns(), &until);
 		if ((hidden & SL_HIDE_IN) == 0)
 			ep_apply((int)fd, (int)s, hidden);
 	}
@@ -511,6 +513,10 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, u
 		if (sl__ah_on()) { /* held connections (acchold.c) */
 			uint64_t h = sl__ah_next(now);
 			next = h < next ? h : next;
+			/* One already due on this epoll set: report it now, do
+			 * not wait (ev is scratch until the wait fills it). */
+			if (max > 0 && ep_inject(epfd, ev, 0, max) > 0)
+				next = now;
 		}
 		uint64_t t = deadline < next ? deadline : next, d = t > now ? t - now : 0;
 		int n = ep_wait_once(how, epfd, ev, max, t, d, next < deadline, mask);

@@ -106,6 +106,11 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 		if (sl__ah_on()) { /* held connections (acchold.c) */
 			uint64_t h = sl__ah_next(now);
 			next = h < next ? h : next;
+			/* One already due: report it now, do not wait. */
+			for (nfds_t i = 0; i < n && next > now; i++)
+				if (fds[i].fd >= 0 && (fds[i].events & POLLIN) &&
+				    sl__ah_due(fds[i].fd, now))
+					next = now;
 		}
 		unsigned ne = 0;
 		for (nfds_t i = 0; i < n && ne < SL_POLL_EDITS; i++) {
@@ -188,6 +193,10 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 		if (sl__ah_on()) { /* held connections (acchold.c) */
 			uint64_t h = sl__ah_next(now);
 			next = h < next ? h : next;
+			/* One already due: report it now, do not wait. */
+			for (int fd = 0; s->user[0] != NULL && fd < nfds && next > now; fd++)
+				if (FD_ISSET(fd, s->user[0]) && sl__ah_due(fd, now))
+					next = now;
 		}
 		for (int j = 0; j < 3; j++)
 			if (s->user[j] != NULL)
