@@ -33,14 +33,17 @@
 #include "sandbox.h"
 #include "state.h"
 
-/* True if fd is a TCP socket already connecting or connected: another
+/* True if fd is a stream socket already connecting or connected: another
  * connect on it is the kernel's to answer (EALREADY, EISCONN), not a new
  * connection to charge (programs that poll connect() until EISCONN would
  * pay for each call, and a full conns limit would wait for its own slot).
- * errno is preserved. */
+ * TCP: its state (TCP_INFO); other streams (AF_UNIX, which connects at
+ * once): the peer its classification found. errno is preserved. */
 static bool tcp_started(int fd, const struct sl_fdrec *rec)
 {
-	if (!rec->stream || !(rec->family & (SL_FAM_INET | SL_FAM_INET6)) || sl__sandboxed())
+	if (rec->stream && !(rec->family & (SL_FAM_INET | SL_FAM_INET6)))
+		return rec->peer.family != 0;
+	if (!rec->stream || sl__sandboxed())
 		return false; /* a sandbox: no getsockopt (sandbox.h), charged as new */
 	struct tcp_info ti;
 	socklen_t l = sizeof(ti);

@@ -10,7 +10,9 @@ each failing on the code before its fix:
   - a held connection whose fd number the program closes (closerange) is
     dropped: accept must not hand out whatever reuses the number;
   - a fork child's close must not start the parent's waiting connect (two
-    connections under conns=1).
+    connections under conns=1);
+  - a second connect on a connected AF_UNIX stream under a full conns limit
+    is the kernel's to answer (EISCONN), not a new connection to wait for.
 Loopback only; every wait is bounded."""
 import os
 import subprocess
@@ -154,6 +156,19 @@ time.sleep(0.3)
 print(json.dumps({"before": before, "after": state(b)}))
 '''
 
+UNIX = r'''
+import json, os, select, socket, sys, tempfile
+p = os.path.join(tempfile.mkdtemp(), "u.sock")
+srv = socket.socket(socket.AF_UNIX); srv.bind(p); srv.listen(4)
+a = socket.socket(socket.AF_UNIX); a.setblocking(False)
+first = a.connect_ex(p)
+second = a.connect_ex(p)             # the kernel says EISCONN (106)
+pl = select.poll(); pl.register(a, select.POLLOUT)
+ready = bool(pl.poll(1000))
+print(json.dumps({"first": first, "second": second, "ready": ready,
+                  "so_error": a.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)}))
+'''
+
 
 def main():
     rc, r, _ = run_child(MANY, {"SLUICE_CONNS": "1"}, timeout=30)
@@ -181,6 +196,10 @@ def main():
     rc, r, _ = run_child(CLOSED, {"SLUICE_ACCEPT": "2/s,burst=1,per=peer"}, timeout=30)
     check(r is not None and r["held"] and r["accept"] != "not a socket",
           "a held number the program closed is never handed out (%r)" % r)
+    rc, r, _ = run_child(UNIX, {"SLUICE_CONNS": "1,family=unix"}, timeout=30)
+    check(r is not None and r["first"] == 0 and r["second"] == 106 and r["ready"] and
+          r["so_error"] == 0,
+          "a second connect on a connected unix stream gets the kernel's EISCONN (%r)" % r)
     rc, r, _ = run_child(FORK, {"SLUICE_CONNS": "1"}, timeout=30)
     check(r is not None and r["before"] == 7 and r["after"] == 1,
           "a fork child's close does not start the parent's waiting connect (%r)" % r)
