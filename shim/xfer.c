@@ -50,31 +50,11 @@
 #include <string.h>
 
 #include "act.h"
+#include "iov.h"
 #include "match.h"
 #include "nb.h"
 #include "state.h"
 #include "xfer.h"
-
-/* The iovecs covering [off, off + len) of iov[0..cnt) into out (room for
- * IOV_MAX). Returns how many. */
-static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t len, struct iovec *out)
-{
-	int n = 0;
-	for (int i = 0; i < cnt && len > 0 && n < IOV_MAX; i++) {
-		size_t l = iov[i].iov_len;
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		size_t take = l - off < len ? l - off : len;
-		out[n].iov_base = (char *)iov[i].iov_base + off;
-		out[n].iov_len = take;
-		n++;
-		len -= take;
-		off = 0;
-	}
-	return n;
-}
 
 size_t sl__iov_total(const struct iovec *iov, size_t cnt)
 {
@@ -109,7 +89,7 @@ __attribute__((noinline)) ssize_t sl__io_xfer_piece(const struct sl_io *whole, s
 	const struct iovec *iov = io->msg != NULL ? io->msg->msg_iov : io->iov;
 	int cnt = io->msg != NULL ? (int)io->msg->msg_iovlen : io->iovcnt;
 	if (iov != NULL) {
-		cnt = iov_slice(iov, cnt, off, len, v);
+		cnt = sl__iov_slice(iov, cnt, off, len, v, IOV_MAX);
 		iov = v;
 	}
 	if (io->msg != NULL) {

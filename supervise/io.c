@@ -43,6 +43,8 @@
  */
 #include "internal.h"
 
+#include "iov.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -64,38 +66,17 @@ static char piece_buf[SL_SUP_PIECE_MAX];
 
 enum parse { PARSE_OK, PARSE_CONTINUE };
 
-/* The part of the program's buffers from byte off, at most len bytes. */
-static int iov_slice(const struct iovec *iov, int n, uint64_t off, uint64_t len, struct iovec *out,
-		     int max)
-{
-	int k = 0;
-	for (int i = 0; i < n && len > 0 && k < max; i++) {
-		uint64_t l = iov[i].iov_len;
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		uint64_t take = l - off < len ? l - off : len;
-		out[k].iov_base = (char *)iov[i].iov_base + off;
-		out[k].iov_len = take;
-		k++;
-		len -= take;
-		off = 0;
-	}
-	return k;
-}
-
 static ssize_t read_piece(struct sl_sup_call *c, uint64_t len)
 {
 	static struct iovec sl[SL_SUP_IOV_MAX];
-	int k = iov_slice(c->riov, c->niov, c->done, len, sl, SL_SUP_IOV_MAX);
+	int k = sl__iov_slice(c->riov, c->niov, (size_t)c->done, (size_t)len, sl, SL_SUP_IOV_MAX);
 	return sl_sup_mem_readv((pid_t)c->req.pid, sl, k, piece_buf, len);
 }
 
 static ssize_t write_piece(struct sl_sup_call *c, uint64_t len)
 {
 	static struct iovec sl[SL_SUP_IOV_MAX];
-	int k = iov_slice(c->riov, c->niov, c->done, len, sl, SL_SUP_IOV_MAX);
+	int k = sl__iov_slice(c->riov, c->niov, (size_t)c->done, (size_t)len, sl, SL_SUP_IOV_MAX);
 	return sl_sup_mem_writev((pid_t)c->req.pid, sl, k, piece_buf, len);
 }
 
