@@ -226,7 +226,7 @@ bench: all $(BENCHES)
 # shared-memory format header).
 check-layers:
 	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include' core/*.c core/*.h | \
-		grep -vE '<(stdint|stdbool|stddef|stdatomic)\.h>|"(sluice_core|internal)\.h"'); \
+		grep -vE '<(stdint|stdbool|stddef|stdatomic)\.h>|"(sluice_core|sluice_fast|internal)\.h"'); \
 	if [ -n "$$bad" ]; then echo "check-layers: core/ includes more than C11 atomics and integers:"; echo "$$bad"; exit 1; fi
 	@bad=$$(grep -HnE '\b(getenv|secure_getenv|dlsym|dlopen|environ|malloc|calloc|realloc)\b|\berrno[[:space:]]*=[^=]' policy/*.c policy/*.h); \
 	if [ -n "$$bad" ]; then echo "check-layers: policy/ must be a pure function of text:"; echo "$$bad"; exit 1; fi
@@ -248,7 +248,7 @@ install: all
 	install -m 644 $(CORE_A) $(DESTDIR)$(LIBDIR)/
 	install -m 644 $(CORE_SO) $(DESTDIR)$(LIBDIR)/libsluice-core.so.0
 	ln -sf libsluice-core.so.0 $(DESTDIR)$(LIBDIR)/libsluice-core.so
-	install -m 644 core/sluice_core.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 core/sluice_core.h core/sluice_fast.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/sluice-core.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	if [ -f $(SHIM_SO) ]; then install -m 644 $(SHIM_SO) $(DESTDIR)$(PREFIX)/lib/sluice/; fi
 	if [ -f $(CLI) ]; then install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/; fi

@@ -71,7 +71,9 @@ struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now
 	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
 	for (;;) {
 		const uint64_t cur = sl__max(v, first);
-		uint64_t j = cur / limit;
+		/* Within the current window (first <= cur < first + N), the
+		 * common case, its index is idx: no division. */
+		uint64_t j = cur - first < limit ? idx : cur / limit;
 		uint64_t u = cur - j * limit;
 		if (n > limit - u) { /* does not fit: take the next window */
 			j++;
@@ -89,9 +91,11 @@ struct sl_decision sl_fixed_acquire(struct sl_fixed *w, uint64_t n, uint64_t now
 		}
 		if (wait > max_wait_ns)
 			return sl__decide(SL_REFUSE, wait - max_wait_ns);
-		/* Relaxed: the counter publishes no other memory; the CAS alone
-		 * orders racing acquires. Relaxed failure: just a new guess. */
-		if (atomic_compare_exchange_weak_explicit(&w->used, &v, next, memory_order_relaxed,
+		/* The counter publishes no other memory: the CAS alone orders
+		 * racing acquires. SL__ADMIT_ORDER on success (tunable.c's
+		 * argument; the same instruction on x86-64), relaxed on
+		 * failure: just a new guess. */
+		if (atomic_compare_exchange_weak_explicit(&w->used, &v, next, SL__ADMIT_ORDER,
 							  memory_order_relaxed))
 			return sl__decide(SL_ADMIT, wait);
 	}

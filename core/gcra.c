@@ -29,6 +29,7 @@
  * tunable.c (SL__ADMIT_ORDER).
  */
 #include "internal.h"
+#include "sluice_fast.h"
 
 /*
  * The range of gcra_acquire_short (fast_shift): the largest h such that
@@ -252,24 +253,18 @@ gcra_acquire_slow_n(struct sl_gcra *g, uint64_t n, uint64_t now_ns, uint64_t max
 }
 
 /*
- * sl_gcra_acquire for n != 1: the cost by a 128-bit multiply, then the
- * short path if it covers that cost. For n >= 1, n * mult >= 1 and
- * ceil(n * mult / 2^shift) = ((n * mult - 1) >> shift) + 1, which needs no
- * rounding constant; n == 0 wraps to 2^128 - 1 and so fails the range test,
- * as do costs beyond the burst (token), the capacity (leaky) or 2^63 - 1.
+ * sl_gcra_acquire for n != 1: the cost by a 128-bit multiply
+ * (sl__gcra_cost_short, sluice_fast.h, shared with the inline path), then
+ * the short path if it covers that cost; n == 0 and costs beyond the burst
+ * (token), the capacity (leaky) or 2^63 - 1 take the slow one.
  */
 __attribute__((noinline)) static struct sl_decision
 gcra_acquire_n(struct sl_gcra *g, uint64_t n, uint64_t now_ns, uint64_t max_wait_ns)
 {
-	const sl__u128 q = ((sl__u128)n * g->mult - 1) >> (g->shift & 63);
-	/* The largest cost the short path takes: for a leaky bucket tol is
-	 * the cost itself, so only the capacity bounds it. */
-	const uint64_t most = sl__min(g->leaky ? g->limit_ticks : g->tau_ticks, INT64_MAX);
-	if (q >= most)
+	uint64_t cost, tol;
+	if (!sl__gcra_cost_short(g, n, &cost, &tol))
 		return gcra_acquire_slow_n(g, n, now_ns, max_wait_ns);
-	const uint64_t cost = (uint64_t)q + 1;
-	return gcra_acquire_short(&g->tat, cost, now_ns, max_wait_ns,
-				  g->leaky ? cost : g->tau_ticks);
+	return gcra_acquire_short(&g->tat, cost, now_ns, max_wait_ns, tol);
 }
 
 /*

@@ -31,7 +31,8 @@ __extension__ typedef unsigned __int128 sl__u128;
 /* Every limiter stays exact for at least this long after its epoch. */
 #define SL__HORIZON_NS (UINT64_C(1) << 56)
 
-/* The order of the CAS by which a token or leaky bucket admits: seq_cst,
+/* The order of the CAS by which a rate limiter (token, leaky, fixed,
+ * sliding; warm-up's 16-byte CAS is a full barrier) admits: seq_cst,
  * so that a tunable limiter (tunable.c) can check its generation after it
  * without a fence. On x86-64 it is the same instruction as relaxed. */
 #define SL__ADMIT_ORDER memory_order_seq_cst

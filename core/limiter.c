@@ -11,6 +11,7 @@
  * its state word holds.
  */
 #include "internal.h"
+#include "sluice_fast.h"
 
 /*
  * sl_limiter_init - initialise l as p->kind with epoch now_ns. Returns
@@ -253,4 +254,18 @@ const char *sl_kind_name(enum sl_kind k)
 		return "warmup";
 	}
 	return "unknown";
+}
+
+/* sl_fast_take's out-of-line part (sluice_fast.h): the full police. */
+bool sl_fast_take_other(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	/* A police admits with no wait or refuses; n == 0 is admitted. */
+	return sl_limiter_acquire(l, n, now_ns, 0).verdict == SL_ADMIT;
+}
+
+/* sl_fast_peek's out-of-line part: a police of n at now admits exactly when
+ * that many are available. */
+bool sl_fast_peek_other(const struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	return sl_limiter_available(l, now_ns) >= n;
 }

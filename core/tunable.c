@@ -31,8 +31,10 @@
  * looser). Refunds and releases act on the current slot; a refund that
  * lands on a slot just retired is lost (stricter again).
  *
- * Token and leaky slots, the common case, need no F2: their admitting CAS
- * is seq_cst (SL__ADMIT_ORDER in gcra.c), and so are the second load of gen,
+ * Rate limiter slots (every kind but concurrency) need no F2: their
+ * admitting CAS is seq_cst (SL__ADMIT_ORDER in gcra.c, fixed.c and
+ * sliding.c; warm-up's __sync CAS is a full barrier), and so are the second
+ * load of gen,
  * the retuner's store of gen and its snapshot s2. In the single order S of
  * seq_cst operations the CAS precedes the second load (program order), and
  * the store precedes s2. If the load reads the old gen, it precedes the
@@ -375,24 +377,15 @@ struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint
 	struct sl_limiter *l = current(tun_of(head), &g);
 	if (l->kind == SL_KIND_CONC)
 		return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
-	struct sl_decision d;
-	if (l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN) {
-		/* Buckets (the shim's per=process limiters) straight to GCRA,
-		 * whose seq_cst CAS makes F2 unneeded: a seq_cst load (top). */
-		d = sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns);
-		if (d.verdict != SL_ADMIT || n == 0 ||
-		    atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == g)
-			return d;
-	} else {
-		d = sl_limiter_acquire(l, n, now_ns, max_wait_ns);
-		if (d.verdict != SL_ADMIT || n == 0)
-			return d;
-		/* F2, as in the loop. */
-		atomic_thread_fence(memory_order_seq_cst);
-		/* Relaxed: the fence orders it; only equality matters. */
-		if (atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
-			return d;
-	}
+	/* Buckets (the shim's per=process limiters) straight to GCRA. A rate
+	 * limiter's seq_cst CAS makes F2 unneeded: a seq_cst load (top). */
+	const struct sl_decision d =
+		l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN
+			? sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns)
+			: sl_limiter_acquire(l, n, now_ns, max_wait_ns);
+	if (d.verdict != SL_ADMIT || n == 0 ||
+	    atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == g)
+		return d;
 	sl_limiter_refund(l, n, now_ns);
 	return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
 }

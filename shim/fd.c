@@ -177,6 +177,10 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 	out->family = r->family;
 	out->type = r->type;
 	out->stream = r->stream;
+	out->fast = 0;
+	for (int k = 0; k < SL_K_COUNT; k++)
+		if (r->match[k] != 0 && (r->match[k] & ~sl__st.fast_rules) == 0)
+			out->fast |= (uint8_t)SL_FDR_FAST(k);
 	out->peer = r->peer;
 	out->local = r->local;
 	out->dev = r->dev;

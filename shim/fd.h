@@ -27,6 +27,8 @@
 #define SL_FDB_CONN 0x40u  /* the fd refers to a connection record */
 #define SL_FDB_KEEP 0x80u  /* reclassify, but keep the per-fd limiters (connect) */
 
+#define SL_FDR_FAST(k) (1u << (k)) /* sl_fdrec.fast */
+
 struct sl_fdrec {
 	uint32_t cand[SL_K_COUNT];  /* rules whose family and type fit */
 	uint32_t match[SL_K_COUNT]; /* cand narrowed by the address: peer for
@@ -34,7 +36,8 @@ struct sl_fdrec {
 	uint8_t family;             /* SL_FAM_* bit */
 	uint8_t type;               /* SL_TYPE_* bit, 0 for other types */
 	uint8_t stream;             /* SOCK_STREAM: byte transfers may be split */
-	uint8_t pad;
+	uint8_t fast;               /* SL_FDR_FAST(k): match[k] is not empty and all
+	                               fast rules (state.h): the fast paths apply */
 	struct sl_addr peer; /* family 0 if not connected */
 	struct sl_addr local;
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */

@@ -60,6 +60,28 @@ static struct sl_limiter *remap(struct sl_limiter *old, size_t *bytes, size_t n)
 	return n == 0 ? NULL : sl__map(*bytes);
 }
 
+/* How the fast paths reach fast rule i's limiter (state.h): buckets
+ * directly, anything else through the generic inline take. A retune keeps
+ * a tunable's kind. */
+static uint8_t fast_how(unsigned i)
+{
+	const struct sl_state *st = &sl__st;
+	struct sl_params prm;
+	sl__rule_params(&st->policy.rules[i], &prm);
+	const bool bucket = prm.kind == SL_KIND_TOKEN || prm.kind == SL_KIND_LEAKY;
+	const struct sl_limiter *l = st->rule_lim[i];
+	if ((st->proc_rules >> i) & 1) {
+		if (l->kind != SL_KIND_TUNABLE)
+			return SL_FAST_OTHER;
+		const struct sl_limiter *s =
+			sl_tunable_current((const struct sl_tunable *)(const void *)l);
+		return bucket && s->kind == prm.kind ? SL_FAST_PROC_BUCKET : SL_FAST_PROC_TUNABLE;
+	}
+	if (!bucket)
+		return SL_FAST_OTHER;
+	return (st->fd_rules >> i) & 1 ? SL_FAST_FD_BUCKET : SL_FAST_THREAD_BUCKET;
+}
+
 int sl__state_init_unsync(const struct sl_policy *p)
 {
 	struct sl_state *st = &sl__st;
@@ -73,6 +95,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	memset(st->kind_rules, 0, sizeof(st->kind_rules));
 	st->byte_rules = st->conns_rules = st->reject_rules = st->eagain_rules = 0;
 	st->proc_rules = st->fast_rules = st->lease_rules = 0;
+	st->fd_rules = st->thread_rules = st->late_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT,
@@ -103,15 +126,17 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->reject_rules |= bit;
 		if (r->redis_key[0] != '\0')
 			st->lease_rules |= bit;
-		if (r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0') {
+		if (r->scope == SL_SCOPE_PROCESS && r->redis_key[0] == '\0')
 			st->proc_rules |= bit;
-			/* Not sliding windows: their refund rounds down what
-			 * their acquire rounded up (a quantum may stay taken
-			 * when the fast path gives back). */
-			if (r->op != SL_OP_CONNS && r->action != SL_ACTION_DRYRUN &&
-			    r->algo != SL_ALGO_SLIDING)
-				st->fast_rules |= bit;
-		}
+		if (r->op != SL_OP_CONNS && r->scope == SL_SCOPE_FD)
+			st->fd_rules |= bit;
+		if (r->op != SL_OP_CONNS && r->scope == SL_SCOPE_THREAD)
+			st->thread_rules |= bit;
+		memset(&st->fast[i], 0, sizeof(st->fast[i]));
+		if (r->op != SL_OP_CONNS && ((st->proc_rules | st->fd_rules | st->thread_rules) & bit))
+			st->fast_rules |= bit;
+		if (r->algo == SL_ALGO_SLIDING)
+			st->late_rules |= bit;
 		if (r->scope == SL_SCOPE_FD)
 			st->scope_slot[i] = (uint8_t)st->n_fd_rules++;
 		else if (r->scope == SL_SCOPE_THREAD)
@@ -139,6 +164,14 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			       i + 1, txt, sl_status_name(s));
 			return -1;
 		}
+	}
+	for (uint32_t rest = st->fast_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		st->fast[i] = (struct sl_fast_rule){.how = fast_how(i),
+						    .bytes = (st->byte_rules >> i) & 1,
+						    .slot = st->scope_slot[i],
+						    .lim = st->rule_lim[i],
+						    .stats = &st->stats[i]};
 	}
 	st->piece_min = UINT64_MAX;
 	for (uint32_t rest = st->byte_rules; rest != 0; rest &= rest - 1) {

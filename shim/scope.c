@@ -56,7 +56,7 @@ static atomic_flag peer_lock = ATOMIC_FLAG_INIT;
 static pthread_key_t tslot_key;
 static bool scope_once;
 static _Atomic uint64_t tslot_used[SL_THREAD_SLOTS / 64];
-static __thread int tslot __attribute__((tls_model("initial-exec"))); /* slot + 1 */
+__thread int sl__tslot __attribute__((tls_model("initial-exec"))); /* slot + 1 */
 static _Atomic int tslot_full_logged;
 
 static void peer_lock_take(void)
@@ -103,7 +103,7 @@ void sl__scope_reset_unsync(void)
 		memset(peers, 0, sizeof(struct peer_ent) * SL_PEER_SLOTS);
 	for (size_t i = 0; i < SL_THREAD_SLOTS / 64; i++)
 		atomic_store_explicit(&tslot_used[i], 0, memory_order_relaxed);
-	tslot = 0;
+	sl__tslot = 0;
 }
 
 void sl__scope_after_fork_unsync(void)
@@ -111,8 +111,8 @@ void sl__scope_after_fork_unsync(void)
 	/* Only the forking thread lives on in the child: the other threads'
 	 * slots would never be freed (their thread-exit handlers never run). */
 	for (size_t i = 0; i < SL_THREAD_SLOTS / 64; i++) {
-		uint64_t own = tslot != 0 && (size_t)(tslot - 1) / 64 == i
-				       ? (uint64_t)1 << ((tslot - 1) % 64)
+		uint64_t own = sl__tslot != 0 && (size_t)(sl__tslot - 1) / 64 == i
+				       ? (uint64_t)1 << ((sl__tslot - 1) % 64)
 				       : 0;
 		atomic_store_explicit(&tslot_used[i], own, memory_order_relaxed);
 	}
@@ -121,8 +121,8 @@ void sl__scope_after_fork_unsync(void)
 /* This thread's slot of the per-thread pool, or -1 if the pool is full. */
 static int tslot_get(void)
 {
-	if (tslot != 0)
-		return tslot - 1;
+	if (sl__tslot != 0)
+		return sl__tslot - 1;
 	for (unsigned w = 0; w < SL_THREAD_SLOTS / 64; w++) {
 		uint64_t used = atomic_load_explicit(&tslot_used[w], memory_order_relaxed);
 		while (~used != 0) {
@@ -136,7 +136,7 @@ static int tslot_get(void)
 			int s = (int)(w * 64 + b);
 			sl__rules_reset_row(&sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules],
 					    SL_SCOPE_THREAD);
-			tslot = s + 1;
+			sl__tslot = s + 1;
 			pthread_setspecific(tslot_key, (void *)(uintptr_t)(s + 1));
 			return s;
 		}
@@ -263,15 +263,13 @@ struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i)
 	struct sl_limiter *l = NULL;
 	switch (r->scope) {
 	case SL_SCOPE_THREAD: {
-		int s = tslot_get();
-		if (s >= 0)
-			l = &sl__st.thread_lims[(size_t)s * sl__st.n_thread_rules +
-						sl__st.scope_slot[i]];
+		if (tslot_get() >= 0)
+			l = sl__thread_lim(i);
 		break;
 	}
 	case SL_SCOPE_FD:
 		if (r->op != SL_OP_CONNS && (unsigned)fd < sl__fd_cap && sl__st.fd_lims != NULL)
-			l = &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + sl__st.scope_slot[i]];
+			l = sl__fd_lim(fd, i);
 		break;
 	case SL_SCOPE_PEER:
 		if (c->peer != NULL && c->peer->family != 0)

@@ -15,6 +15,27 @@
 
 struct sl_call;
 
+/* This thread's slot of the per=thread pool + 1; 0 until its first call
+ * under a per=thread rule takes one (the general path, scope.c). */
+extern __thread int sl__tslot __attribute__((tls_model("initial-exec")));
+
+/* The per=thread limiters of rule i (in sl__st.thread_rules) for this
+ * thread; NULL if it has no slot yet. */
+static inline struct sl_limiter *sl__thread_lim(unsigned i)
+{
+	int s = sl__tslot;
+	if (s == 0)
+		return NULL;
+	return &sl__st.thread_lims[(size_t)(s - 1) * sl__st.n_thread_rules + sl__st.scope_slot[i]];
+}
+
+/* The per=fd limiter of rule i (in sl__st.fd_rules) for fd, below
+ * sl__fd_cap (every fd with a record is). */
+static inline struct sl_limiter *sl__fd_lim(int fd, unsigned i)
+{
+	return &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + sl__st.scope_slot[i]];
+}
+
 /* The limiter of rule i for call c in the scopes other than process (not
  * redis=KEY rules either): sl__limiter (act.h) asks it. */
 struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i);

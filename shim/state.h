@@ -27,6 +27,28 @@ void sl__fd_cap_init_unsync(void);
 
 #define SL_THREAD_SLOTS 256 /* threads with per=thread limiters at once (scope.c) */
 
+/* How the fast paths (xfer.h) reach a fast rule's limiter (sl_fast_rule). */
+enum sl_fast_how {
+	SL_FAST_NO = 0,        /* not a fast rule */
+	SL_FAST_PROC_BUCKET,   /* rule_lim[i]: a tunable head with bucket slots */
+	SL_FAST_PROC_TUNABLE,  /* rule_lim[i]: a tunable head of another kind */
+	SL_FAST_FD_BUCKET,     /* the fd's per=fd token or leaky bucket */
+	SL_FAST_THREAD_BUCKET, /* the thread's per=thread token or leaky bucket */
+	SL_FAST_OTHER,         /* any other kind in these scopes: sl__fast_lim */
+};
+
+/* What the fast paths need of fast rule i, on one line of its own
+ * (sl__st.fast[i], read-only after init). */
+struct sl_fast_rule {
+	uint8_t how;             /* enum sl_fast_how */
+	uint8_t bytes;           /* counts bytes (else calls) */
+	uint8_t slot;            /* scope_slot: its column in a per=fd/per=thread row */
+	uint8_t pad[5];
+	struct sl_limiter *lim;  /* per=process: rule_lim[i] */
+	struct sl_rstats *stats; /* &stats[i] */
+	uint8_t pad2[SL_CACHELINE - 24];
+};
+
 struct sl_state {
 	struct sl_policy policy;
 	bool active;                     /* rules apply to this process */
@@ -39,10 +61,17 @@ struct sl_state {
 	                         rule_lim[i] (not redis=KEY: see lease.c) */
 	uint32_t lease_rules;            /* redis=KEY rules (per=process; lease.c says
 	                         which limiter each uses now) */
-	uint32_t fast_rules;             /* proc_rules counting calls or bytes, not dry-run
-	                         nor sliding windows:
-	                         a transfer they all admit at once takes the
-	                         fast path (xfer.h) */
+	uint32_t fast_rules;             /* rules whose limiter the fast paths (xfer.h)
+	                         find inline: per=process (not redis=KEY),
+	                         per=fd and per=thread rules counting calls or
+	                         bytes, any algorithm and action. A transfer
+	                         they all admit at once takes the fast path */
+	uint32_t fd_rules;               /* per=fd rules (not conns) */
+	uint32_t thread_rules;           /* per=thread rules (not conns) */
+	uint32_t late_rules;             /* sliding windows: the fast path polices at most one,
+	                         last (its refund rounds down what its acquire
+	                         rounded up, so it is never given back for
+	                         another rule's refusal) */
 	uint32_t eagain_rules;           /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
 	uint32_t n_fd_rules, n_thread_rules;
@@ -58,6 +87,7 @@ struct sl_state {
 	struct sl_limiter *thread_lims; /* [SL_THREAD_SLOTS][n_thread_rules] */
 	struct sl_rstats *stats;        /* [n_rules], in rec */
 	struct sl_shm_stat *rec;        /* the live status record (record.c) */
+	_Alignas(SL_CACHELINE) struct sl_fast_rule fast[SL_MAX_RULES];
 };
 extern struct sl_state sl__st;
 

@@ -26,8 +26,6 @@ const int sl__wrap_recv_anchor = 1;
 
 static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, int flags)
 {
-	if (sl__fd_pass(fd, SL_K_RECV))
-		return SL_REAL(recv)(fd, buf, n, flags);
 	struct sl_io io = {.how = SL_IO_RECV, .fd = fd, .buf = buf, .total = n, .flags = flags};
 	return sl__recv(&io);
 }
@@ -35,8 +33,6 @@ static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, 
 static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t n, int flags,
 						       struct sockaddr *from, socklen_t *fromlen)
 {
-	if (sl__fd_pass(fd, SL_K_RECV))
-		return SL_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	struct sl_io io = {.how = SL_IO_RECVFROM,
 			   .fd = fd,
 			   .buf = buf,
@@ -61,8 +57,6 @@ static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg
 
 static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n)
 {
-	if (sl__fd_pass(fd, SL_K_RECV))
-		return SL_REAL(read)(fd, buf, n);
 	struct sl_io io = {.how = SL_IO_READ, .fd = fd, .buf = buf, .total = n};
 	return sl__recv(&io);
 }

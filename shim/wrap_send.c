@@ -23,8 +23,6 @@ const int sl__wrap_send_anchor = 1;
 
 static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size_t n, int flags)
 {
-	if (sl__fd_pass(fd, SL_K_SEND))
-		return SL_REAL(send)(fd, buf, n, flags);
 	struct sl_io io = {.how = SL_IO_SEND,
 			   .fd = fd,
 			   .buf = (char *)buf,
@@ -74,8 +72,6 @@ static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghd
 
 static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, size_t n)
 {
-	if (sl__fd_pass(fd, SL_K_SEND))
-		return SL_REAL(write)(fd, buf, n);
 	struct sl_io io = {.how = SL_IO_WRITE, .fd = fd, .buf = (char *)buf, .total = n};
 	return sl__send(&io);
 }

@@ -143,36 +143,86 @@ ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, in
 	return -1;
 }
 
-/* What sl__fast_begin took, given back: a byte rule the bytes not moved, a
+/* What the fast path took, given back: a byte rule the bytes not moved, a
  * message rule its one unit if nothing moved (as the general path does). */
-void sl__fast_give(uint32_t rules, size_t total, ssize_t r, uint64_t now)
+void sl__fast_give(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		uint64_t back = (sl__st.byte_rules >> i) & 1 ? (r < 0 ? total : total - (size_t)r)
 							     : r < 0;
-		if (back != 0)
-			sl_limiter_refund(sl__st.rule_lim[i], back, now);
+		struct sl_limiter *l = sl__fast_lim(fd, i);
+		if (back != 0 && l != NULL)
+			sl_limiter_refund(l, back, now);
 	}
 }
 
-__attribute__((noinline)) void sl__fast_cut(int fd, int flags, uint32_t rules, size_t left)
+bool sl__fast_take_lim(int fd, unsigned i, uint64_t n, uint64_t now)
 {
-	struct sl_call c;
-	sl__busy = 1;
-	sl__call_begin(&c, fd, SL_OP_SEND, NULL, SO_SNDTIMEO);
-	sl__nb_begin(&c, flags, rules);
-	sl__nb_end(&c, SL_DIR_OUT, true, left);
-	sl__busy = 0;
+	struct sl_limiter *l = sl__fast_lim(fd, i);
+	return l != NULL && sl_fast_take(l, n, now);
+}
+
+/* Every rule in turn; what was taken is given back if one does not admit.
+ * At most one sliding window, policed last (state.h: late_rules). */
+bool sl__fast_take_multi(int fd, uint32_t rules, size_t total, uint64_t now)
+{
+	const uint32_t late = rules & sl__st.late_rules, first = rules & ~late;
+	if ((late & (late - 1)) != 0)
+		return false;
+	for (uint32_t rest = first; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		if (!sl__fast_take1(fd, i, sl__units(i, total), now)) {
+			sl__fast_give(fd, first & ~rest, total, -1, now);
+			return false;
+		}
+	}
+	if (late != 0) {
+		unsigned i = (unsigned)__builtin_ctz(late);
+		if (!sl__fast_take1(fd, i, sl__units(i, total), now)) {
+			sl__fast_give(fd, first, total, -1, now);
+			return false;
+		}
+	}
+	return true;
+}
+
+__attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_t rules,
+						       size_t total, ssize_t r, uint64_t now)
+{
+	int e = errno;
+	sl__fast_give(fd, rules, total, r, now);
+	const struct sl_fdrec *rec;
+	if (r > 0 && (rec = sl__fd_rec(fd)) != NULL) {
+		/* An nb fd is held back if its next call's tokens are missing,
+		 * as sl__nb_end does for the general path. Copied out: see
+		 * sl__send_general. */
+		struct sl_call c;
+		struct sl_addr dst = rec->peer;
+		sl__busy = 1;
+		sl__call_begin(&c, fd, SL_OP_SEND, dst.family != 0 ? &dst : NULL, SO_SNDTIMEO);
+		sl__nb_begin(&c, flags, rules);
+		sl__nb_end(&c, SL_DIR_OUT, true, total - (size_t)r);
+		sl__busy = 0;
+	}
+	sl__stats_end(rules, r >= 0, r > 0 ? (uint64_t)r : 0);
+	errno = e;
+	return r;
 }
 
 /* The general path of a send: pieces, waits, reject rules' partial counts,
  * non-blocking refusals. */
-__attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, const struct sl_fdrec *rec,
-						   uint64_t now)
+__attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t now)
 {
 	const struct sockaddr *to = io->msg != NULL ? io->msg->msg_name : io->addr;
 	int saved = errno;
+	/* Asked again rather than passed: the fast path keeps fewer values
+	 * alive. Published already (sl__xfer_rec), so one load and a test. */
+	const struct sl_fdrec *rec = sl__fd_rec(io->fd);
+	if (rec == NULL) {
+		errno = saved;
+		return sl__io_xfer(io, 0, io->total);
+	}
 	sl__busy = 1;
 	/* Copied out: the record may be rewritten if the program races a
 	 * connect or close of fd with this call. */
@@ -241,13 +291,10 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, const struc
 	return sl__io_end(&c, rules, done, r, err, e);
 }
 
-/* The receive side of every wrapper, past its pass test. */
-ssize_t sl__recv(struct sl_io *io)
+/* The general path of a receive: waits, cut reads, charges after. */
+__attribute__((noinline)) ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec,
+						   uint64_t now)
 {
-	const struct sl_fdrec *rec;
-	if (sl__busy || (io->flags & (MSG_PEEK | MSG_ERRQUEUE)) ||
-	    (rec = sl__fd_rec(io->fd)) == NULL || rec->match[SL_K_RECV] == 0)
-		return sl__io_xfer(io, 0, io->total);
 	int saved = errno;
 	sl__busy = 1;
 	/* Copied out: see sl__send_general. */
@@ -258,7 +305,8 @@ ssize_t sl__recv(struct sl_io *io)
 	struct sl_call c;
 	struct sl_grant gm;
 	gm.rules = 0;
-	sl__call_begin(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO);
+	sl__call_begin_at(&c, io->fd, SL_OP_RECV, peer, SO_RCVTIMEO,
+			  now != 0 ? now : sl__clock_ns());
 	sl__nb_begin(&c, io->flags, rules);
 	/* Skipped when empty: see sl__send_general. */
 	int err = rules & ~bytes ? sl__admit(&c, rules & ~bytes, 1, &gm) : 0, e = saved;

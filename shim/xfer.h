@@ -21,9 +21,12 @@
 
 #include "act.h"
 #include "clock.h"
+#include "fair.h"
 #include "fd.h"
 #include "internal.h"
 #include "real.h"
+#include "scope.h"
+#include "sluice_fast.h"
 #include "state.h"
 
 /* The fortified entry points are declared only under _FORTIFY_SOURCE. */
@@ -173,27 +176,32 @@ static inline __attribute__((always_inline)) ssize_t sl__io_xfer(const struct sl
 }
 
 /*
- * The send fast path. A send whose rules are all fast_rules (per=process,
- * calls or bytes, not dry-run, not sliding windows), small enough that no
- * byte rule splits it, is first policed at one clock reading. If every rule
- * admits it at once it goes out as it is, what the kernel did not take is
- * given back, and the stats count it: what the general path does with such
- * a call, without its bookkeeping for waits, pieces and errnos. If a rule
- * would make it wait or refuse it, what was taken is given back and the
- * general path decides from the same clock reading.
+ * The fast paths. A transfer whose rules are all fast_rules (per=process,
+ * per=fd or per=thread; state.h) is first decided at one clock reading with
+ * the core's inline police (sluice_fast.h), each rule's limiter found
+ * inline (sl__fast_lim).
  *
- * The sl__busy protocol: sl__fast_begin sets sl__busy when it admits, and
- * sl__fast_end clears it right after the real call, so that a send the real
- * call makes (another interposer's, a signal handler's) passes through
- * instead of being charged twice. Nothing between them may return.
+ * Send: if the call is small enough that no byte rule splits it and every
+ * rule admits it at once, it goes out as it is, what the kernel did not take
+ * is given back, and the stats count it: what the general path does with
+ * such a call, without its bookkeeping for waits, pieces and errnos. If a
+ * rule would make it wait or refuse it, what was taken is given back and the
+ * general path decides from the same clock reading. At most one sliding
+ * window is policed, last (state.h: late_rules), so it is never given back
+ * for another rule's refusal.
+ *
+ * Receive (no MSG_PEEK, MSG_ERRQUEUE or MSG_WAITALL, no fair turn kept):
+ * if every byte rule would admit the whole buffer now (a peek: the general
+ * path would not cut the call either) and every message rule admits the
+ * call, it is made as it is; the bytes it moved are then charged at a new
+ * clock reading and a message rule's unit is given back if nothing came,
+ * as the general path does.
+ *
+ * The sl__busy protocol: sl__busy is set once the fast path has admitted
+ * and cleared right after the real call, so that a transfer the real call
+ * makes (another interposer's, a signal handler's) passes through instead
+ * of being charged twice. Nothing between the two may return.
  */
-
-/* A send the fast path looked at: its rules and the clock reading (0 if
- * it read none: the general path reads it then). */
-struct sl_fast {
-	uint32_t rules;
-	uint64_t now;
-};
 
 /* Units a transfer of `total` bytes charges rule i. */
 static inline uint64_t sl__units(unsigned i, size_t total)
@@ -201,75 +209,110 @@ static inline uint64_t sl__units(unsigned i, size_t total)
 	return (sl__st.byte_rules >> i) & 1 ? (uint64_t)total : 1;
 }
 
-/* Give back, at now, what `rules` took for a transfer of `total` bytes that
- * returned r (xfer.c). */
-void sl__fast_give(uint32_t rules, size_t total, ssize_t r, uint64_t now);
-/* A short send on the fast path: an nb fd is held back if its next call's
- * tokens are missing, as sl__nb_end does for the general path (xfer.c). */
-void sl__fast_cut(int fd, int flags, uint32_t rules, size_t left);
-
-/* The record of fd for a send the shim acts on; NULL if the call passes
- * through (re-entered, not classified a socket, no send rule can match). */
-static inline const struct sl_fdrec *sl__send_rec(int fd)
+/* The limiter of fast rule i for a call on fd; NULL if it cannot be found
+ * inline (a thread without a per=thread slot yet: the general path takes
+ * one). */
+static inline struct sl_limiter *sl__fast_lim(int fd, unsigned i)
 {
-	const struct sl_fdrec *rec;
-	if (sl__busy || (rec = sl__fd_rec(fd)) == NULL || rec->cand[SL_K_SEND] == 0)
+	if ((sl__st.proc_rules >> i) & 1)
+		return sl__st.rule_lim[i];
+	if ((sl__st.fd_rules >> i) & 1)
+		return sl__fd_lim(fd, i);
+	return sl__thread_lim(i);
+}
+
+/* Give back, at now, what fast `rules` took on fd for a transfer of
+ * `total` bytes that returned r: a byte rule the bytes not moved, a message
+ * rule its unit if r < 0 (xfer.c). */
+void sl__fast_give(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now);
+
+/* sl__fast_take1 for the kinds it does not inline (xfer.c). */
+bool sl__fast_take_lim(int fd, unsigned i, uint64_t n, uint64_t now);
+/* sl__fast_take for more than one rule (xfer.c). */
+bool sl__fast_take_multi(int fd, uint32_t rules, size_t total, uint64_t now);
+
+/* Police n units of fast rule i for a call on fd at now: true if taken.
+ * Buckets of the process and the fd directly, the rest through
+ * sl__fast_lim. */
+static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigned i, uint64_t n,
+								 uint64_t now)
+{
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	switch (d->how) {
+	case SL_FAST_PROC_BUCKET:
+		return sl_fast_take_tunable_gcra(d->lim, n, now);
+	case SL_FAST_PROC_TUNABLE:
+		return sl_fast_take_tunable(d->lim, n, now);
+	case SL_FAST_FD_BUCKET:
+		return sl_fast_take_gcra(
+			&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now);
+	default:
+		return sl__fast_take_lim(fd, i, n, now);
+	}
+}
+
+/* Police fast `rules` for a transfer of `total` bytes on fd at now: true if
+ * every one admits it at once (then it is taken); false, having taken
+ * nothing, if the general path must decide. One rule, the common case,
+ * inline. */
+static inline __attribute__((always_inline)) bool sl__fast_take(int fd, uint32_t rules,
+								size_t total, uint64_t now)
+{
+	if (__builtin_expect((rules & (rules - 1)) == 0, 1)) {
+		const unsigned i = (unsigned)__builtin_ctz(rules);
+		return sl__fast_take1(fd, i, sl__st.fast[i].bytes ? (uint64_t)total : 1, now);
+	}
+	return sl__fast_take_multi(fd, rules, total, now);
+}
+
+/* The record of fd for a transfer of kind k the shim acts on; NULL if the
+ * call passes through (fd not tracked, not a socket, no rule of kind k can
+ * match, or re-entered). One load of the fd byte: its pass bit, then its
+ * record (acquire: see sl__fd_rec). */
+static inline __attribute__((always_inline)) const struct sl_fdrec *
+sl__xfer_rec(int fd, enum sl_kind_call k)
+{
+	if (__builtin_expect((unsigned)fd >= SL_FD_LIMIT, 0))
 		return NULL;
-	return rec;
+	const uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
+	if ((b & SL_FDB_PASS(k)) || sl__busy)
+		return NULL;
+	const struct sl_fdrec *rec = (b & SL_FDB_READY) ? &sl__fdrecs[fd] : sl__fd_rec_miss(fd);
+	return rec != NULL && rec->cand[k] != 0 ? rec : NULL;
 }
 
-/* Police a send of `total` bytes on rec's fd (`to`: its destination
- * address, NULL if none) with the fast path: true if every rule admits it
- * at once (then send it and pass the result to sl__fast_end, which must
- * follow: sl__busy is set until then); false, having charged nothing, if
- * the general path must decide (from f->now). errno is left alone. */
-static inline bool sl__fast_begin(struct sl_fast *f, const struct sl_fdrec *rec, size_t total,
-				  const void *to)
+/* True if a send of `total` bytes on rec's fd (`to` its destination, NULL
+ * if none) may take the fast path. */
+static inline bool sl__fast_send_ok(const struct sl_fdrec *rec, size_t total, const void *to)
 {
-	const uint32_t rules = rec->match[SL_K_SEND];
-	f->now = 0;
-	if (rules == 0 || (rules & ~sl__st.fast_rules) != 0 || total > sl__st.piece_min ||
-	    (to != NULL && rec->peer.family == 0))
-		return false;
-	const uint64_t now = sl__clock_ns();
-	/* Kept for the general path if a rule does not admit at once: its
-	 * first decision is at this instant too (nothing here blocks). */
-	f->now = now;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_decision d = sl_limiter_acquire(sl__st.rule_lim[i], sl__units(i, total),
-							  now, 0);
-		if (__builtin_expect(d.verdict != SL_ADMIT, 0)) {
-			sl__fast_give(rules & ~rest, total, -1, now);
-			return false;
-		}
-	}
-	f->rules = rules;
-	sl__busy = 1;
-	return true;
+	return (rec->fast & SL_FDR_FAST(SL_K_SEND)) && total <= sl__st.piece_min &&
+	       (to == NULL || rec->peer.family != 0);
 }
 
-/* End a send that sl__fast_begin admitted: r is what the real call returned
- * (and errno its errno). Gives back what the kernel did not take, counts the
- * call; returns r with errno unchanged. */
-static inline ssize_t sl__fast_end(const struct sl_fast *f, int fd, int flags, size_t total,
-				   ssize_t r)
+/* The stats of a fast transfer that moved `bytes` (r >= 0), one rule
+ * inline. */
+static inline void sl__fast_stats(uint32_t rules, uint64_t bytes)
 {
-	sl__busy = 0;
-	if (__builtin_expect(r < 0 || (size_t)r != total, 0)) {
-		int e = errno;
-		sl__fast_give(f->rules, total, r, f->now);
-		if (r > 0)
-			sl__fast_cut(fd, flags, f->rules, total - (size_t)r);
-		errno = e;
+	if (__builtin_expect((rules & (rules - 1)) == 0, 1)) {
+		struct sl_rstats *s = sl__st.fast[__builtin_ctz(rules)].stats;
+		atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->admitted, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
+		return;
 	}
-	sl__stats_end(f->rules, r >= 0, r > 0 ? (uint64_t)r : 0);
-	return r;
+	sl__stats_end(rules, true, bytes);
 }
 
-/* The general path of a send on rec's fd (sl__send_rec); now: the clock
- * as the fast path read it (0: read it). xfer.c. */
-ssize_t sl__send_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t now);
+/* A fast send the kernel did not take whole (r < total, or an error):
+ * gives back what it did not take, holds an nb fd back if its next call's
+ * tokens are missing, counts the call; returns r, errno as the kernel left
+ * it (xfer.c). */
+ssize_t sl__fast_send_short(int fd, int flags, uint32_t rules, size_t total, ssize_t r,
+			    uint64_t now);
+
+/* The general path of a send whose fd has a record (sl__xfer_rec); now: the
+ * clock as the fast path read it (0: read it). xfer.c. */
+ssize_t sl__send_general(struct sl_io *io, uint64_t now);
 
 /* The one entry of every send wrapper past its pass test: record, fast
  * path, general path. Inlined with a constant io->how, the real call is a
@@ -278,18 +321,99 @@ ssize_t sl__send_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t 
  * fast path. */
 static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io *io)
 {
-	const struct sl_fdrec *rec = sl__send_rec(io->fd);
-	struct sl_fast f;
+	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_SEND);
 	if (rec == NULL)
 		return sl__io_xfer(io, 0, io->total);
-	if (sl__fast_begin(&f, rec, io->total, io->msg != NULL ? io->msg->msg_name : io->addr))
-		return sl__fast_end(&f, io->fd, io->flags, io->total,
-				    sl__io_xfer(io, 0, io->total));
+	const uint32_t rules = rec->match[SL_K_SEND];
+	uint64_t now = 0;
+	if (__builtin_expect(
+		    sl__fast_send_ok(rec, io->total, io->msg != NULL ? io->msg->msg_name : io->addr),
+		    1)) {
+		/* Kept for the general path if a rule does not admit at once:
+		 * its first decision is at this instant too (nothing here
+		 * blocks). */
+		now = sl__clock_ns();
+		if (__builtin_expect(sl__fast_take(io->fd, rules, io->total, now), 1)) {
+			sl__busy = 1;
+			const ssize_t r = sl__io_xfer(io, 0, io->total);
+			sl__busy = 0;
+			/* r < 0 too: (size_t)-1 is a total of SIZE_MAX. */
+			if (__builtin_expect(r < 0 || (size_t)r != io->total, 0))
+				return sl__fast_send_short(io->fd, io->flags, rules, io->total, r,
+							   now);
+			sl__fast_stats(rules, (uint64_t)r);
+			return r;
+		}
+	}
 	struct sl_io general = *io;
-	return sl__send_general(&general, rec, f.now);
+	return sl__send_general(&general, now);
 }
 
-/* The receive side of every wrapper, past its pass test (xfer.c). */
-ssize_t sl__recv(struct sl_io *io);
+/* The receive fast path's decision for fast `rules` on fd at now: true if
+ * the byte rules would admit `total` units and the message rules admitted
+ * the call (their unit is taken); false, nothing taken, if the general
+ * path must decide. */
+static inline bool sl__fast_recv_begin(int fd, uint32_t rules, size_t total, uint64_t now)
+{
+	for (uint32_t rest = rules & sl__st.byte_rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_limiter *l = sl__fast_lim(fd, i);
+		if (__builtin_expect(l == NULL || !sl_fast_peek(l, total, now), 0))
+			return false;
+	}
+	return (rules & ~sl__st.byte_rules) == 0 ||
+	       sl__fast_take(fd, rules & ~sl__st.byte_rules, total, now);
+}
+
+/* The receive fast path's end: r is what the real call returned. */
+static inline ssize_t sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r,
+					uint64_t now)
+{
+	if (__builtin_expect(r > 0, 1)) {
+		/* Received already: debt later calls wait for, at the instant
+		 * the bytes were there (sl__charge). */
+		const uint64_t later = sl__clock_ns();
+		for (uint32_t rest = rules & sl__st.byte_rules; rest != 0; rest &= rest - 1) {
+			unsigned i = (unsigned)__builtin_ctz(rest);
+			struct sl_limiter *l = sl__fast_lim(fd, i);
+			if (l != NULL)
+				sl_fast_charge(l, (uint64_t)r, later);
+		}
+	} else if ((rules & ~sl__st.byte_rules) != 0) {
+		int e = errno;
+		sl__fast_give(fd, rules & ~sl__st.byte_rules, total, -1, now);
+		errno = e;
+	}
+	sl__stats_end(rules, r >= 0, r > 0 ? (uint64_t)r : 0);
+	return r;
+}
+
+/* The general path of a receive on rec's fd; now: the clock as the fast
+ * path read it (0: read it). xfer.c. */
+ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t now);
+
+/* The receive side of every wrapper, past its pass test: record, fast path,
+ * general path (see sl__send). */
+static inline __attribute__((always_inline)) ssize_t sl__recv(const struct sl_io *io)
+{
+	const struct sl_fdrec *rec;
+	if ((io->flags & (MSG_PEEK | MSG_ERRQUEUE)) || (rec = sl__xfer_rec(io->fd, SL_K_RECV)) == NULL ||
+	    rec->match[SL_K_RECV] == 0)
+		return sl__io_xfer(io, 0, io->total);
+	const uint32_t rules = rec->match[SL_K_RECV];
+	uint64_t now = 0;
+	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
+	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {
+		now = sl__clock_ns();
+		if (sl__fast_recv_begin(io->fd, rules, io->total, now)) {
+			sl__busy = 1;
+			ssize_t r = sl__io_xfer(io, 0, io->total);
+			sl__busy = 0;
+			return sl__fast_recv_end(io->fd, rules, io->total, r, now);
+		}
+	}
+	struct sl_io general = *io;
+	return sl__recv_general(&general, rec, now);
+}
 
 #endif /* SLUICE_SHIM_XFER_H */

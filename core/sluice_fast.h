@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sluice_fast.h - the inline hot path of the core: "take n units now, or
+ * say that the full API must decide", for callers that police a limiter on
+ * every call (the shim's sends and receives).
+ *
+ *   sl_fast_take(l, n, now)    (and its forms for a known kind:
+ *                              sl_fast_take_gcra, sl_fast_take_tunable,
+ *                              sl_fast_take_tunable_gcra)
+ *                              true: l admitted n units at once and took
+ *                              them (as sl_limiter_acquire(l, n, now, 0)
+ *                              admitting would). false: nothing was taken;
+ *                              the limiter would refuse, or this is a case
+ *                              the inline path leaves to the full API (ask
+ *                              sl_limiter_acquire, which decides).
+ *   sl_fast_peek(l, n, now)    true: a police of n units at now would admit
+ *                              them (a snapshot; nothing is taken).
+ *   sl_fast_charge(l, n, now)  sl_limiter_charge(l, n, now): n units taken
+ *                              as debt, whatever the limiter says.
+ *
+ * Token and leaky buckets, plain or as the current slot of a tunable head,
+ * are decided inline: one load, one compare and one CAS (the short range
+ * of gcra.c: n == 1, or n whose cost is within the burst; any time within
+ * the limiter's fast range after its epoch). Everything else goes out of
+ * line to the same functions sluice_core.h declares, so the answers are
+ * those of the full API by construction; test_core_fast.c checks it.
+ *
+ * Tunable heads: the slot is read at gen (acquire), the CAS is seq_cst and
+ * so is the second load of gen: the argument of tunable.c for buckets. An
+ * admission that raced with a retune is given back on the old slot and
+ * reported as false, so the caller's full-API call decides on the new one.
+ *
+ * Thread- and process-safe, lock-free, like the calls it stands for.
+ */
+#ifndef SLUICE_FAST_H
+#define SLUICE_FAST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sluice_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#pragma GCC visibility push(default)
+/* The out-of-line parts (limiter.c). */
+bool sl_fast_take_other(struct sl_limiter *l, uint64_t n, uint64_t now_ns);
+bool sl_fast_peek_other(const struct sl_limiter *l, uint64_t n, uint64_t now_ns);
+#pragma GCC visibility pop
+
+/* Ticks since g's epoch at now_ns, if now_ns is within the range where the
+ * short path is exact (gcra.c: fast_shift); else false. */
+static inline bool sl__gcra_now_short(const struct sl_gcra *g, uint64_t now_ns, uint64_t *ticks)
+{
+	uint64_t elapsed;
+	if (__builtin_sub_overflow(now_ns, g->epoch_ns, &elapsed) ||
+	    (elapsed >> (g->fast_shift & 63)) != 0)
+		return false;
+	*ticks = elapsed << (g->tick_shift & 63);
+	return true;
+}
+
+/* The cost in ticks of n >= 1 units and the tolerance a police of them may
+ * use, if the short path covers n (cost below 2^63 and within the burst, a
+ * leaky bucket's capacity); else false. For n >= 1, n * mult >= 1 and
+ * ceil(n * mult / 2^shift) = ((n * mult - 1) >> shift) + 1; n == 0 wraps
+ * to 2^128 - 1 and fails the range test. */
+static inline bool sl__gcra_cost_short(const struct sl_gcra *g, uint64_t n, uint64_t *cost,
+				       uint64_t *tol)
+{
+	if (n == 1) { /* init keeps cost(1) within the burst and the capacity */
+		*cost = g->cost1_ticks;
+		*tol = g->tau_ticks;
+		return true;
+	}
+	__extension__ const unsigned __int128 q = ((unsigned __int128)n * g->mult - 1) >>
+						  (g->shift & 63);
+	/* For a leaky bucket tol is the cost itself: only the capacity bounds
+	 * it. */
+	uint64_t most = g->leaky ? g->limit_ticks : g->tau_ticks;
+	most = most < INT64_MAX ? most : INT64_MAX;
+	if (q >= most)
+		return false;
+	*cost = (uint64_t)q + 1;
+	*tol = g->leaky ? *cost : g->tau_ticks;
+	return true;
+}
+
+/* sl_fast_take for a token or leaky bucket: false leaves the answer to
+ * sl_gcra_acquire (a refusal, or a case outside the short path). */
+static inline bool sl_fast_take_gcra(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
+{
+	uint64_t now, cost, tol;
+	if (!sl__gcra_now_short(g, now_ns, &now) || !sl__gcra_cost_short(g, n, &cost, &tol))
+		return false;
+	/* now + tol < 2^64 - 1 in the short range: no wrap (gcra.c). */
+	const uint64_t thresh1 = now + (tol - cost) + 1;
+	/* Relaxed: only the CAS's expected value. */
+	uint64_t tat = atomic_load_explicit(&g->tat, memory_order_relaxed);
+	while (tat < thresh1) {
+		const uint64_t start = tat > now ? tat : now;
+		/* seq_cst: SL__ADMIT_ORDER of gcra.c (tunable heads rely on it). */
+		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, start + cost,
+							  memory_order_seq_cst,
+							  memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+static inline bool sl__fast_bucket(const struct sl_limiter *l)
+{
+	_Static_assert(SL_KIND_LEAKY == SL_KIND_TOKEN + 1, "token and leaky kinds are adjacent");
+	return l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN;
+}
+
+/* The current slot of a tunable head at generation *gen. */
+static inline struct sl_limiter *sl__fast_slot(struct sl_limiter *head, uint64_t *gen)
+{
+	/* Acquire: pairs with the retuner's release of gen (tunable.c). */
+	*gen = atomic_load_explicit(&head->u.tun.gen, memory_order_acquire);
+	/* head is the first member of struct sl_tunable. */
+	return &((struct sl_tunable *)(void *)head)->slot[*gen & 1];
+}
+
+/* sl_fast_take for a tunable head whose slots are token or leaky buckets
+ * (the kind a retune keeps). */
+static inline bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
+{
+	uint64_t gen;
+	struct sl_limiter *s = sl__fast_slot(head, &gen);
+	if (!sl_fast_take_gcra(&s->u.gcra, n, now_ns))
+		return false;
+	/* seq_cst: the second load of tunable.c's argument. */
+	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
+		return true;
+	/* Retuned meanwhile: undone on the old slot. */
+	sl_gcra_refund(&s->u.gcra, n, now_ns);
+	return false;
+}
+
+/* A police of a plain limiter (not a tunable head) of a kind the inline
+ * path does not decide itself: its own acquire, called directly. */
+static inline bool sl__fast_police(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	switch (l->kind) {
+	case SL_KIND_FIXED:
+		return sl_fixed_acquire(&l->u.fixed, n, now_ns, 0).verdict == SL_ADMIT;
+	case SL_KIND_SLIDING:
+		return sl_sliding_acquire(&l->u.sliding, n, now_ns).verdict == SL_ADMIT;
+	default:
+		return sl_fast_take_other(l, n, now_ns);
+	}
+}
+
+/* sl_fast_take for a tunable head of any kind: the current slot's own
+ * police (a rate limiter's admitting CAS is seq_cst, so no fence is needed:
+ * tunable.c), or for concurrency the full tunable path. */
+static inline bool sl_fast_take_tunable(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
+{
+	uint64_t gen;
+	struct sl_limiter *s = sl__fast_slot(head, &gen);
+	if (sl__fast_bucket(s))
+		return sl_fast_take_tunable_gcra(head, n, now_ns);
+	if (s->kind == SL_KIND_CONC)
+		return sl_fast_take_other(head, n, now_ns);
+	if (!sl__fast_police(s, n, now_ns))
+		return false;
+	/* seq_cst: the second load of tunable.c's argument. */
+	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
+		return true;
+	(void)sl_limiter_refund(s, n, now_ns); /* retuned meanwhile */
+	return false;
+}
+
+static inline bool sl_fast_take(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	if (sl__fast_bucket(l))
+		return sl_fast_take_gcra(&l->u.gcra, n, now_ns);
+	if (l->kind == SL_KIND_TUNABLE)
+		return sl_fast_take_tunable(l, n, now_ns);
+	return sl__fast_police(l, n, now_ns);
+}
+
+static inline bool sl_fast_peek(const struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	const struct sl_limiter *s = l;
+	if (l->kind == SL_KIND_TUNABLE) {
+		uint64_t gen;
+		s = sl__fast_slot((struct sl_limiter *)(uintptr_t)l, &gen);
+	}
+	uint64_t now, cost, tol;
+	if (!sl__fast_bucket(s) || !sl__gcra_now_short(&s->u.gcra, now_ns, &now) ||
+	    !sl__gcra_cost_short(&s->u.gcra, n, &cost, &tol))
+		return sl_fast_peek_other(l, n, now_ns);
+	/* Relaxed: a snapshot. */
+	return atomic_load_explicit(&s->u.gcra.tat, memory_order_relaxed) < now + (tol - cost) + 1;
+}
+
+static inline void sl_fast_charge(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	struct sl_limiter *s = l;
+	uint64_t gen = 0, now, cost, tol;
+	if (l->kind == SL_KIND_TUNABLE)
+		s = sl__fast_slot(l, &gen);
+	if (!sl__fast_bucket(s) || !sl__gcra_now_short(&s->u.gcra, now_ns, &now) ||
+	    !sl__gcra_cost_short(&s->u.gcra, n, &cost, &tol)) {
+		(void)sl_limiter_charge(l, n, now_ns);
+		return;
+	}
+	/* Relaxed: only the CAS's expected value. */
+	uint64_t tat = atomic_load_explicit(&s->u.gcra.tat, memory_order_relaxed);
+	for (;;) {
+		const uint64_t start = tat > now ? tat : now;
+		const uint64_t next = start + cost < start ? UINT64_MAX : start + cost;
+		if (next == tat)
+			break; /* saturated already */
+		/* seq_cst: as in sl_fast_take_gcra. */
+		if (atomic_compare_exchange_weak_explicit(&s->u.gcra.tat, &tat, next,
+							  memory_order_seq_cst,
+							  memory_order_relaxed))
+			break;
+	}
+	/* A charge that raced with a retune is made again on the new slot
+	 * (as sl_limiter_charge does: debt is never lost; twice is stricter). */
+	if (s != l && atomic_load_explicit(&l->u.tun.gen, memory_order_seq_cst) != gen)
+		(void)sl_limiter_charge(l, n, now_ns);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_FAST_H */
