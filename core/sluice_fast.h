@@ -185,6 +185,17 @@ static inline bool sl_fast_take(struct sl_limiter *l, uint64_t n, uint64_t now_n
 	return sl__fast_police(l, n, now_ns);
 }
 
+/* sl_fast_peek for a token or leaky bucket; false also outside the short
+ * path (then ask sl_fast_peek_other). */
+static inline bool sl_fast_peek_gcra(const struct sl_gcra *g, uint64_t n, uint64_t now_ns)
+{
+	uint64_t now, cost, tol;
+	if (!sl__gcra_now_short(g, now_ns, &now) || !sl__gcra_cost_short(g, n, &cost, &tol))
+		return false;
+	/* Relaxed: a snapshot. */
+	return atomic_load_explicit(&g->tat, memory_order_relaxed) < now + (tol - cost) + 1;
+}
+
 static inline bool sl_fast_peek(const struct sl_limiter *l, uint64_t n, uint64_t now_ns)
 {
 	const struct sl_limiter *s = l;
@@ -192,42 +203,52 @@ static inline bool sl_fast_peek(const struct sl_limiter *l, uint64_t n, uint64_t
 		uint64_t gen;
 		s = sl__fast_slot((struct sl_limiter *)(uintptr_t)l, &gen);
 	}
-	uint64_t now, cost, tol;
-	if (!sl__fast_bucket(s) || !sl__gcra_now_short(&s->u.gcra, now_ns, &now) ||
-	    !sl__gcra_cost_short(&s->u.gcra, n, &cost, &tol))
-		return sl_fast_peek_other(l, n, now_ns);
-	/* Relaxed: a snapshot. */
-	return atomic_load_explicit(&s->u.gcra.tat, memory_order_relaxed) < now + (tol - cost) + 1;
+	if (sl__fast_bucket(s) && sl_fast_peek_gcra(&s->u.gcra, n, now_ns))
+		return true;
+	return sl_fast_peek_other(l, n, now_ns);
 }
 
-static inline void sl_fast_charge(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+/* sl_limiter_charge for a token or leaky bucket within the short path:
+ * false (nothing charged) outside it. */
+static inline bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
 {
-	struct sl_limiter *s = l;
-	uint64_t gen = 0, now, cost, tol;
-	if (l->kind == SL_KIND_TUNABLE)
-		s = sl__fast_slot(l, &gen);
-	if (!sl__fast_bucket(s) || !sl__gcra_now_short(&s->u.gcra, now_ns, &now) ||
-	    !sl__gcra_cost_short(&s->u.gcra, n, &cost, &tol)) {
-		(void)sl_limiter_charge(l, n, now_ns);
-		return;
-	}
+	uint64_t now, cost, tol;
+	if (!sl__gcra_now_short(g, now_ns, &now) || !sl__gcra_cost_short(g, n, &cost, &tol))
+		return false;
 	/* Relaxed: only the CAS's expected value. */
-	uint64_t tat = atomic_load_explicit(&s->u.gcra.tat, memory_order_relaxed);
+	uint64_t tat = atomic_load_explicit(&g->tat, memory_order_relaxed);
 	for (;;) {
 		const uint64_t start = tat > now ? tat : now;
 		const uint64_t next = start + cost < start ? UINT64_MAX : start + cost;
 		if (next == tat)
-			break; /* saturated already */
+			return true; /* saturated already */
 		/* seq_cst: as in sl_fast_take_gcra. */
-		if (atomic_compare_exchange_weak_explicit(&s->u.gcra.tat, &tat, next,
+		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, next,
 							  memory_order_seq_cst,
 							  memory_order_relaxed))
-			break;
+			return true;
 	}
-	/* A charge that raced with a retune is made again on the new slot
-	 * (as sl_limiter_charge does: debt is never lost; twice is stricter). */
-	if (s != l && atomic_load_explicit(&l->u.tun.gen, memory_order_seq_cst) != gen)
-		(void)sl_limiter_charge(l, n, now_ns);
+}
+
+static inline void sl_fast_charge(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	if (sl__fast_bucket(l) && sl_fast_charge_gcra(&l->u.gcra, n, now_ns))
+		return;
+	if (l->kind == SL_KIND_TUNABLE) {
+		uint64_t gen;
+		struct sl_limiter *s = sl__fast_slot(l, &gen);
+		if (sl__fast_bucket(s) && sl_fast_charge_gcra(&s->u.gcra, n, now_ns)) {
+			/* A charge that raced with a retune is made again on
+			 * the new slot (as sl_limiter_charge does: debt is
+			 * never lost; twice is stricter). */
+			if (__builtin_expect(atomic_load_explicit(&l->u.tun.gen,
+								  memory_order_seq_cst) != gen,
+					     0))
+				(void)sl_limiter_charge(l, n, now_ns);
+			return;
+		}
+	}
+	(void)sl_limiter_charge(l, n, now_ns);
 }
 
 #ifdef __cplusplus

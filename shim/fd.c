@@ -169,7 +169,9 @@ static void fd_limiters_reset(int fd)
 		sl__rules_reset_row(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules], SL_SCOPE_FD);
 }
 
-/* Every field of r but the live conn field into out. */
+/* Every field of r but the live conn field into out. Before an fd's
+ * record is rewritten, the per=peer entries it pinned are let go
+ * (sl__peer_fd_drop): its peer may be another now. */
 static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 {
 	memcpy(out->cand, r->cand, sizeof(out->cand));
@@ -263,6 +265,7 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 	if (any != 0)
 		sl__rec_publish(); /* a rule may apply: sluice stat shows us */
 	struct sl_fdrec *dst = &sl__fdrecs[fd];
+	sl__peer_fd_drop(fd);
 	rec_fill(dst, &r);
 	uint8_t pass = rec_pass(&r);
 	/* Release: publishes the fields written above (pairs with the acquire
@@ -385,6 +388,7 @@ void sl__fd_forget(int fd)
 		forget_hooks[i](fd);
 	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
 		return;
+	sl__peer_fd_drop(fd);
 	/* Relaxed: nothing is published by clearing. */
 	uint8_t b = atomic_exchange_explicit(&sl__fdbits[fd], 0, memory_order_relaxed);
 	if (!(b & SL_FDB_CONN))
@@ -429,6 +433,7 @@ static void fd_dup_class(int oldfd, int newfd)
 	struct sl_fdrec r;
 	fd_copy(&sl__fdrecs[oldfd], &r);
 	uint8_t pass = rec_pass(&r);
+	sl__peer_fd_drop(newfd);
 	rec_fill(&sl__fdrecs[newfd], &r);
 	if (pass != SL_FDB_PASS_ALL)
 		fd_limiters_reset(newfd);
@@ -534,6 +539,7 @@ void sl__fd_opened(int fd)
 	sl__fd_forget(fd);
 	if ((unsigned)fd < sl__fd_cap && sl__fdrecs != NULL && sl__st.ready) {
 		static const struct sl_fdrec none;
+		sl__peer_fd_drop(fd);
 		rec_fill(&sl__fdrecs[fd], &none);
 		/* Release: publishes the cleared record (as in fd_rec_slow). */
 		atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_READY | SL_FDB_PASS_ALL),

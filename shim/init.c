@@ -77,6 +77,8 @@ static uint8_t fast_how(unsigned i)
 			sl_tunable_current((const struct sl_tunable *)(const void *)l);
 		return bucket && s->kind == prm.kind ? SL_FAST_PROC_BUCKET : SL_FAST_PROC_TUNABLE;
 	}
+	if ((st->peer_rules >> i) & 1)
+		return SL_FAST_PEER;
 	if (!bucket)
 		return SL_FAST_OTHER;
 	return (st->fd_rules >> i) & 1 ? SL_FAST_FD_BUCKET : SL_FAST_THREAD_BUCKET;
@@ -95,8 +97,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	memset(st->kind_rules, 0, sizeof(st->kind_rules));
 	st->byte_rules = st->conns_rules = st->reject_rules = st->eagain_rules = 0;
 	st->proc_rules = st->fast_rules = st->lease_rules = 0;
-	st->fd_rules = st->thread_rules = st->late_rules = 0;
-	st->n_fd_rules = st->n_thread_rules = 0;
+	st->fd_rules = st->thread_rules = st->peer_rules = st->late_rules = 0;
+	st->n_fd_rules = st->n_thread_rules = st->n_peer_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT,
 		[SL_OP_ACCEPT] = 1u << SL_K_ACCEPT,
@@ -132,8 +134,11 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->fd_rules |= bit;
 		if (r->op != SL_OP_CONNS && r->scope == SL_SCOPE_THREAD)
 			st->thread_rules |= bit;
+		if (r->op != SL_OP_CONNS && r->scope == SL_SCOPE_PEER)
+			st->peer_rules |= bit;
 		memset(&st->fast[i], 0, sizeof(st->fast[i]));
-		if (r->op != SL_OP_CONNS && ((st->proc_rules | st->fd_rules | st->thread_rules) & bit))
+		if (r->op != SL_OP_CONNS &&
+		    ((st->proc_rules | st->fd_rules | st->thread_rules | st->peer_rules) & bit))
 			st->fast_rules |= bit;
 		if (r->algo == SL_ALGO_SLIDING)
 			st->late_rules |= bit;
@@ -141,6 +146,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->scope_slot[i] = (uint8_t)st->n_fd_rules++;
 		else if (r->scope == SL_SCOPE_THREAD)
 			st->scope_slot[i] = (uint8_t)st->n_thread_rules++;
+		else if (r->scope == SL_SCOPE_PEER)
+			st->scope_slot[i] = (uint8_t)st->n_peer_rules++;
 		else
 			st->scope_slot[i] = 0;
 		if (r->shared[0] != '\0') {

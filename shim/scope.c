@@ -35,6 +35,7 @@
  */
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "call.h"
 #include "clock.h"
@@ -44,13 +45,19 @@
 
 struct peer_ent {
 	struct sl_limiter lim; /* first: sl__peer_pin finds the entry from it */
-	_Atomic uint32_t pins; /* calls and connections using lim */
+	_Atomic uint32_t pins;   /* calls, connections and fds using lim */
+	_Atomic uint32_t fdpins; /* of which fds (sl__peer_fd_lim) */
 	uint32_t rule_plus1;   /* 0: empty */
 	uint32_t ref;          /* clock bit */
 	struct sl_addr key;    /* port zero */
 };
 
 static struct peer_ent *peers; /* [SL_PEER_SLOTS] */
+/* The entries fds pin for the fast paths: see sl__peer_fd_lim. */
+#define FD_PIN_MAX (SL_PEER_SLOTS / 2)
+static _Atomic uint32_t *fd_peer;
+static size_t fd_peer_bytes;
+static _Atomic uint32_t fd_pinned;
 _Static_assert(SL_PEER_SLOTS < SL_PIN_NONE, "sl_call.pin holds an entry's index");
 static atomic_flag peer_lock = ATOMIC_FLAG_INIT;
 static pthread_key_t tslot_key;
@@ -85,6 +92,22 @@ static void tslot_free(void *v)
  * clear the tables. Not thread-safe: init only. Returns 0 or -1. */
 int sl__scope_init_unsync(void)
 {
+	/* The fds' per=peer pins, sized by the rules (a re-init, in tests,
+	 * maps them anew). */
+	size_t want = (size_t)sl__fd_cap * sl__st.n_peer_rules * sizeof(*fd_peer);
+	if (fd_peer != NULL && want != fd_peer_bytes) {
+		munmap((void *)fd_peer, fd_peer_bytes);
+		fd_peer = NULL;
+	}
+	if (want != 0 && fd_peer == NULL) {
+		fd_peer = sl__map(want);
+		if (fd_peer == NULL)
+			return -1;
+		fd_peer_bytes = want;
+	} else if (fd_peer != NULL) {
+		memset((void *)fd_peer, 0, fd_peer_bytes);
+	}
+	atomic_store_explicit(&fd_pinned, 0, memory_order_relaxed);
 	if (!scope_once) {
 		peers = sl__map(sizeof(struct peer_ent) * SL_PEER_SLOTS);
 		if (peers == NULL || pthread_key_create(&tslot_key, tslot_free) != 0)
@@ -175,6 +198,15 @@ static void peer_unpin_ent(struct peer_ent *e)
 	atomic_fetch_sub_explicit(&e->pins, 1, memory_order_release);
 }
 
+/* Drop a pin an fd held (sl__peer_fd_lim), and its count among the entries
+ * fds pin. */
+static void peer_fd_unpin(struct peer_ent *e)
+{
+	if (atomic_fetch_sub_explicit(&e->fdpins, 1, memory_order_relaxed) == 1)
+		atomic_fetch_sub_explicit(&fd_pinned, 1, memory_order_relaxed);
+	peer_unpin_ent(e);
+}
+
 /* The entry whose limiter is l, or NULL if l is not in the peer table. */
 static struct peer_ent *peer_of(struct sl_limiter *l)
 {
@@ -210,14 +242,12 @@ void sl__peer_unpin_call(struct sl_call *c)
 	c->pinned = 0;
 }
 
-/* The per-peer limiter of rule i for call c's peer, its entry pinned for
- * the call; the rule's process limiter if the table is full of pinned
- * entries around the peer's home (for the rest of the call too). */
-static struct sl_limiter *peer_get(struct sl_call *c, unsigned i)
+/* The entry of rule i for the peer address `addr` (its port left out),
+ * found or made (evicting one clock-style), pinned once more; NULL if every
+ * entry around the address's home is pinned. */
+static struct peer_ent *peer_find_pin(unsigned i, const struct sl_addr *addr)
 {
-	if ((c->pinned >> i) & 1)
-		return c->pin[i] != SL_PIN_NONE ? &peers[c->pin[i]].lim : sl__st.rule_lim[i];
-	struct sl_addr key = *c->peer;
+	struct sl_addr key = *addr;
 	key.port = 0;
 	uint32_t h = peer_hash(i, &key);
 	struct peer_ent *found = NULL, *victim = NULL;
@@ -250,9 +280,75 @@ static struct sl_limiter *peer_get(struct sl_call *c, unsigned i)
 		atomic_fetch_add_explicit(&found->pins, 1, memory_order_relaxed);
 	}
 	peer_lock_drop();
+	return found;
+}
+
+/* The per-peer limiter of rule i for call c's peer, its entry pinned for
+ * the call; the rule's process limiter if the table is full of pinned
+ * entries around the peer's home (for the rest of the call too). */
+static struct sl_limiter *peer_get(struct sl_call *c, unsigned i)
+{
+	if ((c->pinned >> i) & 1)
+		return c->pin[i] != SL_PIN_NONE ? &peers[c->pin[i]].lim : sl__st.rule_lim[i];
+	struct peer_ent *found = peer_find_pin(i, c->peer);
 	c->pinned |= (uint32_t)1 << i;
 	c->pin[i] = found != NULL ? (uint16_t)(found - peers) : SL_PIN_NONE;
 	return found != NULL ? &found->lim : sl__st.rule_lim[i];
+}
+
+/*
+ * The fast paths' per=peer limiters (xfer.h): each connected fd keeps the
+ * entry of each per=peer rule pinned in fd_peer ([sl__fd_cap][n_peer_rules],
+ * entry index + 1, 0: none yet), from its first fast call until its record
+ * is rewritten or it is closed (sl__peer_fd_drop), so that a call finds its
+ * limiter with one load, never hashing the address. At most FD_PIN_MAX
+ * distinct entries are pinned that way (entries with fd pins, fd_pinned):
+ * past it calls take the general path, whose per-call pins leave the rest
+ * of the table to eviction as before. A program that closes an fd while
+ * another thread sends on it may have that call charge an entry evicted
+ * meanwhile (once, the accounting only: the memory stays the table's).
+ */
+
+struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *peer)
+{
+	if (fd_peer == NULL || peer->family == 0)
+		return NULL;
+	_Atomic uint32_t *slot = &fd_peer[(size_t)fd * sl__st.n_peer_rules + sl__st.scope_slot[i]];
+	/* Acquire: pairs with the release below; the entry's limiter as its
+	 * pinner saw it. */
+	uint32_t e = atomic_load_explicit(slot, memory_order_acquire);
+	if (__builtin_expect(e != 0, 1))
+		return &peers[e - 1].lim;
+	if (atomic_load_explicit(&fd_pinned, memory_order_relaxed) >= FD_PIN_MAX)
+		return NULL;
+	struct peer_ent *found = peer_find_pin(i, peer);
+	if (found == NULL)
+		return NULL;
+	if (atomic_fetch_add_explicit(&found->fdpins, 1, memory_order_relaxed) == 0)
+		atomic_fetch_add_explicit(&fd_pinned, 1, memory_order_relaxed);
+	uint32_t none = 0;
+	/* Release: publishes the pin. Another thread may have attached the
+	 * fd first: then its entry serves, and this pin goes. */
+	if (atomic_compare_exchange_strong_explicit(slot, &none, (uint32_t)(found - peers) + 1,
+						    memory_order_release, memory_order_acquire))
+		return &found->lim;
+	peer_fd_unpin(found);
+	return &peers[none - 1].lim;
+}
+
+void sl__peer_fd_drop(int fd)
+{
+	if (fd_peer == NULL || (unsigned)fd >= sl__fd_cap)
+		return;
+	for (uint32_t k = 0; k < sl__st.n_peer_rules; k++) {
+		_Atomic uint32_t *slot = &fd_peer[(size_t)fd * sl__st.n_peer_rules + k];
+		/* Relaxed test first: most fds pin nothing. */
+		if (atomic_load_explicit(slot, memory_order_relaxed) == 0)
+			continue;
+		uint32_t e = atomic_exchange_explicit(slot, 0, memory_order_acq_rel);
+		if (e != 0)
+			peer_fd_unpin(&peers[e - 1]);
+	}
 }
 
 /* sl__limiter for the scopes other than process (not redis=KEY rules). */

@@ -8,6 +8,7 @@
 #ifndef SLUICE_SHIM_SCOPE_H
 #define SLUICE_SHIM_SCOPE_H
 
+#include "addr.h"
 #include "internal.h"
 #include "state.h"
 
@@ -39,6 +40,13 @@ static inline struct sl_limiter *sl__fd_lim(int fd, unsigned i)
 /* The limiter of rule i for call c in the scopes other than process (not
  * redis=KEY rules either): sl__limiter (act.h) asks it. */
 struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i);
+/* The fast paths' limiter of per=peer rule i for fd, whose peer address
+ * is `peer` (its record's): the entry the fd keeps pinned (one load), found
+ * and pinned on the fd's first call; NULL (the general path decides) if fd
+ * is not connected or too many entries are pinned by fds. */
+struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *peer);
+/* fd's record is rewritten or fd closed: drop the entries it pinned. */
+void sl__peer_fd_drop(int fd);
 /* Unpin the peer table entries call c pinned (sl__call_end does). */
 void sl__peer_unpin_call(struct sl_call *c);
 /* If l is a per=peer limiter, pin its entry once more (the caller holds a

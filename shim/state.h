@@ -34,6 +34,7 @@ enum sl_fast_how {
 	SL_FAST_PROC_TUNABLE,  /* rule_lim[i]: a tunable head of another kind */
 	SL_FAST_FD_BUCKET,     /* the fd's per=fd token or leaky bucket */
 	SL_FAST_THREAD_BUCKET, /* the thread's per=thread token or leaky bucket */
+	SL_FAST_PEER,          /* the fd's per=peer entry (scope.c: sl__peer_fd_lim) */
 	SL_FAST_OTHER,         /* any other kind in these scopes: sl__fast_lim */
 };
 
@@ -63,18 +64,20 @@ struct sl_state {
 	                         which limiter each uses now) */
 	uint32_t fast_rules;             /* rules whose limiter the fast paths (xfer.h)
 	                         find inline: per=process (not redis=KEY),
-	                         per=fd and per=thread rules counting calls or
-	                         bytes, any algorithm and action. A transfer
-	                         they all admit at once takes the fast path */
+	                         per=fd, per=thread and per=peer rules counting
+	                         calls or bytes, any algorithm and action. A
+	                         transfer they all admit at once takes the fast
+	                         path */
 	uint32_t fd_rules;               /* per=fd rules (not conns) */
 	uint32_t thread_rules;           /* per=thread rules (not conns) */
+	uint32_t peer_rules;             /* per=peer rules (not conns) */
 	uint32_t late_rules;             /* sliding windows: the fast path polices at most one,
 	                         last (its refund rounds down what its acquire
 	                         rounded up, so it is never given back for
 	                         another rule's refusal) */
 	uint32_t eagain_rules;           /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
-	uint32_t n_fd_rules, n_thread_rules;
+	uint32_t n_fd_rules, n_thread_rules, n_peer_rules;
 	uint64_t piece_min;               /* smallest sl__piece_max of the byte rules at init:
 	                       a transfer no larger is never split, unless
 	                       `sluice set` lowered a burst since (then the fast

@@ -163,6 +163,43 @@ bool sl__fast_take_lim(int fd, unsigned i, uint64_t n, uint64_t now)
 	return l != NULL && sl_fast_take(l, n, now);
 }
 
+bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now)
+{
+	struct sl_limiter *l = sl__fast_lim(fd, i);
+	return l != NULL && sl_fast_peek(l, n, now);
+}
+
+void sl__fast_charge_lim(int fd, unsigned i, uint64_t n, uint64_t now)
+{
+	struct sl_limiter *l = sl__fast_lim(fd, i);
+	/* Found at the peek: a per=thread slot is the thread's until it ends. */
+	if (l != NULL)
+		sl_fast_charge(l, n, now);
+}
+
+bool sl__fast_recv_begin_multi(int fd, uint32_t rules, size_t total, uint64_t now)
+{
+	for (uint32_t rest = rules & sl__st.byte_rules; rest != 0; rest &= rest - 1)
+		if (!sl__fast_peek1(fd, (unsigned)__builtin_ctz(rest), total, now))
+			return false;
+	return (rules & ~sl__st.byte_rules) == 0 ||
+	       sl__fast_take(fd, rules & ~sl__st.byte_rules, total, now);
+}
+
+void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
+{
+	int e = errno;
+	if (r > 0) {
+		const uint64_t later = sl__clock_ns();
+		for (uint32_t rest = rules & sl__st.byte_rules; rest != 0; rest &= rest - 1)
+			sl__fast_charge1(fd, (unsigned)__builtin_ctz(rest), (uint64_t)r, later);
+	} else if ((rules & ~sl__st.byte_rules) != 0) {
+		sl__fast_give(fd, rules & ~sl__st.byte_rules, total, -1, now);
+	}
+	sl__stats_end(rules, r >= 0, r > 0 ? (uint64_t)r : 0);
+	errno = e;
+}
+
 /* Every rule in turn; what was taken is given back if one does not admit.
  * At most one sliding window, policed last (state.h: late_rules). */
 bool sl__fast_take_multi(int fd, uint32_t rules, size_t total, uint64_t now)

@@ -210,14 +210,16 @@ static inline uint64_t sl__units(unsigned i, size_t total)
 }
 
 /* The limiter of fast rule i for a call on fd; NULL if it cannot be found
- * inline (a thread without a per=thread slot yet: the general path takes
- * one). */
+ * here (a thread without a per=thread slot yet: the general path takes
+ * one; an fd whose per=peer entry cannot be pinned: sl__peer_fd_lim). */
 static inline struct sl_limiter *sl__fast_lim(int fd, unsigned i)
 {
 	if ((sl__st.proc_rules >> i) & 1)
 		return sl__st.rule_lim[i];
 	if ((sl__st.fd_rules >> i) & 1)
 		return sl__fd_lim(fd, i);
+	if ((sl__st.peer_rules >> i) & 1) /* the call's record is published */
+		return sl__peer_fd_lim(fd, i, &sl__fdrecs[fd].peer);
 	return sl__thread_lim(i);
 }
 
@@ -349,42 +351,83 @@ static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io
 	return sl__send_general(&general, now);
 }
 
+/* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
+ * and the receive fast path for more than one rule (xfer.c). */
+bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now);
+void sl__fast_charge_lim(int fd, unsigned i, uint64_t n, uint64_t now);
+bool sl__fast_recv_begin_multi(int fd, uint32_t rules, size_t total, uint64_t now);
+void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now);
+
+/* True if byte rule i (fast) would admit n units on fd at now. */
+static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigned i, uint64_t n,
+								 uint64_t now)
+{
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	switch (d->how) {
+	case SL_FAST_PROC_BUCKET: {
+		uint64_t gen; /* a snapshot: a slot just retired answers as well */
+		if (sl_fast_peek_gcra(&sl__fast_slot(d->lim, &gen)->u.gcra, n, now))
+			return true;
+		break;
+	}
+	case SL_FAST_FD_BUCKET:
+		if (sl_fast_peek_gcra(
+			    &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now))
+			return true;
+		break;
+	default:
+		break;
+	}
+	return sl__fast_peek_lim(fd, i, n, now);
+}
+
+/* Charge byte rule i (fast) n units received on fd at now. */
+static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsigned i, uint64_t n,
+								   uint64_t now)
+{
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	switch (d->how) {
+	case SL_FAST_PROC_BUCKET:
+		sl_fast_charge(d->lim, n, now);
+		return;
+	case SL_FAST_FD_BUCKET:
+		if (sl_fast_charge_gcra(
+			    &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now))
+			return;
+		break;
+	default:
+		break;
+	}
+	sl__fast_charge_lim(fd, i, n, now);
+}
+
 /* The receive fast path's decision for fast `rules` on fd at now: true if
  * the byte rules would admit `total` units and the message rules admitted
  * the call (their unit is taken); false, nothing taken, if the general
- * path must decide. */
-static inline bool sl__fast_recv_begin(int fd, uint32_t rules, size_t total, uint64_t now)
+ * path must decide. One byte rule, the common case, inline. */
+static inline __attribute__((always_inline)) bool sl__fast_recv_begin(int fd, uint32_t rules,
+								      size_t total, uint64_t now)
 {
-	for (uint32_t rest = rules & sl__st.byte_rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_limiter *l = sl__fast_lim(fd, i);
-		if (__builtin_expect(l == NULL || !sl_fast_peek(l, total, now), 0))
-			return false;
-	}
-	return (rules & ~sl__st.byte_rules) == 0 ||
-	       sl__fast_take(fd, rules & ~sl__st.byte_rules, total, now);
+	if (__builtin_expect((rules & (rules - 1)) == 0 && (rules & sl__st.byte_rules), 1))
+		return sl__fast_peek1(fd, (unsigned)__builtin_ctz(rules), total, now);
+	return sl__fast_recv_begin_multi(fd, rules, total, now);
 }
 
-/* The receive fast path's end: r is what the real call returned. */
-static inline ssize_t sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r,
-					uint64_t now)
+/* The receive fast path's end: r is what the real call returned. The bytes
+ * received are charged (as debt later calls wait for) at a new clock
+ * reading, the instant they were there, as sl__charge does; a message
+ * rule's unit is given back if nothing came. Returns r, errno kept. */
+static inline __attribute__((always_inline)) ssize_t
+sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 {
-	if (__builtin_expect(r > 0, 1)) {
-		/* Received already: debt later calls wait for, at the instant
-		 * the bytes were there (sl__charge). */
-		const uint64_t later = sl__clock_ns();
-		for (uint32_t rest = rules & sl__st.byte_rules; rest != 0; rest &= rest - 1) {
-			unsigned i = (unsigned)__builtin_ctz(rest);
-			struct sl_limiter *l = sl__fast_lim(fd, i);
-			if (l != NULL)
-				sl_fast_charge(l, (uint64_t)r, later);
-		}
-	} else if ((rules & ~sl__st.byte_rules) != 0) {
-		int e = errno;
-		sl__fast_give(fd, rules & ~sl__st.byte_rules, total, -1, now);
-		errno = e;
+	if (__builtin_expect((rules & (rules - 1)) == 0 && (rules & sl__st.byte_rules) && r > 0,
+			     1)) {
+		const unsigned i = (unsigned)__builtin_ctz(rules);
+		sl__fast_charge1(fd, i, (uint64_t)r, sl__clock_ns());
+		sl__fast_stats(rules, (uint64_t)r);
+		return r;
 	}
-	sl__stats_end(rules, r >= 0, r > 0 ? (uint64_t)r : 0);
+	sl__fast_recv_end_multi(fd, rules, total, r, now);
 	return r;
 }
 
