@@ -16,7 +16,9 @@
  *   sl_fast_peek(l, n, now)    true: a police of n units at now would admit
  *                              them (a snapshot; nothing is taken).
  *   sl_fast_charge(l, n, now)  sl_limiter_charge(l, n, now): n units taken
- *                              as debt, whatever the limiter says.
+ *                              as debt, whatever the limiter says (and
+ *                              sl_fast_charge_gcra,
+ *                              sl_fast_charge_tunable_gcra).
  *
  * Token and leaky buckets, plain or as the current slot of a tunable head,
  * are decided inline: one load, one compare and one CAS (the short range
@@ -230,23 +232,28 @@ static inline bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t n
 	}
 }
 
+/* sl_fast_charge for a tunable head whose slots are token or leaky
+ * buckets. */
+static inline void sl_fast_charge_tunable_gcra(struct sl_limiter *head, uint64_t n,
+					       uint64_t now_ns)
+{
+	uint64_t gen;
+	struct sl_limiter *s = sl__fast_slot(head, &gen);
+	/* A charge that raced with a retune is made again on the new slot (as
+	 * sl_limiter_charge does: debt is never lost; twice is stricter). */
+	if (!sl_fast_charge_gcra(&s->u.gcra, n, now_ns) ||
+	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen, 0))
+		(void)sl_limiter_charge(head, n, now_ns);
+}
+
 static inline void sl_fast_charge(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
 {
 	if (sl__fast_bucket(l) && sl_fast_charge_gcra(&l->u.gcra, n, now_ns))
 		return;
-	if (l->kind == SL_KIND_TUNABLE) {
-		uint64_t gen;
-		struct sl_limiter *s = sl__fast_slot(l, &gen);
-		if (sl__fast_bucket(s) && sl_fast_charge_gcra(&s->u.gcra, n, now_ns)) {
-			/* A charge that raced with a retune is made again on
-			 * the new slot (as sl_limiter_charge does: debt is
-			 * never lost; twice is stricter). */
-			if (__builtin_expect(atomic_load_explicit(&l->u.tun.gen,
-								  memory_order_seq_cst) != gen,
-					     0))
-				(void)sl_limiter_charge(l, n, now_ns);
-			return;
-		}
+	uint64_t gen;
+	if (l->kind == SL_KIND_TUNABLE && sl__fast_bucket(sl__fast_slot(l, &gen))) {
+		sl_fast_charge_tunable_gcra(l, n, now_ns);
+		return;
 	}
 	(void)sl_limiter_charge(l, n, now_ns);
 }

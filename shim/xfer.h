@@ -248,6 +248,10 @@ static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigne
 	case SL_FAST_FD_BUCKET:
 		return sl_fast_take_gcra(
 			&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now);
+	case SL_FAST_THREAD_BUCKET: {
+		struct sl_limiter *l = sl__thread_lim(i);
+		return l != NULL && sl_fast_take_gcra(&l->u.gcra, n, now);
+	}
 	default:
 		return sl__fast_take_lim(fd, i, n, now);
 	}
@@ -375,6 +379,12 @@ static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigne
 			    &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now))
 			return true;
 		break;
+	case SL_FAST_THREAD_BUCKET: {
+		const struct sl_limiter *l = sl__thread_lim(i);
+		if (l != NULL && sl_fast_peek_gcra(&l->u.gcra, n, now))
+			return true;
+		break;
+	}
 	default:
 		break;
 	}
@@ -388,13 +398,19 @@ static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsig
 	const struct sl_fast_rule *d = &sl__st.fast[i];
 	switch (d->how) {
 	case SL_FAST_PROC_BUCKET:
-		sl_fast_charge(d->lim, n, now);
+		sl_fast_charge_tunable_gcra(d->lim, n, now);
 		return;
 	case SL_FAST_FD_BUCKET:
 		if (sl_fast_charge_gcra(
 			    &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now))
 			return;
 		break;
+	case SL_FAST_THREAD_BUCKET: {
+		struct sl_limiter *l = sl__thread_lim(i);
+		if (l != NULL && sl_fast_charge_gcra(&l->u.gcra, n, now))
+			return;
+		break;
+	}
 	default:
 		break;
 	}
