@@ -78,7 +78,7 @@ static uint8_t fast_how(unsigned i)
 		return bucket && s->kind == prm.kind ? SL_FAST_PROC_BUCKET : SL_FAST_PROC_TUNABLE;
 	}
 	if ((st->peer_rules >> i) & 1)
-		return SL_FAST_PEER;
+		return bucket ? SL_FAST_PEER_BUCKET : SL_FAST_PEER;
 	if (!bucket)
 		return SL_FAST_OTHER;
 	return (st->fd_rules >> i) & 1 ? SL_FAST_FD_BUCKET : SL_FAST_THREAD_BUCKET;

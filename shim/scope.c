@@ -53,9 +53,11 @@ struct peer_ent {
 };
 
 static struct peer_ent *peers; /* [SL_PEER_SLOTS] */
+_Static_assert(sizeof(struct peer_ent) == SL_PEER_ENT_BYTES, "scope.h: sl__peer_fd_cached");
 /* The entries fds pin for the fast paths: see sl__peer_fd_lim. */
 #define FD_PIN_MAX (SL_PEER_SLOTS / 2)
-static _Atomic uint32_t *fd_peer;
+_Atomic uint32_t *sl__fd_peer;
+char *sl__peer_base;
 static size_t fd_peer_bytes;
 static _Atomic uint32_t fd_pinned;
 _Static_assert(SL_PEER_SLOTS < SL_PIN_NONE, "sl_call.pin holds an entry's index");
@@ -94,22 +96,23 @@ int sl__scope_init_unsync(void)
 {
 	/* The fds' per=peer pins, sized by the rules (a re-init, in tests,
 	 * maps them anew). */
-	size_t want = (size_t)sl__fd_cap * sl__st.n_peer_rules * sizeof(*fd_peer);
-	if (fd_peer != NULL && want != fd_peer_bytes) {
-		munmap((void *)fd_peer, fd_peer_bytes);
-		fd_peer = NULL;
+	size_t want = (size_t)sl__fd_cap * sl__st.n_peer_rules * sizeof(*sl__fd_peer);
+	if (sl__fd_peer != NULL && want != fd_peer_bytes) {
+		munmap((void *)sl__fd_peer, fd_peer_bytes);
+		sl__fd_peer = NULL;
 	}
-	if (want != 0 && fd_peer == NULL) {
-		fd_peer = sl__map(want);
-		if (fd_peer == NULL)
+	if (want != 0 && sl__fd_peer == NULL) {
+		sl__fd_peer = sl__map(want);
+		if (sl__fd_peer == NULL)
 			return -1;
 		fd_peer_bytes = want;
-	} else if (fd_peer != NULL) {
-		memset((void *)fd_peer, 0, fd_peer_bytes);
+	} else if (sl__fd_peer != NULL) {
+		memset((void *)sl__fd_peer, 0, fd_peer_bytes);
 	}
 	atomic_store_explicit(&fd_pinned, 0, memory_order_relaxed);
 	if (!scope_once) {
 		peers = sl__map(sizeof(struct peer_ent) * SL_PEER_SLOTS);
+		sl__peer_base = (char *)peers;
 		if (peers == NULL || pthread_key_create(&tslot_key, tslot_free) != 0)
 			return -1;
 		pthread_atfork(peer_lock_take, peer_lock_drop, peer_lock_drop);
@@ -298,7 +301,7 @@ static struct sl_limiter *peer_get(struct sl_call *c, unsigned i)
 
 /*
  * The fast paths' per=peer limiters (xfer.h): each connected fd keeps the
- * entry of each per=peer rule pinned in fd_peer ([sl__fd_cap][n_peer_rules],
+ * entry of each per=peer rule pinned in sl__fd_peer ([sl__fd_cap][n_peer_rules],
  * entry index + 1, 0: none yet), from its first fast call until its record
  * is rewritten or it is closed (sl__peer_fd_drop), so that a call finds its
  * limiter with one load, never hashing the address. At most FD_PIN_MAX
@@ -311,14 +314,12 @@ static struct sl_limiter *peer_get(struct sl_call *c, unsigned i)
 
 struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *peer)
 {
-	if (fd_peer == NULL || peer->family == 0)
+	if (sl__fd_peer == NULL || peer->family == 0)
 		return NULL;
-	_Atomic uint32_t *slot = &fd_peer[(size_t)fd * sl__st.n_peer_rules + sl__st.scope_slot[i]];
-	/* Acquire: pairs with the release below; the entry's limiter as its
-	 * pinner saw it. */
-	uint32_t e = atomic_load_explicit(slot, memory_order_acquire);
-	if (__builtin_expect(e != 0, 1))
-		return &peers[e - 1].lim;
+	struct sl_limiter *l = sl__peer_fd_cached(fd, i);
+	if (__builtin_expect(l != NULL, 1))
+		return l;
+	_Atomic uint32_t *slot = &sl__fd_peer[(size_t)fd * sl__st.n_peer_rules + sl__st.scope_slot[i]];
 	if (atomic_load_explicit(&fd_pinned, memory_order_relaxed) >= FD_PIN_MAX)
 		return NULL;
 	struct peer_ent *found = peer_find_pin(i, peer);
@@ -338,10 +339,10 @@ struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *pee
 
 void sl__peer_fd_drop(int fd)
 {
-	if (fd_peer == NULL || (unsigned)fd >= sl__fd_cap)
+	if (sl__fd_peer == NULL || (unsigned)fd >= sl__fd_cap)
 		return;
 	for (uint32_t k = 0; k < sl__st.n_peer_rules; k++) {
-		_Atomic uint32_t *slot = &fd_peer[(size_t)fd * sl__st.n_peer_rules + k];
+		_Atomic uint32_t *slot = &sl__fd_peer[(size_t)fd * sl__st.n_peer_rules + k];
 		/* Relaxed test first: most fds pin nothing. */
 		if (atomic_load_explicit(slot, memory_order_relaxed) == 0)
 			continue;

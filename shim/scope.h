@@ -40,6 +40,25 @@ static inline struct sl_limiter *sl__fd_lim(int fd, unsigned i)
 /* The limiter of rule i for call c in the scopes other than process (not
  * redis=KEY rules either): sl__limiter (act.h) asks it. */
 struct sl_limiter *sl__limiter_scoped(struct sl_call *c, unsigned i);
+/* The per=peer entries fds keep pinned (scope.c): [sl__fd_cap][n_peer_rules],
+ * entry index + 1 (0: none); entries are SL_PEER_ENT_BYTES from
+ * sl__peer_base, the limiter first. */
+#define SL_PEER_ENT_BYTES 256
+extern _Atomic uint32_t *sl__fd_peer;
+extern char *sl__peer_base;
+
+/* The limiter fd keeps pinned for per=peer rule i, or NULL if none yet.
+ * Acquire: pairs with the pinner's release (the entry as it made it). */
+static inline struct sl_limiter *sl__peer_fd_cached(int fd, unsigned i)
+{
+	uint32_t e = atomic_load_explicit(
+		&sl__fd_peer[(size_t)fd * sl__st.n_peer_rules + sl__st.scope_slot[i]],
+		memory_order_acquire);
+	return e != 0 ? (struct sl_limiter *)(void *)(sl__peer_base +
+						     (size_t)(e - 1) * SL_PEER_ENT_BYTES)
+		      : NULL;
+}
+
 /* The fast paths' limiter of per=peer rule i for fd, whose peer address
  * is `peer` (its record's): the entry the fd keeps pinned (one load), found
  * and pinned on the fd's first call; NULL (the general path decides) if fd

@@ -34,7 +34,8 @@ enum sl_fast_how {
 	SL_FAST_PROC_TUNABLE,  /* rule_lim[i]: a tunable head of another kind */
 	SL_FAST_FD_BUCKET,     /* the fd's per=fd token or leaky bucket */
 	SL_FAST_THREAD_BUCKET, /* the thread's per=thread token or leaky bucket */
-	SL_FAST_PEER,          /* the fd's per=peer entry (scope.c: sl__peer_fd_lim) */
+	SL_FAST_PEER_BUCKET,   /* the fd's per=peer token or leaky bucket (scope.h) */
+	SL_FAST_PEER,          /* the fd's per=peer entry of another kind */
 	SL_FAST_OTHER,         /* any other kind in these scopes: sl__fast_lim */
 };
 

@@ -252,6 +252,12 @@ static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigne
 		struct sl_limiter *l = sl__thread_lim(i);
 		return l != NULL && sl_fast_take_gcra(&l->u.gcra, n, now);
 	}
+	case SL_FAST_PEER_BUCKET: {
+		struct sl_limiter *l = sl__peer_fd_cached(fd, i);
+		if (l != NULL)
+			return sl_fast_take_gcra(&l->u.gcra, n, now);
+		return sl__fast_take_lim(fd, i, n, now);
+	}
 	default:
 		return sl__fast_take_lim(fd, i, n, now);
 	}
@@ -385,6 +391,12 @@ static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigne
 			return true;
 		break;
 	}
+	case SL_FAST_PEER_BUCKET: {
+		const struct sl_limiter *l = sl__peer_fd_cached(fd, i);
+		if (l != NULL && sl_fast_peek_gcra(&l->u.gcra, n, now))
+			return true;
+		break;
+	}
 	default:
 		break;
 	}
@@ -407,6 +419,12 @@ static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsig
 		break;
 	case SL_FAST_THREAD_BUCKET: {
 		struct sl_limiter *l = sl__thread_lim(i);
+		if (l != NULL && sl_fast_charge_gcra(&l->u.gcra, n, now))
+			return;
+		break;
+	}
+	case SL_FAST_PEER_BUCKET: {
+		struct sl_limiter *l = sl__peer_fd_cached(fd, i);
 		if (l != NULL && sl_fast_charge_gcra(&l->u.gcra, n, now))
 			return;
 		break;
