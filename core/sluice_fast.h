@@ -5,8 +5,10 @@
  * every call (the shim's sends and receives).
  *
  *   sl_fast_take(l, n, now)    (and its forms for a known kind:
- *                              sl_fast_take_gcra, sl_fast_take_tunable,
- *                              sl_fast_take_tunable_gcra)
+ *                              sl_fast_take_gcra, sl_fast_take_fixed,
+ *                              sl_fast_take_tunable,
+ *                              sl_fast_take_tunable_gcra,
+ *                              sl_fast_take_tunable_fixed)
  *                              true: l admitted n units at once and took
  *                              them (as sl_limiter_acquire(l, n, now, 0)
  *                              admitting would). false: nothing was taken;
@@ -128,20 +130,53 @@ static inline struct sl_limiter *sl__fast_slot(struct sl_limiter *head, uint64_t
 	return &((struct sl_tunable *)(void *)head)->slot[*gen & 1];
 }
 
+/* After slot s of a tunable head, read at generation gen, admitted n units:
+ * true if no retune raced with it (seq_cst: the second load of tunable.c's
+ * argument), else the units are given back on the old slot and false. */
+static inline bool sl__fast_tunable_kept(struct sl_limiter *head, struct sl_limiter *s,
+					 uint64_t gen, uint64_t n, uint64_t now_ns)
+{
+	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
+		return true;
+	(void)sl_limiter_refund(s, n, now_ns);
+	return false;
+}
+
 /* sl_fast_take for a tunable head whose slots are token or leaky buckets
  * (the kind a retune keeps). */
 static inline bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
 {
 	uint64_t gen;
 	struct sl_limiter *s = sl__fast_slot(head, &gen);
-	if (!sl_fast_take_gcra(&s->u.gcra, n, now_ns))
+	return sl_fast_take_gcra(&s->u.gcra, n, now_ns) &&
+	       sl__fast_tunable_kept(head, s, gen, n, now_ns);
+}
+
+/* sl_fast_take for a fixed window: admitted at once exactly when the
+ * counter is in the current window (not booked into a later one) and n
+ * fits what is left of it; the counter then moves by n (fixed.c). Anything
+ * else (n == 0, n > N, the horizon) is left to sl_fixed_acquire. */
+static inline bool sl_fast_take_fixed(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
+{
+	const uint64_t limit = w->limit;
+	if (n == 0 || n > limit)
 		return false;
-	/* seq_cst: the second load of tunable.c's argument. */
-	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
-		return true;
-	/* Retuned meanwhile: undone on the old slot. */
-	sl_gcra_refund(&s->u.gcra, n, now_ns);
-	return false;
+	const uint64_t idx = (now_ns > w->epoch_ns ? now_ns - w->epoch_ns : 0) / w->window_ns;
+	uint64_t first;
+	if (__builtin_mul_overflow(idx, limit, &first))
+		return false;
+	/* Relaxed: only the CAS's expected value. */
+	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
+	for (;;) {
+		const uint64_t cur = v > first ? v : first, used = cur - first;
+		if (used >= limit || n > limit - used || cur + n < cur)
+			return false;
+		/* seq_cst: SL__ADMIT_ORDER of fixed.c (tunable heads rely on it). */
+		if (atomic_compare_exchange_weak_explicit(&w->used, &v, cur + n,
+							  memory_order_seq_cst,
+							  memory_order_relaxed))
+			return true;
+	}
 }
 
 /* A police of a plain limiter (not a tunable head) of a kind the inline
@@ -149,13 +184,28 @@ static inline bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t n
 static inline bool sl__fast_police(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
 {
 	switch (l->kind) {
+	case SL_KIND_TOKEN:
+	case SL_KIND_LEAKY:
+		return sl_fast_take_gcra(&l->u.gcra, n, now_ns) ||
+		       sl_gcra_acquire(&l->u.gcra, n, now_ns, 0).verdict == SL_ADMIT;
 	case SL_KIND_FIXED:
-		return sl_fixed_acquire(&l->u.fixed, n, now_ns, 0).verdict == SL_ADMIT;
+		return sl_fast_take_fixed(&l->u.fixed, n, now_ns) ||
+		       sl_fixed_acquire(&l->u.fixed, n, now_ns, 0).verdict == SL_ADMIT;
 	case SL_KIND_SLIDING:
 		return sl_sliding_acquire(&l->u.sliding, n, now_ns).verdict == SL_ADMIT;
 	default:
 		return sl_fast_take_other(l, n, now_ns);
 	}
+}
+
+/* sl_fast_take for a tunable head whose slots are fixed windows. */
+static inline bool sl_fast_take_tunable_fixed(struct sl_limiter *head, uint64_t n,
+					      uint64_t now_ns)
+{
+	uint64_t gen;
+	struct sl_limiter *s = sl__fast_slot(head, &gen);
+	return sl_fast_take_fixed(&s->u.fixed, n, now_ns) &&
+	       sl__fast_tunable_kept(head, s, gen, n, now_ns);
 }
 
 /* sl_fast_take for a tunable head of any kind: the current slot's own
@@ -165,17 +215,9 @@ static inline bool sl_fast_take_tunable(struct sl_limiter *head, uint64_t n, uin
 {
 	uint64_t gen;
 	struct sl_limiter *s = sl__fast_slot(head, &gen);
-	if (sl__fast_bucket(s))
-		return sl_fast_take_tunable_gcra(head, n, now_ns);
 	if (s->kind == SL_KIND_CONC)
 		return sl_fast_take_other(head, n, now_ns);
-	if (!sl__fast_police(s, n, now_ns))
-		return false;
-	/* seq_cst: the second load of tunable.c's argument. */
-	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
-		return true;
-	(void)sl_limiter_refund(s, n, now_ns); /* retuned meanwhile */
-	return false;
+	return sl__fast_police(s, n, now_ns) && sl__fast_tunable_kept(head, s, gen, n, now_ns);
 }
 
 static inline bool sl_fast_take(struct sl_limiter *l, uint64_t n, uint64_t now_ns)

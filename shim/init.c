@@ -75,7 +75,11 @@ static uint8_t fast_how(unsigned i)
 			return SL_FAST_OTHER;
 		const struct sl_limiter *s =
 			sl_tunable_current((const struct sl_tunable *)(const void *)l);
-		return bucket && s->kind == prm.kind ? SL_FAST_PROC_BUCKET : SL_FAST_PROC_TUNABLE;
+		if (s->kind != prm.kind)
+			return SL_FAST_PROC_TUNABLE;
+		return bucket			    ? SL_FAST_PROC_BUCKET
+		       : prm.kind == SL_KIND_FIXED ? SL_FAST_PROC_FIXED
+						   : SL_FAST_PROC_TUNABLE;
 	}
 	if ((st->peer_rules >> i) & 1)
 		return bucket ? SL_FAST_PEER_BUCKET : SL_FAST_PEER;

@@ -236,13 +236,14 @@ bool sl__fast_take_multi(int fd, uint32_t rules, size_t total, uint64_t now);
 /* Police n units of fast rule i for a call on fd at now: true if taken.
  * Buckets of the process and the fd directly, the rest through
  * sl__fast_lim. */
-static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigned i, uint64_t n,
-								 uint64_t now)
+static inline __attribute__((always_inline)) bool
+sl__fast_take_d(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, uint64_t now)
 {
-	const struct sl_fast_rule *d = &sl__st.fast[i];
 	switch (d->how) {
 	case SL_FAST_PROC_BUCKET:
 		return sl_fast_take_tunable_gcra(d->lim, n, now);
+	case SL_FAST_PROC_FIXED:
+		return sl_fast_take_tunable_fixed(d->lim, n, now);
 	case SL_FAST_PROC_TUNABLE:
 		return sl_fast_take_tunable(d->lim, n, now);
 	case SL_FAST_FD_BUCKET:
@@ -261,6 +262,12 @@ static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigne
 	default:
 		return sl__fast_take_lim(fd, i, n, now);
 	}
+}
+
+static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigned i, uint64_t n,
+								 uint64_t now)
+{
+	return sl__fast_take_d(fd, &sl__st.fast[i], i, n, now);
 }
 
 /* Police fast `rules` for a transfer of `total` bytes on fd at now: true if
@@ -289,7 +296,9 @@ sl__xfer_rec(int fd, enum sl_kind_call k)
 	const uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
 	if ((b & SL_FDB_PASS(k)) || sl__busy)
 		return NULL;
-	const struct sl_fdrec *rec = (b & SL_FDB_READY) ? &sl__fdrecs[fd] : sl__fd_rec_miss(fd);
+	if (__builtin_expect(b & SL_FDB_READY, 1))
+		return sl__fdrecs[fd].cand[k] != 0 ? &sl__fdrecs[fd] : NULL;
+	const struct sl_fdrec *rec = sl__fd_rec_miss(fd);
 	return rec != NULL && rec->cand[k] != 0 ? rec : NULL;
 }
 
@@ -345,7 +354,15 @@ static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io
 		 * its first decision is at this instant too (nothing here
 		 * blocks). */
 		now = sl__clock_ns();
-		if (__builtin_expect(sl__fast_take(io->fd, rules, io->total, now), 1)) {
+		/* One rule, the common case: its descriptor found once, for
+		 * the police and the stats. */
+		const bool one = (rules & (rules - 1)) == 0;
+		const unsigned i = (unsigned)__builtin_ctz(rules);
+		const struct sl_fast_rule *d = &sl__st.fast[i];
+		if (__builtin_expect(one ? sl__fast_take_d(io->fd, d, i,
+							   d->bytes ? (uint64_t)io->total : 1, now)
+					 : sl__fast_take_multi(io->fd, rules, io->total, now),
+				     1)) {
 			sl__busy = 1;
 			const ssize_t r = sl__io_xfer(io, 0, io->total);
 			sl__busy = 0;
@@ -353,7 +370,14 @@ static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io
 			if (__builtin_expect(r < 0 || (size_t)r != io->total, 0))
 				return sl__fast_send_short(io->fd, io->flags, rules, io->total, r,
 							   now);
-			sl__fast_stats(rules, (uint64_t)r);
+			if (__builtin_expect(one, 1)) {
+				struct sl_rstats *st = d->stats;
+				atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&st->admitted, 1, memory_order_relaxed);
+				atomic_fetch_add_explicit(&st->bytes, (uint64_t)r, memory_order_relaxed);
+			} else {
+				sl__stats_end(rules, true, (uint64_t)r);
+			}
 			return r;
 		}
 	}
