@@ -45,14 +45,16 @@ static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t
 
 static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	if (sl__fd_pass(fd, SL_K_RECV) || sl__bad_msg(msg))
+	/* The record first: msg is read only for a socket a rule may match. */
+	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_RECV);
+	if (rec == NULL || sl__bad_msg(msg))
 		return SL_REAL(recvmsg)(fd, msg, flags);
 	struct sl_io io = {.how = SL_IO_RECVMSG,
 			   .fd = fd,
 			   .msg = msg,
 			   .flags = flags,
 			   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen)};
-	return sl__recv(&io);
+	return sl__recv_rec(&io, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n)
@@ -63,14 +65,16 @@ static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n)
 
 static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt)
 {
-	if (sl__fd_pass(fd, SL_K_RECV) || cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov)))
+	/* The record first: iov is read only for a socket a rule may match. */
+	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_RECV);
+	if (rec == NULL || cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov)))
 		return SL_REAL(readv)(fd, iov, cnt);
 	struct sl_io io = {.how = SL_IO_READV,
 			   .fd = fd,
 			   .iov = iov,
 			   .iovcnt = cnt,
 			   .total = sl__iov_total(iov, (size_t)cnt)};
-	return sl__recv(&io);
+	return sl__recv_rec(&io, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow___read_chk(int fd, void *buf, size_t n, size_t buflen)

@@ -34,19 +34,14 @@ static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size
 static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
 						     const struct sockaddr *to, socklen_t tolen)
 {
-	ssize_t r;
-	if (sl__fd_pass(fd, SL_K_SEND)) {
-		r = SL_REAL(sendto)(fd, buf, n, flags, to, tolen);
-	} else {
-		struct sl_io io = {.how = SL_IO_SENDTO,
-				   .fd = fd,
-				   .buf = (char *)buf,
-				   .total = n,
-				   .flags = flags,
-				   .addr = (struct sockaddr *)to,
-				   .addrlen = tolen};
-		r = sl__send(&io);
-	}
+	struct sl_io io = {.how = SL_IO_SENDTO,
+			   .fd = fd,
+			   .buf = (char *)buf,
+			   .total = n,
+			   .flags = flags,
+			   .addr = (struct sockaddr *)to,
+			   .addrlen = tolen};
+	ssize_t r = sl__send(&io);
 	if (flags & MSG_FASTOPEN) /* it connected the socket: classify it again */
 		sl__fd_invalidate(fd);
 	return r;
@@ -55,7 +50,9 @@ static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, si
 static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	ssize_t r;
-	if (sl__fd_pass(fd, SL_K_SEND) || sl__bad_msg(msg)) {
+	/* The record first: msg is read only for a socket a rule may match. */
+	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_SEND);
+	if (rec == NULL || sl__bad_msg(msg)) {
 		r = SL_REAL(sendmsg)(fd, msg, flags);
 	} else {
 		struct sl_io io = {.how = SL_IO_SENDMSG,
@@ -63,7 +60,7 @@ static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghd
 				   .msg = (struct msghdr *)msg,
 				   .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen),
 				   .flags = flags};
-		r = sl__send(&io);
+		r = sl__send_rec(&io, rec);
 	}
 	if (flags & MSG_FASTOPEN) /* it connected the socket: classify it again */
 		sl__fd_invalidate(fd);
@@ -78,14 +75,16 @@ static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, siz
 
 static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt)
 {
-	if (sl__fd_pass(fd, SL_K_SEND) || cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov)))
+	/* The record first: iov is read only for a socket a rule may match. */
+	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_SEND);
+	if (rec == NULL || cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov)))
 		return SL_REAL(writev)(fd, iov, cnt);
 	struct sl_io io = {.how = SL_IO_WRITEV,
 			   .fd = fd,
 			   .iov = iov,
 			   .iovcnt = cnt,
 			   .total = sl__iov_total(iov, (size_t)cnt)};
-	return sl__send(&io);
+	return sl__send_rec(&io, rec);
 }
 
 /* sendfile and sendfile64: one shape, declared for both names. */
@@ -93,8 +92,6 @@ static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec 
 	static __attribute__((noinline))                                                           \
 	ssize_t slow_##name(int out, int in, off_t *offset, size_t n)                              \
 	{                                                                                          \
-		if (sl__fd_pass(out, SL_K_SEND))                                                   \
-			return SL_REAL(name)(out, in, offset, n);                                  \
 		struct sl_io io = {.how = kind,                                                    \
 				   .fd = out,                                                      \
 				   .in_fd = in,                                                    \

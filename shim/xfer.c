@@ -56,14 +56,6 @@
 #include "state.h"
 #include "xfer.h"
 
-size_t sl__iov_total(const struct iovec *iov, size_t cnt)
-{
-	size_t t = 0;
-	for (size_t i = 0; i < cnt; i++)
-		t += iov[i].iov_len;
-	return t;
-}
-
 /* The real transfer of a piece [off, off + len) that is not the whole call:
  * the iovecs and the message are cut to the piece. Out of line: its
  * IOV_MAX iovecs stay off the whole call's stack. */

@@ -86,7 +86,13 @@ struct sl_splice {
 ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err, int e);
 /* Rules of `rules` with action reject. */
 uint32_t sl__rejecting(uint32_t rules);
-size_t sl__iov_total(const struct iovec *iov, size_t cnt);
+static inline size_t sl__iov_total(const struct iovec *iov, size_t cnt)
+{
+	size_t t = 0;
+	for (size_t i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
 /* True if p can never be a valid user pointer (below the lowest mappable
  * address, 64 KiB by default: NULL, small integers). The vector wrappers
  * read the caller's iovec/msghdr to size the call; with such a pointer they
@@ -335,16 +341,15 @@ ssize_t sl__fast_send_short(int fd, int flags, uint32_t rules, size_t total, ssi
  * clock as the fast path read it (0: read it). xfer.c. */
 ssize_t sl__send_general(struct sl_io *io, uint64_t now);
 
-/* The one entry of every send wrapper past its pass test: record, fast
- * path, general path. Inlined with a constant io->how, the real call is a
+/* The one entry of every send wrapper: record (sl__xfer_rec: the pass test
+ * is there), fast path, general path; sl__send_rec for a wrapper that found
+ * the record itself (before reading the caller's iovecs). Inlined with a constant io->how, the real call is a
  * direct one; and since only the general path's copy of *io has its address
  * taken, a wrapper's description of the call stays in registers on the
  * fast path. */
-static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io *io)
+static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct sl_io *io,
+								  const struct sl_fdrec *rec)
 {
-	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_SEND);
-	if (rec == NULL)
-		return sl__io_xfer(io, 0, io->total);
 	const uint32_t rules = rec->match[SL_K_SEND];
 	uint64_t now = 0;
 	if (__builtin_expect(
@@ -383,6 +388,14 @@ static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io
 	}
 	struct sl_io general = *io;
 	return sl__send_general(&general, now);
+}
+
+static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io *io)
+{
+	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_SEND);
+	if (rec == NULL)
+		return sl__io_xfer(io, 0, io->total);
+	return sl__send_rec(io, rec);
 }
 
 /* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
@@ -493,13 +506,12 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
  * path read it (0: read it). xfer.c. */
 ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t now);
 
-/* The receive side of every wrapper, past its pass test: record, fast path,
- * general path (see sl__send). */
-static inline __attribute__((always_inline)) ssize_t sl__recv(const struct sl_io *io)
+/* The receive side of every wrapper: record, fast path, general path (see
+ * sl__send, sl__send_rec). */
+static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct sl_io *io,
+								  const struct sl_fdrec *rec)
 {
-	const struct sl_fdrec *rec;
-	if ((io->flags & (MSG_PEEK | MSG_ERRQUEUE)) || (rec = sl__xfer_rec(io->fd, SL_K_RECV)) == NULL ||
-	    rec->match[SL_K_RECV] == 0)
+	if ((io->flags & (MSG_PEEK | MSG_ERRQUEUE)) || rec->match[SL_K_RECV] == 0)
 		return sl__io_xfer(io, 0, io->total);
 	const uint32_t rules = rec->match[SL_K_RECV];
 	uint64_t now = 0;
@@ -515,6 +527,14 @@ static inline __attribute__((always_inline)) ssize_t sl__recv(const struct sl_io
 	}
 	struct sl_io general = *io;
 	return sl__recv_general(&general, rec, now);
+}
+
+static inline __attribute__((always_inline)) ssize_t sl__recv(const struct sl_io *io)
+{
+	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_RECV);
+	if (rec == NULL)
+		return sl__io_xfer(io, 0, io->total);
+	return sl__recv_rec(io, rec);
 }
 
 #endif /* SLUICE_SHIM_XFER_H */
