@@ -49,6 +49,10 @@
 extern "C" {
 #endif
 
+/* The small forms are always inlined: out of line, each saved the
+ * caller's registers for its rare slow branch. */
+#define SL_FAST_INLINE static inline __attribute__((always_inline))
+
 #pragma GCC visibility push(default)
 /* The out-of-line parts (limiter.c). */
 bool sl_fast_take_other(struct sl_limiter *l, uint64_t n, uint64_t now_ns);
@@ -57,7 +61,7 @@ bool sl_fast_peek_other(const struct sl_limiter *l, uint64_t n, uint64_t now_ns)
 
 /* Ticks since g's epoch at now_ns, if now_ns is within the range where the
  * short path is exact (gcra.c: fast_shift); else false. */
-static inline bool sl__gcra_now_short(const struct sl_gcra *g, uint64_t now_ns, uint64_t *ticks)
+SL_FAST_INLINE bool sl__gcra_now_short(const struct sl_gcra *g, uint64_t now_ns, uint64_t *ticks)
 {
 	uint64_t elapsed;
 	if (__builtin_sub_overflow(now_ns, g->epoch_ns, &elapsed) ||
@@ -72,7 +76,7 @@ static inline bool sl__gcra_now_short(const struct sl_gcra *g, uint64_t now_ns, 
  * leaky bucket's capacity); else false. For n >= 1, n * mult >= 1 and
  * ceil(n * mult / 2^shift) = ((n * mult - 1) >> shift) + 1; n == 0 wraps
  * to 2^128 - 1 and fails the range test. */
-static inline bool sl__gcra_cost_short(const struct sl_gcra *g, uint64_t n, uint64_t *cost,
+SL_FAST_INLINE bool sl__gcra_cost_short(const struct sl_gcra *g, uint64_t n, uint64_t *cost,
 				       uint64_t *tol)
 {
 	if (n == 1) { /* init keeps cost(1) within the burst and the capacity */
@@ -95,7 +99,7 @@ static inline bool sl__gcra_cost_short(const struct sl_gcra *g, uint64_t n, uint
 
 /* sl_fast_take for a token or leaky bucket: false leaves the answer to
  * sl_gcra_acquire (a refusal, or a case outside the short path). */
-static inline bool sl_fast_take_gcra(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
+SL_FAST_INLINE bool sl_fast_take_gcra(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
 {
 	uint64_t now, cost, tol;
 	if (!sl__gcra_now_short(g, now_ns, &now) || !sl__gcra_cost_short(g, n, &cost, &tol))
@@ -115,14 +119,14 @@ static inline bool sl_fast_take_gcra(struct sl_gcra *g, uint64_t n, uint64_t now
 	return false;
 }
 
-static inline bool sl__fast_bucket(const struct sl_limiter *l)
+SL_FAST_INLINE bool sl__fast_bucket(const struct sl_limiter *l)
 {
 	_Static_assert(SL_KIND_LEAKY == SL_KIND_TOKEN + 1, "token and leaky kinds are adjacent");
 	return l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN;
 }
 
 /* The current slot of a tunable head at generation *gen. */
-static inline struct sl_limiter *sl__fast_slot(struct sl_limiter *head, uint64_t *gen)
+SL_FAST_INLINE struct sl_limiter *sl__fast_slot(struct sl_limiter *head, uint64_t *gen)
 {
 	/* Acquire: pairs with the retuner's release of gen (tunable.c). */
 	*gen = atomic_load_explicit(&head->u.tun.gen, memory_order_acquire);
@@ -133,7 +137,7 @@ static inline struct sl_limiter *sl__fast_slot(struct sl_limiter *head, uint64_t
 /* After slot s of a tunable head, read at generation gen, admitted n units:
  * true if no retune raced with it (seq_cst: the second load of tunable.c's
  * argument), else the units are given back on the old slot and false. */
-static inline bool sl__fast_tunable_kept(struct sl_limiter *head, struct sl_limiter *s,
+SL_FAST_INLINE bool sl__fast_tunable_kept(struct sl_limiter *head, struct sl_limiter *s,
 					 uint64_t gen, uint64_t n, uint64_t now_ns)
 {
 	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
@@ -144,7 +148,7 @@ static inline bool sl__fast_tunable_kept(struct sl_limiter *head, struct sl_limi
 
 /* sl_fast_take for a tunable head whose slots are token or leaky buckets
  * (the kind a retune keeps). */
-static inline bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
+SL_FAST_INLINE bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
 {
 	uint64_t gen;
 	struct sl_limiter *s = sl__fast_slot(head, &gen);
@@ -156,7 +160,7 @@ static inline bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t n
  * counter is in the current window (not booked into a later one) and n
  * fits what is left of it; the counter then moves by n (fixed.c). Anything
  * else (n == 0, n > N, the horizon) is left to sl_fixed_acquire. */
-static inline bool sl_fast_take_fixed(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
+SL_FAST_INLINE bool sl_fast_take_fixed(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
 {
 	const uint64_t limit = w->limit;
 	if (n == 0 || n > limit)
@@ -199,7 +203,7 @@ static inline bool sl__fast_police(struct sl_limiter *l, uint64_t n, uint64_t no
 }
 
 /* sl_fast_take for a tunable head whose slots are fixed windows. */
-static inline bool sl_fast_take_tunable_fixed(struct sl_limiter *head, uint64_t n,
+SL_FAST_INLINE bool sl_fast_take_tunable_fixed(struct sl_limiter *head, uint64_t n,
 					      uint64_t now_ns)
 {
 	uint64_t gen;
@@ -231,7 +235,7 @@ static inline bool sl_fast_take(struct sl_limiter *l, uint64_t n, uint64_t now_n
 
 /* sl_fast_peek for a token or leaky bucket; false also outside the short
  * path (then ask sl_fast_peek_other). */
-static inline bool sl_fast_peek_gcra(const struct sl_gcra *g, uint64_t n, uint64_t now_ns)
+SL_FAST_INLINE bool sl_fast_peek_gcra(const struct sl_gcra *g, uint64_t n, uint64_t now_ns)
 {
 	uint64_t now, cost, tol;
 	if (!sl__gcra_now_short(g, now_ns, &now) || !sl__gcra_cost_short(g, n, &cost, &tol))
@@ -254,7 +258,7 @@ static inline bool sl_fast_peek(const struct sl_limiter *l, uint64_t n, uint64_t
 
 /* sl_limiter_charge for a token or leaky bucket within the short path:
  * false (nothing charged) outside it. */
-static inline bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
+SL_FAST_INLINE bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
 {
 	uint64_t now, cost, tol;
 	if (!sl__gcra_now_short(g, now_ns, &now) || !sl__gcra_cost_short(g, n, &cost, &tol))
@@ -276,7 +280,7 @@ static inline bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t n
 
 /* sl_fast_charge for a tunable head whose slots are token or leaky
  * buckets. */
-static inline void sl_fast_charge_tunable_gcra(struct sl_limiter *head, uint64_t n,
+SL_FAST_INLINE void sl_fast_charge_tunable_gcra(struct sl_limiter *head, uint64_t n,
 					       uint64_t now_ns)
 {
 	uint64_t gen;
