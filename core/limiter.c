@@ -263,6 +263,13 @@ bool sl_fast_take_other(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
 	return sl_limiter_acquire(l, n, now_ns, 0).verdict == SL_ADMIT;
 }
 
+/* A fast take that raced with a retune, undone (sluice_fast.h). */
+bool sl_fast_undo(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
+{
+	(void)sl_limiter_refund(l, n, now_ns);
+	return false;
+}
+
 /* sl_fast_peek's out-of-line part: a police of n at now admits exactly when
  * that many are available. */
 bool sl_fast_peek_other(const struct sl_limiter *l, uint64_t n, uint64_t now_ns)

@@ -56,6 +56,8 @@ extern "C" {
 #pragma GCC visibility push(default)
 /* The out-of-line parts (limiter.c). */
 bool sl_fast_take_other(struct sl_limiter *l, uint64_t n, uint64_t now_ns);
+/* Give n units back to l at now (sl_limiter_refund); returns false. */
+bool sl_fast_undo(struct sl_limiter *l, uint64_t n, uint64_t now_ns);
 bool sl_fast_peek_other(const struct sl_limiter *l, uint64_t n, uint64_t now_ns);
 #pragma GCC visibility pop
 
@@ -142,8 +144,8 @@ SL_FAST_INLINE bool sl__fast_tunable_kept(struct sl_limiter *head, struct sl_lim
 {
 	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
 		return true;
-	(void)sl_limiter_refund(s, n, now_ns);
-	return false;
+	/* A tail call: the caller's hot path keeps no register for it. */
+	return sl_fast_undo(s, n, now_ns);
 }
 
 /* sl_fast_take for a tunable head whose slots are token or leaky buckets
