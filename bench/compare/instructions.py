@@ -22,6 +22,7 @@ import concurrent.futures
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,7 +82,8 @@ def cases():
                 b = ("rel", "%s" % op, b[2])
             elif b[0] == "two":
                 b = ("two", op, "%s per=fd" % op)
-            out.append({"name": op if not opts else "%s %s" % (op, opts), "kind": op, "op": op,
+            name = op if not opts else "%s %s" % (op, "two-rules" if opts == "TWO" else opts)
+            out.append({"name": name, "kind": op, "op": op,
                         "opts": opts, "label": "%s: %s" % (op, short), "budget": b})
         for kind in kinds[1:]:
             out.append({"name": kind, "kind": kind, "op": op, "opts": "",
@@ -137,8 +139,9 @@ class Runner:
                     str(TRICKLE_KB)] + argv, {}, None
         return argv, {}, None
 
-    def total(self, tool, case, iters):
-        """Instructions callgrind counted in a whole run of iters calls."""
+    def total(self, tool, case, iters, keep=False):
+        """Instructions callgrind counted in a whole run of iters calls
+        (keep: (total, the callgrind output file) and the file is left)."""
         out = os.path.join(self.tmp, "callgrind-%s-%s-%d-%d.out" % (
             tool, case["name"].replace(" ", "_").replace("=", "-"), iters, next(self._seq)))
         vg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
@@ -152,6 +155,8 @@ class Runner:
         with open(out) as f:
             for line in f:
                 if line.startswith(("summary:", "totals:")):
+                    if keep:
+                        return int(line.split()[1]), out
                     os.unlink(out)
                     return int(line.split()[1])
         raise proc.RunError("no totals in " + out)
@@ -309,10 +314,54 @@ def table(rows, lib=""):
     return L
 
 
+def _per_function(path):
+    """{file:function: instructions} of one callgrind output (self cost)."""
+    r = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, timeout=60, check=True)
+    out = {}
+    for line in r.stdout.decode(errors="replace").splitlines():
+        m = re.match(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*?)(?: \[[^]]*\])?$", line)
+        if m and m.group(2) != "PROGRAM TOTALS":
+            out[m.group(2)] = out.get(m.group(2), 0) + int(m.group(1).replace(",", ""))
+    return out
+
+
+def explain(build, lib, tmp, name):
+    """Lines: where the instructions a case adds per call go, function by
+    function (self cost; the runs of N1 and N2 calls subtracted per
+    function, and the same without a tool)."""
+    by_name = {c["name"]: c for c in cases()}
+    if name not in by_name:
+        raise KeyError("no case %r (cases: %s)" % (name, ", ".join(by_name)))
+    c = by_name[name]
+    r = Runner(build, lib, tmp)
+    per = {}
+    for tool in ("sluice", "none"):
+        f1 = _per_function(r.total(tool, c, N1, keep=True)[1])
+        f2 = _per_function(r.total(tool, c, N2, keep=True)[1])
+        sign = 1 if tool == "sluice" else -1
+        for fn in set(f1) | set(f2):
+            per[fn] = per.get(fn, 0) + sign * (f2.get(fn, 0) - f1.get(fn, 0)) / (N2 - N1)
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + "/"
+    rows = sorted(((v, fn.replace(home, "")) for fn, v in per.items() if abs(v) >= 0.5),
+                  reverse=True)
+    L = ["| instructions per call | function (self cost, %s, `%s`) |" % (name, rule_text(c)),
+         "|---|---|"]
+    L += ["| %+.1f | %s |" % (v, fn) for v, fn in rows]
+    L.append("| %+.1f | total added (functions under 0.5 included) |" % sum(per.values()))
+    return L
+
+
 def main():
     build = os.environ.get("SL_BUILD", "build")
-    lib = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
-        "LIB", os.path.join(build, "libsluice.so"))
+    args = sys.argv[1:]
+    what = None
+    if args[:1] == ["--explain"]:
+        if len(args) < 2:
+            print("usage: instructions.py [--explain CASE] [LIB]", file=sys.stderr)
+            return 2
+        what, args = args[1], args[2:]
+    lib = args[0] if args else os.environ.get("LIB", os.path.join(build, "libsluice.so"))
     if not os.path.exists(lib):
         print("instructions: %s: no such library" % lib, file=sys.stderr)
         return 2
@@ -322,6 +371,15 @@ def main():
     out = os.environ.get("BENCH_OUT") or tempfile.mkdtemp(prefix="sluice-instr-")
     os.makedirs(out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="sluice-instr-run-")
+    if what is not None:
+        try:
+            print("\n".join(explain(build, lib, tmp, what)))
+        except (KeyError, proc.RunError, OSError, subprocess.SubprocessError) as e:
+            print("instructions: %s" % e, file=sys.stderr)
+            return 2
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     start = time.monotonic()
     rows = measure(build, lib, tmp, int(os.environ.get("BENCH_JOBS", "2")),
                    bool(shutil.which("trickle")))
