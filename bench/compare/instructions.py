@@ -43,9 +43,10 @@ SHARED_PART = 60              # what one call does once however many rules match
 # sendmsg or recvmsg, so a sendmsg goes past trickle unthrottled.
 TRICKLE_WRAPS = ("send", "write", "writev", "recv", "read")
 
-# (option text, short name, send budget spec); budget spec: ("abs", N) or
-# ("rel", case name, +N) or ("two", case a, case b). The recv side has the
-# same rows and budgets.
+# (option text, short name, budget): ("abs", N): at most +N; ("dry", N): at
+# most the same direction's default row (action=delay) + N; ("two",): at most
+# that row plus the per=fd row minus SHARED_PART. The recv side has the same
+# rows and budgets.
 SCOPES = [
     ("", "default (per=process, token)", ("abs", 100)),
     ("shared=NAME", "shared=NAME", ("abs", 100)),
@@ -55,8 +56,8 @@ SCOPES = [
     ("per=fd", "per=fd", ("abs", 130)),
     ("per=thread", "per=thread", ("abs", 130)),
     ("per=peer", "per=peer", ("abs", 160)),
-    ("action=dry-run", "action=dry-run", ("rel", "", 20)),
-    ("TWO", "two rules: per=process and per=fd", ("two", "", "per=fd")),
+    ("action=dry-run", "action=dry-run", ("dry", 20)),
+    ("TWO", "two rules: per=process and per=fd", ("two",)),
 ]
 TRICKLE_NA = {
     "shared=NAME": "n/a: trickle has no limit shared by separate processes without trickled",
@@ -72,19 +73,19 @@ TRICKLE_NA = {
 
 
 def cases():
-    """Every row: dict(name, kind, op, opts, label, budget, tool_kinds)."""
+    """Every row: dict(name, kind, op, opts, label, budget); budget is
+    ("abs", N), ("rel", base case name, +N) or ("two", case a, case b)."""
     out = [{"name": "devnull", "kind": "devnull", "op": "send", "opts": "",
             "label": "unmatched 1-byte write to /dev/null", "budget": ("abs", 12)}]
     for op, kinds in (("send", ("send", "write", "writev", "sendmsg")), ("recv", ("recv", "read"))):
         for opts, short, budget in SCOPES:
-            b = budget
-            if b[0] == "rel":
-                b = ("rel", "%s" % op, b[2])
-            elif b[0] == "two":
-                b = ("two", op, "%s per=fd" % op)
+            if budget[0] == "dry":
+                budget = ("rel", op, budget[1])
+            elif budget[0] == "two":
+                budget = ("two", op, op + " per=fd")
             name = op if not opts else "%s %s" % (op, "two-rules" if opts == "TWO" else opts)
-            out.append({"name": name, "kind": op, "op": op,
-                        "opts": opts, "label": "%s: %s" % (op, short), "budget": b})
+            out.append({"name": name, "kind": op, "op": op, "opts": opts,
+                        "label": "%s: %s" % (op, short), "budget": budget})
         for kind in kinds[1:]:
             out.append({"name": kind, "kind": kind, "op": op, "opts": "",
                         "label": "%s: default" % kind, "budget": ("rel", op, 20)})
