@@ -12,18 +12,23 @@
 #   BENCH_JOBS callgrind runs at a time [2]
 # The name has no bench_ prefix: make bench runs it inside bench_compare.sh.
 set -eu
-cd "$(dirname "$0")/.."
-build=${SL_BUILD:-build}
 if [ "${1:-}" = --explain ]; then
 	[ $# -ge 2 ] || { echo "usage: $0 [--explain CASE] [LIB]" >&2; exit 2; }
-	case=$2
+	what=$2
 	shift 2
 fi
-lib=${1:-${LIB:-$build/libsluice.so}}
+lib=${1:-${LIB:-}}
+case $lib in
+"" | /*) ;;
+*) lib=$(pwd)/$lib ;; # relative to where it was typed, not to the tree
+esac
+cd "$(dirname "$0")/.."
+build=${SL_BUILD:-build}
+lib=${lib:-$build/libsluice.so}
 [ -x "$build/bench/calls" ] || make -s "$build/bench/calls" BUILD="$build"
 command -v valgrind >/dev/null || scripts/deps.sh bench
 export SL_BUILD="$build"
-if [ -n "${case+set}" ]; then
-	exec nice python3 bench/compare/instructions.py --explain "$case" "$lib"
+if [ -n "${what+set}" ]; then
+	exec nice python3 bench/compare/instructions.py --explain "$what" "$lib"
 fi
 exec nice python3 bench/compare/instructions.py "$lib"
