@@ -15,10 +15,12 @@ import signal
 import subprocess
 import time
 
-NS_A = "slbench-a"   # the throttled program (client side)
-NS_B = "slbench-b"   # the peer (server side)
-VETH_A = "slb-va"
-VETH_B = "slb-vb"
+# Names carry this run's pid: two benchmarks running at once (other
+# engineers on the same machine) must not delete each other's namespaces.
+NS_A = "slbench-a-%d" % os.getpid()   # the throttled program (client side)
+NS_B = "slbench-b-%d" % os.getpid()   # the peer (server side)
+VETH_A = "slb-va%d" % os.getpid()     # at most 15 characters (pid_max 4194304)
+VETH_B = "slb-vb%d" % os.getpid()
 # RFC 2544 reserves 198.18.0.0/15 for benchmarking; these addresses exist
 # only inside the two namespaces this file creates.
 ADDR_A = "198.18.0.1"

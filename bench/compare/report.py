@@ -98,13 +98,17 @@ def iperf3_table(rows, rates, tools):
     return out
 
 
-def overhead_table(rows, instr, tools, kinds, kind_text):
+def overhead_table(rows, instr, tools, kinds, kind_text, instr_case):
+    """One row per kind and tool that has rows; the last column is workload
+    7's figure for the same call (instr_case: kind -> its case name)."""
     out = ["| call | tool | ns per call without | ns per call with | with / without "
            "| instructions per call added (callgrind) |", "|---|---|---|---|---|---|"]
     for kind in kinds:
         for tool in tools:
+            if not group(rows, tool=tool, kind=kind):
+                continue
             n = note_of(rows, tool=tool, kind=kind)
-            ins = [r for r in instr if r["tool"] == tool and r["kind"] == kind]
+            ins = [r for r in instr if r["tool"] == tool and r.get("case") == instr_case[kind]]
             ins_txt = "%.0f" % ins[0]["added_instr_per_call"] if ins and \
                 ins[0].get("added_instr_per_call") is not None else (
                     ins[0].get("note", "–") if ins else "–")

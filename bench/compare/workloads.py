@@ -33,7 +33,10 @@ class Env:
 
     def __init__(self, build, quick):
         self.flow = os.path.abspath(os.path.join(build, "bench", "flow"))
-        self.shim = os.path.abspath(os.path.join(build, "libsluice.so"))
+        self.build = build
+        # BENCH_LIB: measure another build of the library with this tree's programs
+        self.shim = os.path.abspath(os.environ.get("BENCH_LIB") or
+                                    os.path.join(build, "libsluice.so"))
         self.quick = quick
         self.runs = 3 if quick else 5
         self.seconds = float(os.environ.get("BENCH_SECONDS", "0.75" if quick else "2"))
