@@ -1131,6 +1131,176 @@ static void test_fast_errno_every_path(void **state)
 	next_result = SSIZE_MAX;
 }
 
+/* One send scenario and one receive scenario through every algorithm and
+ * action in every scope the fast paths serve (per=process, per=fd,
+ * per=thread), A/B: calls admitted at once, partial and failed calls,
+ * calls that wait or are refused, the clock still and moving. */
+static void scen_any_send(struct fix *f, struct snap *s)
+{
+	static const ssize_t sizes[] = {1, 300, 299, 400, 1, 0, 250, 600, 2, 1000, 7, 64};
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		next_result = k == 3 ? 100 : k == 6 ? -1 : k == 8 ? 0 : SSIZE_MAX;
+		next_errno = EPIPE;
+		errno = 0;
+		snap_call(s, xsend(f->sv[k % 3 == 2], (size_t)sizes[k]));
+		if (k % 4 == 3)
+			fake_now += 37 * MS;
+	}
+	next_result = SSIZE_MAX;
+}
+
+static void scen_any_recv(struct fix *f, struct snap *s)
+{
+	static const ssize_t sizes[] = {1, 300, 299, 400, 1, 0, 250, 600, 2, 1000, 7, 64};
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		next_result = k == 3 ? 100 : k == 6 ? -1 : k == 8 ? 0 : k == 9 ? 333 : SSIZE_MAX;
+		next_errno = ECONNRESET;
+		errno = 0;
+		snap_call(s, xrecv(f->sv[k % 3 == 2], (size_t)sizes[k], 0));
+		if (k % 4 == 3)
+			fake_now += 37 * MS;
+	}
+	next_result = SSIZE_MAX;
+}
+
+static void test_fast_every_kind_ab(void **state)
+{
+	static const char *const kinds[] = {
+		"1000B/s,burst=1000B",
+		"1000B/s,burst=1000B,action=reject",
+		"1000B/s,burst=1000B,action=dry-run",
+		"1000B/s,algo=leaky",
+		"1000B/s,algo=fixed",
+		"1000B/s,algo=fixed,action=reject",
+		"1000B/s,algo=sliding",
+		"2000000B/s,algo=sliding",
+		"800B/s,algo=sliding,action=reject",
+		"1000B/s,burst=500B,warmup=1s",
+		"10/s,burst=3",
+		"10/s,burst=3,action=reject",
+		"5/s,algo=sliding",
+	};
+	static const char *const scopes[] = {"", ",per=fd", ",per=thread"};
+	char rule[160];
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		for (size_t sc = 0; sc < sizeof(scopes) / sizeof(scopes[0]); sc++) {
+			snprintf(rule, sizeof(rule), "%s%s,family=unix", kinds[k], scopes[sc]);
+			print_message("send %s\n", rule);
+			ab_run(*state, "SLUICE_SEND", rule, scen_any_send, NULL);
+			print_message("recv %s\n", rule);
+			ab_run(*state, "SLUICE_RECV", rule, scen_any_recv, NULL);
+		}
+}
+
+/* Two rules of different scopes and kinds on one call, A/B. */
+static void test_fast_two_rules_ab(void **state)
+{
+	static const char *const pairs[] = {
+		"%s:1000B/s,burst=1000B,family=unix;%s:500B/s,burst=500B,per=fd,family=unix",
+		"%s:1000B/s,burst=1000B,per=thread,family=unix;%s:5/s,burst=2,per=fd,family=unix",
+		"%s:1000B/s,algo=fixed,per=fd,family=unix;%s:3/s,burst=3,family=unix",
+		"%s:2000000B/s,algo=sliding,family=unix;%s:700B/s,burst=700B,per=fd,family=unix",
+		"%s:1000B/s,burst=1000B,action=dry-run,family=unix;%s:600B/s,burst=600B,per=fd,"
+		"family=unix",
+		"%s:1000B/s,burst=1000B,action=reject,per=fd,family=unix;%s:4/s,algo=sliding,"
+		"family=unix",
+	};
+	char rule[256];
+	for (size_t k = 0; k < sizeof(pairs) / sizeof(pairs[0]); k++) {
+		snprintf(rule, sizeof(rule), pairs[k], "send", "send");
+		print_message("%s\n", rule);
+		ab_run(*state, "SLUICE_RULES", rule, scen_any_send, NULL);
+		snprintf(rule, sizeof(rule), pairs[k], "recv", "recv");
+		print_message("%s\n", rule);
+		ab_run(*state, "SLUICE_RULES", rule, scen_any_recv, NULL);
+	}
+}
+
+/* per=peer: a datagram socket connected to one peer, then to another
+ * (its record is rewritten), then closed and its number reused by a
+ * socket to the first peer again: each send charges the entry of the peer
+ * the fd has now, never the one it pinned before. */
+static struct sl_addr inet_addr_of(uint32_t host, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(host)};
+	struct sl_addr a;
+	assert_true(sl__addr_from(&a, (const struct sockaddr *)&sa, sizeof(sa)));
+	return a;
+}
+
+static void udp_connect(int fd, uint32_t host, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(host)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+}
+
+static void test_fast_per_peer_repinned(void **state)
+{
+	(void)state;
+	const uint32_t one = 0x7f000001u, two = 0x7f000002u; /* 127.0.0.1, .2 */
+	const uint16_t port = 9; /* discard: nothing is sent (fake send) */
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=peer,family=inet");
+	const struct sl_addr a1 = inet_addr_of(one, port), a2 = inet_addr_of(two, port);
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(u >= 0);
+	udp_connect(u, one, port);
+	assert_int_equal(xsend(u, 300), 300);
+	assert_int_equal(available_to(&a1), 700);
+	assert_int_equal(available_to(&a2), 1000);
+	/* Another peer: the record is rewritten and the old pin let go. */
+	udp_connect(u, two, port);
+	assert_int_equal(xsend(u, 200), 200);
+	assert_int_equal(available_to(&a1), 700);
+	assert_int_equal(available_to(&a2), 800);
+	next_result = 50;
+	assert_int_equal(xsend(u, 100), 50);
+	next_result = SSIZE_MAX;
+	assert_int_equal(available_to(&a1), 700);
+	assert_int_equal(available_to(&a2), 750);
+	/* Nothing pins peer one now: churn evicts it (a full bucket again);
+	 * peer two stays pinned by u. */
+	churn(0);
+	assert_int_equal(available_to(&a1), 1000);
+	assert_int_equal(available_to(&a2), 750);
+	/* Closed, and the number reused for a socket to peer one. */
+	const int old = u;
+	close(u);
+	u = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_int_equal(u, old);
+	udp_connect(u, one, port);
+	assert_int_equal(xsend(u, 100), 100);
+	assert_int_equal(available_to(&a1), 900);
+	assert_int_equal(available_to(&a2), 750);
+	churn(FILL);
+	assert_int_equal(available_to(&a1), 900); /* pinned by the new socket */
+	assert_int_equal(available_to(&a2), 1000);
+	assert_int_equal(n_sleeps, 0);
+	close(u);
+}
+
+/* per=fd: a closed fd's number reused by a new socket starts with a full
+ * bucket of its own. */
+static void test_fast_per_fd_reused_number(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=fd,family=unix");
+	const int a = f->sv[0];
+	assert_int_equal(xsend(a, 900), 900);
+	assert_int_equal(fd_avail(a, 0), 100);
+	close(f->sv[0]);
+	close(f->sv[1]);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f->sv), 0);
+	assert_int_equal(f->sv[0], a);
+	assert_int_equal(xsend(f->sv[0], 900), 900);
+	assert_int_equal(n_sleeps, 0);
+	assert_int_equal(fd_avail(f->sv[0], 0), 100);
+	assert_stats(0, 2, 2, 0, 0, 1800);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -1153,6 +1323,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_per_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_thread_ab, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_peer_pins, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_per_peer_repinned, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_per_fd_reused_number, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_dry_run, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_dry_run_two, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_sliding_late, setup, teardown),
@@ -1165,6 +1337,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_recv_peek_waitall, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_recv_cut, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_errno_every_path, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_every_kind_ab, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_two_rules_ab, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
