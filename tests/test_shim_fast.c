@@ -1301,6 +1301,55 @@ static void test_fast_per_fd_reused_number(void **state)
 	assert_stats(0, 2, 2, 0, 0, 1800);
 }
 
+/* per=peer: at most SL_PEER_SLOTS / 2 distinct entries are pinned by fds
+ * (scope.c); fds past that take the general path (their sends are still
+ * counted, on an entry pinned for the call only). Closing the fds gives the
+ * room back: a second round of as many new peers pins again (a count of
+ * pinned entries that leaked would leave that round none). */
+#define PIN_FDS (SL_PEER_SLOTS / 2 + 8)
+
+static int pin_round(int *fds, uint32_t base)
+{
+	for (int k = 0; k < PIN_FDS; k++) {
+		fds[k] = socket(AF_INET, SOCK_DGRAM, 0);
+		assert_true(fds[k] >= 0);
+		udp_connect(fds[k], base + (uint32_t)k, 9);
+		assert_int_equal(xsend(fds[k], 10), 10);
+	}
+	churn(0);
+	int pinned = 0;
+	for (int k = 0; k < PIN_FDS; k++) {
+		const struct sl_addr a = inet_addr_of(base + (uint32_t)k, 9);
+		const uint64_t n = available_to(&a);
+		assert_true(n == 990 || n == 1000);
+		pinned += n == 990;
+	}
+	return pinned;
+}
+
+static void test_fast_per_peer_pin_cap(void **state)
+{
+	(void)state;
+	static int fds[PIN_FDS];
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=peer,family=inet");
+	const int first = pin_round(fds, 0x7f010000u); /* 127.1.0.0 on */
+	print_message("pinned by fds: %d of %d\n", first, PIN_FDS);
+	assert_true(first <= SL_PEER_SLOTS / 2);
+	assert_true(first > SL_PEER_SLOTS / 4);
+	for (int k = 0; k < PIN_FDS; k++)
+		close(fds[k]);
+	churn(FILL);
+	const int second = pin_round(fds, 0x7f020000u); /* 127.2.0.0 on */
+	print_message("pinned by fds after the close: %d of %d\n", second, PIN_FDS);
+	assert_true(second <= SL_PEER_SLOTS / 2);
+	assert_true(second > SL_PEER_SLOTS / 4);
+	for (int k = 0; k < PIN_FDS; k++)
+		close(fds[k]);
+	/* Every send counted, pinned or not. */
+	assert_int_equal(sl__st.stats[0].bytes, 2 * PIN_FDS * 10);
+	assert_int_equal(n_sleeps, 0);
+}
+
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
@@ -1325,6 +1374,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_per_peer_pins, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_peer_repinned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_fd_reused_number, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_per_peer_pin_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_dry_run, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_dry_run_two, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_sliding_late, setup, teardown),
