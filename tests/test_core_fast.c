@@ -16,6 +16,9 @@
  * (1 <= n within the burst or capacity, a time within 2^fast_shift ns after
  * the epoch) must be a refusal: there it must agree with the full API on
  * its own. The edge of that range is probed directly (gcra_edge cases).
+ * sl_fast_take reaches every kind-specific form: sl_fast_take_gcra (plain
+ * buckets), sl_fast_take_tunable and sl_fast_take_tunable_gcra (tunable
+ * heads); sl_fast_peek and sl_fast_charge their _gcra forms.
  *
  * Single-threaded: the retune race branch of the tunable forms (a gen that
  * moves between the two loads) cannot be reached deterministically here;
