@@ -156,8 +156,8 @@ enum sl_status sl_fixed_charge(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
 		const uint64_t next = sl__sat_add(sl__max(v, first), n);
 		if (next == v)
 			return SL_OK; /* saturated already */
-		/* Relaxed: as in sl_fixed_acquire. */
-		if (atomic_compare_exchange_weak_explicit(&w->used, &v, next, memory_order_relaxed,
+		/* As in sl_fixed_acquire (SL__ADMIT_ORDER: tunable.c). */
+		if (atomic_compare_exchange_weak_explicit(&w->used, &v, next, SL__ADMIT_ORDER,
 							  memory_order_relaxed))
 			return SL_OK;
 	}

@@ -363,9 +363,10 @@ enum sl_status sl_gcra_charge(struct sl_gcra *g, uint64_t n, uint64_t now_ns)
 		const uint64_t next = sl__sat_add(sl__max(tat, now), cost);
 		if (next == tat)
 			return SL_OK; /* saturated already */
-		/* Relaxed: as in sl_gcra_acquire, tat publishes nothing else;
-		 * the CAS alone orders this charge against racing acquires. */
-		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, next, memory_order_relaxed,
+		/* tat publishes nothing else: the CAS alone orders this
+		 * charge against racing acquires. SL__ADMIT_ORDER on success,
+		 * for tunable.c (a charge is debt and must not escape a retune). */
+		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, next, SL__ADMIT_ORDER,
 							  memory_order_relaxed))
 			return SL_OK;
 	}

@@ -242,9 +242,9 @@ enum sl_status sl_sliding_charge(struct sl_sliding *s, uint64_t n, uint64_t now_
 		const uint64_t next = slide_pack(v.idx, v.prev, cur);
 		if (next == state)
 			return SL_OK; /* already full */
-		/* Relaxed: as in sl_sliding_acquire. */
+		/* As in sl_sliding_acquire (SL__ADMIT_ORDER: tunable.c). */
 		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next,
-							  memory_order_relaxed,
+							  SL__ADMIT_ORDER,
 							  memory_order_relaxed))
 			return SL_OK;
 	}

@@ -158,6 +158,14 @@ SL_FAST_INLINE bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t 
 	       sl__fast_tunable_kept(head, s, gen, n, now_ns);
 }
 
+/* The current window of w at now_ns: its first counter value (idx * N);
+ * false past the horizon (then ask the full API). */
+SL_FAST_INLINE bool sl__fixed_first(const struct sl_fixed *w, uint64_t now_ns, uint64_t *first)
+{
+	const uint64_t idx = (now_ns > w->epoch_ns ? now_ns - w->epoch_ns : 0) / w->window_ns;
+	return !__builtin_mul_overflow(idx, w->limit, first);
+}
+
 /* sl_fast_take for a fixed window: admitted at once exactly when the
  * counter is in the current window (not booked into a later one) and n
  * fits what is left of it; the counter then moves by n (fixed.c). Anything
@@ -165,11 +173,8 @@ SL_FAST_INLINE bool sl_fast_take_tunable_gcra(struct sl_limiter *head, uint64_t 
 SL_FAST_INLINE bool sl_fast_take_fixed(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
 {
 	const uint64_t limit = w->limit;
-	if (n == 0 || n > limit)
-		return false;
-	const uint64_t idx = (now_ns > w->epoch_ns ? now_ns - w->epoch_ns : 0) / w->window_ns;
 	uint64_t first;
-	if (__builtin_mul_overflow(idx, limit, &first))
+	if (n == 0 || n > limit || !sl__fixed_first(w, now_ns, &first))
 		return false;
 	/* Relaxed: only the CAS's expected value. */
 	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
@@ -246,6 +251,19 @@ SL_FAST_INLINE bool sl_fast_peek_gcra(const struct sl_gcra *g, uint64_t n, uint6
 	return atomic_load_explicit(&g->tat, memory_order_relaxed) < now + (tol - cost) + 1;
 }
 
+/* sl_fast_peek for a fixed window (false also where sl_fast_take_fixed
+ * leaves the answer to the full API). */
+SL_FAST_INLINE bool sl_fast_peek_fixed(const struct sl_fixed *w, uint64_t n, uint64_t now_ns)
+{
+	uint64_t first;
+	if (n == 0 || n > w->limit || !sl__fixed_first(w, now_ns, &first))
+		return false;
+	/* Relaxed: a snapshot. */
+	const uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
+	const uint64_t used = v > first ? v - first : 0;
+	return used < w->limit && n <= w->limit - used;
+}
+
 static inline bool sl_fast_peek(const struct sl_limiter *l, uint64_t n, uint64_t now_ns)
 {
 	const struct sl_limiter *s = l;
@@ -255,7 +273,32 @@ static inline bool sl_fast_peek(const struct sl_limiter *l, uint64_t n, uint64_t
 	}
 	if (sl__fast_bucket(s) && sl_fast_peek_gcra(&s->u.gcra, n, now_ns))
 		return true;
+	if (s->kind == SL_KIND_FIXED && sl_fast_peek_fixed(&s->u.fixed, n, now_ns))
+		return true;
 	return sl_fast_peek_other(l, n, now_ns);
+}
+
+/* sl_limiter_charge for a fixed window (fixed.c): the counter moves by n
+ * from the current window, into later ones as needed, saturating. */
+SL_FAST_INLINE bool sl_fast_charge_fixed(struct sl_fixed *w, uint64_t n, uint64_t now_ns)
+{
+	uint64_t first;
+	if (n == 0)
+		return true; /* nothing moves (an old counter stays as it is) */
+	if (!sl__fixed_first(w, now_ns, &first))
+		return false;
+	/* Relaxed: only the CAS's expected value. */
+	uint64_t v = atomic_load_explicit(&w->used, memory_order_relaxed);
+	for (;;) {
+		const uint64_t cur = v > first ? v : first;
+		const uint64_t next = cur + n < cur ? UINT64_MAX : cur + n;
+		if (next == v)
+			return true; /* saturated already */
+		/* seq_cst: SL__ADMIT_ORDER of fixed.c (tunable heads rely on it). */
+		if (atomic_compare_exchange_weak_explicit(&w->used, &v, next, memory_order_seq_cst,
+							  memory_order_relaxed))
+			return true;
+	}
 }
 
 /* sl_limiter_charge for a token or leaky bucket within the short path:
@@ -294,14 +337,34 @@ SL_FAST_INLINE void sl_fast_charge_tunable_gcra(struct sl_limiter *head, uint64_
 		(void)sl_limiter_charge(head, n, now_ns);
 }
 
+/* sl_fast_charge for a tunable head whose slots are fixed windows. */
+SL_FAST_INLINE void sl_fast_charge_tunable_fixed(struct sl_limiter *head, uint64_t n,
+						 uint64_t now_ns)
+{
+	uint64_t gen;
+	struct sl_limiter *s = sl__fast_slot(head, &gen);
+	if (!sl_fast_charge_fixed(&s->u.fixed, n, now_ns) ||
+	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen, 0))
+		(void)sl_limiter_charge(head, n, now_ns);
+}
+
 static inline void sl_fast_charge(struct sl_limiter *l, uint64_t n, uint64_t now_ns)
 {
 	if (sl__fast_bucket(l) && sl_fast_charge_gcra(&l->u.gcra, n, now_ns))
 		return;
-	uint64_t gen;
-	if (l->kind == SL_KIND_TUNABLE && sl__fast_bucket(sl__fast_slot(l, &gen))) {
-		sl_fast_charge_tunable_gcra(l, n, now_ns);
+	if (l->kind == SL_KIND_FIXED && sl_fast_charge_fixed(&l->u.fixed, n, now_ns))
 		return;
+	if (l->kind == SL_KIND_TUNABLE) {
+		uint64_t gen;
+		const uint32_t kind = sl__fast_slot(l, &gen)->kind;
+		if (kind == SL_KIND_TOKEN || kind == SL_KIND_LEAKY) {
+			sl_fast_charge_tunable_gcra(l, n, now_ns);
+			return;
+		}
+		if (kind == SL_KIND_FIXED) {
+			sl_fast_charge_tunable_fixed(l, n, now_ns);
+			return;
+		}
 	}
 	(void)sl_limiter_charge(l, n, now_ns);
 }

@@ -32,9 +32,9 @@
  * lands on a slot just retired is lost (stricter again).
  *
  * Rate limiter slots (every kind but concurrency) need no F2: their
- * admitting CAS is seq_cst (SL__ADMIT_ORDER in gcra.c, fixed.c and
- * sliding.c; warm-up's __sync CAS is a full barrier), and so are the second
- * load of gen,
+ * admitting and charging CAS is seq_cst (SL__ADMIT_ORDER in gcra.c, fixed.c
+ * and sliding.c; warm-up's __sync CAS is a full barrier), and so are the
+ * second load of gen,
  * the retuner's store of gen and its snapshot s2. In the single order S of
  * seq_cst operations the CAS precedes the second load (program order), and
  * the store precedes s2. If the load reads the old gen, it precedes the
@@ -409,11 +409,10 @@ enum sl_status sl__tunable_charge(struct sl_limiter *head, uint64_t n, uint64_t 
 		if (l->kind == SL_KIND_CONC)
 			return SL_EINVAL;
 		enum sl_status st = sl_limiter_charge(l, n, now_ns);
-		/* As in sl__tunable_acquire (F2). */
-		atomic_thread_fence(memory_order_seq_cst);
-		/* Relaxed: the fence orders it; only equality matters. */
+		/* A rate limiter's charging CAS is seq_cst too (SL__ADMIT_ORDER):
+		 * a seq_cst load, no F2, as in sl__tunable_acquire. */
 		if (st != SL_OK ||
-		    atomic_load_explicit(&head->u.tun.gen, memory_order_relaxed) == g)
+		    atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == g)
 			return st;
 	}
 }

@@ -417,6 +417,12 @@ static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigne
 			return true;
 		break;
 	}
+	case SL_FAST_PROC_FIXED: {
+		uint64_t gen;
+		if (sl_fast_peek_fixed(&sl__fast_slot(d->lim, &gen)->u.fixed, n, now))
+			return true;
+		break;
+	}
 	case SL_FAST_FD_BUCKET:
 		if (sl_fast_peek_gcra(
 			    &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now))
@@ -448,6 +454,9 @@ static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsig
 	switch (d->how) {
 	case SL_FAST_PROC_BUCKET:
 		sl_fast_charge_tunable_gcra(d->lim, n, now);
+		return;
+	case SL_FAST_PROC_FIXED:
+		sl_fast_charge_tunable_fixed(d->lim, n, now);
 		return;
 	case SL_FAST_FD_BUCKET:
 		if (sl_fast_charge_gcra(

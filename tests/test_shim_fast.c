@@ -698,7 +698,7 @@ static void test_fast_per_peer_pins(void **state)
 	int lst, cli, srv, cli2, srv2;
 	struct sockaddr_in addr;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=peer,family=inet");
-	assert_int_equal(sl__st.fast[0].how, SL_FAST_PEER);
+	assert_int_equal(sl__st.fast[0].how, SL_FAST_PEER_BUCKET);
 	loopback_pair(&lst, &cli, &srv, &addr);
 	cli2 = socket(AF_INET, SOCK_STREAM, 0);
 	assert_int_equal(connect(cli2, (struct sockaddr *)&addr, sizeof(addr)), 0);
