@@ -178,8 +178,8 @@ struct sl_decision sl_sliding_acquire(struct sl_sliding *s, uint64_t n, uint64_t
 		 * racing acquires. SL__ADMIT_ORDER on success (tunable.c's
 		 * argument; the same instruction on x86-64), relaxed on
 		 * failure: just a new guess. */
-		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next,
-							  SL__ADMIT_ORDER, memory_order_relaxed))
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, SL__ADMIT_ORDER,
+							  memory_order_relaxed))
 			return sl__decide(SL_ADMIT, 0);
 	}
 }
@@ -243,8 +243,7 @@ enum sl_status sl_sliding_charge(struct sl_sliding *s, uint64_t n, uint64_t now_
 		if (next == state)
 			return SL_OK; /* already full */
 		/* As in sl_sliding_acquire (SL__ADMIT_ORDER: tunable.c). */
-		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next,
-							  SL__ADMIT_ORDER,
+		if (atomic_compare_exchange_weak_explicit(&s->state, &state, next, SL__ADMIT_ORDER,
 							  memory_order_relaxed))
 			return SL_OK;
 	}

@@ -79,7 +79,7 @@ SL_FAST_INLINE bool sl__gcra_now_short(const struct sl_gcra *g, uint64_t now_ns,
  * ceil(n * mult / 2^shift) = ((n * mult - 1) >> shift) + 1; n == 0 wraps
  * to 2^128 - 1 and fails the range test. */
 SL_FAST_INLINE bool sl__gcra_cost_short(const struct sl_gcra *g, uint64_t n, uint64_t *cost,
-				       uint64_t *tol)
+					uint64_t *tol)
 {
 	if (n == 1) { /* init keeps cost(1) within the burst and the capacity */
 		*cost = g->cost1_ticks;
@@ -140,9 +140,10 @@ SL_FAST_INLINE struct sl_limiter *sl__fast_slot(struct sl_limiter *head, uint64_
  * true if no retune raced with it (seq_cst: the second load of tunable.c's
  * argument), else the units are given back on the old slot and false. */
 SL_FAST_INLINE bool sl__fast_tunable_kept(struct sl_limiter *head, struct sl_limiter *s,
-					 uint64_t gen, uint64_t n, uint64_t now_ns)
+					  uint64_t gen, uint64_t n, uint64_t now_ns)
 {
-	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen, 1))
+	if (__builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == gen,
+			     1))
 		return true;
 	/* A tail call: the caller's hot path keeps no register for it. */
 	return sl_fast_undo(s, n, now_ns);
@@ -210,8 +211,7 @@ static inline bool sl__fast_police(struct sl_limiter *l, uint64_t n, uint64_t no
 }
 
 /* sl_fast_take for a tunable head whose slots are fixed windows. */
-SL_FAST_INLINE bool sl_fast_take_tunable_fixed(struct sl_limiter *head, uint64_t n,
-					      uint64_t now_ns)
+SL_FAST_INLINE bool sl_fast_take_tunable_fixed(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
 {
 	uint64_t gen;
 	struct sl_limiter *s = sl__fast_slot(head, &gen);
@@ -316,8 +316,7 @@ SL_FAST_INLINE bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t 
 		if (next == tat)
 			return true; /* saturated already */
 		/* seq_cst: as in sl_fast_take_gcra. */
-		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, next,
-							  memory_order_seq_cst,
+		if (atomic_compare_exchange_weak_explicit(&g->tat, &tat, next, memory_order_seq_cst,
 							  memory_order_relaxed))
 			return true;
 	}
@@ -326,14 +325,15 @@ SL_FAST_INLINE bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t 
 /* sl_fast_charge for a tunable head whose slots are token or leaky
  * buckets. */
 SL_FAST_INLINE void sl_fast_charge_tunable_gcra(struct sl_limiter *head, uint64_t n,
-					       uint64_t now_ns)
+						uint64_t now_ns)
 {
 	uint64_t gen;
 	struct sl_limiter *s = sl__fast_slot(head, &gen);
 	/* A charge that raced with a retune is made again on the new slot (as
 	 * sl_limiter_charge does: debt is never lost; twice is stricter). */
 	if (!sl_fast_charge_gcra(&s->u.gcra, n, now_ns) ||
-	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen, 0))
+	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen,
+			     0))
 		(void)sl_limiter_charge(head, n, now_ns);
 }
 
@@ -344,7 +344,8 @@ SL_FAST_INLINE void sl_fast_charge_tunable_fixed(struct sl_limiter *head, uint64
 	uint64_t gen;
 	struct sl_limiter *s = sl__fast_slot(head, &gen);
 	if (!sl_fast_charge_fixed(&s->u.fixed, n, now_ns) ||
-	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen, 0))
+	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen,
+			     0))
 		(void)sl_limiter_charge(head, n, now_ns);
 }
 

@@ -379,10 +379,9 @@ struct sl_decision sl__tunable_acquire(struct sl_limiter *head, uint64_t n, uint
 		return tunable_acquire_loop(head, n, now_ns, max_wait_ns);
 	/* Buckets (the shim's per=process limiters) straight to GCRA. A rate
 	 * limiter's seq_cst CAS makes F2 unneeded: a seq_cst load (top). */
-	const struct sl_decision d =
-		l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN
-			? sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns)
-			: sl_limiter_acquire(l, n, now_ns, max_wait_ns);
+	const struct sl_decision d = l->kind - SL_KIND_TOKEN <= SL_KIND_LEAKY - SL_KIND_TOKEN
+					     ? sl_gcra_acquire(&l->u.gcra, n, now_ns, max_wait_ns)
+					     : sl_limiter_acquire(l, n, now_ns, max_wait_ns);
 	if (d.verdict != SL_ADMIT || n == 0 ||
 	    atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) == g)
 		return d;

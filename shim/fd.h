@@ -38,7 +38,7 @@ struct sl_fdrec {
 	uint8_t stream;             /* SOCK_STREAM: byte transfers may be split */
 	uint8_t fast;               /* SL_FDR_FAST(k): match[k] is not empty and all
 	                               fast rules (state.h): the fast paths apply */
-	struct sl_addr peer; /* family 0 if not connected */
+	struct sl_addr peer;        /* family 0 if not connected */
 	struct sl_addr local;
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
 	uint64_t dev, ino;     /* the socket's identity (fstat), checked by

@@ -73,11 +73,11 @@ static uint8_t fast_how(unsigned i)
 	if ((st->proc_rules >> i) & 1) {
 		if (l->kind != SL_KIND_TUNABLE)
 			return SL_FAST_OTHER;
-		const struct sl_limiter *s =
-			sl_tunable_current((const struct sl_tunable *)(const void *)l);
+		const struct sl_limiter *s = sl_tunable_current(
+			(const struct sl_tunable *)(const void *)l);
 		if (s->kind != prm.kind)
 			return SL_FAST_PROC_TUNABLE;
-		return bucket			    ? SL_FAST_PROC_BUCKET
+		return bucket                      ? SL_FAST_PROC_BUCKET
 		       : prm.kind == SL_KIND_FIXED ? SL_FAST_PROC_FIXED
 						   : SL_FAST_PROC_TUNABLE;
 	}

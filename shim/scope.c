@@ -44,12 +44,12 @@
 #include "state.h"
 
 struct peer_ent {
-	struct sl_limiter lim; /* first: sl__peer_pin finds the entry from it */
+	struct sl_limiter lim;   /* first: sl__peer_pin finds the entry from it */
 	_Atomic uint32_t pins;   /* calls, connections and fds using lim */
 	_Atomic uint32_t fdpins; /* of which fds (sl__peer_fd_lim) */
-	uint32_t rule_plus1;   /* 0: empty */
-	uint32_t ref;          /* clock bit */
-	struct sl_addr key;    /* port zero */
+	uint32_t rule_plus1;     /* 0: empty */
+	uint32_t ref;            /* clock bit */
+	struct sl_addr key;      /* port zero */
 };
 
 static struct peer_ent *peers; /* [SL_PEER_SLOTS] */
@@ -319,7 +319,8 @@ struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *pee
 	struct sl_limiter *l = sl__peer_fd_cached(fd, i);
 	if (__builtin_expect(l != NULL, 1))
 		return l;
-	_Atomic uint32_t *slot = &sl__fd_peer[(size_t)fd * sl__st.n_peer_rules + sl__st.scope_slot[i]];
+	_Atomic uint32_t *slot =
+		&sl__fd_peer[(size_t)fd * sl__st.n_peer_rules + sl__st.scope_slot[i]];
 	if (atomic_load_explicit(&fd_pinned, memory_order_relaxed) >= FD_PIN_MAX)
 		return NULL;
 	struct peer_ent *found = peer_find_pin(i, peer);

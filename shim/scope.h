@@ -51,11 +51,11 @@ extern char *sl__peer_base;
  * Acquire: pairs with the pinner's release (the entry as it made it). */
 static inline struct sl_limiter *sl__peer_fd_cached(int fd, unsigned i)
 {
-	uint32_t e = atomic_load_explicit(
-		&sl__fd_peer[(size_t)fd * sl__st.n_peer_rules + sl__st.scope_slot[i]],
-		memory_order_acquire);
+	uint32_t e = atomic_load_explicit(&sl__fd_peer[(size_t)fd * sl__st.n_peer_rules +
+						       sl__st.scope_slot[i]],
+					  memory_order_acquire);
 	return e != 0 ? (struct sl_limiter *)(void *)(sl__peer_base +
-						     (size_t)(e - 1) * SL_PEER_ENT_BYTES)
+						      (size_t)(e - 1) * SL_PEER_ENT_BYTES)
 		      : NULL;
 }
 

@@ -217,7 +217,7 @@ bool sl__fast_take_multi(int fd, uint32_t rules, size_t total, uint64_t now)
 }
 
 __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_t rules,
-						       size_t total, ssize_t r, uint64_t now)
+						      size_t total, ssize_t r, uint64_t now)
 {
 	int e = errno;
 	sl__fast_give(fd, rules, total, r, now);

@@ -253,8 +253,9 @@ sl__fast_take_d(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, ui
 	case SL_FAST_PROC_TUNABLE:
 		return sl_fast_take_tunable(d->lim, n, now);
 	case SL_FAST_FD_BUCKET:
-		return sl_fast_take_gcra(
-			&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now);
+		return sl_fast_take_gcra(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot]
+						  .u.gcra,
+					 n, now);
 	case SL_FAST_THREAD_BUCKET: {
 		struct sl_limiter *l = sl__thread_lim(i);
 		return l != NULL && sl_fast_take_gcra(&l->u.gcra, n, now);
@@ -352,9 +353,9 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 {
 	const uint32_t rules = rec->match[SL_K_SEND];
 	uint64_t now = 0;
-	if (__builtin_expect(
-		    sl__fast_send_ok(rec, io->total, io->msg != NULL ? io->msg->msg_name : io->addr),
-		    1)) {
+	if (__builtin_expect(sl__fast_send_ok(rec, io->total,
+					      io->msg != NULL ? io->msg->msg_name : io->addr),
+			     1)) {
 		/* Kept for the general path if a rule does not admit at once:
 		 * its first decision is at this instant too (nothing here
 		 * blocks). */
@@ -379,7 +380,8 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 				struct sl_rstats *st = d->stats;
 				atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed);
 				atomic_fetch_add_explicit(&st->admitted, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&st->bytes, (uint64_t)r, memory_order_relaxed);
+				atomic_fetch_add_explicit(&st->bytes, (uint64_t)r,
+							  memory_order_relaxed);
 			} else {
 				sl__stats_end(rules, true, (uint64_t)r);
 			}
@@ -424,8 +426,9 @@ static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigne
 		break;
 	}
 	case SL_FAST_FD_BUCKET:
-		if (sl_fast_peek_gcra(
-			    &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now))
+		if (sl_fast_peek_gcra(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot]
+					       .u.gcra,
+				      n, now))
 			return true;
 		break;
 	case SL_FAST_THREAD_BUCKET: {
@@ -459,8 +462,9 @@ static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsig
 		sl_fast_charge_tunable_fixed(d->lim, n, now);
 		return;
 	case SL_FAST_FD_BUCKET:
-		if (sl_fast_charge_gcra(
-			    &sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot].u.gcra, n, now))
+		if (sl_fast_charge_gcra(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot]
+						 .u.gcra,
+					n, now))
 			return;
 		break;
 	case SL_FAST_THREAD_BUCKET: {

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include <cmocka.h>
@@ -115,6 +116,32 @@ static inline void loopback_pair(int *lst, int *cli, int *srv, struct sockaddr_i
 	assert_int_equal(connect(*cli, (struct sockaddr *)addr, sizeof(*addr)), 0);
 	*srv = accept(*lst, NULL, NULL);
 	assert_true(*srv >= 0);
+}
+
+/* Peer number k as rules see it: 10.x.y.z, port k (per=peer keys leave the
+ * port out). */
+static inline struct sl_addr peer_addr(uint32_t k)
+{
+	struct sl_addr a;
+	memset(&a, 0, sizeof(a));
+	a.family = 4;
+	a.port = (uint16_t)k;
+	a.addr[0] = 10;
+	a.addr[1] = (uint8_t)(k >> 16);
+	a.addr[2] = (uint8_t)(k >> 8);
+	a.addr[3] = (uint8_t)k;
+	return a;
+}
+
+/* Bytes rule 0 admits to peer a now, asked in a call of its own. */
+static inline uint64_t available_to(const struct sl_addr *a)
+{
+	struct sl_call c;
+	int err;
+	sl__call_begin(&c, -1, SL_OP_SEND, a, 0);
+	uint64_t n = sl__available(&c, 1, false, &err);
+	sl__call_end(&c, 1, err == 0);
+	return n;
 }
 
 #endif /* SLUICE_TEST_SHIM_H */

@@ -646,32 +646,8 @@ static void test_fast_per_thread_ab(void **state)
 	assert_int_equal(s.now, T0 + 231 * MS);
 }
 
-/* per=peer helpers (as in test_shim_peer_thread.c): peer number k is
- * 10.x.y.z; a call of its own asks a peer's availability. */
+/* per=peer: peer_addr and available_to are test_shim.h's. */
 #define FILL (4 * SL_PEER_SLOTS)
-
-static struct sl_addr peer_addr(uint32_t k)
-{
-	struct sl_addr a;
-	memset(&a, 0, sizeof(a));
-	a.family = 4;
-	a.port = (uint16_t)k;
-	a.addr[0] = 10;
-	a.addr[1] = (uint8_t)(k >> 16);
-	a.addr[2] = (uint8_t)(k >> 8);
-	a.addr[3] = (uint8_t)k;
-	return a;
-}
-
-static uint64_t available_to(const struct sl_addr *a)
-{
-	struct sl_call c;
-	int err;
-	sl__call_begin(&c, -1, SL_OP_SEND, a, 0);
-	uint64_t n = sl__available(&c, 1, false, &err);
-	sl__call_end(&c, 1, err == 0);
-	return n;
-}
 
 /* One call of a unit to each of FILL other peers, given back at once:
  * every entry not pinned may be evicted and made anew. */

@@ -47,31 +47,7 @@ static int frozen_sleep(uint64_t deadline)
 	return 0;
 }
 
-/* Peer number k: 10.x.y.z, port k (the port is not part of the key). */
-static struct sl_addr peer_addr(uint32_t k)
-{
-	struct sl_addr a;
-	memset(&a, 0, sizeof(a));
-	a.family = 4;
-	a.port = (uint16_t)k;
-	a.addr[0] = 10;
-	a.addr[1] = (uint8_t)(k >> 16);
-	a.addr[2] = (uint8_t)(k >> 8);
-	a.addr[3] = (uint8_t)k;
-	return a;
-}
-
-/* Bytes rule 0 admits to peer a now, asked in a call of its own. */
-static uint64_t available_to(const struct sl_addr *a)
-{
-	struct sl_call c;
-	int err;
-	sl__call_begin(&c, -1, SL_OP_SEND, a, 0);
-	uint64_t n = sl__available(&c, 1, false, &err);
-	sl__call_end(&c, 1, err == 0);
-	return n;
-}
-
+/* peer_addr and available_to are test_shim.h's. */
 static const struct sl_limiter *watch; /* a limiter churn looks out for */
 static int watch_hits;                 /* churn's calls that were given it */
 
