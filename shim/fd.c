@@ -169,9 +169,8 @@ static void fd_limiters_reset(int fd)
 		sl__rules_reset_row(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules], SL_SCOPE_FD);
 }
 
-/* Every field of r but the live conn field into out. Before an fd's
- * record is rewritten, the per=peer entries it pinned are let go
- * (sl__peer_fd_drop): its peer may be another now. */
+/* Every field of r but the live conn field into out (an fd's record:
+ * through rec_rewrite). */
 static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 {
 	memcpy(out->cand, r->cand, sizeof(out->cand));
@@ -187,6 +186,17 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 	out->local = r->local;
 	out->dev = r->dev;
 	out->ino = r->ino;
+}
+
+/* Rewrite fd's record with r. The per=peer entries the fd pinned go before
+ * (its peer may be another now) and again after: a fast call that read the
+ * old peer and pinned its entry in between is undone by the second drop,
+ * or sees the new peer itself (sl__peer_fd_lim). */
+static void rec_rewrite(int fd, const struct sl_fdrec *r)
+{
+	sl__peer_fd_drop(fd);
+	rec_fill(&sl__fdrecs[fd], r);
+	sl__peer_fd_drop(fd);
 }
 
 /* Copy a published record, keeping the live conn field out of the copy's
@@ -265,8 +275,7 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 	if (any != 0)
 		sl__rec_publish(); /* a rule may apply: sluice stat shows us */
 	struct sl_fdrec *dst = &sl__fdrecs[fd];
-	sl__peer_fd_drop(fd);
-	rec_fill(dst, &r);
+	rec_rewrite(fd, &r);
 	uint8_t pass = rec_pass(&r);
 	/* Release: publishes the fields written above (pairs with the acquire
 	 * loads in sl__fd_rec and above); then drop BUSY. */
@@ -433,8 +442,7 @@ static void fd_dup_class(int oldfd, int newfd)
 	struct sl_fdrec r;
 	fd_copy(&sl__fdrecs[oldfd], &r);
 	uint8_t pass = rec_pass(&r);
-	sl__peer_fd_drop(newfd);
-	rec_fill(&sl__fdrecs[newfd], &r);
+	rec_rewrite(newfd, &r);
 	if (pass != SL_FDB_PASS_ALL)
 		fd_limiters_reset(newfd);
 	/* Release: publishes the record just written (as in fd_rec_slow). */
@@ -539,8 +547,7 @@ void sl__fd_opened(int fd)
 	sl__fd_forget(fd);
 	if ((unsigned)fd < sl__fd_cap && sl__fdrecs != NULL && sl__st.ready) {
 		static const struct sl_fdrec none;
-		sl__peer_fd_drop(fd);
-		rec_fill(&sl__fdrecs[fd], &none);
+		rec_rewrite(fd, &none);
 		/* Release: publishes the cleared record (as in fd_rec_slow). */
 		atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)(SL_FDB_READY | SL_FDB_PASS_ALL),
 					 memory_order_release);

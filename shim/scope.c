@@ -329,13 +329,28 @@ struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *pee
 	if (atomic_fetch_add_explicit(&found->fdpins, 1, memory_order_relaxed) == 0)
 		atomic_fetch_add_explicit(&fd_pinned, 1, memory_order_relaxed);
 	uint32_t none = 0;
-	/* Release: publishes the pin. Another thread may have attached the
-	 * fd first: then its entry serves, and this pin goes. */
-	if (atomic_compare_exchange_strong_explicit(slot, &none, (uint32_t)(found - peers) + 1,
-						    memory_order_release, memory_order_acquire))
-		return &found->lim;
-	peer_fd_unpin(found);
-	return &peers[none - 1].lim;
+	const uint32_t mine = (uint32_t)(found - peers) + 1;
+	/* Release: publishes the pin. Acquire: if the 0 was a record
+	 * rewrite's second drop (fd.c: rec_rewrite), the new record is
+	 * visible below. Another thread may have attached the fd first: then
+	 * its entry serves, and this pin goes. */
+	if (!atomic_compare_exchange_strong_explicit(slot, &none, mine, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		peer_fd_unpin(found);
+		return &peers[none - 1].lim;
+	}
+	/* The record rewritten meanwhile (a connect elsewhere moved the fd
+	 * to another peer): the pin is not the fd's; the general path
+	 * decides this call. */
+	struct sl_addr now_peer = *peer;
+	now_peer.port = 0;
+	if (memcmp(&now_peer, &found->key, sizeof(now_peer)) != 0) {
+		if (atomic_compare_exchange_strong_explicit(slot, &mine, 0, memory_order_acq_rel,
+							    memory_order_relaxed))
+			peer_fd_unpin(found);
+		return NULL;
+	}
+	return &found->lim;
 }
 
 void sl__peer_fd_drop(int fd)

@@ -143,8 +143,8 @@ void sl__fast_give(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		uint64_t back = (sl__st.byte_rules >> i) & 1 ? (r < 0 ? total : total - (size_t)r)
 							     : r < 0;
-		struct sl_limiter *l = sl__fast_lim(fd, i);
-		if (back != 0 && l != NULL)
+		struct sl_limiter *l = back != 0 ? sl__fast_lim_kept(fd, i) : NULL;
+		if (l != NULL)
 			sl_limiter_refund(l, back, now);
 	}
 }
@@ -163,8 +163,7 @@ bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now)
 
 void sl__fast_charge_lim(int fd, unsigned i, uint64_t n, uint64_t now)
 {
-	struct sl_limiter *l = sl__fast_lim(fd, i);
-	/* Found at the peek: a per=thread slot is the thread's until it ends. */
+	struct sl_limiter *l = sl__fast_lim_kept(fd, i);
 	if (l != NULL)
 		sl_fast_charge(l, n, now);
 }
@@ -221,20 +220,25 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 {
 	int e = errno;
 	sl__fast_give(fd, rules, total, r, now);
+	const uint64_t bytes = r > 0 ? (uint64_t)r : 0;
 	const struct sl_fdrec *rec;
 	if (r > 0 && (rec = sl__fd_rec(fd)) != NULL) {
 		/* An nb fd is held back if its next call's tokens are missing,
-		 * as sl__nb_end does for the general path. Copied out: see
-		 * sl__send_general. */
+		 * as sl__nb_end does for the general path, and the call ends
+		 * as there (sl__io_end): the hold counted as a delay, a turn
+		 * settled by sl__nb_begin given back, the per=peer entries the
+		 * hold asked for unpinned. Copied out: see sl__send_general. */
 		struct sl_call c;
 		struct sl_addr dst = rec->peer;
 		sl__busy = 1;
 		sl__call_begin(&c, fd, SL_OP_SEND, dst.family != 0 ? &dst : NULL, SO_SNDTIMEO);
 		sl__nb_begin(&c, flags, rules);
 		sl__nb_end(&c, SL_DIR_OUT, true, total - (size_t)r);
+		sl__call_end_bytes(&c, rules, true, bytes);
 		sl__busy = 0;
+	} else {
+		sl__stats_end(rules, r >= 0, bytes);
 	}
-	sl__stats_end(rules, r >= 0, r > 0 ? (uint64_t)r : 0);
 	errno = e;
 	return r;
 }

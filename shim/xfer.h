@@ -15,6 +15,7 @@
 #define SLUICE_SHIM_XFER_H
 
 #include <errno.h>
+#include <limits.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -101,10 +102,12 @@ static inline bool sl__bad_ptr(const void *p)
 {
 	return (uintptr_t)p < 65536u;
 }
-/* The same for a msghdr and its iovec array. */
+/* The same for a msghdr and its iovec array; more than IOV_MAX iovecs too
+ * (the kernel's EMSGSIZE, before the shim reads past the caller's array). */
 static inline bool sl__bad_msg(const struct msghdr *m)
 {
-	return sl__bad_ptr(m) || (m->msg_iovlen != 0 && sl__bad_ptr(m->msg_iov));
+	return sl__bad_ptr(m) || m->msg_iovlen > IOV_MAX ||
+	       (m->msg_iovlen != 0 && sl__bad_ptr(m->msg_iov));
 }
 
 /* The real call of io with its buffer at b, len bytes (or the iovecs iov of
@@ -229,6 +232,18 @@ static inline struct sl_limiter *sl__fast_lim(int fd, unsigned i)
 	return sl__thread_lim(i);
 }
 
+/* The same after the real call (a give-back, a charge): the limiter the
+ * call used, never a new per=peer pin (a close racing the call dropped the
+ * fd's; then the units are not given back or charged: at most one call's,
+ * on a socket that is gone). A per=thread slot is the thread's until it
+ * ends. */
+static inline struct sl_limiter *sl__fast_lim_kept(int fd, unsigned i)
+{
+	if ((sl__st.peer_rules >> i) & 1)
+		return sl__peer_fd_cached(fd, i);
+	return sl__fast_lim(fd, i);
+}
+
 /* Give back, at now, what fast `rules` took on fd for a transfer of
  * `total` bytes that returned r: a byte rule the bytes not moved, a message
  * rule its unit if r < 0 (xfer.c). */
@@ -311,9 +326,12 @@ sl__xfer_rec(int fd, enum sl_kind_call k)
 
 /* True if a send of `total` bytes on rec's fd (`to` its destination, NULL
  * if none) may take the fast path. */
-static inline bool sl__fast_send_ok(const struct sl_fdrec *rec, size_t total, const void *to)
+static inline bool sl__fast_send_ok(const struct sl_fdrec *rec, uint32_t rules, size_t total,
+				    const void *to)
 {
-	return (rec->fast & SL_FDR_FAST(SL_K_SEND)) && total <= sl__st.piece_min &&
+	/* rules != 0 too: match and fast are two reads, and a record being
+	 * rewritten (a connect racing the call) may show one new, one old. */
+	return (rec->fast & SL_FDR_FAST(SL_K_SEND)) && rules != 0 && total <= sl__st.piece_min &&
 	       (to == NULL || rec->peer.family != 0);
 }
 
@@ -353,7 +371,7 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 {
 	const uint32_t rules = rec->match[SL_K_SEND];
 	uint64_t now = 0;
-	if (__builtin_expect(sl__fast_send_ok(rec, io->total,
+	if (__builtin_expect(sl__fast_send_ok(rec, rules, io->total,
 					      io->msg != NULL ? io->msg->msg_name : io->addr),
 			     1)) {
 		/* Kept for the general path if a rule does not admit at once:
@@ -524,9 +542,10 @@ ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t 
 static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct sl_io *io,
 								  const struct sl_fdrec *rec)
 {
-	if ((io->flags & (MSG_PEEK | MSG_ERRQUEUE)) || rec->match[SL_K_RECV] == 0)
-		return sl__io_xfer(io, 0, io->total);
+	/* match read once: see sl__fast_send_ok. */
 	const uint32_t rules = rec->match[SL_K_RECV];
+	if ((io->flags & (MSG_PEEK | MSG_ERRQUEUE)) || rules == 0)
+		return sl__io_xfer(io, 0, io->total);
 	uint64_t now = 0;
 	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
 	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {

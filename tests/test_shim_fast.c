@@ -19,6 +19,7 @@
  * returns, stats, limiter state words, sleeps and clock must be the same.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -729,6 +730,37 @@ static void test_fast_per_peer_pins(void **state)
 	close(lst);
 }
 
+/* A short fast send on a non-blocking fd under a per=peer rule: holding
+ * the fd back asks the peer's limiter (pinning its entry for the call),
+ * and the call must end as the general path's does, unpinning it. Pins
+ * left behind would keep the entry from ever being evicted: after the fd
+ * is closed, other peers' calls must be able to take its place. */
+static void test_fast_per_peer_short_nb_unpins(void **state)
+{
+	(void)state;
+	int lst, cli, srv;
+	struct sockaddr_in addr;
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=peer,family=inet");
+	loopback_pair(&lst, &cli, &srv, &addr);
+	assert_int_equal(fcntl(cli, F_SETFL, fcntl(cli, F_GETFL) | O_NONBLOCK), 0);
+	const struct sl_addr peer = rec_of(cli)->peer;
+	for (int k = 0; k < 3; k++) {
+		next_result = 25;
+		assert_int_equal(xsend(cli, 100), 25);
+	}
+	next_result = SSIZE_MAX;
+	/* Counted as the general path counts it: 3 calls, 75 bytes. */
+	assert_int_equal(sl__st.stats[0].calls, 3);
+	assert_int_equal(sl__st.stats[0].bytes, 75);
+	assert_int_equal(available_to(&peer), 925);
+	close(cli);
+	churn(0);
+	/* Evicted and made anew: a full bucket. */
+	assert_int_equal(available_to(&peer), 1000);
+	close(srv);
+	close(lst);
+}
+
 /* dry-run: a call every rule admits at once goes by the fast path and is
  * counted as the general path counts it (calls, admitted, bytes; delayed
  * 0); one the rule would delay is noted by the general path (delayed) and
@@ -1348,6 +1380,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fast_per_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_thread_ab, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_peer_pins, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fast_per_peer_short_nb_unpins, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_peer_repinned, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_fd_reused_number, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_per_peer_pin_cap, setup, teardown),
