@@ -188,10 +188,9 @@ unit: check
 sanitize: deps
 	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all tests
 	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/asan
-	# The shim's integration tests preload the ASan build (runtime first).
-	SL_TEST_FILTER=test_shim_ scripts/run-tests.sh build/asan
-	# The Redis client and lease thread too (test_redis.py: faults, fork).
-	SL_TEST_FILTER=test_redis. scripts/run-tests.sh build/asan
+	# The shim's integration tests preload the ASan build (runtime first);
+	# the Redis client and lease thread too (test_redis.py: faults, fork).
+	SL_TEST_INTEGRATION_ONLY=1 SL_TEST_FILTER='test_shim_ test_redis.' scripts/run-tests.sh build/asan
 	$(MAKE) BUILD=build/tsan SAN_FLAGS='-fsanitize=thread' CFLAGS='-O1 -g' \
 		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(TESTS)))
 	SL_TEST_FILTER=thread SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/tsan
@@ -199,22 +198,28 @@ asan: sanitize
 tsan: sanitize
 
 # libFuzzer: each tests/fuzz/fuzz_NAME.c runs FUZZ_SECONDS on its corpus
-# tests/fuzz/corpus/NAME (copied, so the tree is never written).
+# tests/fuzz/corpus/NAME (copied, so the tree is never written), FUZZ_JOBS
+# targets at a time (one per CPU: a fuzzer keeps a core busy), each one's
+# output printed when it ends.
 FUZZ_CC ?= clang
+FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all $(ARCH_CFLAGS) -Icore -Ipolicy
+FUZZ_RUNS := $(patsubst tests/fuzz/fuzz_%.c,fuzz-run-%,$(FUZZ_SRC))
+.PHONY: $(FUZZ_RUNS)
 fuzz:
 	@scripts/deps.sh fuzz
+	@# Its own job count, not the caller's jobserver: the settings passed on.
+	@MAKEFLAGS= $(MAKE) --no-print-directory -j$(FUZZ_JOBS) -Otarget BUILD='$(BUILD)' \
+		FUZZ_CC='$(FUZZ_CC)' FUZZ_SECONDS='$(FUZZ_SECONDS)' $(FUZZ_RUNS)
+$(FUZZ_RUNS): fuzz-run-%:
 	@mkdir -p $(BUILD)/fuzz
-	@set -e; for src in $(FUZZ_SRC); do \
-		name=$$(basename $$src .c); \
-		$(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/$$name $$src $(POLICY_SRC) $(CORE_SRC); \
-		rm -rf $(BUILD)/fuzz/$$name.corpus; mkdir -p $(BUILD)/fuzz/$$name.corpus; \
-		if [ -d tests/fuzz/corpus/$${name#fuzz_} ]; then cp tests/fuzz/corpus/$${name#fuzz_}/* $(BUILD)/fuzz/$$name.corpus/; fi; \
-		echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
-		$(BUILD)/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-			-artifact_prefix=$(BUILD)/fuzz/$$name- $(BUILD)/fuzz/$$name.corpus; \
-	done
+	@$(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/fuzz_$* tests/fuzz/fuzz_$*.c $(POLICY_SRC) $(CORE_SRC)
+	@rm -rf $(BUILD)/fuzz/fuzz_$*.corpus; mkdir -p $(BUILD)/fuzz/fuzz_$*.corpus
+	@if [ -d tests/fuzz/corpus/$* ]; then cp tests/fuzz/corpus/$*/* $(BUILD)/fuzz/fuzz_$*.corpus/; fi
+	@echo "fuzz: fuzz_$* for $(FUZZ_SECONDS)s"
+	@$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		-artifact_prefix=$(BUILD)/fuzz/fuzz_$*- $(BUILD)/fuzz/fuzz_$*.corpus
 
 bench: all $(BENCHES)
 	@scripts/deps.sh bench
