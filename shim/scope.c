@@ -345,7 +345,8 @@ struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *pee
 	struct sl_addr now_peer = *peer;
 	now_peer.port = 0;
 	if (memcmp(&now_peer, &found->key, sizeof(now_peer)) != 0) {
-		if (atomic_compare_exchange_strong_explicit(slot, &mine, 0, memory_order_acq_rel,
+		uint32_t expect = mine;
+		if (atomic_compare_exchange_strong_explicit(slot, &expect, 0, memory_order_acq_rel,
 							    memory_order_relaxed))
 			peer_fd_unpin(found);
 		return NULL;
