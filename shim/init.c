@@ -186,6 +186,9 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	}
 	st->piece_min = UINT64_MAX;
 	for (uint32_t rest = st->byte_rules; rest != 0; rest &= rest - 1) {
+		/* Dry-run rules never split a transfer (xfer.c: piece_of). */
+		if (p->rules[__builtin_ctz(rest)].action == SL_ACTION_DRYRUN)
+			continue;
 		uint64_t m = sl__piece_max((unsigned)__builtin_ctz(rest));
 		st->piece_min = m < st->piece_min ? m : st->piece_min;
 	}

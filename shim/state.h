@@ -80,7 +80,7 @@ struct sl_state {
 	uint32_t eagain_rules;           /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
 	uint32_t n_fd_rules, n_thread_rules, n_peer_rules;
-	uint64_t piece_min;               /* smallest sl__piece_max of the byte rules at init:
+	uint64_t piece_min; /* smallest sl__piece_max of the byte rules (not dry-run) at init:
 	                       a transfer no larger is never split, unless
 	                       `sluice set` lowered a burst since (then the fast
 	                       path's police fails and the general path splits) */
