@@ -19,8 +19,8 @@
  *                              them (a snapshot; nothing is taken).
  *   sl_fast_charge(l, n, now)  sl_limiter_charge(l, n, now): n units taken
  *                              as debt, whatever the limiter says (and
- *                              sl_fast_charge_gcra,
- *                              sl_fast_charge_tunable_gcra).
+ *                              sl_fast_charge_gcra, sl_fast_charge_fixed,
+ *                              sl_fast_charge_tunable).
  *
  * Token and leaky buckets, plain or as the current slot of a tunable head,
  * are decided inline: one load, one compare and one CAS (the short range
@@ -322,28 +322,18 @@ SL_FAST_INLINE bool sl_fast_charge_gcra(struct sl_gcra *g, uint64_t n, uint64_t 
 	}
 }
 
-/* sl_fast_charge for a tunable head whose slots are token or leaky
- * buckets. */
-SL_FAST_INLINE void sl_fast_charge_tunable_gcra(struct sl_limiter *head, uint64_t n,
-						uint64_t now_ns)
+/* sl_fast_charge for a tunable head: its current slot's bucket or fixed
+ * window inline, anything else through the full API. A charge that raced
+ * with a retune is made again on the new slot (as sl_limiter_charge does:
+ * debt is never lost; twice is stricter). */
+SL_FAST_INLINE void sl_fast_charge_tunable(struct sl_limiter *head, uint64_t n, uint64_t now_ns)
 {
 	uint64_t gen;
 	struct sl_limiter *s = sl__fast_slot(head, &gen);
-	/* A charge that raced with a retune is made again on the new slot (as
-	 * sl_limiter_charge does: debt is never lost; twice is stricter). */
-	if (!sl_fast_charge_gcra(&s->u.gcra, n, now_ns) ||
-	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen,
-			     0))
-		(void)sl_limiter_charge(head, n, now_ns);
-}
-
-/* sl_fast_charge for a tunable head whose slots are fixed windows. */
-SL_FAST_INLINE void sl_fast_charge_tunable_fixed(struct sl_limiter *head, uint64_t n,
-						 uint64_t now_ns)
-{
-	uint64_t gen;
-	struct sl_limiter *s = sl__fast_slot(head, &gen);
-	if (!sl_fast_charge_fixed(&s->u.fixed, n, now_ns) ||
+	const bool done = sl__fast_bucket(s)         ? sl_fast_charge_gcra(&s->u.gcra, n, now_ns)
+			  : s->kind == SL_KIND_FIXED ? sl_fast_charge_fixed(&s->u.fixed, n, now_ns)
+						     : false;
+	if (!done ||
 	    __builtin_expect(atomic_load_explicit(&head->u.tun.gen, memory_order_seq_cst) != gen,
 			     0))
 		(void)sl_limiter_charge(head, n, now_ns);
@@ -356,16 +346,8 @@ static inline void sl_fast_charge(struct sl_limiter *l, uint64_t n, uint64_t now
 	if (l->kind == SL_KIND_FIXED && sl_fast_charge_fixed(&l->u.fixed, n, now_ns))
 		return;
 	if (l->kind == SL_KIND_TUNABLE) {
-		uint64_t gen;
-		const uint32_t kind = sl__fast_slot(l, &gen)->kind;
-		if (kind == SL_KIND_TOKEN || kind == SL_KIND_LEAKY) {
-			sl_fast_charge_tunable_gcra(l, n, now_ns);
-			return;
-		}
-		if (kind == SL_KIND_FIXED) {
-			sl_fast_charge_tunable_fixed(l, n, now_ns);
-			return;
-		}
+		sl_fast_charge_tunable(l, n, now_ns);
+		return;
 	}
 	(void)sl_limiter_charge(l, n, now_ns);
 }

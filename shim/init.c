@@ -179,8 +179,6 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	for (uint32_t rest = st->fast_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
 		st->fast[i] = (struct sl_fast_rule){.how = fast_how(i),
-						    .bytes = (st->byte_rules >> i) & 1,
-						    .slot = st->scope_slot[i],
 						    .lim = st->rule_lim[i],
 						    .stats = &st->stats[i]};
 	}

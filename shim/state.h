@@ -43,10 +43,8 @@ enum sl_fast_how {
 /* What the fast paths need of fast rule i, on one line of its own
  * (sl__st.fast[i], read-only after init). */
 struct sl_fast_rule {
-	uint8_t how;   /* enum sl_fast_how */
-	uint8_t bytes; /* counts bytes (else calls) */
-	uint8_t slot;  /* scope_slot: its column in a per=fd/per=thread row */
-	uint8_t pad[5];
+	uint8_t how; /* enum sl_fast_how */
+	uint8_t pad[7];
 	struct sl_limiter *lim;  /* per=process: rule_lim[i] */
 	struct sl_rstats *stats; /* &stats[i] */
 	uint8_t pad2[SL_CACHELINE - 24];

@@ -67,7 +67,7 @@ static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *
 {
 	/* The record first: iov is read only for a socket a rule may match. */
 	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_RECV);
-	if (rec == NULL || cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov)))
+	if (rec == NULL || sl__bad_iov(iov, cnt))
 		return SL_REAL(readv)(fd, iov, cnt);
 	struct sl_io io = {.how = SL_IO_READV,
 			   .fd = fd,

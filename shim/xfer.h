@@ -102,6 +102,12 @@ static inline bool sl__bad_ptr(const void *p)
 {
 	return (uintptr_t)p < 65536u;
 }
+/* The same for an iovec array of cnt (also a count out of the kernel's
+ * range: EINVAL, from the kernel). */
+static inline bool sl__bad_iov(const struct iovec *iov, int cnt)
+{
+	return cnt < 0 || cnt > IOV_MAX || (cnt > 0 && sl__bad_ptr(iov));
+}
 /* The same for a msghdr and its iovec array; more than IOV_MAX iovecs too
  * (the kernel's EMSGSIZE, before the shim reads past the caller's array). */
 static inline bool sl__bad_msg(const struct msghdr *m)
@@ -254,9 +260,33 @@ bool sl__fast_take_lim(int fd, unsigned i, uint64_t n, uint64_t now);
 /* sl__fast_take for more than one rule (xfer.c). */
 bool sl__fast_take_multi(int fd, uint32_t rules, size_t total, uint64_t now);
 
+/* The plain token or leaky bucket of fast rule i (a per=fd, per=thread or
+ * per=peer bucket rule) for a call on fd, or NULL: another kind, a thread
+ * without its slot yet, an fd without its pinned entry (sl__fast_lim and
+ * the full API decide then). */
+static inline __attribute__((always_inline)) struct sl_gcra *
+sl__fast_bucket_of(int fd, unsigned i, const struct sl_fast_rule *d)
+{
+	struct sl_limiter *l;
+	switch (d->how) {
+	case SL_FAST_FD_BUCKET:
+		l = sl__fd_lim(fd, i);
+		break;
+	case SL_FAST_THREAD_BUCKET:
+		l = sl__thread_lim(i);
+		break;
+	case SL_FAST_PEER_BUCKET:
+		l = sl__peer_fd_cached(fd, i);
+		break;
+	default:
+		return NULL;
+	}
+	return l != NULL ? &l->u.gcra : NULL;
+}
+
 /* Police n units of fast rule i for a call on fd at now: true if taken.
- * Buckets of the process and the fd directly, the rest through
- * sl__fast_lim. */
+ * The process's tunable heads and the plain buckets directly, the rest
+ * through sl__fast_lim. */
 static inline __attribute__((always_inline)) bool
 sl__fast_take_d(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, uint64_t now)
 {
@@ -267,22 +297,10 @@ sl__fast_take_d(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, ui
 		return sl_fast_take_tunable_fixed(d->lim, n, now);
 	case SL_FAST_PROC_TUNABLE:
 		return sl_fast_take_tunable(d->lim, n, now);
-	case SL_FAST_FD_BUCKET:
-		return sl_fast_take_gcra(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot]
-						  .u.gcra,
-					 n, now);
-	case SL_FAST_THREAD_BUCKET: {
-		struct sl_limiter *l = sl__thread_lim(i);
-		return l != NULL && sl_fast_take_gcra(&l->u.gcra, n, now);
+	default: {
+		struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
+		return g != NULL ? sl_fast_take_gcra(g, n, now) : sl__fast_take_lim(fd, i, n, now);
 	}
-	case SL_FAST_PEER_BUCKET: {
-		struct sl_limiter *l = sl__peer_fd_cached(fd, i);
-		if (l != NULL)
-			return sl_fast_take_gcra(&l->u.gcra, n, now);
-		return sl__fast_take_lim(fd, i, n, now);
-	}
-	default:
-		return sl__fast_take_lim(fd, i, n, now);
 	}
 }
 
@@ -301,7 +319,7 @@ static inline __attribute__((always_inline)) bool sl__fast_take(int fd, uint32_t
 {
 	if (__builtin_expect((rules & (rules - 1)) == 0, 1)) {
 		const unsigned i = (unsigned)__builtin_ctz(rules);
-		return sl__fast_take1(fd, i, sl__st.fast[i].bytes ? (uint64_t)total : 1, now);
+		return sl__fast_take1(fd, i, sl__units(i, total), now);
 	}
 	return sl__fast_take_multi(fd, rules, total, now);
 }
@@ -335,18 +353,13 @@ static inline bool sl__fast_send_ok(const struct sl_fdrec *rec, uint32_t rules, 
 	       (to == NULL || rec->peer.family != 0);
 }
 
-/* The stats of a fast transfer that moved `bytes` (r >= 0), one rule
- * inline. */
-static inline void sl__fast_stats(uint32_t rules, uint64_t bytes)
+/* The stats of a fast transfer of one rule (its stats st) that moved
+ * `bytes`: what sl__stats_end counts for an admitted call. */
+static inline void sl__fast_stats1(struct sl_rstats *st, uint64_t bytes)
 {
-	if (__builtin_expect((rules & (rules - 1)) == 0, 1)) {
-		struct sl_rstats *s = sl__st.fast[__builtin_ctz(rules)].stats;
-		atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->admitted, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&s->bytes, bytes, memory_order_relaxed);
-		return;
-	}
-	sl__stats_end(rules, true, bytes);
+	atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->admitted, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st->bytes, bytes, memory_order_relaxed);
 }
 
 /* A fast send the kernel did not take whole (r < total, or an error):
@@ -383,8 +396,8 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 		const bool one = (rules & (rules - 1)) == 0;
 		const unsigned i = (unsigned)__builtin_ctz(rules);
 		const struct sl_fast_rule *d = &sl__st.fast[i];
-		if (__builtin_expect(one ? sl__fast_take_d(io->fd, d, i,
-							   d->bytes ? (uint64_t)io->total : 1, now)
+		if (__builtin_expect(one ? sl__fast_take_d(io->fd, d, i, sl__units(i, io->total),
+							   now)
 					 : sl__fast_take_multi(io->fd, rules, io->total, now),
 				     1)) {
 			sl__busy = 1;
@@ -394,15 +407,10 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 			if (__builtin_expect(r < 0 || (size_t)r != io->total, 0))
 				return sl__fast_send_short(io->fd, io->flags, rules, io->total, r,
 							   now);
-			if (__builtin_expect(one, 1)) {
-				struct sl_rstats *st = d->stats;
-				atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&st->admitted, 1, memory_order_relaxed);
-				atomic_fetch_add_explicit(&st->bytes, (uint64_t)r,
-							  memory_order_relaxed);
-			} else {
+			if (__builtin_expect(one, 1))
+				sl__fast_stats1(d->stats, (uint64_t)r);
+			else
 				sl__stats_end(rules, true, (uint64_t)r);
-			}
 			return r;
 		}
 	}
@@ -430,41 +438,22 @@ static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigne
 								 uint64_t now)
 {
 	const struct sl_fast_rule *d = &sl__st.fast[i];
+	uint64_t gen; /* a snapshot: a slot just retired answers as well */
+	bool yes;
 	switch (d->how) {
-	case SL_FAST_PROC_BUCKET: {
-		uint64_t gen; /* a snapshot: a slot just retired answers as well */
-		if (sl_fast_peek_gcra(&sl__fast_slot(d->lim, &gen)->u.gcra, n, now))
-			return true;
+	case SL_FAST_PROC_BUCKET:
+		yes = sl_fast_peek_gcra(&sl__fast_slot(d->lim, &gen)->u.gcra, n, now);
+		break;
+	case SL_FAST_PROC_FIXED:
+		yes = sl_fast_peek_fixed(&sl__fast_slot(d->lim, &gen)->u.fixed, n, now);
+		break;
+	default: {
+		const struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
+		yes = g != NULL && sl_fast_peek_gcra(g, n, now);
 		break;
 	}
-	case SL_FAST_PROC_FIXED: {
-		uint64_t gen;
-		if (sl_fast_peek_fixed(&sl__fast_slot(d->lim, &gen)->u.fixed, n, now))
-			return true;
-		break;
 	}
-	case SL_FAST_FD_BUCKET:
-		if (sl_fast_peek_gcra(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot]
-					       .u.gcra,
-				      n, now))
-			return true;
-		break;
-	case SL_FAST_THREAD_BUCKET: {
-		const struct sl_limiter *l = sl__thread_lim(i);
-		if (l != NULL && sl_fast_peek_gcra(&l->u.gcra, n, now))
-			return true;
-		break;
-	}
-	case SL_FAST_PEER_BUCKET: {
-		const struct sl_limiter *l = sl__peer_fd_cached(fd, i);
-		if (l != NULL && sl_fast_peek_gcra(&l->u.gcra, n, now))
-			return true;
-		break;
-	}
-	default:
-		break;
-	}
-	return sl__fast_peek_lim(fd, i, n, now);
+	return yes || sl__fast_peek_lim(fd, i, n, now);
 }
 
 /* Charge byte rule i (fast) n units received on fd at now. */
@@ -472,35 +461,13 @@ static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsig
 								   uint64_t now)
 {
 	const struct sl_fast_rule *d = &sl__st.fast[i];
-	switch (d->how) {
-	case SL_FAST_PROC_BUCKET:
-		sl_fast_charge_tunable_gcra(d->lim, n, now);
+	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
+		sl_fast_charge_tunable(d->lim, n, now);
 		return;
-	case SL_FAST_PROC_FIXED:
-		sl_fast_charge_tunable_fixed(d->lim, n, now);
-		return;
-	case SL_FAST_FD_BUCKET:
-		if (sl_fast_charge_gcra(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules + d->slot]
-						 .u.gcra,
-					n, now))
-			return;
-		break;
-	case SL_FAST_THREAD_BUCKET: {
-		struct sl_limiter *l = sl__thread_lim(i);
-		if (l != NULL && sl_fast_charge_gcra(&l->u.gcra, n, now))
-			return;
-		break;
 	}
-	case SL_FAST_PEER_BUCKET: {
-		struct sl_limiter *l = sl__peer_fd_cached(fd, i);
-		if (l != NULL && sl_fast_charge_gcra(&l->u.gcra, n, now))
-			return;
-		break;
-	}
-	default:
-		break;
-	}
-	sl__fast_charge_lim(fd, i, n, now);
+	struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
+	if (g == NULL || !sl_fast_charge_gcra(g, n, now))
+		sl__fast_charge_lim(fd, i, n, now);
 }
 
 /* The receive fast path's decision for fast `rules` on fd at now: true if
@@ -526,7 +493,7 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 			     1)) {
 		const unsigned i = (unsigned)__builtin_ctz(rules);
 		sl__fast_charge1(fd, i, (uint64_t)r, sl__clock_ns());
-		sl__fast_stats(rules, (uint64_t)r);
+		sl__fast_stats1(sl__st.fast[i].stats, (uint64_t)r);
 		return r;
 	}
 	sl__fast_recv_end_multi(fd, rules, total, r, now);
