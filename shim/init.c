@@ -46,6 +46,7 @@
 #include "shm.h"
 #include "state.h"
 #include "stats.h"
+#include "vfork.h"
 
 extern char **environ;
 
@@ -267,6 +268,7 @@ __attribute__((constructor)) static void init(void)
 	int saved = errno;
 	sl__busy = 1;
 	sl_real_resolve_all();
+	sl__vfork_init_unsync();
 	struct sl_policy p;
 	init_policy(&p);
 	if (sl__files_check_unsync(&p) != 0)

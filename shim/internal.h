@@ -25,6 +25,8 @@
  *   record.c/h    this process's status record: private, published as a
  *                 segment on first need, reclaimed when its process died;
  *   exit.c        _exit and _Exit: the record goes first;
+ *   vfork.c/h     vfork and clone: a child on our memory changes no table
+ *                 (sl__vm_child());
  *   files.c/h     SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,
  *                 owner checked, 0600);
  *   stats.c/h     SLUICE_STATS, written at exit;

@@ -143,6 +143,8 @@
 	  (epfd, ev, max, ts, mask), OWN, 0)                                                       \
 	X(long, syscall, (long nr, ...), (nr), OWN, 0)                                             \
 	X(int, prctl, (int option, ...), (option), OWN, 0)                                         \
+	X(int, clone, (int (*fn)(void *), void *stack, int flags, void *arg, ...),                 \
+	  (fn, stack, flags, arg), OWN, 0)                                                         \
 	X(int, open, (const char *path, int flags, ...), (path, flags, mode), NEWFD_MODE, 0)       \
 	X(int, open64, (const char *path, int flags, ...), (path, flags, mode), NEWFD_MODE, 0)     \
 	X(int, openat, (int dir, const char *path, int flags, ...), (dir, path, flags, mode),      \

@@ -22,6 +22,7 @@
 #undef _FORTIFY_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -30,13 +31,14 @@
 #include "fd.h"
 #include "real.h"
 #include "sandbox.h"
+#include "vfork.h"
 
 const int sl__wrap_fd_anchor = 1;
 
 /* The call returned r: if it is an fd, it is new and not a socket. */
 static int newfd_done(int r)
 {
-	if (r >= 0)
+	if (r >= 0 && !sl__vm_child())
 		sl__fd_opened(r);
 	return r;
 }
@@ -44,7 +46,7 @@ static int newfd_done(int r)
 /* pipe and pipe2 returned r, filling fd[0..1]. */
 static int newfd_pair_done(int r, const int *fd)
 {
-	if (r == 0) {
+	if (r == 0 && !sl__vm_child()) {
 		sl__fd_opened(fd[0]);
 		sl__fd_opened(fd[1]);
 	}
@@ -95,7 +97,7 @@ static long raw(long nr, const long *a)
  * (r < 0: failed, errno set; nothing to do). errno is preserved. */
 static long raw_done(long nr, const long *a, long r)
 {
-	if (r < 0)
+	if (r < 0 || sl__vm_child())
 		return r;
 	switch (nr) {
 	case SYS_socket:
@@ -190,7 +192,7 @@ SL_EXPORT long syscall(long nr, ...)
 	va_end(ap);
 	switch (nr) {
 	case SYS_close: {
-		if (!sl__fd_known((int)a[0]))
+		if (!sl__fd_known((int)a[0]) || sl__vm_child())
 			return raw(nr, a);
 		sl__fd_forget((int)a[0]);
 		long r = raw(nr, a);
@@ -198,11 +200,25 @@ SL_EXPORT long syscall(long nr, ...)
 		return r;
 	}
 	case SYS_close_range: {
+		if (sl__vm_child())
+			return raw(nr, a);
 		sl__fd_forget_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
 		long r = raw(nr, a);
 		sl__cw_after_close();
 		return r;
 	}
+#ifdef SYS_vfork
+	case SYS_vfork: /* (from C, only a child that execs at once survives it) */
+		sl__vm_note_clone(CLONE_VM);
+		return raw(nr, a);
+#endif
+	case SYS_clone: /* flags: the first argument on every ABI but s390 */
+		sl__vm_note_clone((unsigned long)a[0]);
+		return raw(nr, a);
+	case SYS_clone3: /* struct clone_args: its flags come first */
+		if (a[0] != 0)
+			sl__vm_note_clone(*(const unsigned long long *)a[0]);
+		return raw(nr, a);
 	case SYS_seccomp:
 	case SYS_prctl:
 		if (sl__sandbox_syscall(nr, a[0], a[1])) {

@@ -12,6 +12,9 @@
  * original's classification). fclose forgets the stream's fd too: glibc closes it
  * with its internal close, which no preload sees, and the number's next
  * owner (a file, a pipe) would inherit the socket's rules.
+ *
+ * In a child that shares our memory (vfork.h: a vfork child before its
+ * exec) each of them is the real call alone: the tables are the parent's.
  */
 #undef _FORTIFY_SOURCE
 #include <fcntl.h>
@@ -25,6 +28,7 @@
 #include "connwait.h"
 #include "fd.h"
 #include "real.h"
+#include "vfork.h"
 
 const int sl__wrap_sock_anchor = 1;
 
@@ -52,7 +56,7 @@ SL_EXPORT int accept4(int fd, struct sockaddr *sa, socklen_t *len, int flags)
 SL_EXPORT int socket(int domain, int type, int protocol)
 {
 	int r = SL_REAL(socket)(domain, type, protocol);
-	if (r >= 0)
+	if (r >= 0 && !sl__vm_child())
 		sl__fd_created(r);
 	return r;
 }
@@ -60,7 +64,7 @@ SL_EXPORT int socket(int domain, int type, int protocol)
 SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
 	int r = SL_REAL(socketpair)(domain, type, protocol, sv);
-	if (r == 0) {
+	if (r == 0 && !sl__vm_child()) {
 		sl__fd_created(sv[0]);
 		sl__fd_created(sv[1]);
 	}
@@ -69,7 +73,7 @@ SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 
 SL_EXPORT int close(int fd)
 {
-	if (!sl__fd_known(fd))
+	if (!sl__fd_known(fd) || sl__vm_child())
 		return SL_REAL(close)(fd);
 	sl__fd_forget(fd);
 	int r = SL_REAL(close)(fd);
@@ -81,6 +85,8 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	/* Forgotten before the real call, as close does: after it, another
 	 * thread may already have the numbers again. */
+	if (sl__vm_child())
+		return SL_REAL(close_range)(first, last, flags);
 	sl__fd_forget_range(first, last, flags);
 	int r = SL_REAL(close_range)(first, last, flags);
 	sl__cw_after_close();
@@ -90,7 +96,7 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 SL_EXPORT int dup(int fd)
 {
 	int r = SL_REAL(dup)(fd);
-	if (r >= 0)
+	if (r >= 0 && !sl__vm_child())
 		sl__fd_dup(fd, r);
 	return r;
 }
@@ -98,7 +104,7 @@ SL_EXPORT int dup(int fd)
 SL_EXPORT int dup2(int oldfd, int newfd)
 {
 	int r = SL_REAL(dup2)(oldfd, newfd);
-	if (r >= 0 && oldfd != newfd)
+	if (r >= 0 && oldfd != newfd && !sl__vm_child())
 		sl__fd_dup(oldfd, newfd);
 	return r;
 }
@@ -106,7 +112,7 @@ SL_EXPORT int dup2(int oldfd, int newfd)
 SL_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	int r = SL_REAL(dup3)(oldfd, newfd, flags);
-	if (r >= 0)
+	if (r >= 0 && !sl__vm_child())
 		sl__fd_dup(oldfd, newfd);
 	return r;
 }
@@ -114,7 +120,7 @@ SL_EXPORT int dup3(int oldfd, int newfd, int flags)
 /* After a successful fcntl: F_DUPFD made a new fd for the same socket. */
 static int fcntl_done(int fd, int cmd, int r)
 {
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !sl__vm_child())
 		sl__fd_dup(fd, r);
 	return r;
 }
@@ -138,6 +144,8 @@ WRAP_FCNTL(fcntl64)
 SL_EXPORT int fclose(FILE *fp)
 {
 	int fd = fp != NULL ? fileno(fp) : -1;
+	if (sl__fd_known(fd) && sl__vm_child())
+		return SL_REAL(fclose)(fp);
 	if (sl__fd_known(fd))
 		sl__fd_forget(fd);
 	int r = SL_REAL(fclose)(fp);
