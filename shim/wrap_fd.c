@@ -16,15 +16,21 @@
  * a filter: for the numbers that change what an fd is it does the same
  * bookkeeping as the wrappers of the same calls, around the real syscall()
  * (so its errno is the caller's); every other number goes straight to the
- * real syscall(). Rules are not applied to raw calls (a raw connect, accept
- * or send is not throttled): only what the fd means is kept true.
+ * real syscall(). The numbers of the throttled calls (send*, recv*, read,
+ * write and their vector forms, connect, accept*, sendfile, splice) are
+ * made through the wrapper of the call of the same name, so the rules
+ * apply to them as to the libc calls (raw_io).
  */
 #undef _FORTIFY_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "connwait.h"
@@ -175,6 +181,72 @@ static long raw_done(long nr, const long *a, long r)
 }
 
 /*
+ * A raw call of a number the wrappers throttle is made as the libc call of
+ * the same name, through its wrapper (libuv sends and receives UDP with
+ * syscall(SYS_sendmmsg) and syscall(SYS_recvmmsg)): the rules apply, the fd
+ * is classified as by the call, and the result is the same -1 and errno.
+ * An fd no rule matches goes on to libc's call of that name, which is the
+ * same system call. Returns false for any other number.
+ */
+static bool raw_io(long nr, const long *a, long *r)
+{
+	const int fd = (int)a[0];
+	switch (nr) {
+	case SYS_sendto:
+		*r = sendto(fd, (const void *)a[1], (size_t)a[2], (int)a[3],
+			    (const struct sockaddr *)a[4], (socklen_t)a[5]);
+		return true;
+	case SYS_sendmsg:
+		*r = sendmsg(fd, (const struct msghdr *)a[1], (int)a[2]);
+		return true;
+	case SYS_sendmmsg:
+		*r = sendmmsg(fd, (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3]);
+		return true;
+	case SYS_recvfrom:
+		*r = recvfrom(fd, (void *)a[1], (size_t)a[2], (int)a[3], (struct sockaddr *)a[4],
+			      (socklen_t *)a[5]);
+		return true;
+	case SYS_recvmsg:
+		*r = recvmsg(fd, (struct msghdr *)a[1], (int)a[2]);
+		return true;
+	case SYS_recvmmsg:
+		*r = recvmmsg(fd, (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3],
+			      (struct timespec *)a[4]);
+		return true;
+	case SYS_write:
+		*r = write(fd, (const void *)a[1], (size_t)a[2]);
+		return true;
+	case SYS_writev:
+		*r = writev(fd, (const struct iovec *)a[1], (int)a[2]);
+		return true;
+	case SYS_read:
+		*r = read(fd, (void *)a[1], (size_t)a[2]);
+		return true;
+	case SYS_readv:
+		*r = readv(fd, (const struct iovec *)a[1], (int)a[2]);
+		return true;
+	case SYS_connect:
+		*r = connect(fd, (const struct sockaddr *)a[1], (socklen_t)a[2]);
+		return true;
+	case SYS_accept:
+		*r = accept(fd, (struct sockaddr *)a[1], (socklen_t *)a[2]);
+		return true;
+	case SYS_accept4:
+		*r = accept4(fd, (struct sockaddr *)a[1], (socklen_t *)a[2], (int)a[3]);
+		return true;
+	case SYS_sendfile:
+		*r = sendfile(fd, (int)a[1], (off_t *)a[2], (size_t)a[3]);
+		return true;
+	case SYS_splice:
+		*r = splice(fd, (loff_t *)a[1], (int)a[2], (loff_t *)a[3], (size_t)a[4],
+			    (unsigned)a[5]);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
  * syscall(nr, ...): six long arguments are read whatever nr takes (as glibc
  * and musl do: a system call has at most six, and reading a missing one
  * reads a register or stack slot the call ignores). close and close_range
@@ -233,7 +305,11 @@ SL_EXPORT long syscall(long nr, ...)
 			return r;
 		}
 		return raw(nr, a);
-	default:
+	default: {
+		long r;
+		if (!sl__busy && raw_io(nr, a, &r))
+			return r;
 		return raw_done(nr, a, raw(nr, a));
+	}
 	}
 }
