@@ -46,6 +46,7 @@
 #include "fd.h"
 #include "hup.h"
 #include "log.h"
+#include "nb.h"
 #include "ready.h"
 #include "real.h"
 
@@ -419,6 +420,7 @@ static bool ep_hup(uint32_t fd, uint32_t s, uint32_t rev, uint32_t asked)
 static int ep_translate(struct epoll_event *ev, int n)
 {
 	int m = 0;
+	uint64_t now = 0; /* read at the first event that needs it */
 	for (int i = 0; i < n; i++) {
 		uint64_t u = ev[i].data.u64;
 		if ((u >> 48) != SL_EP_MAGIC) {
@@ -437,10 +439,22 @@ static int ep_translate(struct epoll_event *ev, int n)
 		uint32_t asked = atomic_load_explicit(&g->events, memory_order_relaxed);
 		if ((ev[i].events & SL_HUP_BITS) && ep_hup(fd, s, ev[i].events, asked))
 			continue;
+		/* Ready, but its next call would be refused for units
+		 * (sl__nb_probe): held back (the hold takes the bits out of
+		 * its registrations and gives them back when it ends, which
+		 * re-arms an edge or a oneshot), and not reported. */
+		uint32_t rev = ev[i].events;
+		if (rev & (SL_HIDE_IN | SL_HIDE_OUT)) {
+			if (now == 0)
+				now = sl__clock_ns();
+			rev &= ~sl__nb_hold_unready((int)fd, rev, now);
+			if (rev == 0)
+				continue;
+		}
 		if (asked & EPOLLONESHOT)
 			atomic_store_explicit(&g->armed, 0, memory_order_relaxed);
 		ev[m] = ev[i];
-		ev[m].events = sl__hup_filter((int)fd, ev[i].events);
+		ev[m].events = sl__hup_filter((int)fd, rev);
 		/* Acquire pairs with the release in ep_add / ep_mod. */
 		ev[m].data.u64 = atomic_load_explicit(&g->data, memory_order_acquire);
 		m++;

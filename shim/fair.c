@@ -127,6 +127,18 @@ int sl__fair_init_unsync(void)
 	return 0;
 }
 
+uint32_t sl__fair_rules(void)
+{
+	return tab != NULL ? fair_rules : 0;
+}
+
+bool sl__fair_has(int fd, enum sl_dir dir)
+{
+	/* Relaxed: a hint, as sl__fair_kept is; the turn's own call settles. */
+	return tab != NULL && (unsigned)fd < sl__fd_cap &&
+	       atomic_load_explicit(&tab[fd][dir].state, memory_order_relaxed) != FAIR_NONE;
+}
+
 void sl__fair_settle_slow(struct sl_call *c, enum sl_dir dir)
 {
 	struct resv r;

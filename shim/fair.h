@@ -28,6 +28,12 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now);
 void sl__fair_settle_slow(struct sl_call *c, enum sl_dir dir);
 /* Give back the units of c's turn that it did not use (c->credit). */
 void sl__fair_return(struct sl_call *c);
+/* The rules whose turns are reserved (token and leaky byte rules with
+ * nonblock=eagain, not per=peer or redis=KEY). */
+uint32_t sl__fair_rules(void);
+/* True if (fd, dir) has a turn reserved or being settled: its next call owns
+ * units the limiter no longer shows (sl__nb_probe asks). */
+bool sl__fair_has(int fd, enum sl_dir dir);
 /* Reservations kept now (any fd); a hint. */
 extern _Atomic uint32_t sl__fair_kept;
 /* A call c on (fd, dir) begins: the units of the fd's reserved turn become

@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 
 #include "call.h"
 #include "clock.h"
@@ -91,6 +92,78 @@ static uint64_t nb_next(struct sl_call *c, uint64_t now)
 		t = sl__sat_add(now, w) > t ? sl__sat_add(now, w) : t;
 	}
 	return t;
+}
+
+uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
+{
+	const enum sl_kind_call k = dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND;
+	if (sl__busy || sl__fd_pass(fd, k))
+		return 0;
+	const struct sl_fdrec *rec = sl__fd_rec(fd);
+	/* A stream socket with no peer is a listener (IN is an accept) or not
+	 * connected yet (OUT is its connect's end): no transfer to probe. */
+	if (rec == NULL || (rec->stream && rec->peer.family == 0))
+		return 0;
+	uint32_t rules = rec->match[k] & sl__st.eagain_rules & ~sl__st.thread_rules;
+	if (rules == 0 || sl__fair_has(fd, dir))
+		return 0;
+	int saved = errno;
+	struct sl_addr peer = rec->peer; /* copied: the record may be rewritten */
+	struct sl_call c = {.fd = fd,
+			    .op = dir == SL_DIR_IN ? SL_OP_RECV : SL_OP_SEND,
+			    .peer = &peer,
+			    .start_ns = now,
+			    .nb_rules = rules};
+	uint64_t t = 0;
+	/* A receive's turn is reserved now, in line with the other fds that
+	 * wait for the limiter (fair.c): two fds reported ready at once do
+	 * not both count on the same units, and the first read of the one
+	 * reported first does not leave the second with none. Its next call
+	 * owns the units. Not a send's: the send fast path does not use
+	 * turns, and one it left kept would hold its units until a close. */
+	if (dir == SL_DIR_IN && (rules & sl__fair_rules()) != 0) {
+		t = sl__fair_reserve(&c, dir, now);
+		rules &= ~sl__fair_rules();
+	}
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_limiter *l = sl__limiter(&c, i);
+		const uint64_t need = sl__need(&c, i, SL_NB_QUANTUM_NS);
+		if (l == NULL || sl_limiter_available(l, now) >= need)
+			continue;
+		/* Policed (no wait): a refusal takes nothing; an admission is
+		 * given back (the snapshot above was already stale). */
+		struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
+		if (d.verdict == SL_ADMIT) {
+			sl_limiter_refund(l, need, now);
+			continue;
+		}
+		uint64_t w = d.wait_ns != 0 ? d.wait_ns : SL_NB_BACKOFF_NS;
+		t = sl__sat_add(now, w) > t ? sl__sat_add(now, w) : t;
+	}
+	sl__peer_unpin_call(&c);
+	errno = saved;
+	return t;
+}
+
+uint32_t sl__nb_hold_unready(int fd, uint32_t rev, uint64_t now)
+{
+	uint32_t drop = 0;
+	if (rev & SL_HIDE_IN) {
+		uint64_t t = sl__nb_probe(fd, SL_DIR_IN, now);
+		if (t > now) {
+			sl__ready_hold(fd, SL_DIR_IN, t);
+			drop |= SL_HIDE_IN | POLLHUP;
+		}
+	}
+	if (rev & SL_HIDE_OUT) {
+		uint64_t t = sl__nb_probe(fd, SL_DIR_OUT, now);
+		if (t > now) {
+			sl__ready_hold(fd, SL_DIR_OUT, t);
+			drop |= SL_HIDE_OUT;
+		}
+	}
+	return drop;
 }
 
 void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)

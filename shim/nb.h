@@ -86,4 +86,22 @@ static inline void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut, uint
 	}
 }
 
+/*
+ * The wait wrappers' question (poll.c, epoll.c) about an fd the kernel
+ * reports ready in dir (IN: a receive, OUT: a send): the instant its next
+ * call there would find the units sl__need sizes in every nonblock=eagain
+ * delay rule that matches it, or 0 if that is now (or nothing matches,
+ * the fd has a reserved turn, or its rules are per=thread: the thread that
+ * polls need not be the one that calls). The caller holds the fd back until
+ * then instead of reporting it: a fresh socket is never reported ready and
+ * then refused with EAGAIN. Read-only when the units are there.
+ */
+uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now);
+/* For the poll bits `rev` the kernel reported for fd (poll and epoll bits
+ * are the same on Linux): hold fd back in each direction sl__nb_probe finds
+ * not ready, and return the bits to take out of what is reported (0: none).
+ * A held-back IN takes HUP and RDHUP with it (hup.h: the end of a stream
+ * comes after the data before it). */
+uint32_t sl__nb_hold_unready(int fd, uint32_t rev, uint64_t now);
+
 #endif /* SLUICE_SHIM_NB_H */

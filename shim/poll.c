@@ -28,6 +28,7 @@
 #include "acchold.h"
 #include "clock.h"
 #include "hup.h"
+#include "nb.h"
 #include "ready.h"
 #include "real.h"
 
@@ -97,6 +98,27 @@ static int poll_hup(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
 	return r;
 }
 
+/* Entries reported ready whose next call would be refused for units are
+ * held back and not reported (sl__nb_hold_unready). Returns the count still
+ * reported. */
+static int poll_probe(struct pollfd *fds, nfds_t n, int r)
+{
+	const uint64_t now = sl__clock_ns();
+	for (nfds_t i = 0; i < n && r > 0; i++) {
+		uint32_t rev = (uint16_t)fds[i].revents;
+		if (rev == 0 || fds[i].fd < 0 || (rev & POLLNVAL))
+			continue;
+		uint32_t drop = sl__nb_hold_unready(fds[i].fd, rev, now);
+		if (drop == 0)
+			continue;
+		rev &= ~drop;
+		if (rev == 0)
+			r--;
+		fds[i].revents = (short)rev;
+	}
+	return r;
+}
+
 static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigset_t *mask)
 {
 	struct poll_edit ed[SL_POLL_EDITS];
@@ -142,6 +164,8 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 		}
 		if (r > 0)
 			r = poll_hup(fds, n, r, &hd);
+		if (r > 0)
+			r = poll_probe(fds, n, r);
 		/* A listener with a held connection due is readable
 		 * (acchold.c), whatever the kernel says of its backlog. */
 		for (nfds_t i = 0; r >= 0 && sl__ah_on() && i < n; i++)
@@ -220,6 +244,25 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 					 mask);
 		if (r < 0)
 			return r;
+		/* Ready, but its next call would be refused for units: held back
+		 * (sl__nb_hold_unready), not reported. */
+		const uint64_t at = r > 0 ? sl__clock_ns() : 0;
+		for (int fd = 0; r > 0 && fd < nfds; fd++) {
+			bool in = (s->user[0] && FD_ISSET(fd, &s->k[0])),
+			     out = (s->user[1] && FD_ISSET(fd, &s->k[1]));
+			if (!in && !out)
+				continue;
+			uint32_t drop =
+			    sl__nb_hold_unready(fd, (in ? POLLIN : 0u) | (out ? POLLOUT : 0u), at);
+			if ((drop & SL_HIDE_IN) && in) {
+				FD_CLR(fd, &s->k[0]);
+				r--;
+			}
+			if ((drop & SL_HIDE_OUT) && out) {
+				FD_CLR(fd, &s->k[1]);
+				r--;
+			}
+		}
 		/* A listener with a held connection due is readable. */
 		for (int fd = 0; sl__ah_on() && s->user[0] != NULL && fd < nfds; fd++)
 			if (FD_ISSET(fd, s->user[0]) && !FD_ISSET(fd, &s->k[0]) &&

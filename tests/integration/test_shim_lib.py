@@ -242,3 +242,48 @@ print(json.dumps({"written": n, "same": back == data, "piped": piped, "elapsed":
 
 if __name__ == "__main__":
     main()
+
+
+DNS_RESPONDER = r"""
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True)
+s.settimeout(10)
+while True:
+    try:
+        q, a = s.recvfrom(2048)
+    except socket.timeout:
+        break
+    end = 12 + q[12:].index(b"\0") + 5
+    s.sendto(q[:2] + b"\x81\x80" + struct.pack(">HHHH", 1, 1, 0, 0) + q[12:end] + b"\xc0\x0c"
+             + struct.pack(">HHIH", 1, 1, 60, 4) + bytes([127, 0, 0, 1]), a)
+"""
+
+
+def run_dig(flags, n):
+    """`sluice FLAGS -- dig -f` with n A queries to a loopback responder (a
+    python in the parent's care, answering 127.0.0.1 to each). Returns
+    (answers, "communications error" lines, seconds, stderr), or None if
+    dig is not installed."""
+    import shutil
+    if shutil.which("dig") is None:
+        return None
+    srv = subprocess.Popen([sys.executable, "-c", DNS_RESPONDER], stdout=subprocess.PIPE,
+                           text=True)
+    try:
+        port = srv.stdout.readline().strip()
+        qs = "".join("h%d.test A\n" % i for i in range(n))
+        sluice = os.path.join(ROOT, BUILD, "sluice") if not os.path.isabs(BUILD) \
+            else os.path.join(BUILD, "sluice")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
+        env.pop("LD_PRELOAD", None)
+        t0 = time.monotonic()
+        p = subprocess.run([sluice] + flags + ["--", "dig", "@127.0.0.1", "-p", port, "+tries=1",
+                                               "+time=5", "-f", "/dev/stdin"],
+                           input=qs, env=env, capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        srv.kill()
+        srv.wait()
+    return (p.stdout.count("status: NOERROR"), (p.stdout + p.stderr).count("communications error"),
+            took, p.stderr)

@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A socket is never reported ready and then refused: poll, select and
+epoll ask the limiter about every matched fd the kernel reports, from its
+first wait (shim/nb.c, sl__nb_probe), not only about fds already held back.
+
+Before, a fresh socket was reported ready by the kernel's word, and its
+first call under an exhausted limiter got EAGAIN: wget2 lost files, dig
+took the EAGAIN for an end of file, stunnel slept a second. Each shape here
+counts the calls that got EAGAIN right after their fd was reported ready;
+the peer is the parent, on loopback:
+
+  udp      40 fresh non-blocking UDP sockets, one query each, through
+           epoll (selectors), poll and select, under SLUICE_RECV=20/s:
+           every answer read, none refused after "ready", in at least
+           (40 - 1) / 20 s;
+  send     20 fresh non-blocking TCP sockets beside a backlogged one under
+           SLUICE_SEND=1MiB/s, select(): each fresh one's 17-byte send
+           goes through when select says writable (0 EAGAIN);
+  poll     3 connections opened 0.3 s apart in one poll() loop under
+           SLUICE_RECV=1MiB/s, the parent sending 1 MiB on each: no read
+           after POLLIN gets EAGAIN, the bytes arrive exact, and 3 MiB take
+           at least 3 s less the burst;
+  dig      (when installed; it reads UDP through libuv, which takes an
+           EAGAIN after "ready" for an end of file) 100 queries under
+           --recv 50/s: 100 answers, no "communications error", >= 1.9 s.
+"""
+import hashlib
+import json
+import socket
+import sys
+import threading
+import time
+
+from test_shim_lib import check, finish, payload, run_child, run_dig
+
+UDP = r"""
+import json, select, selectors, socket, sys, time
+port, how, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+eagain, got = 0, []
+t0 = time.monotonic()
+for i in range(n):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    s.sendto(b"q%03d" % i, ("127.0.0.1", port))
+    while True:
+        if how == "epoll":
+            sel = selectors.EpollSelector()
+            sel.register(s, selectors.EVENT_READ)
+            ready = sel.select(10)
+            sel.close()
+        elif how == "poll":
+            p = select.poll()
+            p.register(s, select.POLLIN)
+            ready = p.poll(10000)
+        else:
+            ready = select.select([s], [], [], 10)[0]
+        if not ready:
+            break
+        try:
+            got.append(s.recv(64).decode())
+            break
+        except BlockingIOError:
+            eagain += 1
+    s.close()
+print(json.dumps({"eagain": eagain, "got": got, "elapsed": time.monotonic() - t0}))
+"""
+
+SEND = r"""
+import errno, json, select, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+big = socket.create_connection(("127.0.0.1", port))
+big.setblocking(False)
+chunk = b"x" * 65536
+eagain, sent, fresh = 0, 0, []
+t0 = time.monotonic()
+for i in range(n):
+    # keep the big one backlogged: the limiter has nothing left
+    for _ in range(4):
+        try:
+            sent += big.send(chunk)
+        except BlockingIOError:
+            pass
+    s = socket.socket()
+    s.setblocking(False)
+    try:
+        s.connect(("127.0.0.1", port))
+    except BlockingIOError:
+        pass
+    while True:
+        w = select.select([], [s], [], 10)[1]
+        if not w:
+            break
+        try:
+            k = s.send(b"hello from %05d\n" % i)
+            fresh.append(k)
+            break
+        except BlockingIOError:
+            eagain += 1
+    s.close()
+print(json.dumps({"eagain": eagain, "fresh": fresh, "elapsed": time.monotonic() - t0}))
+"""
+
+POLL = r"""
+import hashlib, json, select, socket, sys, time
+port, total = int(sys.argv[1]), int(sys.argv[2])
+p = select.poll()
+socks, h, n = {}, {}, {}
+eagain = 0
+t0 = time.monotonic()
+opened = 0
+done = 0
+while done < 3:
+    if opened < 3 and time.monotonic() - t0 >= 0.3 * opened:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setblocking(False)
+        socks[s.fileno()] = s
+        h[s.fileno()] = hashlib.sha256()
+        n[s.fileno()] = 0
+        p.register(s, select.POLLIN)
+        opened += 1
+    for fd, ev in p.poll(50):
+        s = socks[fd]
+        try:
+            d = s.recv(65536)
+        except BlockingIOError:
+            eagain += 1
+            continue
+        if not d:
+            p.unregister(fd)
+            done += 1
+            continue
+        h[fd].update(d)
+        n[fd] += len(d)
+print(json.dumps({"eagain": eagain, "sums": sorted(x.hexdigest() for x in h.values()),
+                  "lens": sorted(n.values()), "elapsed": time.monotonic() - t0}))
+"""
+
+
+def udp_server():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(1)
+
+    def run():
+        idle = 0
+        while idle < 60:
+            try:
+                d, a = s.recvfrom(64)
+                s.sendto(b"a" + d[1:], a)
+                idle = 0
+            except socket.timeout:
+                idle += 1
+            except OSError:
+                return
+    threading.Thread(target=run, daemon=True).start()
+    return s
+
+
+def test_udp():
+    srv = udp_server()
+    port = srv.getsockname()[1]
+    n, rate = 40, 20
+    for how in ("epoll", "poll", "select"):
+        rc, r, err = run_child(None, {"SLUICE_RECV": "%d/s" % rate}, timeout=120,
+                               argv=[sys.executable, "-c", UDP, str(port), how, str(n)])
+        check(r is not None, "udp %s: the child ran (%s)" % (how, err[-300:]))
+        if r is None:
+            continue
+        low = (n - 1) / rate
+        print("measured: udp %s: %d answers, %d EAGAIN after ready, %.3f s"
+              % (how, len(r["got"]), r["eagain"], r["elapsed"]))
+        check(r["got"] == ["a%03d" % i for i in range(n)],
+              "udp %s: all %d answers read from fresh sockets (%d)" % (how, n, len(r["got"])))
+        check(r["eagain"] == 0, "udp %s: no read refused after ready (%d)" % (how, r["eagain"]))
+        check(r["elapsed"] >= low - 0.001, "udp %s: %d reads at %d/s take at least %.2f s: %.3f s"
+              % (how, n, rate, low, r["elapsed"]))
+        check(r["elapsed"] <= 3 * low + 2, "udp %s: and not far more: %.3f s" % (how, r["elapsed"]))
+    srv.close()
+
+
+def sink_server():
+    """TCP: every connection read to EOF slowly enough that the big sender
+    stays backlogged; lines of the fresh ones collected."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(64)
+    lines = []
+
+    def conn(c):
+        buf = b""
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            if len(buf) < 64:
+                buf += d[:64]
+        if buf.startswith(b"hello"):
+            lines.append(buf.decode())
+        c.close()
+
+    def run():
+        while True:
+            try:
+                c, _ = ls.accept()
+            except OSError:
+                return
+            threading.Thread(target=conn, args=(c,), daemon=True).start()
+    threading.Thread(target=run, daemon=True).start()
+    return ls, lines
+
+
+def test_send():
+    ls, lines = sink_server()
+    n = 20
+    rc, r, err = run_child(None, {"SLUICE_SEND": "1MiB/s"}, timeout=120,
+                           argv=[sys.executable, "-c", SEND, str(ls.getsockname()[1]), str(n)])
+    check(r is not None, "send: the child ran (%s)" % err[-300:])
+    if r is not None:
+        print("measured: send: %d fresh sockets beside a backlogged one: %d EAGAIN after "
+              "writable, %.3f s" % (n, r["eagain"], r["elapsed"]))
+        check(r["eagain"] == 0, "send: no fresh socket refused after select said writable (%d)"
+              % r["eagain"])
+        check(r["fresh"] == [17] * n, "send: each fresh socket sent its 17 bytes (%s)" % r["fresh"])
+        deadline = time.monotonic() + 10
+        while len(lines) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(sorted(lines) == ["hello from %05d\n" % i for i in range(n)],
+              "send: the peer got each line exactly (%d)" % len(lines))
+    ls.close()
+
+
+def test_poll():
+    total = 1 << 20
+    data = payload(total)
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+
+    def serve():
+        for _ in range(3):
+            c, _ = ls.accept()
+            threading.Thread(target=lambda c=c: (c.sendall(data), c.close()), daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    rc, r, err = run_child(None, {"SLUICE_RECV": "1MiB/s"}, timeout=120,
+                           argv=[sys.executable, "-c", POLL, str(ls.getsockname()[1]), str(total)])
+    check(r is not None, "poll: the child ran (%s)" % err[-300:])
+    if r is not None:
+        burst = 1048576 * 5 // 1000
+        low = (3 * total - burst) / 1048576
+        print("measured: poll: 3 connections 0.3 s apart: %d EAGAIN after POLLIN, %.3f s"
+              % (r["eagain"], r["elapsed"]))
+        check(r["eagain"] == 0, "poll: no read refused after POLLIN (%d)" % r["eagain"])
+        want = hashlib.sha256(data).hexdigest()
+        check(r["lens"] == [total] * 3 and r["sums"] == [want] * 3,
+              "poll: each connection's 1 MiB arrived exact (%s)" % r["lens"])
+        check(r["elapsed"] >= low - 0.001, "poll: 3 MiB at 1 MiB/s take at least %.3f s: %.3f s"
+              % (low, r["elapsed"]))
+        check(r["elapsed"] <= 3 * low + 2, "poll: and not far more: %.3f s" % r["elapsed"])
+    ls.close()
+
+
+def test_dig():
+    r = run_dig(["--recv", "50/s"], 100)
+    if r is None:
+        print("not run: dig (Debian: bind9-dnsutils, which scripts/deps.sh test installs)")
+        return
+    ok, errors, took, err = r
+    print("measured: dig: 100 queries under --recv 50/s: %d answers, %d communications errors, "
+          "%.3f s" % (ok, errors, took))
+    check(ok == 100 and errors == 0, "dig: 100 answers under --recv 50/s, no communications "
+          "error (%d, %d; %s)" % (ok, errors, err[-300:]))
+    check(took >= 1.9, "dig: 100 answers at 50/s take at least 1.9 s: %.3f s" % took)
+
+
+def main():
+    test_udp()
+    test_dig()
+    test_send()
+    test_poll()
+    finish()
+
+
+if __name__ == "__main__":
+    main()
