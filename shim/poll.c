@@ -252,8 +252,10 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 			     out = (s->user[1] && FD_ISSET(fd, &s->k[1]));
 			if (!in && !out)
 				continue;
-			uint32_t drop =
-			    sl__nb_hold_unready(fd, (in ? POLLIN : 0u) | (out ? POLLOUT : 0u), at);
+			uint32_t drop = sl__nb_hold_unready(fd,
+							    (in ? POLLIN : 0u) |
+								    (out ? POLLOUT : 0u),
+							    at);
 			if ((drop & SL_HIDE_IN) && in) {
 				FD_CLR(fd, &s->k[0]);
 				r--;

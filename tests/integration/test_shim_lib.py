@@ -287,3 +287,21 @@ def run_dig(flags, n):
         srv.wait()
     return (p.stdout.count("status: NOERROR"), (p.stdout + p.stderr).count("communications error"),
             took, p.stderr)
+
+
+def check_dig(flag, rate, n=100):
+    """dig -f with n queries under `sluice FLAG RATE/s` (run_dig): every
+    answer, no "communications error", at least (n - 1) / rate s less
+    the 1 ms of two clocks. Says so when dig is not installed."""
+    r = run_dig([flag, "%d/s" % rate], n)
+    if r is None:
+        print("not run: dig (Debian: bind9-dnsutils, which scripts/deps.sh test installs)")
+        return
+    ok, errors, took, err = r
+    low = (n - 1) / rate
+    print("measured: dig: %d queries under %s %d/s: %d answers, %d communications errors, "
+          "%.3f s" % (n, flag, rate, ok, errors, took))
+    check(ok == n and errors == 0, "dig %s %d/s: %d answers, no communications error (%d, %d; %s)"
+          % (flag, rate, n, ok, errors, err[-300:]))
+    check(took >= low - 0.001, "dig %s %d/s: %d queries take at least %.2f s: %.3f s"
+          % (flag, rate, n, low, took))
