@@ -48,7 +48,7 @@ alone=" test_install.sh test_cli.py test_shim_warmup.py test_supervise_static.py
 test_stat_listen.py test_redis_sentinel.py test_shim_accept.py "
 # Started first (the longest of the others, 15 to 50 s each), so that
 # none of them begins last and holds up the end: only the order changes.
-first=" test_redis.py test_redis_cluster.py test_vfork.py test_eventloop_fair.py test_deb.sh test_redis_pool.py \
+first=" test_redis.py test_redis_cluster.py test_vfork.py test_shim_fresh.py test_eventloop_fair.py test_deb.sh test_redis_pool.py \
 test_supervise_go.py test_proxy_haproxy.py test_examples.py "
 
 passed=0

@@ -260,8 +260,8 @@ while True:
 """
 
 
-def run_dig(flags, n):
-    """`sluice FLAGS -- dig -f` with n A queries to a loopback responder (a
+def run_dig(sluice, n):
+    """dig -f, preloaded with the SLUICE_* variables `sluice`, with n A queries to a loopback responder (a
     python in the parent's care, answering 127.0.0.1 to each). Returns
     (answers, "communications error" lines, seconds, stderr), or None if
     dig is not installed."""
@@ -273,14 +273,10 @@ def run_dig(flags, n):
     try:
         port = srv.stdout.readline().strip()
         qs = "".join("h%d.test A\n" % i for i in range(n))
-        sluice = os.path.join(ROOT, BUILD, "sluice") if not os.path.isabs(BUILD) \
-            else os.path.join(BUILD, "sluice")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
-        env.pop("LD_PRELOAD", None)
         t0 = time.monotonic()
-        p = subprocess.run([sluice] + flags + ["--", "dig", "@127.0.0.1", "-p", port, "+tries=1",
-                                               "+time=5", "-f", "/dev/stdin"],
-                           input=qs, env=env, capture_output=True, text=True, timeout=120)
+        p = subprocess.run(["dig", "@127.0.0.1", "-p", port, "+tries=1", "+time=5", "-f",
+                            "/dev/stdin"], input=qs, env=child_env(sluice),
+                           capture_output=True, text=True, timeout=120)
         took = time.monotonic() - t0
     finally:
         srv.kill()
@@ -289,19 +285,19 @@ def run_dig(flags, n):
             took, p.stderr)
 
 
-def check_dig(flag, rate, n=100):
-    """dig -f with n queries under `sluice FLAG RATE/s` (run_dig): every
+def check_dig(var, rate, n=100):
+    """dig -f with n queries under VAR=RATE/s (run_dig): every
     answer, no "communications error", at least (n - 1) / rate s less
     the 1 ms of two clocks. Says so when dig is not installed."""
-    r = run_dig([flag, "%d/s" % rate], n)
+    r = run_dig({var: "%d/s" % rate}, n)
     if r is None:
         print("not run: dig (Debian: bind9-dnsutils, which scripts/deps.sh test installs)")
         return
     ok, errors, took, err = r
     low = (n - 1) / rate
-    print("measured: dig: %d queries under %s %d/s: %d answers, %d communications errors, "
-          "%.3f s" % (n, flag, rate, ok, errors, took))
-    check(ok == n and errors == 0, "dig %s %d/s: %d answers, no communications error (%d, %d; %s)"
-          % (flag, rate, n, ok, errors, err[-300:]))
-    check(took >= low - 0.001, "dig %s %d/s: %d queries take at least %.2f s: %.3f s"
-          % (flag, rate, n, low, took))
+    print("measured: dig: %d queries under %s=%d/s: %d answers, %d communications errors, "
+          "%.3f s" % (n, var, rate, ok, errors, took))
+    check(ok == n and errors == 0, "dig %s=%d/s: %d answers, no communications error (%d, %d; %s)"
+          % (var, rate, n, ok, errors, err[-300:]))
+    check(took >= low - 0.001, "dig %s=%d/s: %d queries take at least %.2f s: %.3f s"
+          % (var, rate, n, low, took))

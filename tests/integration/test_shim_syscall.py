@@ -192,7 +192,7 @@ def main():
     sends("sendmmsg")
     receives()
     passes()
-    check_dig("--send", 50)
+    check_dig("SLUICE_SEND", 50)
     finish()
 
 
