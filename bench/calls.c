@@ -12,6 +12,12 @@
  *   recv read
  *            1 byte from a connected TCP socket: before each call the
  *            other end writes exactly 1 byte, so every call returns 1
+ *   epoll poll
+ *            epoll_wait / poll (timeout 0) on that socket after the other
+ *            end wrote 1 byte: each call reports it readable; the byte is
+ *            read back with a raw system call, which no library sees
+ *   epollpipe
+ *            the same epoll_wait on a pipe (an fd no rule matches)
  *
  * Both ends of the TCP loopback pair (127.0.0.1, port chosen by the kernel)
  * are in this process, so a run needs no peer and no scheduler round trip.
@@ -31,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -107,9 +115,21 @@ static void calls_pair(int *mine, int *other)
 	close(lfd);
 }
 
-enum calls_kind { K_DEVNULL, K_SEND, K_WRITE, K_WRITEV, K_SENDMSG, K_RECV, K_READ };
-static const char *const calls_names[] = {"devnull", "send", "write", "writev",
-					  "sendmsg", "recv", "read"};
+enum calls_kind {
+	K_DEVNULL,
+	K_SEND,
+	K_WRITE,
+	K_WRITEV,
+	K_SENDMSG,
+	K_RECV,
+	K_READ,
+	K_EPOLL,
+	K_POLL,
+	K_EPOLLPIPE
+};
+static const char *const calls_names[] = {"devnull", "send", "write", "writev", "sendmsg",
+					  "recv",    "read", "epoll", "poll",   "epollpipe"};
+static int calls_ep = -1; /* the epoll set of the epoll kinds */
 
 static ssize_t calls_one(enum calls_kind k, int fd, char *byte)
 {
@@ -132,6 +152,21 @@ static ssize_t calls_one(enum calls_kind k, int fd, char *byte)
 		return recv(fd, byte, 1, 0);
 	case K_READ:
 		return read(fd, byte, 1);
+	case K_EPOLL:
+	case K_EPOLLPIPE: {
+		struct epoll_event ev;
+		int n = epoll_wait(calls_ep, &ev, 1, 0);
+		if (n == 1 && calls_raw3(SYS_read, fd, (long)byte, 1) != 1)
+			return -1;
+		return n;
+	}
+	case K_POLL: {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int n = poll(&p, 1, 0);
+		if (n == 1 && calls_raw3(SYS_read, fd, (long)byte, 1) != 1)
+			return -1;
+		return n;
+	}
 	}
 	return -1;
 }
@@ -156,15 +191,29 @@ int main(int argc, char **argv)
 		fd = open("/dev/null", O_WRONLY);
 		if (fd < 0)
 			calls_die("/dev/null");
+	} else if (kind == K_EPOLLPIPE) {
+		int p[2];
+		if (pipe(p) < 0)
+			calls_die("pipe");
+		fd = p[0];
+		other = p[1];
 	} else {
 		calls_pair(&fd, &other);
 	}
-	int receiving = kind == K_RECV || kind == K_READ;
+	if (kind == K_EPOLL || kind == K_EPOLLPIPE) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+		calls_ep = epoll_create1(0);
+		if (calls_ep < 0 || epoll_ctl(calls_ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+			calls_die("epoll");
+	}
+	int receiving = kind == K_RECV || kind == K_READ || kind == K_EPOLL || kind == K_POLL ||
+			kind == K_EPOLLPIPE;
 	if (receiving) {
 		/* Each 1-byte write leaves at once, so the byte is queued at fd
 		 * before the measured call (no Nagle wait for an ACK). */
 		int one = 1;
-		if (setsockopt(other, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+		if (kind != K_EPOLLPIPE &&
+		    setsockopt(other, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
 			calls_die("TCP_NODELAY");
 	}
 	static char drain[CALLS_DRAIN_BUF];
@@ -197,6 +246,7 @@ int main(int argc, char **argv)
 	printf("calls %s %llu\n", calls_names[kind], iters);
 	return 0;
 usage:
-	fprintf(stderr, "usage: calls devnull|send|write|writev|sendmsg|recv|read ITERS\n");
+	fprintf(stderr, "usage: calls devnull|send|write|writev|sendmsg|recv|read|epoll|poll|"
+			"epollpipe ITERS\n");
 	return 2;
 }

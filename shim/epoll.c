@@ -444,7 +444,7 @@ static int ep_translate(struct epoll_event *ev, int n)
 		 * its registrations and gives them back when it ends, which
 		 * re-arms an edge or a oneshot), and not reported. */
 		uint32_t rev = ev[i].events;
-		if (rev & (SL_HIDE_IN | SL_HIDE_OUT)) {
+		if (sl__nb_may_hold((int)fd, rev)) {
 			if (now == 0)
 				now = sl__clock_ns();
 			rev &= ~sl__nb_hold_unready((int)fd, rev, now);

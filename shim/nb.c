@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "fair.h"
 #include "fd.h"
+#include "sluice_fast.h"
 #include "log.h"
 #include "nb.h"
 #include "ready.h"
@@ -94,6 +95,23 @@ static uint64_t nb_next(struct sl_call *c, uint64_t now)
 	return t;
 }
 
+/* The limiter of rule i for fd as the probe's first look sees it, with no
+ * call made: NULL where only a call can say (per=peer before the fd
+ * pinned its entry). */
+static const struct sl_limiter *probe_lim(int fd, unsigned i)
+{
+	if ((sl__st.proc_rules >> i) & 1)
+		return sl__st.rule_lim[i];
+	if ((sl__st.lease_rules >> i) & 1)
+		return sl__lease_limiter(i);
+	if ((sl__st.fd_rules >> i) & 1)
+		return (unsigned)fd < sl__fd_cap && sl__st.fd_lims != NULL ? sl__fd_lim(fd, i)
+									   : sl__st.rule_lim[i];
+	if ((sl__st.peer_rules >> i) & 1)
+		return sl__peer_fd_cached(fd, i);
+	return NULL;
+}
+
 uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
 {
 	const enum sl_kind_call k = dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND;
@@ -105,34 +123,48 @@ uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
 	if (rec == NULL || (rec->stream && rec->peer.family == 0))
 		return 0;
 	uint32_t rules = rec->match[k] & sl__st.eagain_rules & ~sl__st.thread_rules;
-	if (rules == 0 || sl__fair_has(fd, dir))
+	if (rules == 0)
+		return 0;
+	/* First a read-only look: a limiter with a piece to spare (the
+	 * smallest byte piece; one unit of a message rule) is not contended
+	 * (a rule that never limits always has it), and the fd is reported
+	 * with nothing reserved, so its calls keep the fast paths. */
+	uint32_t shortr = 0;
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_limiter *l = probe_lim(fd, i);
+		const uint64_t n = (sl__st.byte_rules >> i & 1) ? sl__st.piece_min : 1;
+		if (l == NULL || !sl_fast_peek(l, n != 0 ? n : 1, now))
+			shortr |= (uint32_t)1 << i;
+	}
+	/* A turn of its own reserved (fair.c): the limiter shows its units
+	 * taken, and its next call owns them. */
+	if (shortr == 0 || sl__fair_has(fd, dir))
 		return 0;
 	int saved = errno;
 	struct sl_addr peer = rec->peer; /* copied: the record may be rewritten */
 	struct sl_call c = {.fd = fd,
 			    .op = dir == SL_DIR_IN ? SL_OP_RECV : SL_OP_SEND,
 			    .peer = &peer,
-			    .start_ns = now,
-			    .nb_rules = rules};
+			    .start_ns = now};
 	uint64_t t = 0;
-	/* A receive's turn is reserved now, in line with the other fds that
-	 * wait for the limiter (fair.c): two fds reported ready at once do
-	 * not both count on the same units, and the first read of the one
+	/* A short receive's turn is reserved now, in line with the other fds
+	 * that wait for the limiter (fair.c): two fds reported ready at once
+	 * do not both count on the same units, and the first read of the one
 	 * reported first does not leave the second with none. Its next call
 	 * owns the units. Not a send's: the send fast path does not use
 	 * turns, and one it left kept would hold its units until a close. */
-	if (dir == SL_DIR_IN && (rules & sl__fair_rules()) != 0) {
+	if (dir == SL_DIR_IN && (shortr & sl__fair_rules()) != 0) {
+		c.nb_rules = rules;
 		t = sl__fair_reserve(&c, dir, now);
-		rules &= ~sl__fair_rules();
+		shortr &= ~sl__fair_rules();
 	}
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned i = (unsigned)__builtin_ctz(rest);
+	for (; shortr != 0; shortr &= shortr - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(shortr);
 		struct sl_limiter *l = sl__limiter(&c, i);
 		const uint64_t need = sl__need(&c, i, SL_NB_QUANTUM_NS);
-		if (l == NULL || sl_limiter_available(l, now) >= need)
-			continue;
 		/* Policed (no wait): a refusal takes nothing; an admission is
-		 * given back (the snapshot above was already stale). */
+		 * given back. */
 		struct sl_decision d = sl_limiter_acquire(l, need, now, 0);
 		if (d.verdict == SL_ADMIT) {
 			sl_limiter_refund(l, need, now);
@@ -141,7 +173,8 @@ uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
 		uint64_t w = d.wait_ns != 0 ? d.wait_ns : SL_NB_BACKOFF_NS;
 		t = sl__sat_add(now, w) > t ? sl__sat_add(now, w) : t;
 	}
-	sl__peer_unpin_call(&c);
+	if (c.pinned != 0)
+		sl__peer_unpin_call(&c);
 	errno = saved;
 	return t;
 }

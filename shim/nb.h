@@ -19,6 +19,7 @@
 
 #include "call.h"
 #include "fair.h"
+#include "fd.h"
 #include "internal.h"
 #include "ready.h"
 #include "state.h"
@@ -103,5 +104,13 @@ uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now);
  * A held-back IN takes HUP and RDHUP with it (hup.h: the end of a stream
  * comes after the data before it). */
 uint32_t sl__nb_hold_unready(int fd, uint32_t rev, uint64_t now);
+/* False if sl__nb_hold_unready would find nothing to ask of fd for `rev`
+ * (the pass bits of its directions are set): the wait wrappers read the
+ * clock only for an fd where this is true. */
+static inline bool sl__nb_may_hold(int fd, uint32_t rev)
+{
+	return ((rev & SL_HIDE_IN) && !sl__fd_pass(fd, SL_K_RECV)) ||
+	       ((rev & SL_HIDE_OUT) && !sl__fd_pass(fd, SL_K_SEND));
+}
 
 #endif /* SLUICE_SHIM_NB_H */
