@@ -27,6 +27,7 @@
  *   exit.c        _exit and _Exit: the record goes first;
  *   vfork.c/h     vfork and clone: a child on our memory changes no table
  *                 (sl__vm_child());
+ *   wrap_cred.c   setuid and friends: the status record is made first;
  *   files.c/h     SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,
  *                 owner checked, 0600);
  *   stats.c/h     SLUICE_STATS, written at exit;

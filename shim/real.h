@@ -145,6 +145,10 @@
 	X(int, prctl, (int option, ...), (option), OWN, 0)                                         \
 	X(int, clone, (int (*fn)(void *), void *stack, int flags, void *arg, ...),                 \
 	  (fn, stack, flags, arg), OWN, 0)                                                         \
+	X(int, setuid, (uid_t uid), (uid), OWN, 0)                                                 \
+	X(int, seteuid, (uid_t uid), (uid), OWN, 0)                                                \
+	X(int, setreuid, (uid_t ruid, uid_t euid), (ruid, euid), OWN, 0)                           \
+	X(int, setresuid, (uid_t ruid, uid_t euid, uid_t suid), (ruid, euid, suid), OWN, 0)        \
 	X(int, open, (const char *path, int flags, ...), (path, flags, mode), NEWFD_MODE, 0)       \
 	X(int, open64, (const char *path, int flags, ...), (path, flags, mode), NEWFD_MODE, 0)     \
 	X(int, openat, (int dir, const char *path, int flags, ...), (dir, path, flags, mode),      \
