@@ -49,6 +49,7 @@
 #include "nb.h"
 #include "ready.h"
 #include "real.h"
+#include "wake.h"
 
 /* Referenced by the unit tests so that this archive member is linked into
  * them even when a sanitizer runtime already defines the libc names. */
@@ -364,6 +365,7 @@ static int ep_created(int epfd)
 		sl__fd_opened(epfd); /* fd.c: not a socket, whatever the number was */
 	if (epfd < 0 || ep_table == NULL)
 		return epfd;
+	sl__wake_add(epfd);
 	uint32_t hi = atomic_load_explicit(&ep_hi, memory_order_relaxed);
 	for (uint32_t fd = 0; fd < hi; fd++) {
 		struct ep_fd *e = &ep_table[fd];
@@ -425,6 +427,10 @@ static int ep_translate(struct epoll_event *ev, int n)
 		uint64_t u = ev[i].data.u64;
 		if ((u >> 48) != SL_EP_MAGIC) {
 			ev[m++] = ev[i];
+			continue;
+		}
+		if (u == SL_EP_WAKE_TOKEN) { /* another thread's hold ended (wake.h) */
+			sl__wake_fired();
 			continue;
 		}
 		uint32_t fd = (uint32_t)u, s = (uint32_t)(u >> 32) & 0xffffu;
@@ -523,6 +529,9 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, u
 		   const sigset_t *mask)
 {
 	for (;;) {
+		/* Counted as waiting before the timer is read (wake.h): a hold
+		 * another thread makes from here on wakes this wait. */
+		sl__wake_enter();
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
 		if (sl__ah_on()) { /* held connections (acchold.c) */
 			uint64_t h = sl__ah_next(now);
@@ -534,6 +543,7 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, u
 		}
 		uint64_t t = deadline < next ? deadline : next, d = t > now ? t - now : 0;
 		int n = ep_wait_once(how, epfd, ev, max, t, d, next < deadline, mask);
+		sl__wake_leave();
 		if (n >= 0 && sl__ah_on())
 			n = ep_inject(epfd, ev, n, max);
 		if (n <= 0 && (n < 0 || sl__clock_ns() >= deadline))

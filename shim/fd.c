@@ -86,7 +86,7 @@ static struct conn *conn_table; /* [sl__fd_cap] */
 static _Atomic int big_fd_logged;
 static _Atomic uint32_t busy_hi; /* 1 + the highest fd ever classified */
 /* What other modules do when an fd number is forgotten (init only). */
-static void (*forget_hooks[4])(int fd);
+static void (*forget_hooks[6])(int fd);
 static unsigned n_forget_hooks;
 /* The deferred connects' hooks (connwait.c), or NULL (init only). */
 static const struct sl_conn_hooks *conn_hooks;

@@ -47,6 +47,7 @@
 #include "state.h"
 #include "stats.h"
 #include "vfork.h"
+#include "wake.h"
 
 extern char **environ;
 
@@ -269,6 +270,7 @@ __attribute__((constructor)) static void init(void)
 	sl__busy = 1;
 	sl_real_resolve_all();
 	sl__vfork_init_unsync();
+	sl__wake_init_unsync();
 	struct sl_policy p;
 	init_policy(&p);
 	if (sl__files_check_unsync(&p) != 0)

@@ -28,6 +28,8 @@
  *   vfork.c/h     vfork and clone: a child on our memory changes no table
  *                 (sl__vm_child());
  *   wrap_cred.c   setuid and friends: the status record is made first;
+ *   wake.c/h      the timerfd in every epoll set that wakes a thread
+ *                 waiting while another thread's hold ends;
  *   files.c/h     SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,
  *                 owner checked, 0600);
  *   stats.c/h     SLUICE_STATS, written at exit;

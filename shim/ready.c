@@ -49,6 +49,7 @@
 #include "ready.h"
 #include "real.h"
 #include "state.h"
+#include "wake.h"
 
 /* A deferred connect being started by another thread hides its fd this
  * much longer. */
@@ -208,6 +209,8 @@ void sl__ready_arm(int fd, uint64_t at)
 	uint64_t cur = atomic_load(&timer_next);
 	while (at < cur && !atomic_compare_exchange_weak(&timer_next, &cur, at))
 		;
+	if (at < cur) /* lowered: a thread already waiting is woken then (wake.h) */
+		sl__wake_lowered(at);
 }
 
 /* Start fd's deferred connect if it is due (or now, if `force`).
@@ -245,9 +248,10 @@ static uint32_t connect_kick(int fd, uint64_t now)
 
 uint64_t sl__ready_tick(uint64_t now)
 {
-	/* Relaxed: a stale (later) value only delays this round's wake-up;
-	 * the thread that armed the timer runs it in its own wait. */
-	uint64_t next = atomic_load_explicit(&timer_next, memory_order_relaxed);
+	/* seq_cst (a plain load on x86-64): after a waiter's sl__wake_enter,
+	 * either this sees an instant lowered by another thread, or that
+	 * thread sees the waiter and arms the wake-up (wake.h). */
+	uint64_t next = atomic_load(&timer_next);
 	if (now < next || ready_at == NULL)
 		return next;
 	atomic_store(&timer_next, UINT64_MAX); /* seq_cst: see sl__ready_arm */

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from test_shim_lib import ROOT, BUILD, check, finish  # noqa: F401 (re-exported)
 
@@ -80,6 +81,7 @@ class Server:
         self.sock.listen(256)
         self.port = self.sock.getsockname()[1]
         self.lock = threading.Lock()
+        self.busy = 0  # connections accepted and not yet read to their end
         threading.Thread(target=self.run, daemon=True).start()
 
     def run(self):
@@ -88,7 +90,22 @@ class Server:
                 c, _ = self.sock.accept()
             except OSError:
                 return
+            with self.lock:
+                self.busy += 1
             threading.Thread(target=self.handle, args=(c,), daemon=True).start()
+
+    def wait_digests(self, n, timeout=10):
+        """The digests once n connections were read to their end and none
+        is still being read (a client's exit does not wait for the sink's
+        thread to hash the last bytes)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self.lock:
+                if len(self.digests) >= n and self.busy == 0:
+                    break
+            time.sleep(0.01)
+        with self.lock:
+            return list(self.digests)
 
     def handle(self, c):
         try:
@@ -107,6 +124,8 @@ class Server:
                 c.sendall(self.data)
         finally:
             c.close()
+            with self.lock:
+                self.busy -= 1
 
     def close(self):
         self.sock.close()
