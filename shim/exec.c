@@ -169,26 +169,6 @@ static void judge(const char *path, char *r, size_t rlen, char *interp, size_t i
 	}
 }
 
-/* True the first time for path's hash (of SL_EXEC_WARNED). */
-static bool first_time(const char *path)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (const char *p = path; *p != '\0'; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	h |= 1; /* 0 is a free slot */
-	for (int i = 0; i < SL_EXEC_WARNED; i++) {
-		uint64_t cur = 0;
-		/* Relaxed: a set of hashes, nothing else is published. */
-		if (atomic_compare_exchange_strong_explicit(&warned[i], &cur, h,
-							    memory_order_relaxed,
-							    memory_order_relaxed))
-			return true;
-		if (cur == h)
-			return false;
-	}
-	return false;
-}
-
 /* The check before an exec or spawn of `file` (searched in PATH if
  * `search`). errno is left as it was. */
 static void exec_check(const char *file, bool search)
@@ -206,7 +186,7 @@ static void exec_check(const char *file, bool search)
 		judge(path, why, sizeof(why), interp, sizeof(interp));
 		/* Whatever SLUICE_LOG says, as the launcher's warnings: a
 		 * program that runs unthrottled is what the user must know. */
-		if (why[0] != '\0' && first_time(path))
+		if (why[0] != '\0' && sl__log_first(warned, SL_EXEC_WARNED, path))
 			sl__log_write(SL_LOG_WARN,
 				      "%s%s%s%s cannot be throttled (%s); it runs "
 				      "unthrottled",

@@ -95,3 +95,21 @@ void sl__log_note(const char *fmt, ...)
 	log_vwrite(4, fmt, ap);
 	va_end(ap);
 }
+
+bool sl__log_first(_Atomic uint64_t *set, unsigned n, const char *key)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (const char *p = key; *p != '\0'; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h |= 1; /* 0 is a free slot */
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t cur = 0;
+		/* Relaxed: a set of hashes, nothing else is published. */
+		if (atomic_compare_exchange_strong_explicit(&set[i], &cur, h, memory_order_relaxed,
+							    memory_order_relaxed))
+			return true;
+		if (cur == h)
+			return false;
+	}
+	return false;
+}

@@ -15,6 +15,10 @@ void sl__log_set_file(const char *path);
 void sl__log_write(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "sluice: note: ..." whatever the level (a fact the user asked about). */
 void sl__log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* True the first time `key` (its hash) is asked about in the set of n
+ * hashes at `set` (zeroed storage of the caller's): a warning given once per
+ * key. Past a full set nothing is new (no flood of warnings). */
+bool sl__log_first(_Atomic uint64_t *set, unsigned n, const char *key);
 #define sl_log(level, ...)                                                                         \
 	do {                                                                                       \
 		if ((int)(level) <= sl__log_level)                                                 \
