@@ -15,6 +15,7 @@
 #   make sanitize        the suite under ASan+UBSan, the core's thread tests under TSan (asan, tsan: the same)
 #   make fuzz            libFuzzer (clang) over every parser, FUZZ_SECONDS each
 #   make bench           benchmarks (never part of make test)
+#   make transparency    CPython's socket, selectors, asyncio tests with and without sluice, compared
 #   make check-layers    keep core/, policy/ and supervise/ free of what belongs to the shim; SPDX lines
 #   make format-check    list the C files clang-format (.clang-format) would change; changes nothing
 #   make compile_commands.json   the compilation database for clangd and clang-tidy, from make -n
@@ -72,7 +73,7 @@ CLI := $(BUILD)/sluice
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check unit tests demo test integration sanitize asan tsan fuzz bench check-layers \
+.PHONY: all check unit tests demo test integration sanitize asan tsan fuzz bench transparency check-layers \
 	format-check deb install clean deps need-cmocka FORCE
 .DEFAULT_GOAL := all
 
@@ -220,6 +221,12 @@ $(FUZZ_RUNS): fuzz-run-%:
 	@echo "fuzz: fuzz_$* for $(FUZZ_SECONDS)s"
 	@$(BUILD)/fuzz/fuzz_$* -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 		-artifact_prefix=$(BUILD)/fuzz/fuzz_$*- $(BUILD)/fuzz/fuzz_$*.corpus
+
+# CPython's socket, selectors and asyncio tests with and without the
+# library under never-limiting rules, compared test by test (about 10 min).
+transparency: all
+	@scripts/deps.sh test
+	python3 scripts/transparency.py $(BUILD)
 
 bench: all $(BENCHES)
 	@scripts/deps.sh bench

@@ -22,13 +22,15 @@
  * read with pread and closed with the real close, with sl__busy set. The
  * call itself, its arguments and errno are never changed. Only with rules
  * in force (a process with none warns about nothing). execl, execlp and
- * execle are not interposed: glibc builds their vector and calls its
- * internal execve, which no preload can see.
+ * execle are the shim's: glibc's build their vector and call its internal
+ * execve, which no preload sees; these build it the same way (on the stack,
+ * as glibc does) and go through execv, execvp and execve.
  */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -233,4 +235,65 @@ SL_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 {
 	exec_check(file, true);
 	return SL_REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
+}
+
+/* The vector of an execl-family call: arg and the variadic pointers up to
+ * the NULL, counted first (the caller's array is sized from it). */
+static size_t execl_count(const char *arg, va_list ap)
+{
+	size_t n = 0;
+	if (arg != NULL)
+		for (n = 1; va_arg(ap, const char *) != NULL; n++)
+			;
+	return n;
+}
+
+static void execl_fill(char **argv, size_t n, const char *arg, va_list ap)
+{
+	argv[0] = (char *)arg;
+	for (size_t i = 1; i < n; i++)
+		argv[i] = va_arg(ap, char *);
+	argv[n] = NULL;
+}
+
+SL_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	size_t n = execl_count(arg, ap);
+	va_end(ap);
+	char *argv[n + 1];
+	va_start(ap, arg);
+	execl_fill(argv, n, arg, ap);
+	va_end(ap);
+	return execv(path, argv);
+}
+
+SL_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	size_t n = execl_count(arg, ap);
+	va_end(ap);
+	char *argv[n + 1];
+	va_start(ap, arg);
+	execl_fill(argv, n, arg, ap);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+SL_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	size_t n = execl_count(arg, ap);
+	va_end(ap);
+	char *argv[n + 1];
+	va_start(ap, arg);
+	execl_fill(argv, n, arg, ap);
+	if (n != 0)
+		(void)va_arg(ap, char *); /* the NULL that ends the arguments */
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
 }

@@ -5,7 +5,8 @@ throttle warns on stderr, once per program, naming it and the reason
 (shim/exec.c): `sluice --recv 1MiB/s -- sh -c './prog'` for a static binary,
 a Go binary (a real one if `go` is installed, and one carrying Go's build-ID
 note), a set-user-ID copy owned by another user (root only), a script whose
-interpreter is static; python's os.posix_spawn and os.execv. A dynamic
+interpreter is static; python's os.posix_spawn and os.execv; a C program's
+execl, execlp and execle. A dynamic
 program gives no warning, nor does a process without rules; the exec's
 result and errno are the kernel's.
 """
@@ -90,6 +91,41 @@ def main():
         check(len(w) == 2 and "%s cannot be throttled (statically linked" % static in w[0] and
               "%s cannot be throttled (a Go binary" % gonote in w[1],
               "posix_spawn warned once for two spawns, execv once")
+
+        execl_src = r"""
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+int main(int argc, char **argv)
+{
+	for (int k = 0; k < 3; k++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			if (k == 0)
+				execl(argv[1], "s", (char *)NULL);
+			else if (k == 1)
+				execlp(argv[1], "s", (char *)NULL);
+			else
+				execle(argv[1], "s", (char *)NULL, environ);
+			perror("exec");
+			_exit(9);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			return 1;
+	}
+	return 0;
+}
+"""
+        execl_prog = compile_c(d, "execl", execl_src)
+        rc, out, w = sluice([execl_prog, static])
+        print("measured: execl, execlp, execle of a static program: rc %d, %s" % (rc, w))
+        check(rc == 0 and out.split() == ["ran"] * 3, "execl, execlp, execle ran it (rc %d, %r)"
+              % (rc, out))
+        check(len(w) == 3 and all("%s cannot be throttled (statically linked" % static in l
+                                  for l in w), "execl, execlp, execle: each warned (%s)" % w)
 
         if os.geteuid() == 0:
             suid = os.path.join(d, "suid")
