@@ -256,44 +256,38 @@ static void execl_fill(char **argv, size_t n, const char *arg, va_list ap)
 	argv[n] = NULL;
 }
 
+/* Declares argv, the vector of an execl-family call whose last named
+ * parameter is arg, on the stack (as glibc builds it), and ap_, left open
+ * after the NULL that ends the arguments (execle reads envp from it). */
+#define SL_EXECL_ARGV(argv, arg)                                                                   \
+	va_list ap_;                                                                               \
+	va_start(ap_, arg);                                                                        \
+	const size_t n_ = execl_count(arg, ap_);                                                   \
+	va_end(ap_);                                                                               \
+	char *argv[n_ + 1];                                                                        \
+	va_start(ap_, arg);                                                                        \
+	execl_fill(argv, n_, arg, ap_)
+
 SL_EXPORT int execl(const char *path, const char *arg, ...)
 {
-	va_list ap;
-	va_start(ap, arg);
-	size_t n = execl_count(arg, ap);
-	va_end(ap);
-	char *argv[n + 1];
-	va_start(ap, arg);
-	execl_fill(argv, n, arg, ap);
-	va_end(ap);
+	SL_EXECL_ARGV(argv, arg);
+	va_end(ap_);
 	return execv(path, argv);
 }
 
 SL_EXPORT int execlp(const char *file, const char *arg, ...)
 {
-	va_list ap;
-	va_start(ap, arg);
-	size_t n = execl_count(arg, ap);
-	va_end(ap);
-	char *argv[n + 1];
-	va_start(ap, arg);
-	execl_fill(argv, n, arg, ap);
-	va_end(ap);
+	SL_EXECL_ARGV(argv, arg);
+	va_end(ap_);
 	return execvp(file, argv);
 }
 
 SL_EXPORT int execle(const char *path, const char *arg, ...)
 {
-	va_list ap;
-	va_start(ap, arg);
-	size_t n = execl_count(arg, ap);
-	va_end(ap);
-	char *argv[n + 1];
-	va_start(ap, arg);
-	execl_fill(argv, n, arg, ap);
-	if (n != 0)
-		(void)va_arg(ap, char *); /* the NULL that ends the arguments */
-	char *const *envp = va_arg(ap, char *const *);
-	va_end(ap);
+	SL_EXECL_ARGV(argv, arg);
+	if (n_ != 0)
+		(void)va_arg(ap_, char *); /* the NULL that ends the arguments */
+	char *const *envp = va_arg(ap_, char *const *);
+	va_end(ap_);
 	return execve(path, argv, envp);
 }
