@@ -7,10 +7,6 @@
 
 #include "internal.h"
 
-/* The token of the wake-up timer's registration in every epoll set
- * (wake.c): the magic with slot 0xffff; epoll_wait drops its events. */
-#define SL_EP_WAKE_TOKEN ((0x51ceull << 48) | (0xffffull << 32))
-
 /* Map (once, if `on`) and clear the registration mirror; register the
  * forget and readiness hooks. Init only. Returns 0 or -1. */
 int sl__ep_init_unsync(bool on);

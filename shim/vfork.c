@@ -97,8 +97,11 @@ __attribute__((used, visibility("hidden"))) long sl__vfork_failed(int e)
 __asm__(".text\n"
 	".globl vfork\n"
 	".type vfork, @function\n"
+	".globl __vfork\n" /* glibc's other name for it */
+	".type __vfork, @function\n"
 	".p2align 4\n"
 	"vfork:\n"
+	"__vfork:\n"
 	".cfi_startproc\n"
 #ifdef __CET__
 	"	endbr64\n"
@@ -122,5 +125,6 @@ __asm__(".text\n"
 	"	movl %eax, %edi\n"
 	"	jmp sl__vfork_failed\n"
 	".cfi_endproc\n"
-	".size vfork, .-vfork\n");
+	".size vfork, .-vfork\n"
+	".size __vfork, .-__vfork\n");
 #endif

@@ -33,7 +33,6 @@
 #include <sys/timerfd.h>
 
 #include "clock.h"
-#include "epoll.h"
 #include "fd.h"
 #include "log.h"
 #include "real.h"

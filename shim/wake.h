@@ -23,6 +23,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The token of the wake-up timer's registration in every epoll set: the
+ * epoll mirror's magic with slot 0xffff (epoll.c drops its events). */
+#define SL_EP_WAKE_TOKEN ((0x51ceull << 48) | (0xffffull << 32))
+
 /* Register the forget hook and the fork handler. Init only. */
 void sl__wake_init_unsync(void);
 /* Add the wake-up timer to the new epoll set epfd (made once, on the first
