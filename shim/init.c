@@ -48,6 +48,7 @@
 #include "stats.h"
 #include "vfork.h"
 #include "wake.h"
+#include "wrap_raw.h"
 
 extern char **environ;
 
@@ -271,6 +272,7 @@ __attribute__((constructor)) static void init(void)
 	sl_real_resolve_all();
 	sl__vfork_init_unsync();
 	sl__wake_init_unsync();
+	sl__wrap_fd_on_io_unsync(sl__wrap_raw_io);
 	struct sl_policy p;
 	init_policy(&p);
 	if (sl__files_check_unsync(&p) != 0)

@@ -29,6 +29,7 @@
  *                 (sl__vm_child());
  *   wrap_cred.c   setuid and friends: the status record is made first;
  *   dlopen.c      dlopen: one warning for a library loaded RTLD_DEEPBIND;
+ *   wrap_raw.c/h  syscall()'s I/O numbers made through the wrappers;
  *   wake.c/h      the timerfd in every epoll set that wakes a thread
  *                 waiting while another thread's hold ends;
  *   files.c/h     SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,

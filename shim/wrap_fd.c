@@ -19,7 +19,8 @@
  * real syscall(). The numbers of the throttled calls (send*, recv*, read,
  * write and their vector forms, connect, accept*, sendfile, splice) are
  * made through the wrapper of the call of the same name, so the rules
- * apply to them as to the libc calls (raw_io).
+ * apply to them as to the libc calls (wrap_raw.c, reached through the
+ * route the constructor registers: this file names no wrapper).
  */
 #undef _FORTIFY_SOURCE
 #include <errno.h>
@@ -27,10 +28,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <sys/sendfile.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "connwait.h"
@@ -38,6 +36,7 @@
 #include "real.h"
 #include "sandbox.h"
 #include "vfork.h"
+#include "wrap_raw.h"
 
 const int sl__wrap_fd_anchor = 1;
 
@@ -180,70 +179,13 @@ static long raw_done(long nr, const long *a, long r)
 	return r;
 }
 
-/*
- * A raw call of a number the wrappers throttle is made as the libc call of
- * the same name, through its wrapper (libuv sends and receives UDP with
- * syscall(SYS_sendmmsg) and syscall(SYS_recvmmsg)): the rules apply, the fd
- * is classified as by the call, and the result is the same -1 and errno.
- * An fd no rule matches goes on to libc's call of that name, which is the
- * same system call. Returns false for any other number.
- */
-static bool raw_io(long nr, const long *a, long *r)
+/* The raw I/O numbers' route (wrap_raw.c, registered by the constructor):
+ * NULL until then, and those numbers go straight to the kernel. */
+static bool (*raw_io)(long nr, const long *a, long *r);
+
+void sl__wrap_fd_on_io_unsync(bool (*route)(long nr, const long *a, long *r))
 {
-	const int fd = (int)a[0];
-	switch (nr) {
-	case SYS_sendto:
-		*r = sendto(fd, (const void *)a[1], (size_t)a[2], (int)a[3],
-			    (const struct sockaddr *)a[4], (socklen_t)a[5]);
-		return true;
-	case SYS_sendmsg:
-		*r = sendmsg(fd, (const struct msghdr *)a[1], (int)a[2]);
-		return true;
-	case SYS_sendmmsg:
-		*r = sendmmsg(fd, (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3]);
-		return true;
-	case SYS_recvfrom:
-		*r = recvfrom(fd, (void *)a[1], (size_t)a[2], (int)a[3], (struct sockaddr *)a[4],
-			      (socklen_t *)a[5]);
-		return true;
-	case SYS_recvmsg:
-		*r = recvmsg(fd, (struct msghdr *)a[1], (int)a[2]);
-		return true;
-	case SYS_recvmmsg:
-		*r = recvmmsg(fd, (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3],
-			      (struct timespec *)a[4]);
-		return true;
-	case SYS_write:
-		*r = write(fd, (const void *)a[1], (size_t)a[2]);
-		return true;
-	case SYS_writev:
-		*r = writev(fd, (const struct iovec *)a[1], (int)a[2]);
-		return true;
-	case SYS_read:
-		*r = read(fd, (void *)a[1], (size_t)a[2]);
-		return true;
-	case SYS_readv:
-		*r = readv(fd, (const struct iovec *)a[1], (int)a[2]);
-		return true;
-	case SYS_connect:
-		*r = connect(fd, (const struct sockaddr *)a[1], (socklen_t)a[2]);
-		return true;
-	case SYS_accept:
-		*r = accept(fd, (struct sockaddr *)a[1], (socklen_t *)a[2]);
-		return true;
-	case SYS_accept4:
-		*r = accept4(fd, (struct sockaddr *)a[1], (socklen_t *)a[2], (int)a[3]);
-		return true;
-	case SYS_sendfile:
-		*r = sendfile(fd, (int)a[1], (off_t *)a[2], (size_t)a[3]);
-		return true;
-	case SYS_splice:
-		*r = splice(fd, (loff_t *)a[1], (int)a[2], (loff_t *)a[3], (size_t)a[4],
-			    (unsigned)a[5]);
-		return true;
-	default:
-		return false;
-	}
+	raw_io = route;
 }
 
 /*
@@ -307,7 +249,7 @@ SL_EXPORT long syscall(long nr, ...)
 		return raw(nr, a);
 	default: {
 		long r;
-		if (!sl__busy && raw_io(nr, a, &r))
+		if (!sl__busy && raw_io != NULL && raw_io(nr, a, &r))
 			return r;
 		return raw_done(nr, a, raw(nr, a));
 	}
