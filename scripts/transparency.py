@@ -56,7 +56,11 @@ def run(py, tests, env, label, tmp):
     xml_path = os.path.join(tmp, label + ".xml")
     t0 = time.monotonic()
     try:
-        p = subprocess.run([py, "-m", "test", "--junit-xml", xml_path] + tests, env=env,
+        # AF_VSOCK tests wait for ever in a container without a vsock peer
+        # (seen here: test_socket's VSock tests in vsock_accept, with or
+        # without sluice); a test past the timeout fails instead of hanging.
+        p = subprocess.run([py, "-m", "test", "--timeout", "300", "--ignore", "*VSOCK*", "--ignore", "*VSock*",
+                            "--junit-xml", xml_path] + tests, env=env,
                            cwd=tmp, capture_output=True, text=True,
                            timeout=int(os.environ.get("SL_TRANSPARENCY_TIMEOUT", "1800")))
         rc, tail = p.returncode, (p.stdout + p.stderr)[-1500:]
