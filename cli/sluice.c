@@ -365,7 +365,7 @@ static void print_policy(FILE *out, const char *prefix, const struct sl_policy *
 	if (p->stats_file[0] != '\0')
 		fprintf(out, "%sstats: %s\n", prefix, p->stats_file);
 	if (p->redis.kind != SL_REDIS_NONE) { /* the password is masked */
-		char redis[SL_PATH_MAX + SL_REDIS_HOST_MAX + SL_REDIS_CRED_MAX + 32];
+		char redis[SL_REDIS_TEXT_MAX + SL_PATH_MAX];
 		sl_redis_format(&p->redis, redis, sizeof(redis));
 		fprintf(out, "%sredis: %s\n", prefix, redis);
 	}

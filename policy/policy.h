@@ -62,6 +62,13 @@ extern "C" {
 #define SL_REDIS_CRED_MAX 128  /* SLUICE_REDIS user name, password */
 #define SL_REDIS_NODES_MAX 8   /* cluster seeds or sentinels in SLUICE_REDIS */
 #define SL_REDIS_MASTER_MAX 64 /* sentinel master name, NUL included */
+/* The longest canonical SLUICE_REDIS text of a TCP, cluster or sentinel
+ * configuration (sl_redis_format), NUL included: scheme, user and ":***@",
+ * every node as "[host]:port,", "/" master, "/" db. A unix:// one is
+ * bounded by SL_PATH_MAX instead. */
+#define SL_REDIS_TEXT_MAX                                                                          \
+	(32 + SL_REDIS_CRED_MAX + SL_REDIS_NODES_MAX * (SL_REDIS_HOST_MAX + 9) +                   \
+	 SL_REDIS_MASTER_MAX + 24)
 
 enum sl_op {
 	SL_OP_CONNECT = 0,

@@ -386,7 +386,7 @@ static void *lease_main(void *arg)
 		}
 		if (lease_conn != NULL) {
 			if (lease_state != 1) {
-				char where[SL_PATH_MAX + 32];
+				char where[SL_REDIS_TEXT_MAX + SL_PATH_MAX];
 				sl_redis_format(&lease_cfg, where, sizeof(where));
 				sl_log(SL_LOG_INFO, "redis: leasing from %s", where);
 			}
