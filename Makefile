@@ -16,7 +16,7 @@
 #   make fuzz            libFuzzer (clang) over every parser, FUZZ_SECONDS each
 #   make bench           benchmarks (never part of make test)
 #   make transparency    CPython's socket, selectors, asyncio tests with and without sluice, compared
-#   make check-layers    keep core/, policy/ and supervise/ free of what belongs to the shim; SPDX lines
+#   make check-layers    the floors core < policy < engine < common < shim|supervise < cli; SPDX lines
 #   make format-check    list the C files clang-format (.clang-format) would change; changes nothing
 #   make compile_commands.json   the compilation database for clangd and clang-tidy, from make -n
 #   make deb             build/sluice_VERSION_ARCH.deb with dpkg-deb, checked with lintian
@@ -43,11 +43,13 @@ CFLAGS ?= -O2 -g
 # The warm-up limiter's 16-byte CAS (core/warmup.c) is cmpxchg16b on x86-64.
 ARCH_CFLAGS := $(if $(filter x86_64%,$(shell $(CC) -dumpmachine)),-mcx16)
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(ARCH_CFLAGS) $(CFLAGS) $(SAN_FLAGS) $(EXTRA_CFLAGS) \
-	-DSL_VERSION='"$(VERSION)"' -Icore -Ipolicy -Ishim -Isupervise
+	-DSL_VERSION='"$(VERSION)"' -Icore -Ipolicy -Iengine -Icommon -Ishim -Isupervise
 LDLIBS_ALL := -ldl -pthread
 
 CORE_SRC := $(wildcard core/*.c)
 POLICY_SRC := $(wildcard policy/*.c)
+ENGINE_SRC := $(wildcard engine/*.c)
+COMMON_SRC := $(wildcard common/*.c)
 SHIM_SRC := $(wildcard shim/*.c)
 SUP_SRC := $(wildcard supervise/*.c)
 CLI_SRC := $(wildcard cli/*.c)
@@ -58,6 +60,8 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 CORE_OBJ := $(call obj,$(CORE_SRC))
 POLICY_OBJ := $(call obj,$(POLICY_SRC))
+ENGINE_OBJ := $(call obj,$(ENGINE_SRC))
+COMMON_OBJ := $(call obj,$(COMMON_SRC))
 SHIM_OBJ := $(call obj,$(SHIM_SRC))
 SUP_OBJ := $(call obj,$(SUP_SRC))
 CLI_OBJ := $(call obj,$(CLI_SRC))
@@ -65,9 +69,14 @@ CLI_OBJ := $(call obj,$(CLI_SRC))
 CORE_A := $(BUILD)/libsluice-core.a
 CORE_SO := $(BUILD)/libsluice-core.so
 POLICY_A := $(BUILD)/libsluice-policy.a
+ENGINE_A := $(BUILD)/libsluice-engine.a
+COMMON_A := $(BUILD)/libsluice-common.a
+# What every front end links below its own code, in link order: the floor
+# of segments and the shm format (common/), the decision engine (engine/),
+# the rules (policy/), the limiters (core/).
+FLOOR_A := $(COMMON_A) $(ENGINE_A) $(POLICY_A) $(CORE_A)
 SHIM_A := $(BUILD)/libsluice-shim.a
 SUP_A := $(BUILD)/libsluice-supervise.a
-CLI_SHIM_OBJ := $(call obj,shim/segment.c shim/shm_shared.c)
 SHIM_SO := $(BUILD)/libsluice.so
 CLI := $(BUILD)/sluice
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -98,7 +107,8 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/flags.stamp
 
 # Everything is hidden unless a header says otherwise: the core exports its
 # documented API (sluice_core.h), the shim the interposed libc names.
-$(BUILD)/obj/shim/%.o $(BUILD)/obj/core/%.o $(BUILD)/obj/policy/%.o: ALL_CFLAGS += -fvisibility=hidden
+$(BUILD)/obj/shim/%.o $(BUILD)/obj/core/%.o $(BUILD)/obj/policy/%.o $(BUILD)/obj/engine/%.o \
+	$(BUILD)/obj/common/%.o: ALL_CFLAGS += -fvisibility=hidden
 
 $(CORE_A): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -108,30 +118,34 @@ $(CORE_SO): $(CORE_OBJ)
 $(POLICY_A): $(POLICY_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+$(ENGINE_A): $(ENGINE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(COMMON_A): $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 $(SHIM_A): $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
-# The supervisor's archive carries its copies of the two shim files it uses
-# (CLI_SHIM_OBJ: the segments), so that it links after the shim's archive.
-$(SUP_A): $(SUP_OBJ) $(CLI_SHIM_OBJ)
+$(SUP_A): $(SUP_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 # libsluice.so exports only the interposed libc names: the core's API comes
 # from an archive and is made local (--exclude-libs).
-$(SHIM_SO): $(SHIM_OBJ) $(POLICY_A) $(CORE_A)
-	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,now -Wl,--exclude-libs,ALL -Wl,-soname,libsluice.so -o $@ $(SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
+$(SHIM_SO): $(SHIM_OBJ) $(FLOOR_A)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-z,now -Wl,--exclude-libs,ALL -Wl,-soname,libsluice.so -o $@ $(SHIM_OBJ) $(FLOOR_A) $(LDLIBS_ALL)
 # The launcher carries the supervisor (supervised mode), never the shim, but
 # for the files of shim/ that open the private directory of shared memory
 # segments (sluice stat, set, rm; the supervisor's records and shared=).
-$(CLI): $(CLI_OBJ) $(SUP_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(SUP_OBJ) $(CLI_SHIM_OBJ) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
+$(CLI): $(CLI_OBJ) $(SUP_OBJ) $(FLOOR_A)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(SUP_OBJ) $(FLOOR_A) $(LDLIBS_ALL)
 
 # Unit tests link the archives: only what a test references is pulled in, so
 # a policy test never interposes libc. The supervisor's archive comes after
 # the shim's: the libc calls of its members are never resolved by the shim.
-$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(POLICY_A) $(CORE_A) $(BUILD)/flags.stamp
+$(BUILD)/tests/%: tests/%.c $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(FLOOR_A) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@) $(BUILD)/obj/tests
-	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(POLICY_A) $(CORE_A) -lcmocka $(LDLIBS_ALL)
+	$(CC) $(ALL_CFLAGS) -Itests -MMD -MP -MF $(BUILD)/obj/tests/$*.d -o $@ $< $(if $(SHIM_SRC),$(SHIM_A)) $(SUP_A) $(FLOOR_A) -lcmocka $(LDLIBS_ALL)
 
 # A bench program links the shim archive only if it includes a header of
 # the shim (bench/lease_hot.c): in any other the archive's send()
@@ -142,9 +156,9 @@ BENCH_SHIM := $(if $(SHIM_SRC),$(patsubst bench/%.c,$(BUILD)/bench/%,\
 $(BENCH_SHIM): private BENCH_LIBS := $(SHIM_A)
 $(BENCH_SHIM): $(SHIM_A)
 
-$(BUILD)/bench/%: bench/%.c $(POLICY_A) $(CORE_A) $(BUILD)/flags.stamp
+$(BUILD)/bench/%: bench/%.c $(FLOOR_A) $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(BENCH_LIBS) $(POLICY_A) $(CORE_A) $(LDLIBS_ALL)
+	$(CC) $(ALL_CFLAGS) -Ibench -o $@ $< $(BENCH_LIBS) $(FLOOR_A) $(LDLIBS_ALL)
 
 $(BUILD)/sluice-core.pc: $(BUILD)/pc.stamp
 	@mkdir -p $(dir $@)
@@ -232,24 +246,11 @@ bench: all $(BENCHES)
 	@scripts/deps.sh bench
 	scripts/run-bench.sh $(BUILD)
 
-# core/ includes only the four C11 headers (and its own); policy/ never reads
-# the environment, resolves symbols or sets errno; supervise/ decides with
-# core/ and policy/ and never links or includes the shim's code (only its
-# shared-memory format header).
+# The floors of the tree (core < policy < engine < common < shim|supervise <
+# cli), each folder's purity, SPDX lines, the budget of include circles:
+# scripts/check-layers.py says which and why.
 check-layers:
-	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include' core/*.c core/*.h | \
-		grep -vE '<(stdint|stdbool|stddef|stdatomic)\.h>|"(sluice_core|sluice_fast|internal)\.h"'); \
-	if [ -n "$$bad" ]; then echo "check-layers: core/ includes more than C11 atomics and integers:"; echo "$$bad"; exit 1; fi
-	@bad=$$(grep -HnE '\b(getenv|secure_getenv|dlsym|dlopen|environ|malloc|calloc|realloc)\b|\berrno[[:space:]]*=[^=]' policy/*.c policy/*.h); \
-	if [ -n "$$bad" ]; then echo "check-layers: policy/ must be a pure function of text:"; echo "$$bad"; exit 1; fi
-	@bad=$$(grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' supervise/*.c supervise/*.h | \
-		grep -vE '"(internal|supervise|policy|sluice_core|shm_format|shm_shared|segment|elfinfo|iov)\.h"'); \
-	if [ -n "$$bad" ]; then echo "check-layers: supervise/ includes shim or cli code:"; echo "$$bad"; exit 1; fi
-	@bad=$$(for f in core/*.[ch] policy/*.[ch] shim/*.[ch] supervise/*.[ch] cli/*.[ch] tests/*.[ch] \
-		tests/fuzz/*.c bench/*.c tests/integration/*.py tests/integration/*.sh scripts/*; do \
-		head -n 3 "$$f" | grep -q 'SPDX-License-Identifier: MIT' || echo "$$f"; done); \
-	if [ -n "$$bad" ]; then echo "check-layers: files without an SPDX-License-Identifier line:"; echo "$$bad"; exit 1; fi
-	@echo "check-layers: ok"
+	@python3 scripts/check-layers.py
 
 # The preload library goes to PREFIX/lib/sluice/ whatever LIBDIR is: the
 # launcher looks for it in BINDIR/../lib/sluice/ (cli/env.c).
@@ -269,7 +270,7 @@ install: all
 
 # clang-format (.clang-format) over every C file: lists the files it would
 # change and how many lines, changes nothing; fails if any would change.
-FORMAT_SRC := $(wildcard core/*.[ch] policy/*.[ch] shim/*.[ch] supervise/*.[ch] cli/*.[ch] tests/*.[ch] \
+FORMAT_SRC := $(wildcard core/*.[ch] policy/*.[ch] engine/*.[ch] common/*.[ch] shim/*.[ch] supervise/*.[ch] cli/*.[ch] tests/*.[ch] \
 	tests/fuzz/*.c bench/*.[ch])
 CLANG_FORMAT ?= clang-format
 format-check:

@@ -9,7 +9,7 @@
  * an executable's ELF headers to tell whether a preloaded library can
  * throttle it at all. stat.c and set.c are the `sluice stat` and `sluice set`
  * subcommands (and rm.c `sluice rm`), over shm.c, which maps the shim's
- * segments in the user's private directory (shim/segment.c, linked in). None of these files keeps global state; every function
+ * segments in the user's private directory (common/segment.c, linked in). None of these files keeps global state; every function
  * below is reentrant, and none is meant to be called from more than one
  * thread (the launcher has only one).
  */
@@ -74,7 +74,7 @@ int sl__cli_find_library(const char *override, char *out, size_t outlen, char *e
  */
 int sl__cli_preload_join(const char *old, const char *lib, char *out, size_t outlen);
 
-/* ---- shm.c: the shim's segments (shim/segment.h, shim/shm_format.h) ---- */
+/* ---- shm.c: the shim's segments (common/segment.h, common/shm_format.h) ---- */
 
 /* The breakers of pid (stat_break.c): its breaker segment (break-PID), checked,
  * or NULL if it has none; shown in each of stat's formats. */

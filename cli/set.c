@@ -56,7 +56,7 @@ static int retune(const char *what, const char *cur_text, struct sl_rule want, s
 		return 2;
 	}
 	struct sl_params p;
-	sl_shm_rule_params(&want, &p);
+	sl_params_of(&want, &p);
 	if (flock(fd, LOCK_EX) != 0) {
 		fprintf(stderr, "sluice set: %s: cannot lock: %s\n", what, strerror(errno));
 		return 1;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shm.c - the launcher's side of the shim's segments (shim/segment.h opens
- * them in the user's private directory; layout in shim/shm_format.h):
+ * shm.c - the launcher's side of the shim's segments (common/segment.h opens
+ * them in the user's private directory; layout in common/shm_format.h):
  * find, check and map the status records of running processes and the
  * shared limiters, for `sluice stat`, `sluice set` and `sluice rm`.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * stat_break.c - the circuit breakers in `sluice stat`: each process's
- * the segment break-PID (shim/shm_break.h, shim/segment.h), checked, then shown as
+ * the segment break-PID (common/shm_break.h, common/segment.h), checked, then shown as
  * text, JSON or Prometheus samples: each breaker's counters, and the state,
  * failures in the window and time to the next probe of each destination
  * (per=peer) or of the process (per=process).

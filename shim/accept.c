@@ -153,7 +153,7 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 		*len = sslen;
 	}
 	struct sl_addr peer;
-	c.peer = sl__addr_from(&peer, (struct sockaddr *)&ss, sslen) ? &peer : NULL;
+	c.peer = sl_addr_from(&peer, (struct sockaddr *)&ss, sslen) ? &peer : NULL;
 	/* A signal while waiting after the real accept: the program keeps
 	 * the connection, but never without its conns slots: it takes them
 	 * only if they are free now (call_no_wait), else the connection

@@ -68,6 +68,7 @@
 #include "breaker.h"
 #include "record.h"
 #include "clock.h"
+#include "decide.h"
 #include "fair.h"
 #include "fd.h"
 #include "lease.h"
@@ -134,18 +135,16 @@ static uint64_t call_timeout(struct sl_call *c)
 /* The instant past which rule r may not make call c wait. */
 static uint64_t call_limit(struct sl_call *c, const struct sl_rule *r)
 {
-	uint64_t a = sl__sat_add(c->start_ns, r->max_delay_ns), b = call_timeout(c);
-	return a < b ? a : b;
+	return sl_decide_limit(r, c->start_ns, call_timeout(c));
 }
 
 /* The errno of a refusal by rule r: EAGAIN when the socket timeout, not
  * max-delay, was the limit that bit. */
 static int call_errno(struct sl_call *c, const struct sl_rule *r, bool never)
 {
-	if (!never && r->action == SL_ACTION_DELAY &&
-	    call_timeout(c) < sl__sat_add(c->start_ns, r->max_delay_ns))
-		return EAGAIN;
-	return sl_rule_errno(r, c->op);
+	if (never || r->action != SL_ACTION_DELAY) /* no timeout to read */
+		return sl_rule_errno(r, c->op);
+	return sl_decide_errno(r, c->op, c->start_ns, call_timeout(c), never);
 }
 
 /* True if every handler installed for an asynchronous signal has
@@ -289,10 +288,11 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, s
 						uint64_t *due, struct sl_decision d)
 {
 	const struct sl_rule *r = &sl__st.policy.rules[i];
-	uint64_t backoff = 1000000u;
+	uint64_t backoff = SL_DECIDE_BACKOFF_NS;
 	sl__rec_publish(); /* a fork child on its parent's sockets: visible now */
 	if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
-		dry_run_note(c, i, d.verdict == SL_NEVER || d.wait_ns > r->max_delay_ns, d.wait_ns);
+		struct sl_answer a = sl_decide_rule(r, l, n, now, now, d);
+		dry_run_note(c, i, a.would_refuse, a.at_ns);
 		return 0;
 	}
 	/* The rule is about to act: not on an fd that is no longer its
@@ -310,54 +310,48 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, s
 		return sl__nb_refuse(c, i, now, refusal_wait(r, i, d));
 	}
 	for (;;) {
-		uint64_t limit = now;
-		if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DELAY) {
-			limit = call_limit(c, r);
-			if (limit > now)
-				d = sl_limiter_acquire(l, n, now, limit - now);
-		}
-		if (d.verdict == SL_ADMIT) {
-			grant_add(g, i, l, sl__sat_add(now, d.wait_ns));
-			if (d.wait_ns > 0) {
+		/* The engine's answer (engine/decide.h); only the wait and the
+		 * dead-holder recovery of shared conns limiters are ours. */
+		uint64_t limit = d.verdict != SL_ADMIT && r->action == SL_ACTION_DELAY
+					 ? call_limit(c, r)
+					 : now;
+		struct sl_answer a = sl_decide_rule(r, l, n, now, limit, d);
+		if (a.step == SL_STEP_GO) {
+			grant_add(g, i, l, a.at_ns);
+			if (a.at_ns > now) {
 				c->delayed_rules |= (uint32_t)1 << i;
-				if (sl__sat_add(now, d.wait_ns) > *due)
-					*due = sl__sat_add(now, d.wait_ns);
+				if (a.at_ns > *due)
+					*due = a.at_ns;
 			}
 			return 0;
 		}
 		/* A shared conns limiter may be full of dead processes' slots. */
-		if (d.verdict == SL_REFUSE && sl__shm_reclaim(l)) {
+		if (!a.never && sl__shm_reclaim(l)) {
 			d = sl_limiter_acquire(l, n, now, 0);
 			continue;
 		}
-		/* Token, leaky and fixed limiters reserved up to the limit already:
-		 * their refusal is final. Sliding windows and concurrency cannot
-		 * reserve, so their hint (or the backoff) is worth a retry. */
-		const uint32_t kind = l->kind == SL_KIND_TUNABLE ? l->params.kind : l->kind;
-		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
-		    (kind == SL_KIND_SLIDING || kind == SL_KIND_CONC)) {
-			d.wait_ns = refusal_wait(r, i, d);
-			uint64_t at = sl__sat_add(now, d.wait_ns != 0 ? d.wait_ns : backoff);
-			if (d.wait_ns == 0 && backoff < 50000000u)
-				backoff *= 2;
-			if (at <= limit) {
-				c->delayed_rules |= (uint32_t)1 << i;
-				if (call_sleep(c, at) == EINTR)
-					return EINTR;
-				if (c->passing)
-					return 0;
-				now = sl__clock_ns();
-				/* Ask again: a redis=KEY rule may have switched
-				 * limiter (Redis failed or came back). */
-				l = sl__limiter(c, i);
-				d = sl_limiter_acquire(l, n, now, 0);
-				continue;
-			}
+		uint64_t at = UINT64_MAX;
+		if (a.step == SL_STEP_RETRY) {
+			d.wait_ns = a.at_ns;
+			at = sl_decide_retry_at(now, refusal_wait(r, i, d), limit, &backoff);
+		}
+		if (at != UINT64_MAX) {
+			c->delayed_rules |= (uint32_t)1 << i;
+			if (call_sleep(c, at) == EINTR)
+				return EINTR;
+			if (c->passing)
+				return 0;
+			now = sl__clock_ns();
+			/* Ask again: a redis=KEY rule may have switched limiter
+			 * (Redis failed or came back). */
+			l = sl__limiter(c, i);
+			d = sl_limiter_acquire(l, n, now, 0);
+			continue;
 		}
 		stats_add(&sl__st.stats[i].refused, 1);
 		sl_log(SL_LOG_DEBUG, "rule %u refuses %s on fd %d", i + 1, sl_op_name(c->op),
 		       c->fd);
-		return call_errno(c, r, d.verdict == SL_NEVER);
+		return call_errno(c, r, a.never);
 	}
 }
 

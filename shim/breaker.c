@@ -357,7 +357,7 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	sl__rec_publish(); /* a break rule applies: sluice stat shows us */
 	const int saved = errno;
 	struct sl_addr dst;
-	sl__addr_from(&dst, sa, len);
+	sl_addr_from(&dst, sa, len);
 	const unsigned fam = dst.family == 4   ? SL_FAM_INET
 			     : dst.family == 6 ? SL_FAM_INET6
 			     : dst.family == 1 ? SL_FAM_UNIX

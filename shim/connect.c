@@ -62,9 +62,9 @@ static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	int saved = errno;
 	sl__busy = 1;
 	struct sl_addr dst;
-	bool known = sl__addr_from(&dst, sa, len);
-	uint32_t rules = sl__match(rec->cand[SL_K_CONNECT], rec->family, rec->type,
-				   known ? &dst : NULL);
+	bool known = sl_addr_from(&dst, sa, len);
+	uint32_t rules = sl_match(&sl__st.policy, rec->cand[SL_K_CONNECT], rec->family, rec->type,
+				  known ? &dst : NULL);
 	uint32_t conns = rules & sl__st.conns_rules;
 	struct sl_call c;
 	struct sl_grant g, gc;

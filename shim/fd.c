@@ -131,11 +131,8 @@ static int fd_classify(int fd, struct sl_fdrec *r)
 	l = sizeof(domain);
 	if (SL_REAL(getsockopt)(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) < 0)
 		return 0;
-	r->family = domain == AF_INET    ? SL_FAM_INET
-		    : domain == AF_INET6 ? SL_FAM_INET6
-		    : domain == AF_UNIX  ? SL_FAM_UNIX
-					 : 0;
-	r->type = type == SOCK_STREAM ? SL_TYPE_STREAM : type == SOCK_DGRAM ? SL_TYPE_DGRAM : 0;
+	r->family = (uint8_t)sl_addr_fam_bit(domain);
+	r->type = (uint8_t)sl_addr_type_bit(type);
 	r->stream = type == SOCK_STREAM;
 	if (r->family == 0)
 		return 0;
@@ -147,18 +144,21 @@ static int fd_classify(int fd, struct sl_fdrec *r)
 	struct sockaddr_storage ss;
 	l = sizeof(ss);
 	if (getsockname(fd, (struct sockaddr *)&ss, &l) == 0)
-		sl__addr_from(&r->local, (struct sockaddr *)&ss, l);
+		sl_addr_from(&r->local, (struct sockaddr *)&ss, l);
 	l = sizeof(ss);
 	if (getpeername(fd, (struct sockaddr *)&ss, &l) == 0)
-		sl__addr_from(&r->peer, (struct sockaddr *)&ss, l);
-	uint32_t fits = sl__match_socket(r->family, r->type);
+		sl_addr_from(&r->peer, (struct sockaddr *)&ss, l);
+	uint32_t fits = sl_match_socket(&sl__st.policy, r->family, r->type);
 	for (int k = 0; k < SL_K_COUNT; k++)
 		r->cand[k] = sl__st.kind_rules[k] & fits;
 	r->match[SL_K_CONNECT] = r->cand[SL_K_CONNECT];
-	r->match[SL_K_ACCEPT] = sl__match(r->cand[SL_K_ACCEPT], r->family, r->type, &r->local);
+	r->match[SL_K_ACCEPT] = sl_match(&sl__st.policy, r->cand[SL_K_ACCEPT], r->family, r->type,
+					 &r->local);
 	const struct sl_addr *peer = r->peer.family != 0 ? &r->peer : NULL;
-	r->match[SL_K_SEND] = sl__match(r->cand[SL_K_SEND], r->family, r->type, peer);
-	r->match[SL_K_RECV] = sl__match(r->cand[SL_K_RECV], r->family, r->type, peer);
+	r->match[SL_K_SEND] = sl_match(&sl__st.policy, r->cand[SL_K_SEND], r->family, r->type,
+				       peer);
+	r->match[SL_K_RECV] = sl_match(&sl__st.policy, r->cand[SL_K_RECV], r->family, r->type,
+				       peer);
 	return 1;
 }
 

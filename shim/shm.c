@@ -52,7 +52,7 @@ static void shared_note(const struct sl_rule *r, const struct sl_shm_shared *s, 
 {
 	const struct sl_params *cur = &sl_tunable_current(&s->lim)->params;
 	struct sl_params want;
-	sl_shm_rule_params(r, &want);
+	sl_params_of(r, &want);
 	if (cur->amount == want.amount && cur->period_ns == want.period_ns &&
 	    cur->burst == want.burst)
 		return;

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "clock.h"
+#include "params.h"
 #include "state.h"
 
 struct sl_state sl__st;
@@ -49,7 +50,7 @@ void sl__fd_cap_init_unsync(void)
 /* Limiter parameters of rule r. */
 void sl__rule_params(const struct sl_rule *r, struct sl_params *p)
 {
-	sl_shm_rule_params(r, p);
+	sl_params_of(r, p);
 }
 
 /* (Re)initialise limiter l for rule i at now_ns. */
@@ -60,56 +61,18 @@ void sl__limiter_reset(struct sl_limiter *l, unsigned i, uint64_t now_ns)
 	sl_limiter_init(l, &p, now_ns);
 }
 
-/*
- * The largest piece a split transfer may charge at once to byte rule i: the
- * burst for a token bucket; for a leaky bucket its capacity, or 10 ms worth
- * of bytes when the capacity is unbounded; the window's size for a fixed
- * window, 10 ms worth of a sliding one (at most N/32). From the limiter's
- * current parameters: `sluice set` may have changed them.
- */
+/* From the limiter's current parameters: `sluice set` may have changed
+ * them (engine/params.h). */
 struct sl_params sl__rule_now(unsigned i)
 {
-	const struct sl_rule *r = &sl__st.policy.rules[i];
-	struct sl_params p = {.amount = r->amount, .period_ns = r->period_ns, .burst = r->burst};
-	const struct sl_limiter *l = sl__st.rule_lim[i];
-	if (((sl__st.proc_rules >> i) & 1) && l != NULL && l->kind == SL_KIND_TUNABLE)
-		p = sl_tunable_current((const struct sl_tunable *)(const void *)l)->params;
-	return p;
+	const struct sl_limiter *l = (sl__st.proc_rules >> i) & 1 ? sl__st.rule_lim[i] : NULL;
+	return sl_params_now(&sl__st.policy.rules[i], l);
 }
 
 uint64_t sl__piece_max(unsigned i)
 {
-	const struct sl_rule *r = &sl__st.policy.rules[i];
 	const struct sl_params p = sl__rule_now(i);
-	uint64_t m;
-	switch (r->algo) {
-	case SL_ALGO_TOKEN:
-		m = p.burst;
-		break;
-	case SL_ALGO_LEAKY:
-		if (p.burst != 0) {
-			m = p.burst;
-		} else {
-			unsigned __int128 b = (unsigned __int128)p.amount * 10000000u;
-			m = p.period_ns ? (uint64_t)(b / p.period_ns) : p.amount;
-		}
-		break;
-	case SL_ALGO_SLIDING: {
-		/* A sliding window cannot reserve: a piece of p waits until the
-		 * estimate is N - p, so the steady rate is (N - p) per window
-		 * (p = N, half the rate: it waits for an empty estimate, two
-		 * windows after a full one). 10 ms worth, at most N/32, keeps
-		 * it within 1% (W = 1 s) to 3% (W <= 320 ms) of the rate. */
-		unsigned __int128 b = (unsigned __int128)p.amount * 10000000u;
-		uint64_t ten_ms = p.period_ns ? (uint64_t)(b / p.period_ns) : p.amount;
-		m = p.amount / 32 < ten_ms ? p.amount / 32 : ten_ms;
-		break;
-	}
-	default:
-		m = p.amount;
-		break;
-	}
-	return m == 0 ? 1 : m;
+	return sl_piece_max(&sl__st.policy.rules[i], &p);
 }
 
 void sl__rules_reset_row(struct sl_limiter *row, enum sl_scope scope)

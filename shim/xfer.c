@@ -264,9 +264,10 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 	struct sl_addr dst = rec->peer;
 	const struct sl_addr *peer = dst.family != 0 ? &dst : NULL;
 	socklen_t tolen = io->msg != NULL ? io->msg->msg_namelen : io->addrlen;
-	if (peer == NULL && to != NULL && sl__addr_from(&dst, to, tolen)) {
+	if (peer == NULL && to != NULL && sl_addr_from(&dst, to, tolen)) {
 		peer = &dst;
-		rules = sl__match(rec->cand[SL_K_SEND], rec->family, rec->type, peer);
+		rules = sl_match(&sl__st.policy, rec->cand[SL_K_SEND], rec->family, rec->type,
+				 peer);
 	}
 	if (rules == 0) {
 		sl__busy = 0;

@@ -5,8 +5,9 @@
  *
  * A connect or accept that a conns rule matches takes one unit of the rule's
  * concurrency limiter (core/concurrency.c) before it proceeds; while the
- * limit is full, a delay rule holds the call and asks again every
- * SL_SUP_CONNS_RETRY_NS (up to max-delay), a reject rule refuses it. A
+ * limit is full, a delay rule holds the call and asks again as the engine
+ * says (engine/decide.h: a backoff of 1 ms doubling to 50 ms, up to
+ * max-delay, as the preload waits), a reject rule refuses it. A
  * non-blocking accept is held too, never answered EAGAIN while a connection
  * is pending: Go's edge-triggered poller would not hear of it again.
  *
@@ -14,7 +15,7 @@
  * it remembers each connection as (process, fd, socket inode) and gives the
  * slot back once /proc/TGID/fd/FD no longer names that inode, checked at
  * every retry of a waiting call and every sweep. So a slot comes back at
- * most SL_SUP_CONNS_RETRY_NS after the close when a call waits for it. A
+ * most one backoff (50 ms) after the close when a call waits for it. A
  * connection whose fd was passed to another process (fork, SCM_RIGHTS)
  * counts until the fd that opened it is closed.
  */
@@ -50,7 +51,6 @@ enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, u
 				      uint64_t *wait_ns, int *err)
 {
 	uint32_t taken = 0;
-	bool retry = false;
 	if (c->conns_rules == 0 || c->conns_taken)
 		return SL_SUP_GO;
 	sl_sup_conns_sweep(s);
@@ -66,22 +66,14 @@ enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, u
 			taken |= 1u << i;
 			continue;
 		}
-		if (r->action == SL_ACTION_DRYRUN)
-			continue; /* counted as it would be, never held */
-		release(c->conns_lim, taken);
-		taken = 0;
-		uint64_t waited = now_ns - c->start_ns;
-		if (r->action == SL_ACTION_DELAY &&
-		    (r->max_delay_ns == UINT64_MAX || waited < r->max_delay_ns)) {
-			retry = true;
-			break;
+		uint64_t limit = sl_sup_limit(s, c, i);
+		struct sl_answer a = sl_decide_rule(r, l, 1, now_ns, limit, d);
+		if (a.step == SL_STEP_DRY) {
+			sl_sup_settle(s, c, i, a, now_ns, limit, wait_ns, err);
+			continue;
 		}
-		*err = sl_rule_errno(r, c->kind == SL_SUP_ACCEPT ? SL_OP_ACCEPT : SL_OP_CONNECT);
-		return SL_SUP_REFUSE;
-	}
-	if (retry) {
-		*wait_ns = SL_SUP_CONNS_RETRY_NS;
-		return SL_SUP_RETRY;
+		release(c->conns_lim, taken);
+		return sl_sup_settle(s, c, i, a, now_ns, limit, wait_ns, err);
 	}
 	c->conns_held = taken;
 	c->conns_taken = true;

@@ -39,16 +39,17 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include "addr.h"
+#include "decide.h"
 #include "policy.h"
 #include "sluice_core.h"
 #include "supervise.h"
 
-#define SL_SUP_FD_BASE 512                /* sockets are placed at this fd or above */
-#define SL_SUP_CALLS_MAX 16384            /* calls held at once (one thread each) */
-#define SL_SUP_IOV_MAX 1024               /* UIO_MAXIOV */
-#define SL_SUP_PIECE_MAX (256u << 10)     /* most bytes moved by one piece */
-#define SL_SUP_SWEEP_NS 100000000ull      /* held calls re-validated this often */
-#define SL_SUP_CONNS_RETRY_NS 10000000ull /* a call waiting for a conns slot */
+#define SL_SUP_FD_BASE 512            /* sockets are placed at this fd or above */
+#define SL_SUP_CALLS_MAX 16384        /* calls held at once (one thread each) */
+#define SL_SUP_IOV_MAX 1024           /* UIO_MAXIOV */
+#define SL_SUP_PIECE_MAX (256u << 10) /* most bytes moved by one piece */
+#define SL_SUP_SWEEP_NS 100000000ull  /* held calls re-validated this often */
 
 /* Not in Debian 12's headers. */
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
@@ -96,14 +97,6 @@ struct sock_filter;
 int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *prog, int max);
 
 /* ---- target.c ------------------------------------------------------------ */
-
-/* A remote address, as the rules see it. */
-struct sl_sup_addr {
-	uint8_t family; /* 4, 6, or 0: not known */
-	uint8_t pad;
-	uint16_t port; /* host order */
-	uint8_t addr[16];
-};
 
 struct sl_sup_fdrow; /* limits.c: the per=fd limiters of one fd */
 
@@ -161,16 +154,10 @@ ssize_t sl_sup_mem_write(pid_t tid, uint64_t addr, const void *buf, size_t len);
 
 struct sl_sup_call;
 
-/* SL_FAM_* and SL_TYPE_* bits of a socket (0 if not inet/inet6/unix or not
- * stream/dgram). */
-unsigned sl_sup_fam_bit(int domain);
-unsigned sl_sup_type_bit(int type);
 /* Rules of operation op (and of conns when `conns`) fitting the socket and
  * address. */
 uint32_t sl_sup_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type,
-		      const struct sl_sup_addr *a);
-/* Whether a rule of op needs the remote address (to=, port=, per=peer). */
-bool sl_sup_needs_peer(const struct sl_sup *s, enum sl_op op);
+		      const struct sl_addr *a);
 /* Whether any rule of op could apply to a socket of this family and type. */
 bool sl_sup_may_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type);
 
@@ -183,11 +170,21 @@ enum sl_sup_verdict {
  * call's rules (c->rules) at now_ns, recording the grant in the call. */
 enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes,
 				 uint64_t msgs, uint64_t now_ns, uint64_t *wait_ns, int *err);
+/* The instant past which rule i may not make call c wait (max-delay from the
+ * call's start, or the socket's timeout). */
+uint64_t sl_sup_limit(const struct sl_sup *s, const struct sl_sup_call *c, unsigned i);
+/* Act on rule i's answer a (engine/decide.h) that is not a grant: a dry-run
+ * is noted and GO (go on); a retry within limit is RETRY with *wait_ns; else
+ * REFUSE with *err. The call's end counts them (engine/count.h). */
+enum sl_sup_verdict sl_sup_settle(struct sl_sup *s, struct sl_sup_call *c, unsigned i,
+				  struct sl_answer a, uint64_t now_ns, uint64_t limit,
+				  uint64_t *wait_ns, int *err);
 /* Give back `bytes` of the call's grant (what the piece did not move), or the
  * whole grant (bytes = UINT64_MAX). */
 void sl_sup_refund(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes);
-/* Bytes a piece may take at most under the call's rules (their bursts). */
-uint64_t sl_sup_piece_cap(const struct sl_sup *s, uint32_t rules);
+/* Bytes a piece of call c may take at most under its rules (engine/params.h:
+ * sl_piece_max), and never more than SL_SUP_PIECE_MAX. */
+uint64_t sl_sup_piece_cap(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 /* The limiter of rule i for call c (its scope), initialised on first use;
  * NULL without memory. */
 struct sl_limiter *sl_sup_lim_of(struct sl_sup *s, struct sl_sup_call *c, unsigned i,
@@ -223,12 +220,13 @@ void sl_sup_stat_open(const struct sl_sup *s, struct sl_sup_proc *p, uint64_t no
 void sl_sup_stat_close(struct sl_sup_proc *p);
 /* The record's limiter of rule i (retuned by `sluice set`), or NULL. */
 struct sl_limiter *sl_sup_stat_lim(struct sl_sup_proc *p, unsigned i);
-/* Count one decision of rule i (admitted after wait_ns, or refused), and
- * bytes moved under rules. */
-void sl_sup_stat_decision(struct sl_sup_proc *p, unsigned i, bool admitted, uint64_t wait_ns);
-/* A piece of a call admitted after wait_ns (the call's first: counted). */
-void sl_sup_stat_wait(struct sl_sup_proc *p, unsigned i, bool first, uint64_t wait_ns);
+/* The counters (engine/count.h, as the preload counts): rule i refused a
+ * call; bytes moved under rules; a call of rules ended, admitted if ok,
+ * having waited waited_ns for the rules in `delayed`. */
+void sl_sup_stat_refused(struct sl_sup_proc *p, unsigned i);
 void sl_sup_stat_bytes(struct sl_sup_proc *p, uint32_t rules, uint64_t n);
+void sl_sup_stat_end(struct sl_sup_proc *p, uint32_t rules, bool ok, uint32_t delayed,
+		     uint64_t waited_ns);
 
 /* ---- shared.c: shared=NAME rules --------------------------------------- */
 
@@ -276,7 +274,12 @@ struct sl_sup_call {
 	uint64_t total, done;
 	uint64_t grant_bytes, grant_msgs, grant_at_ns;
 	uint64_t grant_n[SL_MAX_RULES]; /* units taken from each rule */
-	struct sl_sup_addr peer;
+	/* What the call's end counts (engine/count.h). */
+	bool refused;           /* a rule refused it */
+	uint32_t delayed_rules; /* rules that made it wait (dry-run: would have) */
+	uint64_t waited_ns;     /* the waits its rules asked for, in all */
+	uint64_t backoff_ns;    /* the next retry of a limiter without a hint */
+	struct sl_addr peer;
 	struct sockaddr_storage dest; /* sendto/sendmsg destination */
 	socklen_t destlen;
 	uint64_t name_ptr, namelen_ptr; /* where a receive's source goes */
@@ -350,7 +353,6 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
  * answer the notification with its number: that number, or -errno. */
 int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd, bool cloexec);
 /* The socket's address family bits, type bits and peer (getpeername). */
-void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_sup_addr *peer);
-void sl_sup_addr_of(struct sl_sup_addr *a, const struct sockaddr *sa, socklen_t len);
+void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_addr *peer);
 
 #endif /* SLUICE_SUPERVISE_INTERNAL_H */

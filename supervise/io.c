@@ -44,6 +44,7 @@
 #include "internal.h"
 
 #include "iov.h"
+#include "match.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -243,9 +244,9 @@ static struct sl_sup_call *start(struct sl_sup *s, const struct seccomp_notif *r
 	 * an address or keeps a limiter per peer: one system call less on
 	 * every other transfer. */
 	enum sl_op op = kind == SL_SUP_SEND ? SL_OP_SEND : SL_OP_RECV;
-	sl_sup_classify(dup, &fam, &type, sl_sup_needs_peer(s, op) ? &c->peer : NULL);
+	sl_sup_classify(dup, &fam, &type, sl_match_needs_addr(&s->policy, op) ? &c->peer : NULL);
 	if (c->destlen > 0 && kind == SL_SUP_SEND)
-		sl_sup_addr_of(&c->peer, (struct sockaddr *)&c->dest, c->destlen);
+		sl_addr_from(&c->peer, (struct sockaddr *)&c->dest, c->destlen);
 	c->rules = sl_sup_match(s, op, fam, type, &c->peer);
 	if (c->rules == 0)
 		goto pass_call;
@@ -340,7 +341,7 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
 	for (;;) {
 		uint64_t left = c->total - c->done;
-		uint64_t piece = c->cont || !c->stream ? left : sl_sup_piece_cap(s, c->rules);
+		uint64_t piece = c->cont || !c->stream ? left : sl_sup_piece_cap(s, c, now_ns);
 		if (piece > left)
 			piece = left;
 		if (!c->granted && !c->cont && piece > SL_SUP_PIECE_MAX)
@@ -422,7 +423,7 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 			if (piece > SL_SUP_PIECE_MAX)
 				piece = SL_SUP_PIECE_MAX;
 			if (c->stream) {
-				uint64_t cap = sl_sup_piece_cap(s, c->rules);
+				uint64_t cap = sl_sup_piece_cap(s, c, now_ns);
 				piece = piece < cap ? piece : cap;
 				if (piece == 0)
 					piece = 1; /* queued between FIONREAD and the peek */
@@ -524,7 +525,7 @@ void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
 		if (dup < 0)
 			continue;
 		unsigned fam, type;
-		struct sl_sup_addr peer;
+		struct sl_addr peer;
 		sl_sup_classify(dup, &fam, &type, &peer);
 		close(dup);
 		if (fam != 0 && sl_sup_match(s, ops[i], fam, type, &peer) != 0) {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * limits.c - which rules a supervised call matches, which limiter each one
- * uses, and taking and giving back units: the supervisor's glue over core/
- * (the limiters) and policy/ (the rules and their matching), the same code
- * the shim decides with.
+ * limits.c - which limiter each rule of a supervised call uses, and taking
+ * and giving back units: the supervisor's transport over engine/ (which
+ * rules match, what each decides, piece sizes, counters), the same code the
+ * preload decides with.
  *
  * Scopes (per=), for the supervised tree:
  *   process  one limiter per rule and supervised process (thread group);
@@ -24,6 +24,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "match.h"
+#include "params.h"
 #include "shm_format.h"
 
 #define SL_SUP_PEERS 1024
@@ -37,67 +39,26 @@ struct sl_sup_fdrow {
 struct sl_sup_peer {
 	struct sl_limiter lim;
 	pid_t tgid;
-	uint32_t rule_plus1;    /* 0: empty */
-	uint64_t used;          /* s->peer_clock at the last use */
-	struct sl_sup_addr key; /* port 0 */
+	uint32_t rule_plus1; /* 0: empty */
+	uint64_t used;       /* s->peer_clock at the last use */
+	struct sl_addr key;  /* port 0 */
 };
 
-unsigned sl_sup_fam_bit(int domain)
-{
-	return domain == AF_INET    ? SL_FAM_INET
-	       : domain == AF_INET6 ? SL_FAM_INET6
-	       : domain == AF_UNIX  ? SL_FAM_UNIX
-				    : 0;
-}
-
-unsigned sl_sup_type_bit(int type)
-{
-	type &= 0xf; /* without SOCK_NONBLOCK, SOCK_CLOEXEC */
-	return type == SOCK_STREAM ? SL_TYPE_STREAM : type == SOCK_DGRAM ? SL_TYPE_DGRAM : 0;
-}
-
-static const uint8_t no_addr[16];
-
 uint32_t sl_sup_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type,
-		      const struct sl_sup_addr *a)
+		      const struct sl_addr *a)
 {
-	uint32_t m = 0;
-	for (uint32_t i = 0; i < s->policy.n_rules; i++) {
-		const struct sl_rule *r = &s->policy.rules[i];
-		if (r->op != op || !sl_rule_fits_socket(r, fam, type))
-			continue;
-		bool fits = a != NULL ? sl_rule_fits_addr(r, a->family, a->port, a->addr)
-				      : sl_rule_fits_addr(r, 0, 0, no_addr);
-		if (fits)
-			m |= 1u << i;
-	}
-	return m;
-}
-
-bool sl_sup_needs_peer(const struct sl_sup *s, enum sl_op op)
-{
-	for (uint32_t i = 0; i < s->policy.n_rules; i++) {
-		const struct sl_rule *r = &s->policy.rules[i];
-		if (r->op == op && (r->to.family != 0 || r->port_lo != 0 || r->port_hi != 65535 ||
-				    r->scope == SL_SCOPE_PEER))
-			return true;
-	}
-	return false;
+	return sl_match(&s->policy, sl_match_op(&s->policy, op), fam, type, a);
 }
 
 bool sl_sup_may_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type)
 {
-	for (uint32_t i = 0; i < s->policy.n_rules; i++)
-		if (s->policy.rules[i].op == op &&
-		    sl_rule_fits_socket(&s->policy.rules[i], fam, type))
-			return true;
-	return false;
+	return (sl_match_socket(&s->policy, fam, type) & sl_match_op(&s->policy, op)) != 0;
 }
 
 static void lim_init(const struct sl_sup *s, struct sl_limiter *l, unsigned i, uint64_t now_ns)
 {
 	struct sl_params p;
-	sl_shm_rule_params(&s->policy.rules[i], &p);
+	sl_params_of(&s->policy.rules[i], &p);
 	sl_limiter_init(l, &p, now_ns);
 }
 
@@ -106,7 +67,7 @@ static struct sl_limiter *peer_lim(struct sl_sup *s, struct sl_sup_call *c, unsi
 {
 	if (s->peers == NULL && (s->peers = calloc(SL_SUP_PEERS, sizeof(*s->peers))) == NULL)
 		return NULL;
-	struct sl_sup_addr key = c->peer;
+	struct sl_addr key = c->peer;
 	key.port = 0;
 	pid_t tgid = c->th->proc->tgid;
 	uint32_t h = 2166136261u;
@@ -224,12 +185,51 @@ static void undo(struct sl_sup *s, struct sl_sup_call *c, uint32_t taken, uint64
 	}
 }
 
+/* The instant the socket's own timeout ends a wait of call c (UINT64_MAX:
+ * none), as the preload reads SO_SNDTIMEO / SO_RCVTIMEO. */
+static uint64_t timeout_at(const struct sl_sup_call *c)
+{
+	return c->timeout_ns != 0 ? sl_decide_add(c->start_ns, c->timeout_ns) : UINT64_MAX;
+}
+
+uint64_t sl_sup_limit(const struct sl_sup *s, const struct sl_sup_call *c, unsigned i)
+{
+	return sl_decide_limit(&s->policy.rules[i], c->start_ns, timeout_at(c));
+}
+
+enum sl_sup_verdict sl_sup_settle(struct sl_sup *s, struct sl_sup_call *c, unsigned i,
+				  struct sl_answer a, uint64_t now_ns, uint64_t limit,
+				  uint64_t *wait_ns, int *err)
+{
+	const struct sl_rule *r = &s->policy.rules[i];
+	if (a.step == SL_STEP_DRY || a.step == SL_STEP_GO) {
+		/* Counted as it would be (once, at the call's end), never held. */
+		if (a.step == SL_STEP_DRY && a.would_refuse)
+			sl_sup_stat_refused(c->th->proc, i);
+		else if (a.step == SL_STEP_DRY)
+			c->delayed_rules |= 1u << i;
+		return SL_SUP_GO;
+	}
+	uint64_t at = a.step == SL_STEP_RETRY
+			      ? sl_decide_retry_at(now_ns, a.at_ns, limit, &c->backoff_ns)
+			      : UINT64_MAX;
+	if (at != UINT64_MAX) {
+		c->delayed_rules |= 1u << i;
+		c->waited_ns += at - now_ns;
+		*wait_ns = at - now_ns;
+		return SL_SUP_RETRY;
+	}
+	*err = sl_decide_errno(r, op_of(c), c->start_ns, timeout_at(c), a.never);
+	c->refused = true;
+	sl_sup_stat_refused(c->th->proc, i);
+	return SL_SUP_REFUSE;
+}
+
 enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes,
 				 uint64_t msgs, uint64_t now_ns, uint64_t *wait_ns, int *err)
 {
-	uint64_t wait = 0;
-	uint32_t taken = 0;
-	uint64_t elapsed = now_ns - c->start_ns;
+	uint64_t due = now_ns;
+	uint32_t taken = 0, delayed = 0;
 	c->grant_at_ns = now_ns;
 	for (uint32_t rest = c->rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
@@ -241,58 +241,38 @@ enum sl_sup_verdict sl_sup_admit(struct sl_sup *s, struct sl_sup_call *c, uint64
 		struct sl_limiter *l = sl_sup_lim_of(s, c, i, now_ns);
 		if (l == NULL)
 			continue;
-		if (r->action == SL_ACTION_DRYRUN) {
-			struct sl_decision d = sl_limiter_acquire(l, n, now_ns, 0);
-			if (d.verdict == SL_ADMIT) {
-				c->grant_n[i] = n;
-				taken |= 1u << i;
-			}
-			if (msgs != 0) /* once per call; "would have" for dry-run */
-				sl_sup_stat_decision(c->th->proc, i, d.verdict == SL_ADMIT, 0);
+		/* The engine's answer (engine/decide.h): police, then reserve
+		 * up to the rule's limit or classify the refusal. */
+		struct sl_decision d = sl_limiter_acquire(l, n, now_ns, 0);
+		struct sl_answer a = {.step = SL_STEP_GO, .at_ns = now_ns};
+		uint64_t limit = sl_sup_limit(s, c, i);
+		if (d.verdict != SL_ADMIT)
+			a = sl_decide_rule(r, l, n, now_ns, limit, d);
+		if (a.step == SL_STEP_DRY) {
+			sl_sup_settle(s, c, i, a, now_ns, limit, wait_ns, err);
 			continue;
 		}
-		uint64_t max_wait = 0;
-		if (r->action == SL_ACTION_DELAY)
-			max_wait = r->max_delay_ns == UINT64_MAX ? UINT64_MAX
-				   : r->max_delay_ns > elapsed   ? r->max_delay_ns - elapsed
-								 : 0;
-		struct sl_decision d = sl_limiter_acquire(l, n, now_ns, max_wait);
-		if (d.verdict == SL_ADMIT) {
+		if (a.step == SL_STEP_GO) {
 			c->grant_n[i] = n;
 			taken |= 1u << i;
-			if (d.wait_ns > wait)
-				wait = d.wait_ns;
+			if (a.at_ns > now_ns)
+				delayed |= 1u << i;
+			if (a.at_ns > due)
+				due = a.at_ns;
 			continue;
 		}
 		undo(s, c, taken, now_ns);
-		/* A limiter that cannot reserve (a sliding window) says when to
-		 * ask again; a delay rule waits that long if max-delay allows.
-		 * The others refused because even max-delay would not do. */
-		if (d.verdict == SL_REFUSE && r->action == SL_ACTION_DELAY &&
-		    r->algo == SL_ALGO_SLIDING && d.wait_ns != 0 && d.wait_ns != UINT64_MAX &&
-		    (r->max_delay_ns == UINT64_MAX || elapsed + d.wait_ns <= r->max_delay_ns)) {
-			*wait_ns = d.wait_ns;
-			return SL_SUP_RETRY;
-		}
-		*err = sl_rule_errno(r, op_of(c));
-		sl_sup_stat_decision(c->th->proc, i, false, 0);
-		return SL_SUP_REFUSE;
-	}
-	/* A call is counted at its first piece; every piece's wait adds to
-	 * the delay. */
-	for (uint32_t rest = taken; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		if (s->policy.rules[i].action != SL_ACTION_DRYRUN)
-			sl_sup_stat_wait(c->th->proc, i, msgs != 0,
-					 msgs != 0 ? elapsed + wait : wait);
+		return sl_sup_settle(s, c, i, a, now_ns, limit, wait_ns, err);
 	}
 	/* Fixed and sliding windows take a refund in the window the units
 	 * were taken for: the instant the wait ends. */
-	c->grant_at_ns = now_ns + wait;
+	c->delayed_rules |= delayed;
+	c->waited_ns += due - now_ns;
+	c->grant_at_ns = due;
 	c->granted = taken != 0;
 	c->grant_bytes = bytes;
 	c->grant_msgs = msgs;
-	*wait_ns = wait;
+	*wait_ns = due - now_ns;
 	return SL_SUP_GO;
 }
 
@@ -318,29 +298,20 @@ void sl_sup_refund(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes)
 	c->granted = false;
 }
 
-uint64_t sl_sup_piece_cap(const struct sl_sup *s, uint32_t rules)
+uint64_t sl_sup_piece_cap(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
 	uint64_t cap = SL_SUP_PIECE_MAX;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const struct sl_rule *r = &s->policy.rules[__builtin_ctz(rest)];
-		if (r->unit != SL_UNIT_BYTES)
+	for (uint32_t rest = c->rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &s->policy.rules[i];
+		if (r->unit != SL_UNIT_BYTES || r->action == SL_ACTION_DRYRUN)
 			continue;
-		uint64_t c;
-		switch (r->algo) {
-		case SL_ALGO_TOKEN:
-			c = r->burst;
-			break;
-		case SL_ALGO_LEAKY: /* 5 ms of the rate */
-			c = (uint64_t)((unsigned __int128)r->amount * 5000000u / r->period_ns);
-			break;
-		default: /* a window admits at most its amount at once */
-			c = r->amount;
-			break;
-		}
-		if (c < 1)
-			c = 1;
-		if (c < cap)
-			cap = c;
+		/* The limiter's parameters now: `sluice set` may have retuned
+		 * it (engine/params.h). */
+		const struct sl_params p = sl_params_now(r, sl_sup_lim_of(s, c, i, now_ns));
+		uint64_t m = sl_piece_max(r, &p);
+		if (m < cap)
+			cap = m;
 	}
 	return cap;
 }

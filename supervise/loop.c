@@ -102,6 +102,7 @@ struct sl_sup_call *sl_sup_call_new(struct sl_sup *s, const struct seccomp_notif
 	c->th = th;
 	c->start_ns = sl_sup_now_ns();
 	c->due_ns = UINT64_MAX;
+	c->backoff_ns = SL_DECIDE_BACKOFF_NS;
 	th->refs++;
 	s->n_calls++;
 	return c;
@@ -109,6 +110,9 @@ struct sl_sup_call *sl_sup_call_new(struct sl_sup *s, const struct seccomp_notif
 
 void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c)
 {
+	/* The call's end, counted as the preload counts it (engine/count.h). */
+	sl_sup_stat_end(c->th->proc, c->rules | c->conns_rules, !c->refused, c->delayed_rules,
+			c->waited_ns);
 	if (c->granted)
 		sl_sup_refund(s, c, UINT64_MAX);
 	sl_sup_conns_drop(c);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * shared.c - shared=NAME rules in supervised mode: the supervisor maps the
- * same shared-NAME segment the preloaded library uses (shim/shm_shared.c
+ * same shared-NAME segment the preloaded library uses (common/shm_shared.c
  * opens or creates it), so supervised and preloaded
  * processes naming NAME draw from one limiter, and `sluice stat` and
  * `sluice set shared:NAME` see and retune it.

@@ -37,35 +37,19 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-void sl_sup_addr_of(struct sl_sup_addr *a, const struct sockaddr *sa, socklen_t len)
-{
-	memset(a, 0, sizeof(*a));
-	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		a->family = 4;
-		a->port = ntohs(in->sin_port);
-		memcpy(a->addr, &in->sin_addr, 4);
-	} else if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		a->family = 6;
-		a->port = ntohs(in6->sin6_port);
-		memcpy(a->addr, &in6->sin6_addr, 16);
-	}
-}
-
-void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_sup_addr *peer)
+void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_addr *peer)
 {
 	int v = 0;
 	socklen_t len = sizeof(v);
-	*fam = getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) == 0 ? sl_sup_fam_bit(v) : 0;
+	*fam = getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) == 0 ? sl_addr_fam_bit(v) : 0;
 	len = sizeof(v);
-	*type = getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 ? sl_sup_type_bit(v) : 0;
+	*type = getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) == 0 ? sl_addr_type_bit(v) : 0;
 	if (peer != NULL) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
 		memset(peer, 0, sizeof(*peer));
 		if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
-			sl_sup_addr_of(peer, (struct sockaddr *)&ss, sl);
+			sl_addr_from(peer, (struct sockaddr *)&ss, sl);
 	}
 }
 
@@ -129,7 +113,7 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 {
 	int domain = (int)req->data.args[0], type = (int)req->data.args[1];
 	int proto = (int)req->data.args[2];
-	if (!wants_place(s, sl_sup_fam_bit(domain), sl_sup_type_bit(type))) {
+	if (!wants_place(s, sl_addr_fam_bit(domain), sl_addr_type_bit(type))) {
 		sl_sup_continue(s, req->id);
 		return;
 	}
@@ -186,8 +170,8 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 		sl_sup_continue(s, req->id); /* EFAULT, EINVAL, a dissolve: the kernel's */
 		return;
 	}
-	struct sl_sup_addr a;
-	sl_sup_addr_of(&a, (struct sockaddr *)&ss, (socklen_t)len);
+	struct sl_addr a;
+	sl_addr_from(&a, (struct sockaddr *)&ss, (socklen_t)len);
 	uint32_t rules = sl_sup_match(s, SL_OP_CONNECT, fam, type, &a);
 	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &a);
 	struct sl_sup_call *c = rules | conns ? sl_sup_call_new(s, req, th) : NULL;
@@ -277,9 +261,9 @@ void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
 	sl_sup_classify(dup, &fam, &type, NULL);
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	struct sl_sup_addr local = {0};
+	struct sl_addr local = {0};
 	if (getsockname(dup, (struct sockaddr *)&ss, &sl) == 0)
-		sl_sup_addr_of(&local, (struct sockaddr *)&ss, sl);
+		sl_addr_from(&local, (struct sockaddr *)&ss, sl);
 	uint32_t rules = sl_sup_match(s, SL_OP_ACCEPT, fam, type, &local);
 	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &local);
 	int flags = req->data.nr == SYS_accept4 ? (int)req->data.args[3] : 0;

@@ -5,7 +5,7 @@
  * the preloaded library.
  *
  * The supervisor creates the segment stat-TGID in the user's private
- * directory (shim/segment.h; the layout of shim/shm_format.h: built whole
+ * directory (common/segment.h; the layout of common/shm_format.h: built whole
  * with its magic, then renamed over any stale record of that pid), keeps
  * the process's per=process limiters in it (tunable, so `sluice set`
  * changes them in place) and counts every matched call in it. The record is
@@ -68,7 +68,7 @@ static int rec_init(void *map, size_t size, void *arg)
 	for (uint32_t i = 0; i < r->n_rules; i++) {
 		struct sl_params prm;
 		sl_rule_format(&pol->rules[i], sl_shm_stat_rule(r, i), SL_RULE_TEXT_MAX);
-		sl_shm_rule_params(&pol->rules[i], &prm);
+		sl_params_of(&pol->rules[i], &prm);
 		sl_tunable_init(&sl_shm_stat_lims(r)[i], &prm, a->now_ns);
 	}
 	/* Release: a reader that sees the magic sees the fields above (cli/shm.c
@@ -108,34 +108,10 @@ struct sl_limiter *sl_sup_stat_lim(struct sl_sup_proc *p, unsigned i)
 	return p->rec != NULL ? &sl_shm_stat_lims(p->rec)[i].head : NULL;
 }
 
-/* Relaxed: counters carry no data that a reader orders against. */
-static void add(_Atomic uint64_t *v, uint64_t n)
+void sl_sup_stat_refused(struct sl_sup_proc *p, unsigned i)
 {
-	atomic_fetch_add_explicit(v, n, memory_order_relaxed);
-}
-
-void sl_sup_stat_decision(struct sl_sup_proc *p, unsigned i, bool admitted, uint64_t wait_ns)
-{
-	if (p->rec == NULL)
-		return;
-	struct sl_rstats *st = &sl_shm_stat_stats(p->rec)[i];
-	add(&st->calls, 1);
-	add(admitted ? &st->admitted : &st->refused, 1);
-	if (admitted && wait_ns > 0)
-		add(&st->delayed, 1);
-}
-
-void sl_sup_stat_wait(struct sl_sup_proc *p, unsigned i, bool first, uint64_t wait_ns)
-{
-	if (p->rec == NULL)
-		return;
-	struct sl_rstats *st = &sl_shm_stat_stats(p->rec)[i];
-	if (first)
-		sl_sup_stat_decision(p, i, true, wait_ns);
-	add(&st->delay_ns, wait_ns);
-	uint64_t m = atomic_load_explicit(&st->max_delay_ns, memory_order_relaxed);
-	if (wait_ns > m) /* the supervisor is the record's only writer */
-		atomic_store_explicit(&st->max_delay_ns, wait_ns, memory_order_relaxed);
+	if (p->rec != NULL)
+		sl_count_refused(&sl_shm_stat_stats(p->rec)[i]);
 }
 
 void sl_sup_stat_bytes(struct sl_sup_proc *p, uint32_t rules, uint64_t n)
@@ -143,5 +119,19 @@ void sl_sup_stat_bytes(struct sl_sup_proc *p, uint32_t rules, uint64_t n)
 	if (p->rec == NULL || n == 0)
 		return;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		add(&sl_shm_stat_stats(p->rec)[__builtin_ctz(rest)].bytes, n);
+		sl_count_add(&sl_shm_stat_stats(p->rec)[__builtin_ctz(rest)].bytes, n);
+}
+
+void sl_sup_stat_end(struct sl_sup_proc *p, uint32_t rules, bool ok, uint32_t delayed,
+		     uint64_t waited_ns)
+{
+	if (p->rec == NULL)
+		return;
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_rstats *st = &sl_shm_stat_stats(p->rec)[i];
+		sl_count_end(st, ok, 0);
+		if ((delayed >> i) & 1)
+			sl_count_delayed(st, waited_ns);
+	}
 }

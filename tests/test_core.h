@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_core.h - what the core's unit tests share: cmocka's headers in the
- * order it needs, time units, the police/reserve waits, and one assertion
- * for a decision that prints both values, in decimal, on failure.
+ * order it needs, time units, the police/reserve waits, limiter parameters,
+ * and one assertion for a decision that prints both values, in decimal, on
+ * failure.
  */
 #ifndef SLUICE_TEST_CORE_H
 #define SLUICE_TEST_CORE_H
@@ -24,6 +25,17 @@
 #define HOUR (3600ull * SEC)
 #define POLICE 0ull
 #define RESERVE UINT64_MAX
+
+/* Limiter parameters of a kind, rate amount per period_ns, and burst. */
+static inline struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns,
+				      uint64_t burst)
+{
+	struct sl_params p = {.kind = kind,
+			      .amount = amount,
+			      .period_ns = period_ns,
+			      .burst = burst};
+	return p;
+}
 
 /* Expect a decision: verdict and wait; a failure prints both values and
  * the line of the call. */

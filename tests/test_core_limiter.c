@@ -7,15 +7,6 @@
  */
 #include "test_core.h"
 
-static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
-{
-	struct sl_params p = {.kind = kind,
-			      .amount = amount,
-			      .period_ns = period_ns,
-			      .burst = burst};
-	return p;
-}
-
 /* One valid limiter of each kind, initialised at `now`. */
 static const struct sl_params valid[] = {
 	{.kind = SL_KIND_TOKEN, .amount = 4, .period_ns = MS, .burst = 2},

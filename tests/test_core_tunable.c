@@ -8,15 +8,6 @@
 
 #define T0 (5 * SEC)
 
-static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
-{
-	struct sl_params p = {.kind = kind,
-			      .amount = amount,
-			      .period_ns = period_ns,
-			      .burst = burst};
-	return p;
-}
-
 /* Token 10/s burst 10, emptied; retuned to 20/s burst 10: the 10 units of
  * debt are kept (now worth 0.5 s) and the next unit comes 50 ms later. */
 static void test_tunable_token_keeps_debt(void **state)

@@ -13,15 +13,6 @@
 
 #define T0 (5 * SEC)
 
-static struct sl_params params(uint32_t kind, uint64_t amount, uint64_t period_ns, uint64_t burst)
-{
-	struct sl_params p = {.kind = kind,
-			      .amount = amount,
-			      .period_ns = period_ns,
-			      .burst = burst};
-	return p;
-}
-
 /* Threads take single units from a token bucket at a frozen clock (no
  * refill) while the main thread retunes it back and forth between two
  * rates with the same burst: units are carried over rounded up and a racing

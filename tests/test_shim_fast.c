@@ -1234,7 +1234,7 @@ static struct sl_addr inet_addr_of(uint32_t host, uint16_t port)
 				 .sin_port = htons(port),
 				 .sin_addr.s_addr = htonl(host)};
 	struct sl_addr a;
-	assert_true(sl__addr_from(&a, (const struct sockaddr *)&sa, sizeof(sa)));
+	assert_true(sl_addr_from(&a, (const struct sockaddr *)&sa, sizeof(sa)));
 	return a;
 }
 

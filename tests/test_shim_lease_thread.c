@@ -34,7 +34,7 @@
 
 #include "../shim/act.h"
 #include "../shim/init.h"
-#include "../shim/segment.h"
+#include "../common/segment.h"
 #include "../shim/state.h"
 
 #define RATE 2000

@@ -20,7 +20,7 @@
 
 #include "test_shim.h"
 #include "../shim/record.h"
-#include "../shim/segment.h"
+#include "../common/segment.h"
 #include "../shim/shm.h"
 
 #define MS 1000000ull

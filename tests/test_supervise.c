@@ -13,7 +13,9 @@
 #include <sys/syscall.h>
 
 #include "test_core.h"
+#include "test_policy.h"
 
+#include "../engine/match.h"
 #include "../supervise/internal.h"
 
 /* ---- a classic BPF interpreter for the instructions the filter uses ---- */
@@ -42,16 +44,6 @@ static uint32_t bpf_run(const struct sock_filter *ins, int n, const struct secco
 	}
 	fail_msg("the filter fell off its end");
 	return 0;
-}
-
-static struct sl_policy policy_of(const char *rules)
-{
-	struct sl_policy p;
-	char err[SL_ERR_MAX];
-	sl_policy_init(&p);
-	if (sl_policy_parse_var(&p, "SLUICE_RULES", rules, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-	return p;
 }
 
 static uint32_t verdict(const struct sl_policy *p, uint32_t arch, uint32_t nr, uint64_t a0,
@@ -150,8 +142,8 @@ static void test_supervise_match(void **state)
 	(void)state;
 	struct fixture *f = fixture("send:1MiB/s,to=10.0.0.0/8;send:2MiB/s,port=443;connect:5/s;"
 				    "recv:1MiB/s,family=unix");
-	struct sl_sup_addr in10 = {.family = 4, .port = 80, .addr = {10, 1, 2, 3}};
-	struct sl_sup_addr in11 = {.family = 4, .port = 443, .addr = {11, 0, 0, 1}};
+	struct sl_addr in10 = {.family = 4, .port = 80, .addr = {10, 1, 2, 3}};
+	struct sl_addr in11 = {.family = 4, .port = 443, .addr = {11, 0, 0, 1}};
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in10), 0x1);
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in11), 0x2);
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, NULL), 0);
@@ -162,11 +154,11 @@ static void test_supervise_match(void **state)
 	assert_int_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_UNIX, SL_TYPE_STREAM, NULL), 0x8);
 	assert_true(sl_sup_may_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_DGRAM));
 	assert_false(sl_sup_may_match(&f->s, SL_OP_RECV, SL_FAM_INET, SL_TYPE_STREAM));
-	assert_true(sl_sup_needs_peer(&f->s, SL_OP_SEND)); /* to=, port= */
-	assert_false(sl_sup_needs_peer(&f->s, SL_OP_RECV));
-	assert_false(sl_sup_needs_peer(&f->s, SL_OP_CONNECT));
-	assert_int_equal(sl_sup_fam_bit(AF_INET6), SL_FAM_INET6);
-	assert_int_equal(sl_sup_type_bit(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC),
+	assert_true(sl_match_needs_addr(&f->s.policy, SL_OP_SEND)); /* to=, port= */
+	assert_false(sl_match_needs_addr(&f->s.policy, SL_OP_RECV));
+	assert_false(sl_match_needs_addr(&f->s.policy, SL_OP_CONNECT));
+	assert_int_equal(sl_addr_fam_bit(AF_INET6), SL_FAM_INET6);
+	assert_int_equal(sl_addr_type_bit(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC),
 			 SL_TYPE_STREAM);
 	fixture_free(f);
 }
@@ -190,7 +182,7 @@ static void test_supervise_admit_token(void **state)
 	int e;
 	f->c.rules = 0x1;
 	f->c.start_ns = T0;
-	assert_int_equal(sl_sup_piece_cap(&f->s, 0x1), 100);
+	assert_int_equal(sl_sup_piece_cap(&f->s, &f->c, T0), 100);
 	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
 	assert_int_equal(w, 0);
 	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
@@ -245,7 +237,7 @@ static void test_supervise_admit_actions(void **state)
 	/* 2 in the first window: the estimate drops below 2 half-way into the
 	 * next one. */
 	assert_true(w > SEC && w <= 3 * SEC / 2);
-	assert_int_equal(sl_sup_piece_cap(&f->s, 0x3), SL_SUP_PIECE_MAX); /* no byte rule */
+	assert_int_equal(sl_sup_piece_cap(&f->s, &f->c, T0), SL_SUP_PIECE_MAX); /* no byte rule */
 	fixture_free(f);
 }
 
@@ -272,7 +264,7 @@ static void test_supervise_admit_scopes(void **state)
 	f = fixture("send:1000B/s,burst=100B,per=peer");
 	f->c.rules = 0x1;
 	f->c.start_ns = T0;
-	f->c.peer = (struct sl_sup_addr){.family = 4, .port = 1, .addr = {127, 0, 0, 1}};
+	f->c.peer = (struct sl_addr){.family = 4, .port = 1, .addr = {127, 0, 0, 1}};
 	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
 	f->c.peer.port = 2; /* the same host: the same bucket */
 	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);

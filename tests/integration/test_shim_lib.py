@@ -58,7 +58,7 @@ def sanitizer_runtime():
 
 
 def seg_dir(uid=None, xdg=None):
-    """The private directory of a user's segments, as shim/segment.c chooses
+    """The private directory of a user's segments, as common/segment.c chooses
     it (root: /run/sluice; else a private $XDG_RUNTIME_DIR or /run/user/UID,
     then /dev/shm/sluice-UID)."""
     import stat as st_mod

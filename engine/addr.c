@@ -4,26 +4,24 @@
  */
 #include <netinet/in.h>
 #include <string.h>
-#include <sys/un.h>
 
 #include "addr.h"
+#include "policy.h"
 
-/* An sl_addr from a sockaddr: IPv4-mapped IPv6 addresses count as IPv4,
- * AF_UNIX as family 1 with no address. False for other families. */
-bool sl__addr_from(struct sl_addr *a, const struct sockaddr *sa, socklen_t len)
+bool sl_addr_from(struct sl_addr *a, const struct sockaddr *sa, socklen_t len)
 {
 	memset(a, 0, sizeof(*a));
 	if (sa == NULL || len < (socklen_t)sizeof(sa_family_t))
 		return false;
 	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
 		a->family = 4;
 		a->port = ntohs(in->sin_port);
 		memcpy(a->addr, &in->sin_addr, 4);
 		return true;
 	}
 	if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
 		a->port = ntohs(in6->sin6_port);
 		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
 			a->family = 4;
@@ -39,4 +37,18 @@ bool sl__addr_from(struct sl_addr *a, const struct sockaddr *sa, socklen_t len)
 		return true;
 	}
 	return false;
+}
+
+unsigned sl_addr_fam_bit(int domain)
+{
+	return domain == AF_INET    ? SL_FAM_INET
+	       : domain == AF_INET6 ? SL_FAM_INET6
+	       : domain == AF_UNIX  ? SL_FAM_UNIX
+				    : 0;
+}
+
+unsigned sl_addr_type_bit(int type)
+{
+	type &= 0xf; /* without SOCK_NONBLOCK, SOCK_CLOEXEC */
+	return type == SOCK_STREAM ? SL_TYPE_STREAM : type == SOCK_DGRAM ? SL_TYPE_DGRAM : 0;
 }

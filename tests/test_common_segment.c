@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_shim_segment.c - shim/segment.c, the private directory of a user's
+ * test_common_segment.c - common/segment.c, the private directory of a user's
  * segments: created 0700, checked on every open (a link, another mode and
  * another owner are refused with the path and the remedy); segments built
  * whole under random names and linked (never replacing) or renamed
@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "../shim/segment.h"
+#include "../common/segment.h"
 
 static char base[64], dir[128];
 static int n_inits;

@@ -39,6 +39,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "count.h"
+#include "params.h"
 #include "policy.h"
 #include "sluice_core.h"
 
@@ -57,18 +59,6 @@
 /* `sluice set` keeps retunes of one limiter this far apart: the grace period
  * sl_tunable_retune asks of its callers (see core/tunable.c). */
 #define SL_SHM_RETUNE_GAP_NS 100000000ull
-
-/* Counters of one rule in one process. Written with relaxed atomics by the
- * process only (no lock on the hot path); read by `sluice stat`. */
-struct sl_rstats {
-	_Atomic uint64_t calls;    /* calls this rule matched */
-	_Atomic uint64_t admitted; /* of which went through (at once or delayed) */
-	_Atomic uint64_t delayed;  /* of which waited (dry-run: would have) */
-	_Atomic uint64_t refused;  /* of which failed (dry-run: would have) */
-	_Atomic uint64_t delay_ns; /* total time waited */
-	_Atomic uint64_t max_delay_ns;
-	_Atomic uint64_t bytes; /* bytes transferred by admitted calls */
-};
 
 /* Connection slots one process holds in a shared conns limiter. */
 struct sl_shm_holder {
@@ -163,31 +153,6 @@ _Static_assert(sizeof(struct sl_tunable) % SL_CACHELINE == 0, "sl_shm_stat layou
 _Static_assert(sizeof(struct sl_rstats) % 8 == 0, "sl_shm_stat layout");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
-
-/* Limiter parameters of rule r: the algorithm's kind (conns: concurrency;
- * a token bucket with warmup=: the warm-up kind), its amount, period and
- * burst, and the warm-up's. */
-static inline void sl_shm_rule_params(const struct sl_rule *r, struct sl_params *p)
-{
-	static const uint32_t kinds[] = {
-		[SL_ALGO_TOKEN] = SL_KIND_TOKEN,
-		[SL_ALGO_LEAKY] = SL_KIND_LEAKY,
-		[SL_ALGO_FIXED] = SL_KIND_FIXED,
-		[SL_ALGO_SLIDING] = SL_KIND_SLIDING,
-	};
-	memset(p, 0, sizeof(*p));
-	p->kind = r->op == SL_OP_CONNS         ? SL_KIND_CONC
-		  : r->algo <= SL_ALGO_SLIDING ? kinds[r->algo]
-					       : SL_KIND_TOKEN;
-	p->amount = r->amount;
-	p->period_ns = r->period_ns;
-	p->burst = r->burst;
-	if (r->warmup_ns != 0 && p->kind == SL_KIND_TOKEN) {
-		p->kind = SL_KIND_WARMUP;
-		p->cold = r->cold;
-		p->warmup_ns = r->warmup_ns;
-	}
-}
 
 /* The start time (field 22, clock ticks since boot) in the text of a
  * /proc/PID/stat file; 0 if it cannot be read. The command name (field 2)

@@ -37,7 +37,7 @@ static int shared_init(void *map, size_t size, void *arg)
 	struct sl_shm_shared *s = map;
 	struct sl_params p;
 	(void)size;
-	sl_shm_rule_params(a->r, &p);
+	sl_params_of(a->r, &p);
 	if (sl_tunable_init(&s->lim, &p, a->now_ns) != SL_OK)
 		return -1;
 	if (a->r->redis_key[0] != '\0') {

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * count.h - a rule's counters (struct sl_rstats, in a status record) and
+ * what one call adds to them, the same in both modes: `sluice stat` shows
+ * a preloaded and a supervised program's calls alike.
+ *
+ *   calls, admitted  every call a rule matched, at its end (admitted: it
+ *                    went through, at once or after a wait);
+ *   refused          calls the rule refused (dry-run: would have);
+ *   delayed          calls the rule made wait (dry-run: would have), with
+ *                    the call's whole wait in delay_ns and max_delay_ns;
+ *   bytes            bytes moved by admitted calls.
+ *
+ * API: relaxed atomics (statistics: nothing is published through them),
+ * any thread; inline, the preload's hot path counts with them.
+ */
+#ifndef SLUICE_ENGINE_COUNT_H
+#define SLUICE_ENGINE_COUNT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Counters of one rule in one process. Written with relaxed atomics by the
+ * process (or its supervisor) only; read by `sluice stat`. */
+struct sl_rstats {
+	_Atomic uint64_t calls;    /* calls this rule matched */
+	_Atomic uint64_t admitted; /* of which went through (at once or delayed) */
+	_Atomic uint64_t delayed;  /* of which waited (dry-run: would have) */
+	_Atomic uint64_t refused;  /* of which failed (dry-run: would have) */
+	_Atomic uint64_t delay_ns; /* total time waited */
+	_Atomic uint64_t max_delay_ns;
+	_Atomic uint64_t bytes; /* bytes transferred by admitted calls */
+};
+
+static inline void sl_count_add(_Atomic uint64_t *v, uint64_t n)
+{
+	atomic_fetch_add_explicit(v, n, memory_order_relaxed);
+}
+
+/* A call's end: seen, admitted if ok, `bytes` moved. Unconditional adds:
+ * no branch on the hot path (ok and bytes are almost always 1 and non-zero
+ * there). */
+static inline void sl_count_end(struct sl_rstats *s, bool ok, uint64_t bytes)
+{
+	sl_count_add(&s->calls, 1);
+	sl_count_add(&s->admitted, (uint64_t)ok);
+	sl_count_add(&s->bytes, bytes);
+}
+
+static inline void sl_count_refused(struct sl_rstats *s)
+{
+	sl_count_add(&s->refused, 1);
+}
+
+/* The rule made the call wait waited_ns in all. */
+static inline void sl_count_delayed(struct sl_rstats *s, uint64_t waited_ns)
+{
+	sl_count_add(&s->delayed, 1);
+	sl_count_add(&s->delay_ns, waited_ns);
+	uint64_t cur = atomic_load_explicit(&s->max_delay_ns, memory_order_relaxed);
+	while (cur < waited_ns &&
+	       !atomic_compare_exchange_weak_explicit(&s->max_delay_ns, &cur, waited_ns,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+#endif /* SLUICE_ENGINE_COUNT_H */
