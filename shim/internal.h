@@ -6,22 +6,21 @@
  * --------
  * libsluice.so interposes the socket calls of an unmodified program. Each
  * module has its header next to its .c; a file includes the headers of what
- * it uses, and this one. The modules, from the bottom up:
+ * it uses, and this one. What both modes decide is engine/'s (which rules
+ * match, an address as rules see it with IPv4-mapped IPv6 as IPv4, piece
+ * sizes, one rule's answer, counters: HACKING.md); the modules here, from
+ * the bottom up:
  *
  *   real.c/h      the table of real libc functions (struct sl_real), and the
  *                 one list (SL_REAL_LIST) every wrapper is generated from;
  *   log.c/h       sl_log: level test first, stack buffer, the real write;
  *   clock.c/h     CLOCK_MONOTONIC in ns (the TSC on a fitted line behind a
  *                 seqlock, seqlock.h), and the sleep hook;
- *   addr.c/h      a socket address as rules see it (struct sl_addr);
  *   state.c/h     struct sl_state: the rules, the masks the hot path tests,
  *                 each rule's limiter and parameters;
- *   segment.c/h   the user's private directory of segments, and the one
- *                 function that opens or creates a segment by name (linked
- *                 into the launcher too);
- *   shm.c/h       shared=NAME limiters (layout in shm_format.h, shared with
- *                 cli/), opened through shm_shared.c/h (linked into the
- *                 launcher too, for the supervisor);
+ *   shm.c/h       shared=NAME limiters, opened through common/shm_shared.c
+ *                 in the user's private directory of segments
+ *                 (common/segment.c; the layout: common/shm_format.h);
  *   record.c/h    this process's status record: private, published as a
  *                 segment on first need, reclaimed when its process died;
  *   exit.c        _exit and _Exit: the record goes first;
@@ -41,7 +40,6 @@
  *                 redis.c/h (the hiredis glue), redis_link.c (one interface
  *                 over redis_cluster.c and redis_sentinel.c), redis_gcra.c
  *                 (the server's script);
- *   match.c/h     which rules fit a socket and an address;
  *   scope.c/h     the limiter of a rule for one call: per=thread slots, per=fd
  *                 rows, the per=peer table and its pins;
  *   fd.c/h        the fd byte the wrappers test, fd classification, the

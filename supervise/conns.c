@@ -19,7 +19,9 @@
  * connection whose fd was passed to another process (fork, SCM_RIGHTS)
  * counts until the fd that opened it is closed.
  */
-#include "internal.h"
+#include "conns.h"
+#include "admit.h"
+#include "state.h"
 
 #include <fcntl.h>
 #include <stdio.h>

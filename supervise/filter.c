@@ -22,6 +22,7 @@
  * does (an int fd); a negative fd is trapped too and answered by the kernel
  * (the supervisor lets it continue).
  */
+#include "filter.h"
 #include "internal.h"
 
 #include <errno.h>

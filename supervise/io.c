@@ -41,7 +41,15 @@
  * throttled socket fail with EINVAL, which makes Go, busybox and most
  * programs fall back to read and write.
  */
-#include "internal.h"
+#include "io.h"
+#include "describe.h"
+#include "admit.h"
+#include "calls.h"
+#include "notif.h"
+#include "sock.h"
+#include "stat.h"
+#include "state.h"
+#include "target.h"
 
 #include "iov.h"
 #include "match.h"
@@ -65,8 +73,6 @@
 
 static char piece_buf[SL_SUP_PIECE_MAX];
 
-enum parse { PARSE_OK, PARSE_CONTINUE };
-
 static ssize_t read_piece(struct sl_sup_call *c, uint64_t len)
 {
 	static struct iovec sl[SL_SUP_IOV_MAX];
@@ -82,196 +88,16 @@ static ssize_t write_piece(struct sl_sup_call *c, uint64_t len)
 }
 
 /* Read the program's iovec array. */
-static enum parse read_iov(struct sl_sup_call *c, uint64_t ptr, uint64_t n)
-{
-	if (n == 0 || n > SL_SUP_IOV_MAX)
-		return PARSE_CONTINUE; /* nothing to move, or the kernel's EINVAL */
-	size_t len = (size_t)n * sizeof(struct iovec);
-	if (sl_sup_mem_read((pid_t)c->req.pid, ptr, c->riov, len) != (ssize_t)len)
-		return PARSE_CONTINUE; /* the kernel's EFAULT */
-	c->niov = (int)n;
-	return PARSE_OK;
-}
-
-static enum parse read_msghdr(struct sl_sup_call *c, uint64_t ptr, struct msghdr *mh)
-{
-	if (sl_sup_mem_read((pid_t)c->req.pid, ptr, mh, sizeof(*mh)) != (ssize_t)sizeof(*mh))
-		return PARSE_CONTINUE;
-	c->msg_ptr = ptr;
-	c->cont = mh->msg_controllen > 0;
-	return read_iov(c, (uint64_t)(uintptr_t)mh->msg_iov, mh->msg_iovlen);
-}
-
-static uint64_t iov_total(const struct sl_sup_call *c)
-{
-	uint64_t t = 0;
-	for (int i = 0; i < c->niov; i++) {
-		if (c->riov[i].iov_len > (uint64_t)SSIZE_MAX - t)
-			return UINT64_MAX; /* the kernel's EINVAL */
-		t += c->riov[i].iov_len;
-	}
-	return t;
-}
-
-static uint64_t sock_timeout(int fd, int opt)
-{
-	struct timeval tv;
-	socklen_t l = sizeof(tv);
-	if (getsockopt(fd, SOL_SOCKET, opt, &tv, &l) != 0)
-		return 0;
-	return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000u;
-}
-
-static enum parse parse_send(struct sl_sup_call *c)
-{
-	const __u64 *a = c->req.data.args;
-	struct msghdr mh;
-	c->niov = 1;
-	switch (c->req.data.nr) {
-	case SYS_write:
-		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
-		break;
-	case SYS_sendto:
-		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
-		c->flags = (int)a[3];
-		if (a[4] != 0 && (uint32_t)a[5] != 0) {
-			c->destlen = (uint32_t)a[5] < sizeof(c->dest) ? (socklen_t)a[5]
-								      : sizeof(c->dest);
-			if (sl_sup_mem_read((pid_t)c->req.pid, a[4], &c->dest, c->destlen) !=
-			    (ssize_t)c->destlen)
-				return PARSE_CONTINUE;
-		}
-		break;
-	case SYS_writev:
-		return read_iov(c, a[1], a[2]);
-	case SYS_pwritev2:
-		if (a[3] != UINT64_MAX || a[5] != 0)
-			return PARSE_CONTINUE; /* an offset on a socket: ESPIPE */
-		return read_iov(c, a[1], a[2]);
-	case SYS_sendmsg:
-	case SYS_sendmmsg:
-		if (c->req.data.nr == SYS_sendmmsg && (uint32_t)a[2] == 0)
-			return PARSE_CONTINUE;
-		c->flags = (int)(c->req.data.nr == SYS_sendmsg ? a[2] : a[3]);
-		if (read_msghdr(c, a[1], &mh) != PARSE_OK)
-			return PARSE_CONTINUE;
-		if (mh.msg_name != NULL && mh.msg_namelen > 0) {
-			c->destlen = mh.msg_namelen < sizeof(c->dest) ? mh.msg_namelen
-								      : sizeof(c->dest);
-			if (sl_sup_mem_read((pid_t)c->req.pid, (uint64_t)(uintptr_t)mh.msg_name,
-					    &c->dest, c->destlen) != (ssize_t)c->destlen)
-				return PARSE_CONTINUE;
-		}
-		break;
-	default:
-		return PARSE_CONTINUE;
-	}
-	return PARSE_OK;
-}
-
-static enum parse parse_recv(struct sl_sup_call *c)
-{
-	const __u64 *a = c->req.data.args;
-	struct msghdr mh;
-	c->niov = 1;
-	switch (c->req.data.nr) {
-	case SYS_read:
-		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
-		break;
-	case SYS_recvfrom:
-		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
-		c->flags = (int)a[3];
-		c->name_ptr = a[4] != 0 && a[5] != 0 ? a[4] : 0;
-		c->namelen_ptr = c->name_ptr != 0 ? a[5] : 0;
-		break;
-	case SYS_readv:
-		return read_iov(c, a[1], a[2]);
-	case SYS_preadv2:
-		if (a[3] != UINT64_MAX || a[5] != 0)
-			return PARSE_CONTINUE;
-		return read_iov(c, a[1], a[2]);
-	case SYS_recvmsg:
-	case SYS_recvmmsg:
-		if (c->req.data.nr == SYS_recvmmsg && (uint32_t)a[2] == 0)
-			return PARSE_CONTINUE;
-		c->flags = (int)(c->req.data.nr == SYS_recvmsg ? a[2] : a[3]);
-		if (read_msghdr(c, a[1], &mh) != PARSE_OK)
-			return PARSE_CONTINUE;
-		c->name_ptr = (uint64_t)(uintptr_t)mh.msg_name;
-		c->destlen = mh.msg_name != NULL ? mh.msg_namelen : 0; /* its room */
-		break;
-	default:
-		return PARSE_CONTINUE;
-	}
-	if (c->flags & (MSG_PEEK | MSG_OOB | MSG_ERRQUEUE | MSG_TRUNC))
-		return PARSE_CONTINUE; /* nothing consumed, or not the data stream */
-	return PARSE_OK;
-}
-
-/* The common start of both families: the call's socket, its rules. Returns
- * the held call, or NULL when the call was let through. */
-static struct sl_sup_call *start(struct sl_sup *s, const struct seccomp_notif *req,
-				 enum sl_sup_kind kind)
-{
-	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL || th->proc->pass)
-		goto pass;
-	int dup = sl_sup_getfd(s, th, (int)(uint32_t)req->data.args[0]);
-	if (dup < 0)
-		goto pass;
-	struct stat st;
-	if (fstat(dup, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-		close(dup); /* a file or pipe the program moved up here itself */
-		goto pass;
-	}
-	struct sl_sup_call *c = sl_sup_call_new(s, req, th);
-	if (c == NULL) {
-		close(dup);
-		goto pass;
-	}
-	c->kind = (uint8_t)kind;
-	c->dup = dup;
-	enum parse p = kind == SL_SUP_SEND ? parse_send(c) : parse_recv(c);
-	/* The memory read above is the calling thread's only if its call is
-	 * still waiting (its tid cannot have been reused then). */
-	if (p != PARSE_OK || !sl_sup_valid(s, req->id))
-		goto pass_call;
-	c->total = iov_total(c);
-	if (c->total == 0 || c->total == UINT64_MAX)
-		goto pass_call;
-	unsigned fam, type;
-	/* The peer is looked up only when a rule of the operation filters on
-	 * an address or keeps a limiter per peer: one system call less on
-	 * every other transfer. */
-	enum sl_op op = kind == SL_SUP_SEND ? SL_OP_SEND : SL_OP_RECV;
-	sl_sup_classify(dup, &fam, &type, sl_match_needs_addr(&s->policy, op) ? &c->peer : NULL);
-	if (c->destlen > 0 && kind == SL_SUP_SEND)
-		sl_addr_from(&c->peer, (struct sockaddr *)&c->dest, c->destlen);
-	c->rules = sl_sup_match(s, op, fam, type, &c->peer);
-	if (c->rules == 0)
-		goto pass_call;
-	c->stream = type == SL_TYPE_STREAM;
-	c->nonblock = (fcntl(dup, F_GETFL) & O_NONBLOCK) || (c->flags & MSG_DONTWAIT);
-	if (!c->nonblock)
-		c->timeout_ns = sock_timeout(dup, kind == SL_SUP_SEND ? SO_SNDTIMEO : SO_RCVTIMEO);
-	return c;
-pass_call:
-	sl_sup_call_free(s, c);
-pass:
-	sl_sup_continue(s, req->id);
-	return NULL;
-}
-
 void sl_sup_on_send(struct sl_sup *s, const struct seccomp_notif *req)
 {
-	struct sl_sup_call *c = start(s, req, SL_SUP_SEND);
+	struct sl_sup_call *c = sl_sup_describe(s, req, SL_SUP_SEND);
 	if (c != NULL && sl_sup_step_send(s, c, sl_sup_now_ns()))
 		sl_sup_call_free(s, c);
 }
 
 void sl_sup_on_recv(struct sl_sup *s, const struct seccomp_notif *req)
 {
-	struct sl_sup_call *c = start(s, req, SL_SUP_RECV);
+	struct sl_sup_call *c = sl_sup_describe(s, req, SL_SUP_RECV);
 	if (c != NULL && sl_sup_step_recv(s, c, sl_sup_now_ns()))
 		sl_sup_call_free(s, c);
 }

@@ -20,7 +20,13 @@
  * passed on to the program; SIGINT and SIGQUIT from a terminal already reach
  * the program's process group, so the launcher ignores them.
  */
-#include "internal.h"
+#include "supervise.h"
+#include "filter.h"
+#include "kernel.h"
+#include "loop.h"
+#include "notif.h"
+#include "shared.h"
+#include "state.h"
 
 #include <errno.h>
 #include <fcntl.h>

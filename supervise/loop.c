@@ -20,7 +20,14 @@
  * The loop ends when the listener reports POLLHUP (no task uses the filter
  * any more) and the program (the launcher's child) has been reaped.
  */
-#include "internal.h"
+#include "loop.h"
+#include "calls.h"
+#include "conns.h"
+#include "io.h"
+#include "notif.h"
+#include "sock.h"
+#include "state.h"
+#include "target.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -35,96 +42,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask);
-
-uint64_t sl_sup_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void sl_sup_warn(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("sluice: warning: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-int sl_sup_answer(struct sl_sup *s, uint64_t id, int64_t val, int err)
-{
-	struct seccomp_notif_resp r = {.id = id, .val = err != 0 ? 0 : val, .error = -err};
-	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SEND, &r) != 0)
-		return -errno;
-	return 0;
-}
-
-int sl_sup_continue(struct sl_sup *s, uint64_t id)
-{
-	struct seccomp_notif_resp r = {.id = id, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE};
-	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SEND, &r) != 0)
-		return -errno;
-	return 0;
-}
-
-bool sl_sup_valid(const struct sl_sup *s, uint64_t id)
-{
-	return ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
-}
-
-struct sl_sup_call *sl_sup_call_new(struct sl_sup *s, const struct seccomp_notif *req,
-				    struct sl_sup_thread *th)
-{
-	struct sl_sup_call *c = NULL;
-	for (unsigned i = 0; i < s->calls_hi; i++)
-		if (!s->calls[i].used) {
-			c = &s->calls[i];
-			break;
-		}
-	if (c == NULL && s->calls_hi < SL_SUP_CALLS_MAX)
-		c = &s->calls[s->calls_hi++];
-	if (c == NULL) {
-		if (!s->full_warned)
-			sl_sup_warn("%d calls are held at once: further calls pass unthrottled "
-				    "until some end",
-				    SL_SUP_CALLS_MAX);
-		s->full_warned = true;
-		return NULL;
-	}
-	memset(c, 0, offsetof(struct sl_sup_call, riov));
-	c->used = true;
-	c->dup = -1;
-	c->req = *req;
-	c->th = th;
-	c->start_ns = sl_sup_now_ns();
-	c->due_ns = UINT64_MAX;
-	c->backoff_ns = SL_DECIDE_BACKOFF_NS;
-	th->refs++;
-	s->n_calls++;
-	return c;
-}
-
-void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c)
-{
-	/* The call's end, counted as the preload counts it (engine/count.h). */
-	sl_sup_stat_end(c->th->proc, c->rules | c->conns_rules, !c->refused, c->delayed_rules,
-			c->waited_ns);
-	if (c->granted)
-		sl_sup_refund(s, c, UINT64_MAX);
-	sl_sup_conns_drop(c);
-	if (c->dup >= 0)
-		close(c->dup);
-	c->dup = -1;
-	c->used = false;
-	c->th->refs--;
-	s->n_calls--;
-	while (s->calls_hi > 0 && !s->calls[s->calls_hi - 1].used)
-		s->calls_hi--;
-}
 
 bool sl_sup_step(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {

@@ -13,7 +13,8 @@
  * holders by pid, and connections a supervisor holds for many processes are
  * not one pid's.
  */
-#include "internal.h"
+#include "shared.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <sys/mman.h>

@@ -20,7 +20,13 @@
  * non-blocking listener with none gets the kernel's EAGAIN), then for the
  * rule's slot, then accepts.
  */
-#include "internal.h"
+#include "sock.h"
+#include "admit.h"
+#include "calls.h"
+#include "conns.h"
+#include "notif.h"
+#include "state.h"
+#include "target.h"
 
 #include <errno.h>
 #include <fcntl.h>

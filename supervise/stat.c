@@ -13,7 +13,8 @@
  * end. If the segment cannot be made, the process's limiters live in the
  * supervisor's private memory and it is not shown.
  */
-#include "internal.h"
+#include "stat.h"
+#include "state.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -22,7 +22,12 @@
  * Threads and processes live in two chained hash tables; the sweep frees
  * the entries of exited ones that no held call points to.
  */
-#include "internal.h"
+#include "target.h"
+#include "admit.h"
+#include "conns.h"
+#include "notif.h"
+#include "stat.h"
+#include "state.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -16,7 +16,9 @@
 #include "test_policy.h"
 
 #include "../engine/match.h"
-#include "../supervise/internal.h"
+#include "../supervise/admit.h"
+#include "../supervise/filter.h"
+#include "../supervise/state.h"
 
 /* ---- a classic BPF interpreter for the instructions the filter uses ---- */
 

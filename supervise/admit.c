@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * limits.c - which limiter each rule of a supervised call uses, and taking
+ * admit.c - which limiter each rule of a supervised call uses, and taking
  * and giving back units: the supervisor's transport over engine/ (which
  * rules match, what each decides, piece sizes, counters), the same code the
  * preload decides with.
@@ -18,7 +18,11 @@
  * recorded in the call so that what the piece did not move goes back
  * (sl_limiter_refund at the instant it was granted for).
  */
-#include "internal.h"
+#include "admit.h"
+#include "notif.h"
+#include "shared.h"
+#include "stat.h"
+#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * features.c - what the kernel offers supervised mode, checked once at start.
+ * kernel.c - what the kernel offers supervised mode, checked once at start.
  *
  * Required (refused with a message naming the version and the feature):
  *   5.0   SECCOMP_RET_USER_NOTIF, NEW_LISTENER, NOTIF_RECV/SEND/ID_VALID
@@ -19,7 +19,9 @@
  * The version is read from uname; user notification itself is probed with
  * SECCOMP_GET_ACTION_AVAIL, so a kernel built without it is named as such.
  */
+#include "kernel.h"
 #include "internal.h"
+#include "supervise.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conns.h - conns rules: connection slots of supervised calls (conns.c).
+ *
+ * API: the supervisor's one thread (internal.h).
+ */
+#ifndef SLUICE_SUPERVISE_CONNS_H
+#define SLUICE_SUPERVISE_CONNS_H
+
+#include <stdint.h>
+
+#include "admit.h"
+struct sl_sup;
+struct sl_sup_call;
+
+/* Take a slot of each of the call's conns rules: GO, RETRY (ask again after
+ * *wait_ns) or REFUSE (*err). */
+enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns,
+				      uint64_t *wait_ns, int *err);
+/* The connection is open at fd of the call's process: its slots stay taken
+ * until that fd no longer names the socket. */
+void sl_sup_conns_hold(struct sl_sup_call *c, int fd);
+/* The call ends without a connection: give its slots back. */
+void sl_sup_conns_drop(struct sl_sup_call *c);
+/* Give back the slots of connections that were closed. */
+void sl_sup_conns_sweep(struct sl_sup *s);
+/* Forget every connection (at the end). */
+void sl_sup_conns_free(void);
+
+#endif /* SLUICE_SUPERVISE_CONNS_H */

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * filter.h - which system calls the filter hands to the supervisor (filter.c).
+ *
+ * API: the supervisor's one thread (internal.h).
+ */
+#ifndef SLUICE_SUPERVISE_FILTER_H
+#define SLUICE_SUPERVISE_FILTER_H
+
+#include <stdbool.h>
+
+#include "policy.h"
+
+/* Which groups of calls the filter hands to the supervisor. */
+struct sl_sup_traps {
+	bool place;   /* socket, accept, accept4 (fd placement) */
+	bool connect; /* connect */
+	bool accept;  /* accept, accept4 (rate or conns) */
+	bool send;    /* write, writev, send*, pwritev2, sendfile, splice: fd >= base */
+	bool recv;    /* read, readv, recv*, preadv2, splice: fd >= base */
+};
+
+/* The traps a policy needs. */
+void sl_sup_traps_of(const struct sl_policy *p, struct sl_sup_traps *t);
+
+/* Build the filter into prog (at most `max` instructions); returns the
+ * number of instructions, or -1 if it does not fit. */
+struct sock_filter;
+int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *prog, int max);
+
+#endif /* SLUICE_SUPERVISE_FILTER_H */

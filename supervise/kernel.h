@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kernel.h - the kernel's seccomp and pidfd features, checked at start (kernel.c).
+ *
+ * API: the supervisor's one thread (internal.h).
+ */
+#ifndef SLUICE_SUPERVISE_KERNEL_H
+#define SLUICE_SUPERVISE_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sl_sup_features {
+	int major, minor;   /* uname release */
+	bool wait_killable; /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (6.0) */
+	bool sync_wakeup;   /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (6.6) */
+	bool pidfd_thread;  /* pidfd_open(tid, PIDFD_THREAD) (6.9) */
+};
+
+/* Fill *f; 0, or -1 with a one-line reason in err (a kernel older than
+ * 5.14, or user notification not available). */
+int sl_sup_features_check(struct sl_sup_features *f, char *err, size_t errlen);
+
+#endif /* SLUICE_SUPERVISE_KERNEL_H */

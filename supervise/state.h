@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * state.h - the supervisor's state, as plain types: the supervisor,
+ * its supervised processes and threads, one held call. No functions: every
+ * file of the supervisor reads these, none of them owns them all.
+ *
+ * API: the supervisor's one thread (internal.h).
+ */
+#ifndef SLUICE_SUPERVISE_STATE_H
+#define SLUICE_SUPERVISE_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/seccomp.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "addr.h"
+#include "filter.h"
+#include "internal.h"
+#include "kernel.h"
+#include "policy.h"
+#include "sluice_core.h"
+
+struct sl_sup_fdrow;  /* admit.c: the per=fd limiters of one fd */
+struct sl_sup_peer;   /* admit.c: a per=peer entry */
+struct sl_shm_stat;   /* the status record (stat.c) */
+struct sl_shm_shared; /* a shared=NAME segment (shared.c) */
+
+/* A supervised process (thread group). */
+struct sl_sup_proc {
+	pid_t tgid;
+	int pidfd;        /* process pidfd: readable once it has exited */
+	int fddir;        /* /proc/TGID/fd, to find free fd numbers */
+	int next_fd;      /* where the search for a free high fd starts */
+	bool unreachable; /* pidfd_getfd refused (EPERM): passes unthrottled */
+	bool pass;        /* unreachable, or left out by SLUICE_ONLY/SKIP */
+	bool low_fd_warned;
+	uint32_t lims_init; /* per=process limiters initialised, by rule */
+	struct sl_limiter lims[SL_MAX_RULES];
+	struct sl_sup_fdrow **fdrows; /* per=fd limiters, indexed by fd */
+	size_t n_fdrows;
+	char comm[20];
+	struct sl_shm_stat *rec;  /* the live record (stat.c), or NULL */
+	size_t rec_size;          /* its mapping's size */
+	unsigned refs;            /* threads pointing here */
+	struct sl_sup_proc *next; /* hash chain */
+};
+
+/* A supervised thread: the pid field of a notification. */
+struct sl_sup_thread {
+	pid_t tid;
+	int pidfd; /* thread pidfd (PIDFD_THREAD), or -1 */
+	struct sl_sup_proc *proc;
+	uint32_t lims_init;         /* per=thread limiters initialised, by rule */
+	struct sl_limiter *lims;    /* [SL_MAX_RULES], allocated on first use */
+	unsigned refs;              /* held calls pointing here */
+	struct sl_sup_thread *next; /* hash chain */
+};
+
+enum sl_sup_kind {
+	SL_SUP_CONNECT = 0,
+	SL_SUP_SEND = 1,
+	SL_SUP_RECV = 2,
+	SL_SUP_ACCEPT = 3,
+};
+
+enum sl_sup_wait {
+	SL_SUP_WAIT_NONE = 0, /* step at once */
+	SL_SUP_WAIT_TIME = 1, /* step at due_ns */
+	SL_SUP_WAIT_IO = 2,   /* step when dup polls `events` (or at due_ns) */
+};
+
+/* One held call. */
+struct sl_sup_call {
+	bool used;
+	uint8_t kind;  /* enum sl_sup_kind */
+	uint8_t wait;  /* enum sl_sup_wait */
+	bool nonblock; /* O_NONBLOCK on the file or MSG_DONTWAIT */
+	bool granted;  /* a grant is held (grant_* below) */
+	bool stream;
+	short events; /* SL_SUP_WAIT_IO: POLLIN or POLLOUT */
+	int dup;      /* our duplicate of the target's fd */
+	int flags;    /* the call's MSG_* flags */
+	struct seccomp_notif req;
+	struct sl_sup_thread *th;
+	uint32_t rules;
+	uint64_t start_ns, due_ns; /* due_ns: when the loop steps the call next */
+	uint64_t go_ns;            /* when the grant's wait is over */
+	/* Transfer state. */
+	bool cont; /* control messages: take the units, then continue */
+	int niov;
+	uint64_t total, done;
+	uint64_t grant_bytes, grant_msgs, grant_at_ns;
+	uint64_t grant_n[SL_MAX_RULES]; /* units taken from each rule */
+	/* What the call's end counts (engine/count.h). */
+	bool refused;           /* a rule refused it */
+	uint32_t delayed_rules; /* rules that made it wait (dry-run: would have) */
+	uint64_t waited_ns;     /* the waits its rules asked for, in all */
+	uint64_t backoff_ns;    /* the next retry of a limiter without a hint */
+	struct sl_addr peer;
+	struct sockaddr_storage dest; /* sendto/sendmsg destination */
+	socklen_t destlen;
+	uint64_t name_ptr, namelen_ptr; /* where a receive's source goes */
+	uint64_t msg_ptr;               /* recvmsg/recvmmsg: the header */
+	uint64_t timeout_ns;            /* SO_SNDTIMEO/SO_RCVTIMEO, 0: none */
+	/* conns rules of a connect or accept (conns.c). */
+	uint32_t conns_rules; /* matched */
+	uint32_t conns_held;  /* slots taken, not yet handed to a connection */
+	bool conns_taken;
+	struct sl_limiter *conns_lim[SL_MAX_RULES];
+	/* Last, so that a new call clears only what comes before. */
+	struct iovec riov[SL_SUP_IOV_MAX]; /* the target's buffers */
+};
+
+/* The supervisor. */
+struct sl_sup {
+	struct sl_policy policy;
+	struct sl_sup_features feat;
+	struct sl_sup_traps traps;
+	bool verbose;
+	int listener;
+	struct sl_sup_call *calls; /* [SL_SUP_CALLS_MAX] */
+	unsigned n_calls;          /* used slots */
+	unsigned calls_hi;         /* slots below this may be used */
+	bool full_warned;
+	/* target.c */
+	struct sl_sup_thread **threads; /* open hash on tid */
+	size_t threads_cap, n_threads;
+	struct sl_sup_proc **procs; /* open hash on tgid */
+	size_t procs_cap, n_procs;
+	/* admit.c: per=peer limiters */
+	struct sl_sup_peer *peers;
+	uint64_t peer_clock;
+	struct sl_shm_shared *shared[SL_MAX_RULES]; /* shared=NAME segments, by rule */
+};
+
+#endif /* SLUICE_SUPERVISE_STATE_H */
