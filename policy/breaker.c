@@ -151,11 +151,13 @@ static int check(struct sl_break *b, const size_t *name_pos, const size_t *val_p
 				"duplicate option 'port' (to= gives port %u too)", to_port);
 	if (to_port != 0)
 		b->port_lo = b->port_hi = to_port;
-	if (b->to.family != 0 && !(b->families & (b->to.family == 4 ? SL_FAM_INET : SL_FAM_INET6)))
+	/* An IPv4 to= fits IPv4-mapped addresses on inet6 sockets too. */
+	if (b->to.family != 0 &&
+	    !(b->families & (b->to.family == 4 ? SL_FAM_INET | SL_FAM_INET6 : SL_FAM_INET6)))
 		return sl__fail(
 			c, val_pos[B_TO],
 			"to= is an IPv%u address but family= leaves out %s: the breaker could never match",
-			b->to.family, b->to.family == 4 ? "inet" : "inet6");
+			b->to.family, b->to.family == 4 ? "inet and inet6" : "inet6");
 	if ((b->families & SL_FAM_UNIX) && b->scope == SL_SCOPE_PEER)
 		return sl__fail(c, bgiven(b, B_FAMILY) ? val_pos[B_FAMILY] : spec_pos,
 				"family=unix needs per=process (a unix socket's peer has no address and "

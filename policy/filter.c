@@ -301,7 +301,20 @@ int sl__cidr_parse(const struct sl__ctx *c, size_t pos, size_t end, struct sl_ci
 		if (pcolon < end && parse_port(c, pcolon + 1, end, port) < 0)
 			return -1;
 	}
-	return check_host_bits(c, pos, end, to);
+	if (check_host_bits(c, pos, end, to) < 0)
+		return -1;
+	/* An IPv4-mapped network (::ffff:10.0.0.0/104) is the IPv4 one: the
+	 * addresses rules are matched against count mapped ones as IPv4
+	 * (engine/addr.h), so to=::ffff:127.0.0.1 fits a connect to it over
+	 * AF_INET6 and to 127.0.0.1 over AF_INET alike. */
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (to->family == 6 && to->prefix >= 96 && memcmp(to->addr, mapped, 12) == 0) {
+		to->family = 4;
+		to->prefix = (uint8_t)(to->prefix - 96);
+		memmove(to->addr, to->addr + 12, 4);
+		memset(to->addr + 4, 0, 12);
+	}
+	return 0;
 }
 
 int sl__port_parse(const struct sl__ctx *c, size_t pos, size_t end, uint16_t *lo, uint16_t *hi)

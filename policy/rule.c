@@ -522,11 +522,13 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 				sp->name_pos[O_PORT] > sp->name_pos[O_TO] ? sp->name_pos[O_PORT]
 									  : sp->name_pos[O_TO],
 				"duplicate option 'port' (to= gives port %u too)", sp->to_port);
-	if (r->to.family != 0 && !(r->families & (r->to.family == 4 ? SL_FAM_INET : SL_FAM_INET6)))
+	/* An IPv4 to= fits IPv4-mapped addresses on inet6 sockets too. */
+	if (r->to.family != 0 &&
+	    !(r->families & (r->to.family == 4 ? SL_FAM_INET | SL_FAM_INET6 : SL_FAM_INET6)))
 		return sl__fail(
 			c, sp->val_pos[O_TO],
 			"to= is an IPv%u address but family= leaves out %s: the rule could never match",
-			r->to.family, r->to.family == 4 ? "inet" : "inet6");
+			r->to.family, r->to.family == 4 ? "inet and inet6" : "inet6");
 	if (given(r, O_PORT) && r->families == SL_FAM_UNIX)
 		return sl__fail(c, sp->name_pos[O_PORT],
 				"option 'port' can never match with family=unix");

@@ -138,7 +138,15 @@ static const struct policy_case valid_cases[] = {
 	{"SLUICE_SEND", "1MiB/s,to=2001:DB8::/32", "send:1MiB/s,to=2001:db8::/32"},
 	{"SLUICE_SEND", "1MiB/s,to=0.0.0.0/0", "send:1MiB/s,to=0.0.0.0/0"},
 	{"SLUICE_SEND", "1MiB/s,to=::/0", "send:1MiB/s,to=::/0"},
-	{"SLUICE_SEND", "1MiB/s,to=::ffff:10.0.0.1", "send:1MiB/s,to=::ffff:a00:1"},
+	/* IPv4-mapped networks are the IPv4 ones (addresses are matched so). */
+	{"SLUICE_SEND", "1MiB/s,to=::ffff:10.0.0.1", "send:1MiB/s,to=10.0.0.1"},
+	{"SLUICE_SEND", "1MiB/s,to=[::ffff:10.0.0.0/104]:53", "send:1MiB/s,to=10.0.0.0/8,port=53"},
+	{"SLUICE_SEND", "1MiB/s,to=::ffff:0:0/96", "send:1MiB/s,to=0.0.0.0/0"},
+	/* IPv4 to= on inet6 sockets: the mapped addresses. */
+	{"SLUICE_SEND", "1MiB/s,family=inet6,to=127.0.0.0/8",
+	 "send:1MiB/s,to=127.0.0.0/8,family=inet6"},
+	{"SLUICE_SEND", "1MiB/s,to=::fffe:0:0/95",
+	 "send:1MiB/s,to=::fffe:0:0/95"}, /* wider: IPv6 */
 	{"SLUICE_SEND", "1MiB/s,to=2001:db8:0:0:1:0:0:1", "send:1MiB/s,to=2001:db8::1:0:0:1"},
 	{"SLUICE_SEND", "1MiB/s,to=1:0:0:2:0:0:0:3", "send:1MiB/s,to=1:0:0:2::3"},
 	{"SLUICE_SEND", "1MiB/s,to=1:2:3:4:5:6:7:8", "send:1MiB/s,to=1:2:3:4:5:6:7:8"},
@@ -198,7 +206,7 @@ static const struct policy_case valid_cases[] = {
 	 "recv:1GiB/s,algo=sliding,action=reject,errno=EAGAIN"},
 	{"SLUICE_SEND", "1MiB/s,to=::1/128:8080", "send:1MiB/s,to=::1,port=8080"},
 	{"SLUICE_SEND", "1MiB/s,to=fe80::/10:443", "send:1MiB/s,to=fe80::/10,port=443"},
-	{"SLUICE_SEND", "1/s,to=[::ffff:127.0.0.1]:80", "send:1/s,to=::ffff:7f00:1,port=80"},
+	{"SLUICE_SEND", "1/s,to=[::ffff:127.0.0.1]:80", "send:1/s,to=127.0.0.1,port=80"},
 	{"SLUICE_CONNECT", "1/2s,max-delay=100ms,algo=leaky",
 	 "connect:1/2s,algo=leaky,max-delay=100ms"},
 };
@@ -522,8 +530,8 @@ static const struct policy_case error_cases[] = {
 	 "SLUICE_SEND=\"100/s,family=inet+inet\": at column 19: family 'inet' is listed twice"},
 	{"SLUICE_SEND", "100/s,family=inet+",
 	 "SLUICE_SEND=\"100/s,family=inet+\": at column 19: expected a family (inet, inet6, unix)"},
-	{"SLUICE_SEND", "100/s,family=inet6,to=10.0.0.0/8",
-	 "SLUICE_SEND=\"100/s,family=inet6,to=10.0.0.0/8\": at column 23: to= is an IPv4 address but family= leaves out inet: the rule could never match"},
+	{"SLUICE_SEND", "100/s,family=unix,to=10.0.0.0/8",
+	 "SLUICE_SEND=\"100/s,family=unix,to=10.0.0.0/8\": at column 22: to= is an IPv4 address but family= leaves out inet and inet6: the rule could never match"},
 	{"SLUICE_SEND", "100/s,to=::1,family=inet",
 	 "SLUICE_SEND=\"100/s,to=::1,family=inet\": at column 10: to= is an IPv6 address but family= leaves out inet6: the rule could never match"},
 	{"SLUICE_SEND", "100/s,family=unix,port=80",
