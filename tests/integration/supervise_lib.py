@@ -63,6 +63,17 @@ def sluice(args, timeout=120, env=None, raw=False):
     return p.returncode, p.stdout, p.stderr
 
 
+def drain_sha256(c):
+    """Read connection c to its end: (bytes, sha256 hex digest)."""
+    h, n = hashlib.sha256(), 0
+    while True:
+        d = c.recv(1 << 20)
+        if not d:
+            return n, h.hexdigest()
+        h.update(d)
+        n += len(d)
+
+
 def pattern(n):
     """netprog's upload bytes."""
     return bytes(((i * 2654435761) >> 13) & 255 for i in range(n))
@@ -110,15 +121,9 @@ class Server:
     def handle(self, c):
         try:
             if self.mode == "sink":
-                h, n = hashlib.sha256(), 0
-                while True:
-                    d = c.recv(1 << 20)
-                    if not d:
-                        break
-                    h.update(d)
-                    n += len(d)
+                n, digest = drain_sha256(c)
                 with self.lock:
-                    self.digests.append(h.hexdigest())
+                    self.digests.append(digest)
                     self.sizes.append(n)
             elif self.mode == "source":
                 c.sendall(self.data)
