@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "../cli/check.c"
 #include "../cli/elf.c"
 #include "../policy/elfinfo.c"
@@ -162,9 +164,9 @@ static const char *write_image(const struct dir *d, const char *name, const void
 	snprintf(path, sizeof(path), "%s/%s", d->path, name);
 	FILE *f = fopen(path, "wb");
 	assert_non_null(f);
-	assert_int_equal(fwrite(data, 1, len, f), len);
-	assert_int_equal(fclose(f), 0);
-	assert_int_equal(chmod(path, 0755), 0);
+	assert_dec_equal(fwrite(data, 1, len, f), len);
+	assert_dec_equal(fclose(f), 0);
+	assert_dec_equal(chmod(path, 0755), 0);
 	return path;
 }
 
@@ -174,12 +176,12 @@ static void expect_info(void **state, const char *name, const struct image *im, 
 {
 	struct sl_elf_info info;
 	const char *p = write_image(*state, name, im->b, sizeof(im->b));
-	assert_int_equal(sl__elf_inspect(p, &info), 0);
-	assert_int_equal(info.elf_class, elf_class);
-	assert_int_equal(info.elf_data, im->big_endian ? ELFDATA2MSB : ELFDATA2LSB);
-	assert_int_equal(info.machine, machine);
-	assert_int_equal(info.has_interp, has_interp);
-	assert_int_equal(info.is_go, is_go);
+	assert_dec_equal(sl__elf_inspect(p, &info), 0);
+	assert_dec_equal(info.elf_class, elf_class);
+	assert_dec_equal(info.elf_data, im->big_endian ? ELFDATA2MSB : ELFDATA2LSB);
+	assert_dec_equal(info.machine, machine);
+	assert_dec_equal(info.has_interp, has_interp);
+	assert_dec_equal(info.is_go, is_go);
 }
 
 static void test_cli_elf_dynamic_64le(void **state)
@@ -236,12 +238,12 @@ static void test_cli_elf_go_magic_scan(void **state)
 	memcpy(big, im.b, sizeof(im.b));
 	memcpy(big + SCAN_CHUNK - 5, go_buildinfo_magic, sizeof(go_buildinfo_magic) - 1);
 	const char *p = write_image(*state, "gomagic", big, sizeof(big));
-	assert_int_equal(sl__elf_inspect(p, &info), 0);
+	assert_dec_equal(sl__elf_inspect(p, &info), 0);
 	assert_true(info.is_go);
 	/* The same file without the magic is not Go. */
 	memset(big + SCAN_CHUNK - 5, 0, sizeof(go_buildinfo_magic) - 1);
 	p = write_image(*state, "nomagic", big, sizeof(big));
-	assert_int_equal(sl__elf_inspect(p, &info), 0);
+	assert_dec_equal(sl__elf_inspect(p, &info), 0);
 	assert_false(info.is_go);
 }
 
@@ -253,18 +255,18 @@ static void test_cli_elf_corrupt(void **state)
 	elf_header(&im, true, false, 4, 0);
 	put(&im, 24 + 8, 0x10000, 8);
 	const char *p = write_image(*state, "badph", im.b, sizeof(im.b));
-	assert_int_equal(sl__elf_inspect(p, &info), -1);
+	assert_dec_equal(sl__elf_inspect(p, &info), -1);
 	/* A truncated header. */
 	p = write_image(*state, "short", im.b, 30);
-	assert_int_equal(sl__elf_inspect(p, &info), -1);
+	assert_dec_equal(sl__elf_inspect(p, &info), -1);
 	/* An unknown class. */
 	im.b[EI_CLASS] = 7;
 	p = write_image(*state, "class7", im.b, sizeof(im.b));
-	assert_int_equal(sl__elf_inspect(p, &info), -1);
+	assert_dec_equal(sl__elf_inspect(p, &info), -1);
 	/* Not ELF at all. */
 	p = write_image(*state, "script", "#!/bin/sh\n", 10);
-	assert_int_equal(sl__elf_inspect(p, &info), 1);
-	assert_int_equal(sl__elf_inspect("/nonexistent/sluice", &info), -1);
+	assert_dec_equal(sl__elf_inspect(p, &info), 1);
+	assert_dec_equal(sl__elf_inspect("/nonexistent/sluice", &info), -1);
 }
 
 /* Warnings for a static file and for a script whose interpreter it is. */
@@ -282,7 +284,7 @@ static void test_cli_elf_warnings(void **state)
 
 	FILE *out = fmemopen(buf, sizeof(buf), "w");
 	assert_non_null(out);
-	assert_int_equal(sl__cli_warn_unthrottlable(out, sp, NULL), 1);
+	assert_dec_equal(sl__cli_warn_unthrottlable(out, sp, NULL), 1);
 	fclose(out);
 	assert_non_null(strstr(buf, "statically linked"));
 	assert_non_null(strstr(buf, "(interpreter of "));
@@ -298,14 +300,14 @@ static void test_cli_resolve_program(void **state)
 	char *saved = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
 
 	setenv("PATH", dirs, 1);
-	assert_int_equal(sl__cli_resolve_program("tool", out, sizeof(out)), 0);
+	assert_dec_equal(sl__cli_resolve_program("tool", out, sizeof(out)), 0);
 	assert_string_equal(out, p);
-	assert_int_equal(sl__cli_resolve_program("no-such-tool", out, sizeof(out)), 127);
-	assert_int_equal(chmod(p, 0644), 0);
+	assert_dec_equal(sl__cli_resolve_program("no-such-tool", out, sizeof(out)), 127);
+	assert_dec_equal(chmod(p, 0644), 0);
 	if (geteuid() != 0) /* root may execute anything with an x bit only */
-		assert_int_equal(sl__cli_resolve_program("tool", out, sizeof(out)), 126);
-	assert_int_equal(sl__cli_resolve_program(d->path, out, sizeof(out)), 126);
-	assert_int_equal(sl__cli_resolve_program("", out, sizeof(out)), 127);
+		assert_dec_equal(sl__cli_resolve_program("tool", out, sizeof(out)), 126);
+	assert_dec_equal(sl__cli_resolve_program(d->path, out, sizeof(out)), 126);
+	assert_dec_equal(sl__cli_resolve_program("", out, sizeof(out)), 127);
 	if (saved != NULL)
 		setenv("PATH", saved, 1);
 	free(saved);
@@ -315,27 +317,27 @@ static void test_cli_preload_join(void **state)
 {
 	(void)state;
 	char out[256];
-	assert_int_equal(sl__cli_preload_join(NULL, "/l/libsluice.so", out, sizeof(out)), 0);
+	assert_dec_equal(sl__cli_preload_join(NULL, "/l/libsluice.so", out, sizeof(out)), 0);
 	assert_string_equal(out, "/l/libsluice.so");
-	assert_int_equal(sl__cli_preload_join("  ", "/l/libsluice.so", out, sizeof(out)), 0);
+	assert_dec_equal(sl__cli_preload_join("  ", "/l/libsluice.so", out, sizeof(out)), 0);
 	assert_string_equal(out, "/l/libsluice.so");
-	assert_int_equal(sl__cli_preload_join("/a.so /b.so", "/l/libsluice.so", out, sizeof(out)),
+	assert_dec_equal(sl__cli_preload_join("/a.so /b.so", "/l/libsluice.so", out, sizeof(out)),
 			 0);
 	assert_string_equal(out, "/l/libsluice.so /a.so /b.so");
-	assert_int_equal(sl__cli_preload_join("/a.so:/b.so", "/l/libsluice.so", out, sizeof(out)),
+	assert_dec_equal(sl__cli_preload_join("/a.so:/b.so", "/l/libsluice.so", out, sizeof(out)),
 			 0);
 	assert_string_equal(out, "/l/libsluice.so:/a.so:/b.so");
 	/* Already there, anywhere in the list: unchanged. */
-	assert_int_equal(sl__cli_preload_join("/a.so:/l/libsluice.so", "/l/libsluice.so", out,
+	assert_dec_equal(sl__cli_preload_join("/a.so:/l/libsluice.so", "/l/libsluice.so", out,
 					      sizeof(out)),
 			 0);
 	assert_string_equal(out, "/a.so:/l/libsluice.so");
 	/* A prefix of the library's path is another file. */
-	assert_int_equal(sl__cli_preload_join("/l/libsluice.so.1", "/l/libsluice.so", out,
+	assert_dec_equal(sl__cli_preload_join("/l/libsluice.so.1", "/l/libsluice.so", out,
 					      sizeof(out)),
 			 0);
 	assert_string_equal(out, "/l/libsluice.so /l/libsluice.so.1");
-	assert_int_equal(sl__cli_preload_join("/a.so", "/l/libsluice.so", out, 8), -1);
+	assert_dec_equal(sl__cli_preload_join("/a.so", "/l/libsluice.so", out, 8), -1);
 }
 
 /* The same file under another name (a symbolic link) is not added twice. */
@@ -345,8 +347,8 @@ static void test_cli_preload_join_same_file(void **state)
 	char lib[128], link[128], out[512];
 	snprintf(lib, sizeof(lib), "%s", write_image(d, "libsluice.so", "x", 1));
 	snprintf(link, sizeof(link), "%s/alias.so", d->path);
-	assert_int_equal(symlink(lib, link), 0);
-	assert_int_equal(sl__cli_preload_join(link, lib, out, sizeof(out)), 0);
+	assert_dec_equal(symlink(lib, link), 0);
+	assert_dec_equal(sl__cli_preload_join(link, lib, out, sizeof(out)), 0);
 	assert_string_equal(out, link);
 }
 

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "../common/segment.h"
 
 static char base[64], dir[128];
@@ -84,47 +86,47 @@ static void test_create_then_open(void **state)
 	struct sl_seg s;
 	char err[512], a = 'a', b = 'b';
 	umask(0);
-	assert_int_equal(sl_seg_open("shared-x", SL_SEG_WRITE | SL_SEG_CREATE, 4096, fill, &a, &s,
+	assert_dec_equal(sl_seg_open("shared-x", SL_SEG_WRITE | SL_SEG_CREATE, 4096, fill, &a, &s,
 				     err, sizeof(err)),
 			 1);
 	umask(022);
-	assert_int_equal(((char *)s.map)[4095], 'a');
+	assert_dec_equal(((char *)s.map)[4095], 'a');
 	sl_seg_close(&s);
 	struct stat st;
-	assert_int_equal(lstat(dir, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_dec_equal(lstat(dir, &st), 0);
+	assert_dec_equal(st.st_mode & 07777, 0700);
 	char path[SL_SEG_PATH_MAX];
 	sl_seg_path("shared-x", path, sizeof(path));
-	assert_int_equal(lstat(path, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0600);
-	assert_int_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 4096, fill, &b, &s, err,
+	assert_dec_equal(lstat(path, &st), 0);
+	assert_dec_equal(st.st_mode & 07777, 0600);
+	assert_dec_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 4096, fill, &b, &s, err,
 				     sizeof(err)),
 			 0);
-	assert_int_equal(((char *)s.map)[0], 'a');
-	assert_int_equal(n_inits, 1);
+	assert_dec_equal(((char *)s.map)[0], 'a');
+	assert_dec_equal(n_inits, 1);
 	sl_seg_close(&s);
-	assert_int_equal(tmp_left(), 0);
+	assert_dec_equal(tmp_left(), 0);
 	/* Replace: a fresh one under the same name. */
-	assert_int_equal(sl_seg_open("shared-x", SL_SEG_REPLACE, 4096, fill, &b, &s, err,
+	assert_dec_equal(sl_seg_open("shared-x", SL_SEG_REPLACE, 4096, fill, &b, &s, err,
 				     sizeof(err)),
 			 1);
-	assert_int_equal(((char *)s.map)[0], 'b');
+	assert_dec_equal(((char *)s.map)[0], 'b');
 	sl_seg_close(&s);
-	assert_int_equal(tmp_left(), 0);
+	assert_dec_equal(tmp_left(), 0);
 	/* Without CREATE a missing one is ENOENT, naming the path. */
-	assert_int_equal(sl_seg_open("shared-y", 0, 4096, NULL, NULL, &s, err, sizeof(err)), -1);
-	assert_int_equal(errno, ENOENT);
+	assert_dec_equal(sl_seg_open("shared-y", 0, 4096, NULL, NULL, &s, err, sizeof(err)), -1);
+	assert_dec_equal(errno, ENOENT);
 	assert_non_null(strstr(err, "/sluice/shared-y: No such file or directory"));
 	/* A failing init leaves nothing behind. */
-	assert_int_equal(sl_seg_open("shared-z", SL_SEG_CREATE, 4096, fail_init, NULL, &s, err,
+	assert_dec_equal(sl_seg_open("shared-z", SL_SEG_CREATE, 4096, fail_init, NULL, &s, err,
 				     sizeof(err)),
 			 -1);
-	assert_int_equal(tmp_left(), 0);
-	assert_int_equal(access(path, F_OK), 0);
+	assert_dec_equal(tmp_left(), 0);
+	assert_dec_equal(access(path, F_OK), 0);
 	int n = 0;
-	assert_int_equal(sl_seg_each("shared-", count, &n), 1);
-	assert_int_equal(sl_seg_unlink("shared-x"), 0);
-	assert_int_equal(sl_seg_each("shared-", count, &n), 0);
+	assert_dec_equal(sl_seg_each("shared-", count, &n), 1);
+	assert_dec_equal(sl_seg_unlink("shared-x"), 0);
+	assert_dec_equal(sl_seg_each("shared-", count, &n), 0);
 }
 
 /* The directory: a link, a wider mode, another owner are refused. */
@@ -133,28 +135,28 @@ static void test_dir_refusals(void **state)
 	(void)state;
 	struct sl_seg s;
 	char err[512], a = 'a';
-	assert_int_equal(symlink(base, dir), 0);
-	assert_int_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
+	assert_dec_equal(symlink(base, dir), 0);
+	assert_dec_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
 			 -1);
 	assert_non_null(strstr(err, "is a symbolic link, not a directory of yours: remove it"));
-	assert_int_equal(unlink(dir), 0);
-	assert_int_equal(mkdir(dir, 0755), 0);
-	assert_int_equal(chmod(dir, 0755), 0);
-	assert_int_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
+	assert_dec_equal(unlink(dir), 0);
+	assert_dec_equal(mkdir(dir, 0755), 0);
+	assert_dec_equal(chmod(dir, 0755), 0);
+	assert_dec_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
 			 -1);
-	assert_int_equal(errno, EACCES);
+	assert_dec_equal(errno, EACCES);
 	assert_non_null(strstr(err, "has mode 0755: other users can reach it; it must be 0700"));
 	if (geteuid() == 0) {
-		assert_int_equal(chmod(dir, 0700), 0);
-		assert_int_equal(chown(dir, 65534, 65534), 0);
-		assert_int_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err,
+		assert_dec_equal(chmod(dir, 0700), 0);
+		assert_dec_equal(chown(dir, 65534, 65534), 0);
+		assert_dec_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err,
 					     sizeof(err)),
 				 -1);
 		assert_non_null(strstr(err,
 				       "belongs to user 65534, not to you (user 0): another user "
 				       "created it"));
 	}
-	assert_int_equal(n_inits, 0);
+	assert_dec_equal(n_inits, 0);
 }
 
 /* A segment: a link, a wider mode, another size, another owner. */
@@ -163,32 +165,32 @@ static void test_file_refusals(void **state)
 	(void)state;
 	struct sl_seg s;
 	char err[512], path[SL_SEG_PATH_MAX], a = 'a';
-	assert_int_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
+	assert_dec_equal(sl_seg_open("shared-x", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
 			 1);
 	sl_seg_close(&s);
 	sl_seg_path("shared-x", path, sizeof(path));
-	assert_int_equal(sl_seg_open("shared-x", 0, 128, NULL, NULL, &s, err, sizeof(err)), -1);
+	assert_dec_equal(sl_seg_open("shared-x", 0, 128, NULL, NULL, &s, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "shared-x: truncated (smaller than the format's size)"));
-	assert_int_equal(chmod(path, 0644), 0);
-	assert_int_equal(sl_seg_open("shared-x", 0, 64, NULL, NULL, &s, err, sizeof(err)), -1);
+	assert_dec_equal(chmod(path, 0644), 0);
+	assert_dec_equal(sl_seg_open("shared-x", 0, 64, NULL, NULL, &s, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "readable or writable by other users (mode must be 0600)"));
-	assert_int_equal(chmod(path, 0600), 0);
+	assert_dec_equal(chmod(path, 0600), 0);
 	if (geteuid() == 0) {
-		assert_int_equal(chown(path, 65534, 65534), 0);
-		assert_int_equal(sl_seg_open("shared-x", 0, 64, NULL, NULL, &s, err, sizeof(err)),
+		assert_dec_equal(chown(path, 65534, 65534), 0);
+		assert_dec_equal(sl_seg_open("shared-x", 0, 64, NULL, NULL, &s, err, sizeof(err)),
 				 -1);
 		assert_non_null(strstr(err, "shared-x: owned by another user"));
-		assert_int_equal(chown(path, 0, 0), 0);
+		assert_dec_equal(chown(path, 0, 0), 0);
 	}
 	char link[SL_SEG_PATH_MAX];
 	sl_seg_path("shared-l", link, sizeof(link));
-	assert_int_equal(symlink(path, link), 0);
-	assert_int_equal(sl_seg_open("shared-l", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
+	assert_dec_equal(symlink(path, link), 0);
+	assert_dec_equal(sl_seg_open("shared-l", SL_SEG_CREATE, 64, fill, &a, &s, err, sizeof(err)),
 			 -1);
 	assert_non_null(strstr(err, "shared-l: is a symbolic link"));
 	/* Size 0: whatever size the file has. */
-	assert_int_equal(sl_seg_open("shared-x", 0, 0, NULL, NULL, &s, err, sizeof(err)), 0);
-	assert_int_equal(s.size, 64);
+	assert_dec_equal(sl_seg_open("shared-x", 0, 0, NULL, NULL, &s, err, sizeof(err)), 0);
+	assert_dec_equal(s.size, 64);
 	sl_seg_close(&s);
 }
 
@@ -207,7 +209,7 @@ static void test_reclaim_stamp(void **state)
 	char stamp[SL_SEG_PATH_MAX];
 	sl_seg_path(".reclaim", stamp, sizeof(stamp));
 	struct timespec old[2] = {{1000, 0}, {1000, 0}};
-	assert_int_equal(utimensat(AT_FDCWD, stamp, old, 0), 0);
+	assert_dec_equal(utimensat(AT_FDCWD, stamp, old, 0), 0);
 	assert_true(sl_seg_reclaim_due(3600));
 	assert_false(sl_seg_reclaim_due(3600));
 }
@@ -223,7 +225,7 @@ static void test_default_dir(void **state)
 		assert_string_equal(sl_seg_dir(), "/run/sluice");
 	} else {
 		char want[128];
-		assert_int_equal(chmod(base, 0700), 0);
+		assert_dec_equal(chmod(base, 0700), 0);
 		setenv("XDG_RUNTIME_DIR", base, 1);
 		sl_seg_setup_unsync();
 		snprintf(want, sizeof(want), "%s/sluice", base);

@@ -11,8 +11,8 @@ static void enter_is(struct sl_breaker *b, uint64_t now, enum sl_brk_verdict wan
 		     enum sl_brk_change want_change)
 {
 	enum sl_brk_change ch;
-	assert_int_equal(sl_breaker_enter(b, now, &ch), want);
-	assert_int_equal(ch, want_change);
+	assert_dec_equal(sl_breaker_enter(b, now, &ch), want);
+	assert_dec_equal(ch, want_change);
 }
 
 static void report_is(struct sl_breaker *b, uint64_t now, bool failure, bool probe,
@@ -20,7 +20,7 @@ static void report_is(struct sl_breaker *b, uint64_t now, bool failure, bool pro
 {
 	enum sl_brk_change ch;
 	sl_breaker_report(b, now, failure, probe, &ch);
-	assert_int_equal(ch, want_change);
+	assert_dec_equal(ch, want_change);
 }
 
 /* errors=5,window=1s,open=2s: five failures open it; open fails fast for
@@ -40,16 +40,16 @@ static void test_breaker_count(void **state)
 	enter_is(&b, T0 + 4 * MS, SL_BRK_PASS, SL_BRK_NO_CHANGE);
 	report_is(&b, T0 + 4 * MS, false, false, SL_BRK_NO_CHANGE);
 	sl_breaker_view(&b, T0 + 5 * MS, &v);
-	assert_int_equal(v.state, SL_BRK_CLOSED);
-	assert_int_equal(v.failures, 4);
-	assert_int_equal(v.attempts, 5);
+	assert_dec_equal(v.state, SL_BRK_CLOSED);
+	assert_dec_equal(v.failures, 4);
+	assert_dec_equal(v.attempts, 5);
 	enter_is(&b, T0 + 5 * MS, SL_BRK_PASS, SL_BRK_NO_CHANGE);
 	report_is(&b, T0 + 5 * MS, true, false, SL_BRK_OPENED);
 	/* Open until T0 + 5 ms + 2 s. */
 	enter_is(&b, T0 + 6 * MS, SL_BRK_FAIL, SL_BRK_NO_CHANGE);
 	sl_breaker_view(&b, T0 + 6 * MS, &v);
-	assert_int_equal(v.state, SL_BRK_OPEN);
-	assert_int_equal(v.probe_in_ns, 2 * SEC - MS);
+	assert_dec_equal(v.state, SL_BRK_OPEN);
+	assert_dec_equal(v.probe_in_ns, 2 * SEC - MS);
 	enter_is(&b, T0 + 5 * MS + 2 * SEC - 1, SL_BRK_FAIL, SL_BRK_NO_CHANGE);
 	/* A late report of an attempt made before it opened changes nothing. */
 	report_is(&b, T0 + 7 * MS, true, false, SL_BRK_NO_CHANGE);
@@ -62,12 +62,12 @@ static void test_breaker_count(void **state)
 	enter_is(&b, t1 + 3 * SEC, SL_BRK_PROBE, SL_BRK_PROBING);
 	report_is(&b, t1 + 3 * SEC + MS, false, true, SL_BRK_CLOSED_AGAIN);
 	sl_breaker_view(&b, t1 + 3 * SEC + MS, &v);
-	assert_int_equal(v.state, SL_BRK_CLOSED);
-	assert_int_equal(v.failures, 0);
+	assert_dec_equal(v.state, SL_BRK_CLOSED);
+	assert_dec_equal(v.failures, 0);
 	enter_is(&b, t1 + 3 * SEC + MS, SL_BRK_PASS, SL_BRK_NO_CHANGE);
-	assert_int_equal(atomic_load(&b.trips), 2);
-	assert_int_equal(atomic_load(&b.probes), 2);
-	assert_int_equal(atomic_load(&b.fast_fails), 5);
+	assert_dec_equal(atomic_load(&b.trips), 2);
+	assert_dec_equal(atomic_load(&b.probes), 2);
+	assert_dec_equal(atomic_load(&b.fast_fails), 5);
 }
 
 /* The window slides: failures older than the window (ten 100 ms buckets
@@ -81,15 +81,15 @@ static void test_breaker_window_slides(void **state)
 	report_is(&b, T0 + 50 * MS, true, false, SL_BRK_NO_CHANGE);  /* bucket 0 */
 	report_is(&b, T0 + 550 * MS, true, false, SL_BRK_NO_CHANGE); /* bucket 5 */
 	sl_breaker_view(&b, T0 + 999 * MS, &v);
-	assert_int_equal(v.failures, 2);
+	assert_dec_equal(v.failures, 2);
 	/* At 1.0 s bucket 0 has left the window: two again, not three. */
 	report_is(&b, T0 + 1000 * MS, true, false, SL_BRK_NO_CHANGE);
 	sl_breaker_view(&b, T0 + 1000 * MS, &v);
-	assert_int_equal(v.failures, 2);
+	assert_dec_equal(v.failures, 2);
 	report_is(&b, T0 + 1001 * MS, true, false, SL_BRK_OPENED);
 	/* Long after, nothing is left. */
 	sl_breaker_view(&b, T0 + 100 * SEC, &v);
-	assert_int_equal(v.failures, 0);
+	assert_dec_equal(v.failures, 0);
 }
 
 /* errors=50%,min=4: at least 4 attempts, half of them failed. */

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "sluice_core.h"
 
 #define NTHREADS 4
@@ -75,7 +77,7 @@ static void test_breaker_thread_one_probe(void **state)
 	atomic_store(&a.clock, 1);
 	pthread_t th[NTHREADS];
 	for (int i = 0; i < NTHREADS; i++)
-		assert_int_equal(pthread_create(&th[i], NULL, work, &a), 0);
+		assert_dec_equal(pthread_create(&th[i], NULL, work, &a), 0);
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
 	print_message("probes %llu, passes %llu, fast fails %llu, reopened %llu, opened %llu\n",
@@ -83,13 +85,13 @@ static void test_breaker_thread_one_probe(void **state)
 		      (unsigned long long)a.fails, (unsigned long long)a.reopened,
 		      (unsigned long long)a.opened);
 	assert_true(atomic_load(&a.max_inflight) <= 2);
-	assert_int_equal(atomic_load(&a.opened), 1); /* from closed, once */
+	assert_dec_equal(atomic_load(&a.opened), 1); /* from closed, once */
 	assert_true(atomic_load(&a.probes) > 100);
-	assert_int_equal(atomic_load(&a.probes), atomic_load(&a.b.probes));
-	assert_int_equal(atomic_load(&a.fails), atomic_load(&a.b.fast_fails));
-	assert_int_equal(atomic_load(&a.passes) + atomic_load(&a.probes),
+	assert_dec_equal(atomic_load(&a.probes), atomic_load(&a.b.probes));
+	assert_dec_equal(atomic_load(&a.fails), atomic_load(&a.b.fast_fails));
+	assert_dec_equal(atomic_load(&a.passes) + atomic_load(&a.probes),
 			 atomic_load(&a.b.attempts));
-	assert_int_equal(atomic_load(&a.b.trips), 1 + atomic_load(&a.reopened));
+	assert_dec_equal(atomic_load(&a.b.trips), 1 + atomic_load(&a.reopened));
 	assert_true(sl_breaker_validate(&a.b));
 }
 

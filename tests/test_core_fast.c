@@ -108,7 +108,7 @@ static void assert_same_state(struct sl_limiter *a, struct sl_limiter *b, uint64
 {
 	uint64_t wa[8] = {0}, wb[8] = {0};
 	unsigned na = state_words(a, wa), nb = state_words(b, wb);
-	assert_int_equal(na, nb);
+	assert_dec_equal(na, nb);
 	for (unsigned k = 0; k < na; k++)
 		if (wa[k] != wb[k])
 			fail_msg("step %llu: state word %u: %llu != %llu", (unsigned long long)step,
@@ -185,11 +185,11 @@ static void init_pair(struct sl_tunable *ta, struct sl_tunable *tb, const struct
 	memset(ta, 0, sizeof(*ta));
 	memset(tb, 0, sizeof(*tb));
 	if (tunable) {
-		assert_int_equal(sl_tunable_init(ta, p, epoch), SL_OK);
-		assert_int_equal(sl_tunable_init(tb, p, epoch), SL_OK);
+		assert_dec_equal(sl_tunable_init(ta, p, epoch), SL_OK);
+		assert_dec_equal(sl_tunable_init(tb, p, epoch), SL_OK);
 	} else {
-		assert_int_equal(sl_limiter_init(&ta->head, p, epoch), SL_OK);
-		assert_int_equal(sl_limiter_init(&tb->head, p, epoch), SL_OK);
+		assert_dec_equal(sl_limiter_init(&ta->head, p, epoch), SL_OK);
+		assert_dec_equal(sl_limiter_init(&tb->head, p, epoch), SL_OK);
 	}
 }
 
@@ -262,8 +262,8 @@ static void run_case(const struct kcase *kc, bool tunable, uint64_t seed)
 		if (tunable && op == 0 && t >= last_retune + 100 * MS) {
 			/* A retune at the clock, spaced as tunable.c asks. */
 			cur = cur == &kc->p ? &kc->p2 : &kc->p;
-			assert_int_equal(sl_tunable_retune(&ta, cur, t), SL_OK);
-			assert_int_equal(sl_tunable_retune(&tb, cur, t), SL_OK);
+			assert_dec_equal(sl_tunable_retune(&ta, cur, t), SL_OK);
+			assert_dec_equal(sl_tunable_retune(&tb, cur, t), SL_OK);
 			last_retune = t;
 			c.retunes++;
 		} else if (op <= 12) {
@@ -328,10 +328,10 @@ static void run_case(const struct kcase *kc, bool tunable, uint64_t seed)
 			}
 		} else if (a->kind == SL_KIND_CONC || policed(a)->kind == SL_KIND_CONC) {
 			const uint64_t n = 1 + below(3);
-			assert_int_equal(sl_limiter_release(a, n), sl_limiter_release(b, n));
+			assert_dec_equal(sl_limiter_release(a, n), sl_limiter_release(b, n));
 		} else {
 			const uint64_t n = below(cur->amount + 1);
-			assert_int_equal(sl_limiter_refund(a, n, now),
+			assert_dec_equal(sl_limiter_refund(a, n, now),
 					 sl_limiter_refund(b, n, now));
 		}
 		assert_same_state(a, b, now, step);
@@ -408,10 +408,10 @@ static void test_fast_sliding_quantum(void **state)
 {
 	(void)state;
 	struct sl_limiter l;
-	assert_int_equal(sl_limiter_init(&l, &cases[8].p, EPOCH), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &cases[8].p, EPOCH), SL_OK);
 	assert_true(l.u.sliding.quantum > 1);
-	assert_int_equal(sl_limiter_init(&l, &cases[7].p, EPOCH), SL_OK);
-	assert_int_equal(l.u.sliding.quantum, 1);
+	assert_dec_equal(sl_limiter_init(&l, &cases[7].p, EPOCH), SL_OK);
+	assert_dec_equal(l.u.sliding.quantum, 1);
 }
 
 /*
@@ -430,7 +430,7 @@ static void edge_case(const struct sl_params *p, uint64_t epoch, int want_shift)
 	init_pair(&ta, &tb, p, false, epoch);
 	const unsigned fs = a->u.gcra.fast_shift;
 	if (want_shift >= 0)
-		assert_int_equal(fs, want_shift);
+		assert_dec_equal(fs, want_shift);
 	assert_true(fs < 64);
 	const uint64_t end = epoch + (UINT64_C(1) << fs); /* first instant outside */
 	assert_true(end > epoch);
@@ -446,7 +446,7 @@ static void edge_case(const struct sl_params *p, uint64_t epoch, int want_shift)
 		const bool inside = now < end;
 		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 			const uint64_t n = sizes[si];
-			assert_int_equal(sl_fast_peek(a, n, now),
+			assert_dec_equal(sl_fast_peek(a, n, now),
 					 sl_limiter_available(b, now) >= n);
 			const bool fast = sl_fast_take(a, n, now);
 			const bool ref = sl_limiter_acquire(b, n, now, POLICE).verdict == SL_ADMIT;
@@ -462,15 +462,15 @@ static void edge_case(const struct sl_params *p, uint64_t epoch, int want_shift)
 				assert_true(inside); /* outside: left to the full API */
 				admitted_inside++;
 			}
-			assert_int_equal(got, ref);
+			assert_dec_equal(got, ref);
 			assert_same_state(a, b, now, si);
 		}
 		sl_fast_charge(a, 2, now);
-		assert_int_equal(sl_limiter_charge(b, 2, now), SL_OK);
+		assert_dec_equal(sl_limiter_charge(b, 2, now), SL_OK);
 		assert_same_state(a, b, now, 100);
 		const bool got1 = sl_fast_take(a, 1, now) ||
 				  sl_limiter_acquire(a, 1, now, POLICE).verdict == SL_ADMIT;
-		assert_int_equal(got1, sl_limiter_acquire(b, 1, now, POLICE).verdict == SL_ADMIT);
+		assert_dec_equal(got1, sl_limiter_acquire(b, 1, now, POLICE).verdict == SL_ADMIT);
 		assert_same_state(a, b, now, 101);
 	}
 	assert_true(admitted_inside >= 2);
@@ -493,7 +493,7 @@ static void test_fast_gcra_edge(void **state)
 					(UINT64_C(1) << 23) + (UINT64_C(1) << 20));
 	edge_case(&deep, 5 * SEC, -1);
 	struct sl_limiter l;
-	assert_int_equal(sl_limiter_init(&l, &deep, 5 * SEC), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &deep, 5 * SEC), SL_OK);
 	assert_true(l.u.gcra.fast_shift < 63);
 }
 

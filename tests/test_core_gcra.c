@@ -14,7 +14,7 @@ static uint64_t sl__min_test(uint64_t a, uint64_t b)
 /* 4 units per ms (one per 250000 ns), burst 2, epoch t0. */
 static void token_4_per_ms(struct sl_gcra *g, uint64_t t0)
 {
-	assert_int_equal(sl_token_init(g, 4, MS, 2, t0), SL_OK);
+	assert_dec_equal(sl_token_init(g, 4, MS, 2, t0), SL_OK);
 }
 
 static void test_core_gcra_token_sequence(void **state)
@@ -33,7 +33,7 @@ static void test_core_gcra_token_sequence(void **state)
 	expect_decision(sl_gcra_acquire(&g, 1, 1000 + 10 * MS, POLICE), SL_REFUSE, 250000);
 	/* n == 0 is always admitted and takes nothing. */
 	expect_decision(sl_gcra_acquire(&g, 0, 1000 + 10 * MS, POLICE), SL_ADMIT, 0);
-	assert_int_equal(sl_gcra_available(&g, 1000 + 10 * MS + 250000), 1);
+	assert_dec_equal(sl_gcra_available(&g, 1000 + 10 * MS + 250000), 1);
 }
 
 static void test_core_gcra_token_more_than_burst(void **state)
@@ -76,7 +76,7 @@ static void test_core_gcra_leaky_spacing(void **state)
 	(void)state;
 	struct sl_gcra g;
 	/* 4 per ms, at most 3 units queued (including the one that leaves). */
-	assert_int_equal(sl_leaky_init(&g, 4, MS, 3, 0), SL_OK);
+	assert_dec_equal(sl_leaky_init(&g, 4, MS, 3, 0), SL_OK);
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_ADMIT, 0);
 	/* No burst: the next unit leaves exactly 250 us later. */
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 250000);
@@ -84,22 +84,22 @@ static void test_core_gcra_leaky_spacing(void **state)
 	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, 500000);
 	/* Capacity: 3 units are now scheduled; a fourth must wait 250 us. */
 	expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_REFUSE, 250000);
-	assert_int_equal(sl_gcra_available(&g, 0), 0);
+	assert_dec_equal(sl_gcra_available(&g, 0), 0);
 	expect_decision(sl_gcra_acquire(&g, 1, 250000, RESERVE), SL_ADMIT, 500000);
 	/* A 2-unit request costs 500 us and leaves after the queue. */
 	expect_decision(sl_gcra_acquire(&g, 2, 1000000, RESERVE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 1, 1000000, RESERVE), SL_ADMIT, 500000);
 	/* More than the capacity can never be queued. */
 	expect_decision(sl_gcra_acquire(&g, 4, 10 * MS, RESERVE), SL_NEVER, UINT64_MAX);
-	assert_int_equal(sl_gcra_available(&g, 10 * MS), 3);
+	assert_dec_equal(sl_gcra_available(&g, 10 * MS), 3);
 }
 
 static void test_core_gcra_leaky_unbounded(void **state)
 {
 	(void)state;
 	struct sl_gcra g;
-	assert_int_equal(sl_leaky_init(&g, 1, MS, 0, 0), SL_OK);
-	assert_int_equal(sl_gcra_available(&g, 0), UINT64_MAX);
+	assert_dec_equal(sl_leaky_init(&g, 1, MS, 0, 0), SL_OK);
+	assert_dec_equal(sl_gcra_available(&g, 0), UINT64_MAX);
 	for (uint64_t i = 0; i < 1000; i++)
 		expect_decision(sl_gcra_acquire(&g, 1, 0, RESERVE), SL_ADMIT, i * MS);
 	/* Timeout still bounds the queue. */
@@ -112,7 +112,7 @@ static void test_core_gcra_fractional_rate(void **state)
 	(void)state;
 	struct sl_gcra g;
 	/* 3 per 7 s: one unit per 2333333333.33 ns, rounded up to ...334. */
-	assert_int_equal(sl_token_init(&g, 3, 7 * SEC, 1, 0), SL_OK);
+	assert_dec_equal(sl_token_init(&g, 3, 7 * SEC, 1, 0), SL_OK);
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 2333333334);
 	expect_decision(sl_gcra_acquire(&g, 1, 2333333334, POLICE), SL_ADMIT, 0);
@@ -129,14 +129,14 @@ static void test_core_gcra_one_per_hour(void **state)
 {
 	(void)state;
 	struct sl_gcra g;
-	assert_int_equal(sl_token_init(&g, 1, HOUR, 1, 5), SL_OK);
+	assert_dec_equal(sl_token_init(&g, 1, HOUR, 1, 5), SL_OK);
 	expect_decision(sl_gcra_acquire(&g, 1, 5, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 1, 5, POLICE), SL_REFUSE, HOUR);
 	expect_decision(sl_gcra_acquire(&g, 1, 5 + HOUR - 1, POLICE), SL_REFUSE, 1);
 	expect_decision(sl_gcra_acquire(&g, 1, 5 + HOUR, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 24, 5 + HOUR, RESERVE), SL_ADMIT, 24 * HOUR);
-	assert_int_equal(sl_gcra_available(&g, 5 + 26 * HOUR - 1), 0);
-	assert_int_equal(sl_gcra_available(&g, 5 + 26 * HOUR), 1);
+	assert_dec_equal(sl_gcra_available(&g, 5 + 26 * HOUR - 1), 0);
+	assert_dec_equal(sl_gcra_available(&g, 5 + 26 * HOUR), 1);
 }
 
 static void test_core_gcra_ten_giga_per_second(void **state)
@@ -144,14 +144,14 @@ static void test_core_gcra_ten_giga_per_second(void **state)
 	(void)state;
 	struct sl_gcra g;
 	/* 10^10 units/s (0.1 ns each), burst of one second's worth. */
-	assert_int_equal(sl_token_init(&g, 10000000000ull, SEC, 10000000000ull, 0), SL_OK);
-	assert_int_equal(g.tick_shift, 8);
+	assert_dec_equal(sl_token_init(&g, 10000000000ull, SEC, 10000000000ull, 0), SL_OK);
+	assert_dec_equal(g.tick_shift, 8);
 	expect_decision(sl_gcra_acquire(&g, 10000000000ull, 0, POLICE), SL_ADMIT, 0);
 	/* 0.1 ns is reported as a whole ns, rounded up. */
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 1);
 	expect_decision(sl_gcra_acquire(&g, 1500, 0, POLICE), SL_REFUSE, 151);
 	/* After 1 ms, 10^7 units are back, minus one for rounding up costs. */
-	assert_int_equal(sl_gcra_available(&g, MS), 9999999);
+	assert_dec_equal(sl_gcra_available(&g, MS), 9999999);
 	expect_decision(sl_gcra_acquire(&g, 9999999, MS, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 1, MS, POLICE), SL_REFUSE, 1);
 	/* 10^10 + 9999999 units were taken: at 1 s the total stays within
@@ -171,11 +171,11 @@ static void test_core_gcra_time_backwards(void **state)
 	expect_decision(sl_gcra_acquire(&g, 1, 11 * MS, POLICE), SL_ADMIT, 0);
 	/* A stale time sees an emptier bucket, never a fuller one. */
 	expect_decision(sl_gcra_acquire(&g, 1, 10 * MS + 500000, POLICE), SL_REFUSE, 750000);
-	assert_int_equal(sl_gcra_available(&g, 10 * MS), 0);
+	assert_dec_equal(sl_gcra_available(&g, 10 * MS), 0);
 	expect_decision(sl_gcra_acquire(&g, 1, 11 * MS + 250000, POLICE), SL_ADMIT, 0);
 	/* Refund with a stale time cannot overfill either. */
-	assert_int_equal(sl_gcra_refund(&g, 100, 10 * MS), SL_OK);
-	assert_int_equal(sl_gcra_available(&g, 11 * MS + 250000), 2);
+	assert_dec_equal(sl_gcra_refund(&g, 100, 10 * MS), SL_OK);
+	assert_dec_equal(sl_gcra_available(&g, 11 * MS + 250000), 2);
 }
 
 static void test_core_gcra_overflow(void **state)
@@ -187,7 +187,7 @@ static void test_core_gcra_overflow(void **state)
 	expect_decision(sl_gcra_acquire(&g, UINT64_MAX, 0, POLICE), SL_NEVER, UINT64_MAX);
 	expect_decision(sl_gcra_acquire(&g, UINT64_MAX, 0, RESERVE), SL_NEVER, UINT64_MAX);
 	/* Nothing was taken by those. */
-	assert_int_equal(sl_gcra_available(&g, 0), 2);
+	assert_dec_equal(sl_gcra_available(&g, 0), 2);
 	/* Reserve up to just below the horizon, then the horizon refuses. */
 	const uint64_t big = (UINT64_MAX - 2 * 250000) / 250000;
 	expect_decision(sl_gcra_acquire(&g, big, 0, RESERVE), SL_ADMIT, (big - 2) * 250000);
@@ -195,7 +195,7 @@ static void test_core_gcra_overflow(void **state)
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, (big - 1) * 250000);
 	/* max_wait near UINT64_MAX saturates rather than wrapping. */
 	struct sl_gcra f;
-	assert_int_equal(sl_token_init(&f, 10000000000ull, SEC, 1, 0), SL_OK);
+	assert_dec_equal(sl_token_init(&f, 10000000000ull, SEC, 1, 0), SL_OK);
 	expect_decision(sl_gcra_acquire(&f, 1000, 0, UINT64_MAX - 1), SL_ADMIT, 100);
 
 	/* Epoch at 0, now near UINT64_MAX: exact until the tick horizon, then
@@ -203,7 +203,7 @@ static void test_core_gcra_overflow(void **state)
 	token_4_per_ms(&g, 0);
 	expect_decision(sl_gcra_acquire(&g, 2, UINT64_MAX - 600000, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 1, UINT64_MAX - 600000, POLICE), SL_NEVER, UINT64_MAX);
-	assert_int_equal(sl_gcra_available(&g, UINT64_MAX), 0);
+	assert_dec_equal(sl_gcra_available(&g, UINT64_MAX), 0);
 
 	/* Epoch at 2^63: the full range after it works. */
 	token_4_per_ms(&g, 1ull << 63);
@@ -219,23 +219,23 @@ static void test_core_gcra_refund_available(void **state)
 	(void)state;
 	struct sl_gcra g;
 	token_4_per_ms(&g, 0);
-	assert_int_equal(sl_gcra_available(&g, 0), 2);
+	assert_dec_equal(sl_gcra_available(&g, 0), 2);
 	expect_decision(sl_gcra_acquire(&g, 2, 0, POLICE), SL_ADMIT, 0);
-	assert_int_equal(sl_gcra_available(&g, 0), 0);
-	assert_int_equal(sl_gcra_available(&g, 249999), 0);
-	assert_int_equal(sl_gcra_available(&g, 250000), 1);
-	assert_int_equal(sl_gcra_refund(&g, 1, 0), SL_OK);
-	assert_int_equal(sl_gcra_available(&g, 0), 1);
+	assert_dec_equal(sl_gcra_available(&g, 0), 0);
+	assert_dec_equal(sl_gcra_available(&g, 249999), 0);
+	assert_dec_equal(sl_gcra_available(&g, 250000), 1);
+	assert_dec_equal(sl_gcra_refund(&g, 1, 0), SL_OK);
+	assert_dec_equal(sl_gcra_available(&g, 0), 1);
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_gcra_acquire(&g, 1, 0, POLICE), SL_REFUSE, 250000);
 	/* Refunding more than was taken fills the bucket, never beyond. */
-	assert_int_equal(sl_gcra_refund(&g, 1000, 0), SL_OK);
-	assert_int_equal(sl_gcra_available(&g, 0), 2);
-	assert_int_equal(sl_gcra_refund(&g, 1, 5 * MS), SL_OK);
-	assert_int_equal(sl_gcra_available(&g, 5 * MS), 2);
+	assert_dec_equal(sl_gcra_refund(&g, 1000, 0), SL_OK);
+	assert_dec_equal(sl_gcra_available(&g, 0), 2);
+	assert_dec_equal(sl_gcra_refund(&g, 1, 5 * MS), SL_OK);
+	assert_dec_equal(sl_gcra_available(&g, 5 * MS), 2);
 	/* A refunded reservation frees its slot for the next caller. */
 	expect_decision(sl_gcra_acquire(&g, 6, 5 * MS, RESERVE), SL_ADMIT, MS);
-	assert_int_equal(sl_gcra_refund(&g, 4, 5 * MS), SL_OK);
+	assert_dec_equal(sl_gcra_refund(&g, 4, 5 * MS), SL_OK);
 	expect_decision(sl_gcra_acquire(&g, 1, 5 * MS, RESERVE), SL_ADMIT, 250000);
 }
 
@@ -243,18 +243,18 @@ static void test_core_gcra_init_errors(void **state)
 {
 	(void)state;
 	struct sl_gcra g;
-	assert_int_equal(sl_token_init(&g, 0, SEC, 1, 0), SL_EINVAL);
-	assert_int_equal(sl_token_init(&g, 1, 0, 1, 0), SL_EINVAL);
-	assert_int_equal(sl_token_init(&g, 1, SEC, 0, 0), SL_EINVAL);
-	assert_int_equal(sl_leaky_init(&g, 1, SEC, 0, 0), SL_OK);
+	assert_dec_equal(sl_token_init(&g, 0, SEC, 1, 0), SL_EINVAL);
+	assert_dec_equal(sl_token_init(&g, 1, 0, 1, 0), SL_EINVAL);
+	assert_dec_equal(sl_token_init(&g, 1, SEC, 0, 0), SL_EINVAL);
+	assert_dec_equal(sl_leaky_init(&g, 1, SEC, 0, 0), SL_OK);
 	/* One unit per 2^63 ns and more is beyond the fixed-point range. */
-	assert_int_equal(sl_token_init(&g, 1, UINT64_MAX, 1, 0), SL_ERANGE);
-	assert_int_equal(sl_token_init(&g, 1, 1ull << 62, 1, 0), SL_OK);
+	assert_dec_equal(sl_token_init(&g, 1, UINT64_MAX, 1, 0), SL_ERANGE);
+	assert_dec_equal(sl_token_init(&g, 1, 1ull << 62, 1, 0), SL_OK);
 	/* A burst whose refill outlasts 2^64 ticks. */
-	assert_int_equal(sl_token_init(&g, 1, HOUR, UINT64_MAX / HOUR + 1, 0), SL_ERANGE);
-	assert_int_equal(sl_leaky_init(&g, 1, HOUR, UINT64_MAX / HOUR + 1, 0), SL_ERANGE);
+	assert_dec_equal(sl_token_init(&g, 1, HOUR, UINT64_MAX / HOUR + 1, 0), SL_ERANGE);
+	assert_dec_equal(sl_leaky_init(&g, 1, HOUR, UINT64_MAX / HOUR + 1, 0), SL_ERANGE);
 	/* Extreme but valid rates. */
-	assert_int_equal(sl_token_init(&g, UINT64_MAX, 1, UINT64_MAX, 0), SL_OK);
+	assert_dec_equal(sl_token_init(&g, UINT64_MAX, 1, UINT64_MAX, 0), SL_OK);
 	expect_decision(sl_gcra_acquire(&g, 1000, 0, POLICE), SL_ADMIT, 0);
 }
 
@@ -402,7 +402,7 @@ static void test_core_gcra_matches_model_edges(void **state)
 		if (round % 4 == 1) {
 			/* A burst whose refill takes all but a few units' time
 			 * of the 2^64-tick range. */
-			assert_int_equal(sl_token_init(&g, amount, period, 1, epoch), SL_OK);
+			assert_dec_equal(sl_token_init(&g, amount, period, 1, epoch), SL_OK);
 			const u128 room = UINT64_MAX - 1 - rnd(&seed) % (4 * g.cost1_ticks);
 			burst = (uint64_t)((room << g.shift) / g.mult);
 		}
@@ -442,8 +442,8 @@ static void test_core_gcra_cost_beyond_2_63(void **state)
 {
 	(void)state;
 	struct sl_gcra g;
-	assert_int_equal(sl_token_init(&g, 1, 3ull << 61, 2, 0), SL_OK);
-	assert_int_equal(g.tick_shift, 0);
+	assert_dec_equal(sl_token_init(&g, 1, 3ull << 61, 2, 0), SL_OK);
+	assert_dec_equal(g.tick_shift, 0);
 	for (uint64_t d = 0; d < 8; d++) {
 		uint64_t tat = (1ull << 63) - 4 + d;
 		atomic_store(&g.tat, tat);
@@ -480,10 +480,10 @@ static void test_core_gcra_validate_fast_fields(void **state)
 					.amount = 4,
 					.period_ns = MS,
 					.burst = 2};
-	assert_int_equal(sl_limiter_init(&l, &token, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &token, 0), SL_OK);
 	assert_true(sl_limiter_validate(&l));
-	assert_int_equal(l.u.gcra.fast_shift, 63);
-	assert_int_equal(l.u.gcra.capped, 0);
+	assert_dec_equal(l.u.gcra.fast_shift, 63);
+	assert_dec_equal(l.u.gcra.capped, 0);
 	l.u.gcra.fast_shift = 62;
 	assert_false(sl_limiter_validate(&l));
 	l.u.gcra.fast_shift = 63;
@@ -493,9 +493,9 @@ static void test_core_gcra_validate_fast_fields(void **state)
 					.amount = 4,
 					.period_ns = MS,
 					.burst = 3};
-	assert_int_equal(sl_limiter_init(&l, &leaky, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &leaky, 0), SL_OK);
 	assert_true(sl_limiter_validate(&l));
-	assert_int_equal(l.u.gcra.capped, 1);
+	assert_dec_equal(l.u.gcra.capped, 1);
 	l.u.gcra.capped = 0;
 	assert_false(sl_limiter_validate(&l));
 	/* A burst refilling in nearly 2^64 ticks narrows the short path. */
@@ -503,8 +503,8 @@ static void test_core_gcra_validate_fast_fields(void **state)
 				       .amount = 1,
 				       .period_ns = 1024,
 				       .burst = (UINT64_MAX - 1) / 1024};
-	assert_int_equal(sl_limiter_init(&l, &huge, 0), SL_OK);
-	assert_int_equal(l.u.gcra.tick_shift, 0);
+	assert_dec_equal(sl_limiter_init(&l, &huge, 0), SL_OK);
+	assert_dec_equal(l.u.gcra.tick_shift, 0);
 	assert_true(l.u.gcra.fast_shift < 11);
 }
 

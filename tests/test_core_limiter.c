@@ -28,46 +28,46 @@ static void test_core_limiter_dispatch(void **state)
 	(void)state;
 	struct sl_limiter l;
 	struct sl_params p = params(SL_KIND_TOKEN, 4, MS, 2);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
-	assert_int_equal(l.magic, SL_LIMITER_MAGIC);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(l.magic, SL_LIMITER_MAGIC);
 	expect_decision(sl_limiter_acquire(&l, 2, 0, 0), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_REFUSE, 250000);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_ADMIT, 250000);
-	assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_OK);
-	assert_int_equal(sl_limiter_available(&l, 250000), 1);
-	assert_int_equal(sl_limiter_release(&l, 1), SL_EINVAL);
+	assert_dec_equal(sl_limiter_refund(&l, 1, 0), SL_OK);
+	assert_dec_equal(sl_limiter_available(&l, 250000), 1);
+	assert_dec_equal(sl_limiter_release(&l, 1), SL_EINVAL);
 
 	p = params(SL_KIND_LEAKY, 4, MS, 0);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_ADMIT, 250000);
-	assert_int_equal(sl_limiter_available(&l, 0), 0);
+	assert_dec_equal(sl_limiter_available(&l, 0), 0);
 
 	p = params(SL_KIND_FIXED, 3, 1000, 0);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 3, 0, 0), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, 10, UINT64_MAX), SL_ADMIT, 990);
-	assert_int_equal(sl_limiter_refund(&l, 1, 1000), SL_OK);
-	assert_int_equal(sl_limiter_available(&l, 1000), 3);
+	assert_dec_equal(sl_limiter_refund(&l, 1, 1000), SL_OK);
+	assert_dec_equal(sl_limiter_available(&l, 1000), 3);
 
 	/* Sliding windows police whatever max_wait_ns says. */
 	p = params(SL_KIND_SLIDING, 10, 1000, 0);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 10, 0, UINT64_MAX), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_REFUSE, 1100);
-	assert_int_equal(sl_limiter_refund(&l, 4, 0), SL_OK);
-	assert_int_equal(sl_limiter_available(&l, 0), 4);
+	assert_dec_equal(sl_limiter_refund(&l, 4, 0), SL_OK);
+	assert_dec_equal(sl_limiter_available(&l, 0), 4);
 
 	/* Concurrency: refund is release; period and burst are ignored. */
 	p = params(SL_KIND_CONC, 2, 0, 0);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 2, 0, UINT64_MAX), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_REFUSE, 0);
-	assert_int_equal(sl_limiter_available(&l, 0), 0);
-	assert_int_equal(sl_limiter_release(&l, 1), SL_OK);
-	assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_OK);
-	assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_EUNDERFLOW);
-	assert_int_equal(sl_limiter_available(&l, 0), 2);
+	assert_dec_equal(sl_limiter_available(&l, 0), 0);
+	assert_dec_equal(sl_limiter_release(&l, 1), SL_OK);
+	assert_dec_equal(sl_limiter_refund(&l, 1, 0), SL_OK);
+	assert_dec_equal(sl_limiter_refund(&l, 1, 0), SL_EUNDERFLOW);
+	assert_dec_equal(sl_limiter_available(&l, 0), 2);
 }
 
 /* Charge: units already used (bytes already received) are taken as debt,
@@ -79,29 +79,29 @@ static void test_core_limiter_charge(void **state)
 	/* Token bucket, 1000 units/s, burst 1000: 3000 charged at t = 0 put the
 	 * next slot 3 s ahead; the burst lets one unit act 1 s before it. */
 	struct sl_params p = params(SL_KIND_TOKEN, 1000, SEC, 1000);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
-	assert_int_equal(sl_limiter_charge(&l, 3000, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 3000, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_REFUSE, 2001 * MS);
-	assert_int_equal(sl_limiter_available(&l, 2001 * MS - 1), 0);
+	assert_dec_equal(sl_limiter_available(&l, 2001 * MS - 1), 0);
 	expect_decision(sl_limiter_acquire(&l, 1, 2001 * MS, 0), SL_ADMIT, 0);
-	assert_int_equal(sl_limiter_available(&l, 3 * SEC), 999);
+	assert_dec_equal(sl_limiter_available(&l, 3 * SEC), 999);
 	/* Charged from now, not from an old slot: after idling, 500 units
 	 * leave half the burst. n == 0 changes nothing. */
-	assert_int_equal(sl_limiter_charge(&l, 500, 10 * SEC), SL_OK);
-	assert_int_equal(sl_limiter_available(&l, 10 * SEC), 500);
-	assert_int_equal(sl_limiter_charge(&l, 0, 10 * SEC), SL_OK);
-	assert_int_equal(sl_limiter_available(&l, 10 * SEC), 500);
+	assert_dec_equal(sl_limiter_charge(&l, 500, 10 * SEC), SL_OK);
+	assert_dec_equal(sl_limiter_available(&l, 10 * SEC), 500);
+	assert_dec_equal(sl_limiter_charge(&l, 0, 10 * SEC), SL_OK);
+	assert_dec_equal(sl_limiter_available(&l, 10 * SEC), 500);
 	/* Saturates at the horizon: everything after is never. */
-	assert_int_equal(sl_limiter_charge(&l, UINT64_MAX, 10 * SEC), SL_OK);
-	assert_int_equal(sl_limiter_charge(&l, 1, 10 * SEC), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, UINT64_MAX, 10 * SEC), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 1, 10 * SEC), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 1, 10 * SEC, UINT64_MAX), SL_NEVER, UINT64_MAX);
 	assert_true(sl_limiter_validate(&l));
 
 	/* Leaky bucket, 1000/s, capacity 10: the 3 s of debt keep even a
 	 * reservation out until its slot is within the capacity. */
 	p = params(SL_KIND_LEAKY, 1000, SEC, 10);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
-	assert_int_equal(sl_limiter_charge(&l, 3000, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 3000, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_REFUSE, 3 * SEC);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_REFUSE, 2991 * MS);
 	expect_decision(sl_limiter_acquire(&l, 1, 2991 * MS, UINT64_MAX), SL_ADMIT, 9 * MS);
@@ -109,27 +109,27 @@ static void test_core_limiter_charge(void **state)
 	/* Fixed window, 3 per 1000 ns: 7 charged fill windows 0 and 1 and one
 	 * unit of window 2. */
 	p = params(SL_KIND_FIXED, 3, 1000, 0);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
-	assert_int_equal(sl_limiter_charge(&l, 7, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 7, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_ADMIT, 2000);
-	assert_int_equal(sl_limiter_available(&l, 2000), 1);
+	assert_dec_equal(sl_limiter_available(&l, 2000), 1);
 
 	/* Sliding window, 10 per 1000 ns: the count saturates at a full
 	 * window. */
 	p = params(SL_KIND_SLIDING, 10, 1000, 0);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
-	assert_int_equal(sl_limiter_charge(&l, 25, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 25, 0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 1, 0, UINT64_MAX), SL_REFUSE, 1100);
-	assert_int_equal(sl_limiter_available(&l, 2000), 10);
+	assert_dec_equal(sl_limiter_available(&l, 2000), 10);
 	assert_true(sl_limiter_validate(&l));
 
 	/* Concurrency holds units rather than spending them: no debt. */
 	p = params(SL_KIND_CONC, 2, 0, 0);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
-	assert_int_equal(sl_limiter_charge(&l, 1, 0), SL_EINVAL);
-	assert_int_equal(sl_limiter_available(&l, 0), 2);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 1, 0), SL_EINVAL);
+	assert_dec_equal(sl_limiter_available(&l, 0), 2);
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(sl_limiter_charge(&l, 1, 0), SL_EINVAL);
+	assert_dec_equal(sl_limiter_charge(&l, 1, 0), SL_EINVAL);
 }
 
 static void test_core_limiter_init_errors(void **state)
@@ -170,8 +170,8 @@ static void test_core_limiter_init_errors(void **state)
 			fail_msg("case %zu: init gave %s, want %s", i, sl_status_name(st),
 				 sl_status_name(cases[i].want));
 		/* A failed init leaves no magic: the limiter is never valid. */
-		assert_int_equal(l.magic == SL_LIMITER_MAGIC, st == SL_OK);
-		assert_int_equal(sl_limiter_validate(&l), st == SL_OK);
+		assert_dec_equal(l.magic == SL_LIMITER_MAGIC, st == SL_OK);
+		assert_dec_equal(sl_limiter_validate(&l), st == SL_OK);
 	}
 }
 
@@ -198,7 +198,7 @@ static void test_core_limiter_validate_corrupt(void **state)
 	(void)state;
 	for (size_t k = 0; k < NVALID; k++) {
 		struct sl_limiter good;
-		assert_int_equal(sl_limiter_init(&good, &valid[k], 12345), SL_OK);
+		assert_dec_equal(sl_limiter_init(&good, &valid[k], 12345), SL_OK);
 		assert_true(sl_limiter_validate(&good));
 		/* Corrupt each 32-bit word of the header and the parameter
 		 * block (the first 64 bytes of the union) in turn. */
@@ -239,11 +239,11 @@ static void test_core_limiter_validate_corrupt(void **state)
 	}
 	/* Corrupt state words that operations can never produce. */
 	struct sl_limiter l;
-	assert_int_equal(sl_limiter_init(&l, &valid[4], 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &valid[4], 0), SL_OK);
 	atomic_store(&l.u.conc.held, 4);
 	assert_false(sl_limiter_validate(&l));
-	assert_int_equal(sl_limiter_available(&l, 0), 0);
-	assert_int_equal(sl_limiter_init(&l, &valid[3], 0), SL_OK);
+	assert_dec_equal(sl_limiter_available(&l, 0), 0);
+	assert_dec_equal(sl_limiter_init(&l, &valid[3], 0), SL_OK);
 	atomic_store(&l.u.sliding.state, 11);
 	assert_false(sl_limiter_validate(&l));
 	atomic_store(&l.u.sliding.state, 11ull << 20);
@@ -281,12 +281,12 @@ static void test_core_limiter_validate_garbage(void **state)
 		 * as the kind is unknown (dispatch is the only check). */
 		l.kind = SL_KIND_WARMUP + 1 + (uint32_t)(rnd(&seed) % 1000);
 		expect_decision(sl_limiter_acquire(&l, 1, 0, 0), SL_NEVER, UINT64_MAX);
-		assert_int_equal(sl_limiter_available(&l, 0), 0);
-		assert_int_equal(sl_limiter_refund(&l, 1, 0), SL_EINVAL);
+		assert_dec_equal(sl_limiter_available(&l, 0), 0);
+		assert_dec_equal(sl_limiter_refund(&l, 1, 0), SL_EINVAL);
 	}
 	for (int i = 0; i < 20000; i++) {
 		struct sl_limiter l;
-		assert_int_equal(sl_limiter_init(&l, &valid[i % NVALID], rnd(&seed)), SL_OK);
+		assert_dec_equal(sl_limiter_init(&l, &valid[i % NVALID], rnd(&seed)), SL_OK);
 		atomic_store(&l.u.gcra.tat, rnd(&seed));
 		if (!sl_limiter_validate(&l))
 			continue;

@@ -31,6 +31,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "sluice_core.h"
 
 #define NTHREADS 8
@@ -186,9 +188,9 @@ static struct arena *arena_new(const struct sl_params *p)
 	struct arena *a = mmap(NULL, sizeof(*a), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
 			       -1, 0);
 	assert_true(a != MAP_FAILED);
-	assert_int_equal(sl_limiter_init(&a->lim, p, EPOCH), SL_OK);
+	assert_dec_equal(sl_limiter_init(&a->lim, p, EPOCH), SL_OK);
 	struct sl_params g = {.kind = SL_KIND_CONC, .amount = 1};
-	assert_int_equal(sl_limiter_init(&a->guard, &g, EPOCH), SL_OK);
+	assert_dec_equal(sl_limiter_init(&a->guard, &g, EPOCH), SL_OK);
 	atomic_store(&a->clock, EPOCH);
 	atomic_store(&a->max_act, EPOCH);
 	return a;
@@ -196,7 +198,7 @@ static struct arena *arena_new(const struct sl_params *p)
 
 static void arena_free(struct arena *a)
 {
-	assert_int_equal(atomic_load(&a->violations), 0);
+	assert_dec_equal(atomic_load(&a->violations), 0);
 	munmap(a, sizeof(*a));
 }
 
@@ -206,15 +208,15 @@ static void run_threads(struct arena *a, void (*run)(struct arena *, uint64_t *)
 {
 	pthread_t t[NTHREADS];
 	struct worker w[NTHREADS];
-	assert_int_equal(pthread_barrier_init(&a->barrier, NULL, NTHREADS), 0);
+	assert_dec_equal(pthread_barrier_init(&a->barrier, NULL, NTHREADS), 0);
 	for (int i = 0; i < NTHREADS; i++) {
 		w[i] = (struct worker){.a = a,
 				       .seed = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1),
 				       .run = run};
-		assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+		assert_dec_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++)
-		assert_int_equal(pthread_join(t[i], NULL), 0);
+		assert_dec_equal(pthread_join(t[i], NULL), 0);
 	pthread_barrier_destroy(&a->barrier);
 }
 
@@ -233,7 +235,7 @@ static void run_processes(struct arena *a, void (*run)(struct arena *, uint64_t 
 	}
 	for (int i = 0; i < 2; i++) {
 		int status = 0;
-		assert_int_equal(waitpid(pid[i], &status, 0), pid[i]);
+		assert_dec_equal(waitpid(pid[i], &status, 0), pid[i]);
 		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
 }
@@ -323,10 +325,10 @@ static void test_core_thread_sliding(void **state)
 
 static void check_conc(struct arena *a, uint64_t expected_guard_admits_min)
 {
-	assert_int_equal(sl_conc_held(&a->lim.u.conc), 0);
-	assert_int_equal(sl_conc_held(&a->guard.u.conc), 0);
-	assert_int_equal(atomic_load(&a->inuse), 0);
-	assert_int_equal(a->guarded, atomic_load(&a->guard_admits));
+	assert_dec_equal(sl_conc_held(&a->lim.u.conc), 0);
+	assert_dec_equal(sl_conc_held(&a->guard.u.conc), 0);
+	assert_dec_equal(atomic_load(&a->inuse), 0);
+	assert_dec_equal(a->guarded, atomic_load(&a->guard_admits));
 	assert_true(a->guarded >= expected_guard_admits_min);
 	assert_true(sl_limiter_validate(&a->lim));
 }

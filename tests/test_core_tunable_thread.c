@@ -68,15 +68,15 @@ static void test_tunable_thread_retune_race(void **state)
 	struct sl_params a = params(SL_KIND_TOKEN, 1000, SEC, 5000);
 	struct sl_params b = params(SL_KIND_TOKEN, 3000, SEC, 5000);
 	struct sl_params c2 = params(SL_KIND_CONC, 2, 0, 0), c4 = params(SL_KIND_CONC, 4, 0, 0);
-	assert_int_equal(sl_tunable_init(&race_tok, &a, T0), SL_OK);
-	assert_int_equal(sl_tunable_init(&race_conc, &c4, T0), SL_OK);
+	assert_dec_equal(sl_tunable_init(&race_tok, &a, T0), SL_OK);
+	assert_dec_equal(sl_tunable_init(&race_conc, &c4, T0), SL_OK);
 	pthread_t th[TH];
 	for (int i = 0; i < TH; i++)
-		assert_int_equal(pthread_create(&th[i], NULL, race_worker, &race_progress[i]), 0);
+		assert_dec_equal(pthread_create(&th[i], NULL, race_worker, &race_progress[i]), 0);
 	for (int r = 0; r < 2000; r++) {
 		race_grace();
-		assert_int_equal(sl_tunable_retune(&race_tok, r % 2 ? &a : &b, T0), SL_OK);
-		assert_int_equal(sl_tunable_retune(&race_conc, r % 2 ? &c4 : &c2, T0), SL_OK);
+		assert_dec_equal(sl_tunable_retune(&race_tok, r % 2 ? &a : &b, T0), SL_OK);
+		assert_dec_equal(sl_tunable_retune(&race_conc, r % 2 ? &c4 : &c2, T0), SL_OK);
 	}
 	for (int i = 0; i < TH; i++)
 		pthread_join(th[i], NULL);
@@ -87,7 +87,7 @@ static void test_tunable_thread_retune_race(void **state)
 	assert_true(admitted <= 5000);
 	assert_true(admitted >= 1);
 	assert_true(atomic_load(&race_max_inside) <= 4);
-	assert_int_equal(atomic_load(&race_conc.head.u.tun.held), 0);
+	assert_dec_equal(atomic_load(&race_conc.head.u.tun.held), 0);
 }
 
 int main(void)

@@ -49,7 +49,7 @@ static struct sl_params warm_params(uint64_t amount, uint64_t period_ns, uint64_
 
 static void init_ok(struct sl_limiter *l, struct sl_params p, uint64_t now)
 {
-	assert_int_equal(sl_limiter_init(l, &p, now), SL_OK);
+	assert_dec_equal(sl_limiter_init(l, &p, now), SL_OK);
 	assert_true(sl_limiter_validate(l));
 }
 
@@ -59,17 +59,17 @@ static void test_warmup_reserve_from_cold(void **state)
 	(void)state;
 	struct sl_limiter l;
 	init_ok(&l, warm_params(100, SEC, 1, 2 * SEC, 3), T0);
-	assert_int_equal(sl_warmup_stored(&l.u.warm, T0), 200);
-	assert_int_equal(sl_warmup_interval_ns(&l.u.warm, T0), 30 * MS);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, T0), 200);
+	assert_dec_equal(sl_warmup_interval_ns(&l.u.warm, T0), 30 * MS);
 	uint64_t at = 0;
 	for (uint64_t k = 0; k < 100; k++) {
 		expect_decision(sl_limiter_acquire(&l, 1, T0, RESERVE), SL_ADMIT, at);
 		at += 29900000u - 200000u * k;
 	}
 	/* The first 100 took exactly the warm-up period; T = 100 stored left. */
-	assert_int_equal(at, 2 * SEC);
-	assert_int_equal(sl_warmup_stored(&l.u.warm, T0), 100);
-	assert_int_equal(sl_warmup_interval_ns(&l.u.warm, T0), 10 * MS);
+	assert_dec_equal(at, 2 * SEC);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, T0), 100);
+	assert_dec_equal(sl_warmup_interval_ns(&l.u.warm, T0), 10 * MS);
 	/* Below T every unit costs S: 100/s. */
 	for (uint64_t k = 0; k < 5; k++)
 		expect_decision(sl_limiter_acquire(&l, 1, T0, RESERVE), SL_ADMIT,
@@ -85,8 +85,8 @@ static void test_warmup_police_from_cold(void **state)
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_REFUSE, 29900000u);
 	expect_decision(sl_limiter_acquire(&l, 1, T0 + 29899999u, POLICE), SL_REFUSE, 1);
-	assert_int_equal(sl_limiter_available(&l, T0 + 29899999u), 0);
-	assert_int_equal(sl_limiter_available(&l, T0 + 29900000u), 1);
+	assert_dec_equal(sl_limiter_available(&l, T0 + 29899999u), 0);
+	assert_dec_equal(sl_limiter_available(&l, T0 + 29900000u), 1);
 	expect_decision(sl_limiter_acquire(&l, 1, T0 + 29900000u, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, T0 + 29900000u, POLICE), SL_REFUSE, 29700000u);
 	/* Police never takes more than the burst at once. */
@@ -106,23 +106,23 @@ static void test_warmup_cools_when_idle(void **state)
 	init_ok(&l, warm_params(100, SEC, 1, 2 * SEC, 3), T0);
 	/* 200 units: 100 warm-up ones (2 s) and 100 at S (1 s): fully warm. */
 	for (int k = 0; k < 200; k++)
-		assert_int_equal(sl_limiter_acquire(&l, 1, T0, RESERVE).verdict, SL_ADMIT);
+		assert_dec_equal(sl_limiter_acquire(&l, 1, T0, RESERVE).verdict, SL_ADMIT);
 	const uint64_t sched = T0 + 3 * SEC; /* the 201st unit's slot */
-	assert_int_equal(sl_warmup_stored(&l.u.warm, sched), 0);
-	assert_int_equal(sl_warmup_interval_ns(&l.u.warm, sched), 10 * MS);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, sched), 0);
+	assert_dec_equal(sl_warmup_interval_ns(&l.u.warm, sched), 10 * MS);
 	/* 0.5 s idle: 50 stored, still at S (below T). */
-	assert_int_equal(sl_warmup_stored(&l.u.warm, sched + SEC / 2), 50);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, sched + SEC / 2), 50);
 	/* 1.5 s idle: 150 stored, f(150) = 10 + 50 x 0.2 = 20 ms. */
-	assert_int_equal(sl_warmup_stored(&l.u.warm, sched + 3 * SEC / 2), 150);
-	assert_int_equal(sl_warmup_interval_ns(&l.u.warm, sched + 3 * SEC / 2), 20 * MS);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, sched + 3 * SEC / 2), 150);
+	assert_dec_equal(sl_warmup_interval_ns(&l.u.warm, sched + 3 * SEC / 2), 20 * MS);
 	/* 2 s idle and more: cold (M, capped). */
-	assert_int_equal(sl_warmup_stored(&l.u.warm, sched + 2 * SEC), 200);
-	assert_int_equal(sl_warmup_stored(&l.u.warm, sched + 4 * SEC), 200);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, sched + 2 * SEC), 200);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, sched + 4 * SEC), 200);
 	const uint64_t t = sched + 4 * SEC;
 	expect_decision(sl_limiter_acquire(&l, 1, t, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, t, POLICE), SL_REFUSE, 29900000u);
 	/* A stale now (before the schedule) refills nothing. */
-	assert_int_equal(sl_warmup_stored(&l.u.warm, t - SEC), 199);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, t - SEC), 199);
 }
 
 /* burst=b lets the schedule run (b - 1) S ahead of now: b units at once
@@ -138,8 +138,8 @@ static void test_warmup_burst(void **state)
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_ADMIT, 0);
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_REFUSE, 59600000u - 30 * MS);
-	assert_int_equal(sl_limiter_available(&l, T0), 0);
-	assert_int_equal(sl_limiter_available(&l, T0 + 29600000u), 1);
+	assert_dec_equal(sl_limiter_available(&l, T0), 0);
+	assert_dec_equal(sl_limiter_available(&l, T0 + 29600000u), 1);
 	/* Two at once need the schedule within 2 S. */
 	expect_decision(sl_limiter_acquire(&l, 2, T0, POLICE), SL_REFUSE, 59600000u - 20 * MS);
 	/* Warm: 400 reservations from cold take 2 s (the first 100), 1 s (the
@@ -149,19 +149,19 @@ static void test_warmup_burst(void **state)
 	struct sl_limiter w2, t2;
 	init_ok(&w2, warm_params(100, SEC, 4, 2 * SEC, 3), T0);
 	for (int k = 0; k < 400; k++)
-		assert_int_equal(sl_limiter_acquire(&w2, 1, T0, RESERVE).verdict, SL_ADMIT);
-	assert_int_equal(sl_warmup_stored(&w2.u.warm, T0 + 5 * SEC), 0);
+		assert_dec_equal(sl_limiter_acquire(&w2, 1, T0, RESERVE).verdict, SL_ADMIT);
+	assert_dec_equal(sl_warmup_stored(&w2.u.warm, T0 + 5 * SEC), 0);
 	struct sl_params tp = {.kind = SL_KIND_TOKEN, .amount = 100, .period_ns = SEC, .burst = 4};
 	init_ok(&t2, tp, T0);
 	for (int k = 0; k < 500; k++)
-		assert_int_equal(sl_limiter_acquire(&t2, 1, T0, RESERVE).verdict, SL_ADMIT);
+		assert_dec_equal(sl_limiter_acquire(&t2, 1, T0, RESERVE).verdict, SL_ADMIT);
 	/* Both now have their next slot at T0 + 5 s; police both alike. */
 	for (uint64_t v = T0 + 5 * SEC - 40 * MS; v < T0 + 5 * SEC + 200 * MS; v += 3 * MS) {
 		const struct sl_decision a = sl_limiter_acquire(&w2, 1, v, POLICE);
 		const struct sl_decision b = sl_limiter_acquire(&t2, 1, v, POLICE);
-		assert_int_equal(a.verdict, b.verdict);
-		assert_int_equal(a.wait_ns, b.wait_ns);
-		assert_int_equal(sl_limiter_available(&w2, v), sl_limiter_available(&t2, v));
+		assert_dec_equal(a.verdict, b.verdict);
+		assert_dec_equal(a.wait_ns, b.wait_ns);
+		assert_dec_equal(sl_limiter_available(&w2, v), sl_limiter_available(&t2, v));
 	}
 }
 
@@ -176,7 +176,7 @@ static void test_warmup_bytes(void **state)
 	uint64_t in_warmup = 0, in_next = 0;
 	for (;;) {
 		const struct sl_decision d = sl_limiter_acquire(&l, piece, T0, RESERVE);
-		assert_int_equal(d.verdict, SL_ADMIT);
+		assert_dec_equal(d.verdict, SL_ADMIT);
 		if (d.wait_ns < 2 * SEC)
 			in_warmup += piece;
 		else if (d.wait_ns < 3 * SEC)
@@ -196,16 +196,16 @@ static void test_warmup_charge_refund(void **state)
 	(void)state;
 	struct sl_limiter l;
 	init_ok(&l, warm_params(100, SEC, 1, 2 * SEC, 3), T0);
-	assert_int_equal(sl_limiter_charge(&l, 2, T0), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 2, T0), SL_OK);
 	/* 29.9 + 29.7 ms of debt. */
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_REFUSE, 59600000u);
-	assert_int_equal(sl_warmup_stored(&l.u.warm, T0), 198);
-	assert_int_equal(sl_limiter_refund(&l, 1, T0), SL_OK);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, T0), 198);
+	assert_dec_equal(sl_limiter_refund(&l, 1, T0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_REFUSE, 49600000u);
-	assert_int_equal(sl_limiter_refund(&l, 10, T0), SL_OK);
-	assert_int_equal(sl_warmup_stored(&l.u.warm, T0), 198);
+	assert_dec_equal(sl_limiter_refund(&l, 10, T0), SL_OK);
+	assert_dec_equal(sl_warmup_stored(&l.u.warm, T0), 198);
 	expect_decision(sl_limiter_acquire(&l, 1, T0, POLICE), SL_ADMIT, 0);
-	assert_int_equal(sl_limiter_charge(&l, 0, T0), SL_OK);
+	assert_dec_equal(sl_limiter_charge(&l, 0, T0), SL_OK);
 	expect_decision(sl_limiter_acquire(&l, 0, T0, POLICE), SL_ADMIT, 0);
 }
 
@@ -214,23 +214,23 @@ static void test_warmup_init_errors(void **state)
 	(void)state;
 	struct sl_limiter l;
 	struct sl_params p = warm_params(100, SEC, 1, 2 * SEC, 1);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL); /* cold < 2 */
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL); /* cold < 2 */
 	p = warm_params(100, SEC, 0, 2 * SEC, 3);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL); /* burst 0 */
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL); /* burst 0 */
 	p = warm_params(100, SEC, 1, 0, 3);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL); /* no warm-up */
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL); /* no warm-up */
 	/* w < (1 + cold) S / 2 = 20 ms: no unit between T and M. */
 	p = warm_params(100, SEC, 1, 19 * MS, 3);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_EINVAL);
 	p = warm_params(100, SEC, 1, 20 * MS, 3);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
 	p = warm_params(100, SEC, 1, HOUR + 1, 3);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_ERANGE);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_ERANGE);
 	p = warm_params(100, SEC, 1, 2 * SEC, 1001);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_ERANGE);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_ERANGE);
 	/* 10 GiB/s for an hour: M = 4.3e13 bytes, within range. */
 	p = warm_params(10ull << 30, SEC, 1 << 20, HOUR, 3);
-	assert_int_equal(sl_limiter_init(&l, &p, 0), SL_OK);
+	assert_dec_equal(sl_limiter_init(&l, &p, 0), SL_OK);
 	/* Validate catches a corrupt derived field and stored permits > M. */
 	init_ok(&l, warm_params(100, SEC, 1, 2 * SEC, 3), 0);
 	l.u.warm.thresh_q++;
@@ -348,14 +348,14 @@ static void run_against_ref(uint64_t amount, uint64_t period, uint64_t burst, ui
 			if (d.verdict == SL_ADMIT)
 				ref_acquire(&r, n, t, 0, 1);
 			else
-				assert_int_equal(d.verdict, SL_REFUSE);
+				assert_dec_equal(d.verdict, SL_REFUSE);
 		} else if (rw > lim) {
-			assert_int_equal(d.verdict, SL_REFUSE);
+			assert_dec_equal(d.verdict, SL_REFUSE);
 			if (labs_ld((long double)(d.wait_ns + mw) - rw) > tol)
 				fail_msg("op %d: refusal %llu + %llu, reference %.1Lf", i,
 					 (unsigned long long)d.wait_ns, (unsigned long long)mw, rw);
 		} else {
-			assert_int_equal(d.verdict, SL_ADMIT);
+			assert_dec_equal(d.verdict, SL_ADMIT);
 			if (labs_ld((long double)d.wait_ns - rw) > tol)
 				fail_msg("op %d: wait %llu, reference %.1Lf", i,
 					 (unsigned long long)d.wait_ns, rw);
@@ -394,23 +394,23 @@ static void test_warmup_retune(void **state)
 	(void)state;
 	struct sl_tunable t;
 	struct sl_params p = warm_params(100, SEC, 1, 2 * SEC, 3);
-	assert_int_equal(sl_tunable_init(&t, &p, T0), SL_OK);
+	assert_dec_equal(sl_tunable_init(&t, &p, T0), SL_OK);
 	/* 100 units from cold: stored 100 of 200, schedule 2 s ahead. */
 	for (int k = 0; k < 100; k++)
-		assert_int_equal(sl_limiter_acquire(&t.head, 1, T0, RESERVE).verdict, SL_ADMIT);
+		assert_dec_equal(sl_limiter_acquire(&t.head, 1, T0, RESERVE).verdict, SL_ADMIT);
 	/* 200/s: T = 200, M = 400; half of M stored = 200 = T, so the next
 	 * units cost the new S (5 ms), after a debt of 200 units x 5 ms = 1 s. */
 	struct sl_params q = warm_params(200, SEC, 1, 2 * SEC, 3);
-	assert_int_equal(sl_tunable_retune(&t, &q, T0), SL_OK);
+	assert_dec_equal(sl_tunable_retune(&t, &q, T0), SL_OK);
 	assert_true(sl_tunable_validate(&t));
 	const struct sl_limiter *cur = sl_tunable_current(&t);
-	assert_int_equal(cur->kind, SL_KIND_WARMUP);
-	assert_int_equal(sl_warmup_stored(&cur->u.warm, T0), 200);
+	assert_dec_equal(cur->kind, SL_KIND_WARMUP);
+	assert_dec_equal(sl_warmup_stored(&cur->u.warm, T0), 200);
 	expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, SEC);
 	expect_decision(sl_limiter_acquire(&t.head, 1, T0, RESERVE), SL_ADMIT, SEC + 5 * MS);
 	/* Another kind is refused. */
 	struct sl_params tok = {.kind = SL_KIND_TOKEN, .amount = 100, .period_ns = SEC, .burst = 1};
-	assert_int_equal(sl_tunable_retune(&t, &tok, T0), SL_EINVAL);
+	assert_dec_equal(sl_tunable_retune(&t, &tok, T0), SL_EINVAL);
 }
 
 int main(void)

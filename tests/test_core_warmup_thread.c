@@ -26,6 +26,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "sluice_core.h"
 
 #define NTHREADS 4
@@ -107,7 +109,7 @@ static void run_threads(struct arena *a, uint64_t seed)
 	struct worker w[NTHREADS];
 	for (int i = 0; i < NTHREADS; i++) {
 		w[i] = (struct worker){.a = a, .seed = seed * 977 + (uint64_t)i};
-		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+		assert_dec_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
 	}
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(th[i], NULL);
@@ -125,7 +127,7 @@ static void test_warmup_thread_bounds(void **state)
 			      .period_ns = 1000000000ull,
 			      .burst = BURST,
 			      .warmup_ns = WARMUP};
-	assert_int_equal(sl_limiter_init(&a->lim, &p, EPOCH), SL_OK);
+	assert_dec_equal(sl_limiter_init(&a->lim, &p, EPOCH), SL_OK);
 	atomic_store(&a->clock, EPOCH);
 	pid_t kids[NPROC];
 	for (int k = 0; k < NPROC; k++) {
@@ -139,7 +141,7 @@ static void test_warmup_thread_bounds(void **state)
 	run_threads(a, 1);
 	for (int k = 0; k < NPROC; k++) {
 		int st;
-		assert_int_equal(waitpid(kids[k], &st, 0), kids[k]);
+		assert_dec_equal(waitpid(kids[k], &st, 0), kids[k]);
 		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	const uint64_t admitted = atomic_load(&a->admitted);
@@ -148,7 +150,7 @@ static void test_warmup_thread_bounds(void **state)
 	print_message("admitted %llu, last act %llu ns, %llu in the warm-up period\n",
 		      (unsigned long long)admitted, (unsigned long long)max_act,
 		      (unsigned long long)in_warmup);
-	assert_int_equal(atomic_load(&a->violations), 0);
+	assert_dec_equal(atomic_load(&a->violations), 0);
 	/* Enough happened for the bounds to mean something. */
 	assert_true(admitted > 100);
 	assert_true(admitted > 2000);

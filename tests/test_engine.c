@@ -26,7 +26,7 @@
 static struct sockaddr_in6 in6_of(const char *text, uint16_t port)
 {
 	struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
-	assert_int_equal(inet_pton(AF_INET6, text, &a.sin6_addr), 1);
+	assert_dec_equal(inet_pton(AF_INET6, text, &a.sin6_addr), 1);
 	return a;
 }
 

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "lease_pool.h"
 
 #define MS 1000000ull
@@ -31,7 +33,7 @@ static void test_lease_pool_election(void **state)
 	bool took;
 	(void)state;
 	memset(&seg, 0, sizeof(seg));
-	assert_int_equal(sl__pool_renewer(&seg), 0);
+	assert_dec_equal(sl__pool_renewer(&seg), 0);
 	assert_true(role(100, T0, &took)); /* nobody: the first one renews */
 	assert_true(took);
 	assert_false(role(200, T0 + 10 * MS, &took)); /* fresh heartbeat */
@@ -41,18 +43,18 @@ static void test_lease_pool_election(void **state)
 	assert_false(role(200, T0 + 150 * MS, &took)); /* 100 ms since the beat: not stale */
 	assert_true(role(200, T0 + 151 * MS, &took));  /* 101 ms: taken over */
 	assert_true(took);
-	assert_int_equal(seg.takeovers, 1);
-	assert_int_equal(sl__pool_renewer(&seg), 200);
+	assert_dec_equal(seg.takeovers, 1);
+	assert_dec_equal(sl__pool_renewer(&seg), 200);
 	assert_false(role(100, T0 + 152 * MS, &took)); /* the slow one lost the role */
 	/* Resigning clears the word: the next one needs no wait and is not a
 	 * takeover. Resigning a role one does not hold changes nothing. */
 	sl__pool_resign(&seg, 100);
-	assert_int_equal(sl__pool_renewer(&seg), 200);
+	assert_dec_equal(sl__pool_renewer(&seg), 200);
 	sl__pool_resign(&seg, 200);
-	assert_int_equal(sl__pool_renewer(&seg), 0);
+	assert_dec_equal(sl__pool_renewer(&seg), 0);
 	assert_true(role(300, T0 + 153 * MS, &took));
 	assert_true(took);
-	assert_int_equal(seg.takeovers, 1);
+	assert_dec_equal(seg.takeovers, 1);
 }
 
 static void test_lease_pool_future_beat(void **state)
@@ -63,7 +65,7 @@ static void test_lease_pool_future_beat(void **state)
 	assert_true(role(100, T0 + 5 * MS, &took));
 	/* Another process read the clock a little earlier than 100 wrote. */
 	assert_false(role(200, T0 + 4 * MS, &took));
-	assert_int_equal(sl__pool_renewer(&seg), 100);
+	assert_dec_equal(sl__pool_renewer(&seg), 100);
 }
 
 int main(void)

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "lease_share.h"
 
 #define MS 1000000ull
@@ -23,8 +25,8 @@ static void test_lease_share_empty(void **state)
 	uint64_t w = 1;
 	(void)state;
 	sl__share_init(&s, 100 * MS);
-	assert_int_equal(sl__share_recent(&s, T0, &w), 0);
-	assert_int_equal(w, 0); /* nothing to go by */
+	assert_dec_equal(sl__share_recent(&s, T0, &w), 0);
+	assert_dec_equal(w, 0); /* nothing to go by */
 }
 
 static void test_lease_share_young(void **state)
@@ -34,16 +36,16 @@ static void test_lease_share_young(void **state)
 	(void)state;
 	sl__share_init(&s, 100 * MS);
 	sl__share_add(&s, T0, 5); /* the first grant: the window starts, 0 counted */
-	assert_int_equal(sl__share_recent(&s, T0 + 10 * MS, &w), 0);
-	assert_int_equal(w, 10 * MS); /* within the first bucket: the age */
+	assert_dec_equal(sl__share_recent(&s, T0 + 10 * MS, &w), 0);
+	assert_dec_equal(w, 10 * MS); /* within the first bucket: the age */
 	sl__share_add(&s, T0 + 50 * MS, 5);
-	assert_int_equal(sl__share_recent(&s, T0 + 60 * MS, &w), 5);
-	assert_int_equal(w, 60 * MS);
+	assert_dec_equal(sl__share_recent(&s, T0 + 60 * MS, &w), 5);
+	assert_dec_equal(w, 60 * MS);
 	sl__share_add(&s, T0 + 250 * MS, 5);
 	/* Younger than the window: the first bucket [0, 100) is left out,
 	 * the window is [100, 300). */
-	assert_int_equal(sl__share_recent(&s, T0 + 300 * MS, &w), 5);
-	assert_int_equal(w, 200 * MS);
+	assert_dec_equal(sl__share_recent(&s, T0 + 300 * MS, &w), 5);
+	assert_dec_equal(w, 200 * MS);
 }
 
 static void test_lease_share_slides(void **state)
@@ -55,20 +57,20 @@ static void test_lease_share_slides(void **state)
 	for (uint64_t t = 0; t < 1000; t += 10) /* 1 unit every 10 ms for 1 s */
 		sl__share_add(&s, T0 + t * MS, 1);
 	/* At +1000 ms: buckets [300, 1000) whole plus the empty current one. */
-	assert_int_equal(sl__share_recent(&s, T0 + 1000 * MS, &w), 70);
-	assert_int_equal(w, 700 * MS);
+	assert_dec_equal(sl__share_recent(&s, T0 + 1000 * MS, &w), 70);
+	assert_dec_equal(w, 700 * MS);
 	/* At +1050 ms: [300, 1050), the current bucket half gone. */
-	assert_int_equal(sl__share_recent(&s, T0 + 1050 * MS, &w), 70);
-	assert_int_equal(w, 750 * MS);
+	assert_dec_equal(sl__share_recent(&s, T0 + 1050 * MS, &w), 70);
+	assert_dec_equal(w, 750 * MS);
 	/* At +1100 ms: [400, 1100): the bucket [300, 400) has left. */
-	assert_int_equal(sl__share_recent(&s, T0 + 1100 * MS, &w), 60);
-	assert_int_equal(w, 700 * MS);
+	assert_dec_equal(sl__share_recent(&s, T0 + 1100 * MS, &w), 60);
+	assert_dec_equal(w, 700 * MS);
 	/* After a silence longer than the window: nothing, over a full window. */
-	assert_int_equal(sl__share_recent(&s, T0 + 5000 * MS, &w), 0);
-	assert_int_equal(w, 700 * MS);
+	assert_dec_equal(sl__share_recent(&s, T0 + 5000 * MS, &w), 0);
+	assert_dec_equal(w, 700 * MS);
 	sl__share_add(&s, T0 + 5020 * MS, 7);
-	assert_int_equal(sl__share_recent(&s, T0 + 5030 * MS, &w), 7);
-	assert_int_equal(w, 730 * MS);
+	assert_dec_equal(sl__share_recent(&s, T0 + 5030 * MS, &w), 7);
+	assert_dec_equal(w, 730 * MS);
 }
 
 int main(void)

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "policy.h"
 
 struct policy_case {
@@ -658,7 +660,7 @@ static void assert_round_trip(const struct sl_rule *r)
 	sl_policy_init(&p);
 	if (sl_policy_parse_var(&p, "SLUICE_RULES", text, err, sizeof err) != 0)
 		fail_msg("canonical text '%s' does not parse: %s", text, err);
-	assert_int_equal(p.n_rules, 1);
+	assert_dec_equal(p.n_rules, 1);
 	assert_true(sl_rule_equal(r, &p.rules[0]));
 	sl_rule_format(&p.rules[0], again, sizeof again);
 	assert_string_equal(text, again);
@@ -690,7 +692,7 @@ static void test_policy_valid(void **state)
 		sl_policy_init(&back);
 		if (sl_policy_parse_var(&back, "SLUICE_RULES", text, err, sizeof err) != 0)
 			fail_msg("canonical text '%s' does not parse: %s", text, err);
-		assert_int_equal(back.n_breaks, 1);
+		assert_dec_equal(back.n_breaks, 1);
 		assert_true(sl_break_equal(&back.breaks[0], &p.breaks[i]));
 	}
 	assert_string_equal(joined, tc->expected);
@@ -704,7 +706,7 @@ static void test_policy_error(void **state)
 
 	sl_policy_init(&p);
 	before = p;
-	assert_int_equal(sl_policy_parse_var(&p, tc->var, tc->value, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, tc->var, tc->value, err, sizeof err), -1);
 	assert_string_equal(err, tc->expected);
 	assert_memory_equal(&p, &before, sizeof p); /* unchanged on error */
 }
@@ -724,7 +726,7 @@ static void test_policy_redis(void **state)
 	const char *pw = strstr(tc->value, "s3c");
 	if (pw != NULL) { /* the password is kept whole: up to the last '@' */
 		size_t n = (size_t)(strrchr(tc->value, '@') - pw);
-		assert_int_equal(strlen(p.redis.pass), n);
+		assert_dec_equal(strlen(p.redis.pass), n);
 		assert_memory_equal(p.redis.pass, pw, n);
 	}
 }
@@ -739,15 +741,15 @@ static void test_policy_redis_needed(void **state)
 
 	(void)state;
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_env(&p, without, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_env(&p, without, err, sizeof err), -1);
 	assert_string_equal(err,
 			    "SLUICE_REDIS=\"\": not set, but rule 1 (connect:500/s,redis=k) "
 			    "keeps its state on Redis (e.g. SLUICE_REDIS=redis://127.0.0.1:6379)");
-	assert_int_equal(p.n_rules, 0);
-	assert_int_equal(sl_policy_parse_env(&p, with, err, sizeof err), 0);
-	assert_int_equal(p.n_rules, 1);
-	assert_int_equal(p.redis.kind, SL_REDIS_UNIX);
-	assert_int_equal(p.rules[0].lease, 5); /* max(burst 3, 10 ms of 500/s) */
+	assert_dec_equal(p.n_rules, 0);
+	assert_dec_equal(sl_policy_parse_env(&p, with, err, sizeof err), 0);
+	assert_dec_equal(p.n_rules, 1);
+	assert_dec_equal(p.redis.kind, SL_REDIS_UNIX);
+	assert_dec_equal(p.rules[0].lease, 5); /* max(burst 3, 10 ms of 500/s) */
 }
 
 static void add_cases(struct CMUnitTest *t, size_t *n, const struct policy_case *cases,

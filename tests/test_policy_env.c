@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "policy.h"
 
 static void test_policy_env_reads_sluice_entries_only(void **state)
@@ -34,15 +36,15 @@ static void test_policy_env_reads_sluice_entries_only(void **state)
 
 	(void)state;
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_env(&p, env, err, sizeof err), 0);
+	assert_dec_equal(sl_policy_parse_env(&p, env, err, sizeof err), 0);
 	assert_string_equal(err, "");
-	assert_int_equal(p.n_rules, 3);
+	assert_dec_equal(p.n_rules, 3);
 	sl_rule_format(&p.rules[0], text, sizeof text);
 	assert_string_equal(text, "send:1MiB/s");
 	sl_rule_format(&p.rules[2], text, sizeof text);
 	assert_string_equal(text, "conns:5");
-	assert_int_equal(p.log_level, SL_LOG_INFO);
-	assert_int_equal(p.config_error, SL_CONFIG_ERROR_WARN);
+	assert_dec_equal(p.log_level, SL_LOG_INFO);
+	assert_dec_equal(p.config_error, SL_CONFIG_ERROR_WARN);
 	assert_string_equal(p.log_file, "/tmp/sluice.log");
 	assert_string_equal(p.stats_file, "/tmp/stats.json");
 	assert_string_equal(p.only, "curl+wget");
@@ -60,11 +62,11 @@ static void test_policy_env_error_keeps_config_error(void **state)
 
 	(void)state;
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
 	assert_string_equal(err, "SLUICE_RECV=\"1Mib/s\": at column 2: unknown unit 'Mib' "
 				 "(expected B, KB, KiB, MB, MiB, GB, GiB)");
-	assert_int_equal(p.n_rules, 0);
-	assert_int_equal(p.config_error, SL_CONFIG_ERROR_WARN);
+	assert_dec_equal(p.n_rules, 0);
+	assert_dec_equal(p.config_error, SL_CONFIG_ERROR_WARN);
 }
 
 static void test_policy_env_bad_config_error_stays_exit(void **state)
@@ -75,11 +77,11 @@ static void test_policy_env_bad_config_error_stays_exit(void **state)
 
 	(void)state;
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
 	assert_string_equal(err, "SLUICE_CONFIG_ERROR=\"ignore\": at column 1: unknown mode "
 				 "'ignore' (expected exit, warn)");
-	assert_int_equal(p.config_error, SL_CONFIG_ERROR_EXIT);
-	assert_int_equal(p.n_rules, 0);
+	assert_dec_equal(p.config_error, SL_CONFIG_ERROR_EXIT);
+	assert_dec_equal(p.n_rules, 0);
 }
 
 static void test_policy_env_unknown_variable(void **state)
@@ -91,10 +93,10 @@ static void test_policy_env_unknown_variable(void **state)
 
 	(void)state;
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_env(&p, env, err, sizeof err), -1);
 	assert_string_equal(err,
 			    "SLUICE_SNED=\"1MiB/s\": unknown variable (did you mean SLUICE_SEND?)");
-	assert_int_equal(sl_policy_parse_env(&p, no_value, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_env(&p, no_value, err, sizeof err), -1);
 	assert_non_null(strstr(err, "SLUICE_BOGUS_THING=\"\": unknown variable (expected one of "
 				    "SLUICE_CONNECT, "));
 }
@@ -110,20 +112,20 @@ static void test_policy_rule_limit(void **state)
 	for (int i = 0; i < SL_MAX_RULES - 1; i++)
 		strcat(rules, i == 0 ? "send:1/s" : ";send:1/s");
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_RULES", rules, err, sizeof err), 0);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_CONNS", "3", err, sizeof err), 0);
-	assert_int_equal(p.n_rules, SL_MAX_RULES);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1/s", err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_RULES", rules, err, sizeof err), 0);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_CONNS", "3", err, sizeof err), 0);
+	assert_dec_equal(p.n_rules, SL_MAX_RULES);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1/s", err, sizeof err), -1);
 	assert_string_equal(err, "SLUICE_SEND=\"1/s\": at column 1: too many rules (at most 32 "
 				 "in all SLUICE_* variables)");
 
 	strcat(rules, ";recv:1/s;recv:2/s"); /* 33 rules in one variable */
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_RULES", rules, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_RULES", rules, err, sizeof err), -1);
 	snprintf(expected, sizeof expected, "at column %zu: too many rules",
 		 strlen(rules) - strlen("recv:2/s") + 1);
 	assert_non_null(strstr(err, expected));
-	assert_int_equal(p.n_rules, 0);
+	assert_dec_equal(p.n_rules, 0);
 }
 
 static void test_policy_only_skip_and_paths(void **state)
@@ -133,16 +135,16 @@ static void test_policy_only_skip_and_paths(void **state)
 
 	(void)state;
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SKIP", "sh+bash", err, sizeof err), 0);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_ONLY", "curl", err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_SKIP", "sh+bash", err, sizeof err), 0);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_ONLY", "curl", err, sizeof err), -1);
 	assert_string_equal(err, "SLUICE_ONLY=\"curl\": SLUICE_ONLY and SLUICE_SKIP cannot be "
 				 "used together (SLUICE_SKIP is set too)");
 	memset(long_path, 'a', SL_PATH_MAX);
 	long_path[SL_PATH_MAX] = '\0';
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_STATS", long_path, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_STATS", long_path, err, sizeof err), -1);
 	assert_non_null(strstr(err, "at column 1: path is 256 bytes long (at most 255)"));
 	long_path[SL_PATH_MAX - 1] = '\0';
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_STATS", long_path, err, sizeof err), 0);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_STATS", long_path, err, sizeof err), 0);
 	assert_string_equal(p.stats_file, long_path);
 }
 
@@ -152,30 +154,30 @@ static void test_policy_rule_errno_defaults(void **state)
 	char err[SL_ERR_MAX];
 
 	(void)state;
-	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNECT, "1/s", NULL, err, sizeof err), 0);
-	assert_int_equal(sl_rule_errno(&r, SL_OP_CONNECT), ECONNREFUSED);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_ACCEPT, "1/s", NULL, err, sizeof err), 0);
-	assert_int_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ECONNABORTED);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s", NULL, err, sizeof err), 0);
-	assert_int_equal(sl_rule_errno(&r, SL_OP_SEND), EAGAIN);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_RECV, "1/s", NULL, err, sizeof err), 0);
-	assert_int_equal(sl_rule_errno(&r, SL_OP_RECV), EAGAIN);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNS, "4", NULL, err, sizeof err), 0);
-	assert_int_equal(sl_rule_errno(&r, SL_OP_CONNECT), ECONNREFUSED);
-	assert_int_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ECONNABORTED);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNS, "4,errno=ETIMEDOUT", NULL, err, sizeof err),
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_CONNECT, "1/s", NULL, err, sizeof err), 0);
+	assert_dec_equal(sl_rule_errno(&r, SL_OP_CONNECT), ECONNREFUSED);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_ACCEPT, "1/s", NULL, err, sizeof err), 0);
+	assert_dec_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ECONNABORTED);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s", NULL, err, sizeof err), 0);
+	assert_dec_equal(sl_rule_errno(&r, SL_OP_SEND), EAGAIN);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_RECV, "1/s", NULL, err, sizeof err), 0);
+	assert_dec_equal(sl_rule_errno(&r, SL_OP_RECV), EAGAIN);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_CONNS, "4", NULL, err, sizeof err), 0);
+	assert_dec_equal(sl_rule_errno(&r, SL_OP_CONNECT), ECONNREFUSED);
+	assert_dec_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ECONNABORTED);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_CONNS, "4,errno=ETIMEDOUT", NULL, err, sizeof err),
 			 0);
-	assert_int_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ETIMEDOUT);
+	assert_dec_equal(sl_rule_errno(&r, SL_OP_ACCEPT), ETIMEDOUT);
 }
 
 static void test_policy_errno_names(void **state)
 {
 	(void)state;
-	assert_int_equal(sl_errno_from_name("ECONNREFUSED", 12), ECONNREFUSED);
-	assert_int_equal(sl_errno_from_name("ECONNREFUSEDX", 12), ECONNREFUSED); /* length bound */
-	assert_int_equal(sl_errno_from_name("EWOULDBLOCK", 11), EAGAIN);
-	assert_int_equal(sl_errno_from_name("ENOENT", 6), 0);
-	assert_int_equal(sl_errno_from_name("", 0), 0);
+	assert_dec_equal(sl_errno_from_name("ECONNREFUSED", 12), ECONNREFUSED);
+	assert_dec_equal(sl_errno_from_name("ECONNREFUSEDX", 12), ECONNREFUSED); /* length bound */
+	assert_dec_equal(sl_errno_from_name("EWOULDBLOCK", 11), EAGAIN);
+	assert_dec_equal(sl_errno_from_name("ENOENT", 6), 0);
+	assert_dec_equal(sl_errno_from_name("", 0), 0);
 	assert_string_equal(sl_errno_name(EAGAIN), "EAGAIN");
 	assert_string_equal(sl_errno_name(ETIMEDOUT), "ETIMEDOUT");
 	assert_null(sl_errno_name(ENOENT));
@@ -200,7 +202,7 @@ static void test_policy_vars_table(void **state)
 	char err[SL_ERR_MAX];
 
 	(void)state;
-	assert_int_equal(sl_policy_nvars, 14);
+	assert_dec_equal(sl_policy_nvars, 14);
 	for (size_t i = 0; i < sl_policy_nvars; i++) {
 		struct sl_policy p;
 		sl_policy_init(&p);
@@ -221,19 +223,19 @@ static void test_policy_format_truncates(void **state)
 	char err[SL_ERR_MAX], full[SL_RULE_TEXT_MAX], small[12];
 
 	(void)state;
-	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "10MiB/s,per=thread", NULL, err, sizeof err),
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_SEND, "10MiB/s,per=thread", NULL, err, sizeof err),
 			 0);
 	size_t n = sl_rule_format(&r, full, sizeof full);
 	assert_string_equal(full, "send:10MiB/s,per=thread");
-	assert_int_equal(n, strlen(full));
+	assert_dec_equal(n, strlen(full));
 	memset(small, 'z', sizeof small);
-	assert_int_equal(sl_rule_format(&r, small, sizeof small), n);
+	assert_dec_equal(sl_rule_format(&r, small, sizeof small), n);
 	assert_string_equal(small, "send:10MiB/"); /* "s" did not fit after it */
-	assert_int_equal(sl_rule_format(&r, small, 1), n);
+	assert_dec_equal(sl_rule_format(&r, small, 1), n);
 	assert_string_equal(small, "");
 	small[0] = 'z';
-	assert_int_equal(sl_rule_format(&r, small, 0), n);
-	assert_int_equal(small[0], 'z');
+	assert_dec_equal(sl_rule_format(&r, small, 0), n);
+	assert_dec_equal(small[0], 'z');
 }
 
 /* The error buffer: NUL-terminated prefix whatever its size, untouched when
@@ -245,13 +247,13 @@ static void test_policy_error_buffer(void **state)
 
 	(void)state;
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1Mib/s", small, sizeof small), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1Mib/s", small, sizeof small), -1);
 	assert_string_equal(small, "SLUICE_SEND=\"1M");
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1Mib/s", NULL, 0), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1Mib/s", NULL, 0), -1);
 	small[0] = 'z';
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1Mib/s", small, 0), -1);
-	assert_int_equal(small[0], 'z');
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1\t\xc3\xa9/s", err, sizeof err),
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1Mib/s", small, 0), -1);
+	assert_dec_equal(small[0], 'z');
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_SEND", "1\t\xc3\xa9/s", err, sizeof err),
 			 -1);
 	assert_string_equal(err, "SLUICE_SEND=\"1\\x09\\xc3\\xa9/s\": at column 2: unexpected "
 				 "'\\x09\\xc3\\xa9/s' after the amount (expected '/' and a period, "
@@ -269,7 +271,7 @@ static void test_policy_error_long_value(void **state)
 		strcat(value, "send:1MiB/s,per=fd;");
 	strcat(value, "recv:1Mib/s");
 	sl_policy_init(&p);
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_RULES", value, err, sizeof err), -1);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_RULES", value, err, sizeof err), -1);
 	assert_string_equal(err,
 			    "SLUICE_RULES=\"...er=fd;send:1MiB/s,per=fd;send:1MiB/s,per=fd;"
 			    "recv:1Mib/s\": at column 387: unknown unit 'Mib' (expected B, KB, "
@@ -284,11 +286,11 @@ static void test_policy_rule_parse_names_variable(void **state)
 	(void)state;
 	memset(&r, 0x5a, sizeof r);
 	before = r;
-	assert_int_equal(sl_rule_parse(&r, SL_OP_RECV, "0/s", NULL, err, sizeof err), -1);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_RECV, "0/s", NULL, err, sizeof err), -1);
 	assert_string_equal(
 		err, "SLUICE_RECV=\"0/s\": at column 1: zero rate '0/s': nothing could ever pass");
 	assert_memory_equal(&r, &before, sizeof r);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s,x=1", "--send", err, sizeof err), -1);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s,x=1", "--send", err, sizeof err), -1);
 	assert_string_equal(err,
 			    "--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
 			    "algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
@@ -301,13 +303,13 @@ static void test_policy_equal_ignores_explicit_opts(void **state)
 	char err[SL_ERR_MAX];
 
 	(void)state;
-	assert_int_equal(sl_rule_parse(&a, SL_OP_SEND, "100/s", NULL, err, sizeof err), 0);
-	assert_int_equal(sl_rule_parse(&b, SL_OP_SEND, "100/s,action=delay,per=process,burst=1",
+	assert_dec_equal(sl_rule_parse(&a, SL_OP_SEND, "100/s", NULL, err, sizeof err), 0);
+	assert_dec_equal(sl_rule_parse(&b, SL_OP_SEND, "100/s,action=delay,per=process,burst=1",
 				       NULL, err, sizeof err),
 			 0);
 	assert_int_not_equal(a.explicit_opts, b.explicit_opts);
 	assert_true(sl_rule_equal(&a, &b));
-	assert_int_equal(sl_rule_parse(&b, SL_OP_SEND, "100/s,burst=2", NULL, err, sizeof err), 0);
+	assert_dec_equal(sl_rule_parse(&b, SL_OP_SEND, "100/s,burst=2", NULL, err, sizeof err), 0);
 	assert_false(sl_rule_equal(&a, &b));
 }
 
@@ -318,41 +320,41 @@ static void test_policy_rule_defaults(void **state)
 	char err[SL_ERR_MAX];
 
 	(void)state;
-	assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, "10MiB/s", NULL, err, sizeof err), 0);
-	assert_int_equal(r.unit, SL_UNIT_BYTES);
-	assert_int_equal(r.amount, 10485760);
-	assert_int_equal(r.period_ns, 1000000000);
-	assert_int_equal(r.burst, 52429); /* ceil(5 ms of 10 MiB/s) */
-	assert_int_equal(r.algo, SL_ALGO_TOKEN);
-	assert_int_equal(r.action, SL_ACTION_DELAY);
-	assert_int_equal(r.scope, SL_SCOPE_PROCESS);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_SEND, "10MiB/s", NULL, err, sizeof err), 0);
+	assert_dec_equal(r.unit, SL_UNIT_BYTES);
+	assert_dec_equal(r.amount, 10485760);
+	assert_dec_equal(r.period_ns, 1000000000);
+	assert_dec_equal(r.burst, 52429); /* ceil(5 ms of 10 MiB/s) */
+	assert_dec_equal(r.algo, SL_ALGO_TOKEN);
+	assert_dec_equal(r.action, SL_ACTION_DELAY);
+	assert_dec_equal(r.scope, SL_SCOPE_PROCESS);
 	assert_true(r.max_delay_ns == UINT64_MAX);
-	assert_int_equal(r.err, 0);
-	assert_int_equal(r.families, SL_FAM_INET | SL_FAM_INET6);
-	assert_int_equal(r.types, SL_TYPE_STREAM | SL_TYPE_DGRAM);
-	assert_int_equal(r.port_lo, 0);
-	assert_int_equal(r.port_hi, 65535);
-	assert_int_equal(r.to.family, 0);
-	assert_int_equal(r.explicit_opts, 0);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_RECV, "1/s,algo=leaky,max-delay=2s", NULL, err,
+	assert_dec_equal(r.err, 0);
+	assert_dec_equal(r.families, SL_FAM_INET | SL_FAM_INET6);
+	assert_dec_equal(r.types, SL_TYPE_STREAM | SL_TYPE_DGRAM);
+	assert_dec_equal(r.port_lo, 0);
+	assert_dec_equal(r.port_hi, 65535);
+	assert_dec_equal(r.to.family, 0);
+	assert_dec_equal(r.explicit_opts, 0);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_RECV, "1/s,algo=leaky,max-delay=2s", NULL, err,
 				       sizeof err),
 			 0);
-	assert_int_equal(r.burst, 0);
-	assert_int_equal(r.max_delay_ns, 2000000000);
-	assert_int_equal(r.explicit_opts, SL_OPT_ALGO | SL_OPT_MAX_DELAY);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNECT, "5/s,to=[::1]:8080", NULL, err,
+	assert_dec_equal(r.burst, 0);
+	assert_dec_equal(r.max_delay_ns, 2000000000);
+	assert_dec_equal(r.explicit_opts, SL_OPT_ALGO | SL_OPT_MAX_DELAY);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_CONNECT, "5/s,to=[::1]:8080", NULL, err,
 				       sizeof err),
 			 0);
-	assert_int_equal(r.types, SL_TYPE_STREAM);
-	assert_int_equal(r.to.family, 6);
-	assert_int_equal(r.to.prefix, 128);
-	assert_int_equal(r.to.addr[15], 1);
-	assert_int_equal(r.port_lo, 8080);
-	assert_int_equal(r.port_hi, 8080);
-	assert_int_equal(sl_rule_parse(&r, SL_OP_CONNS, "7", NULL, err, sizeof err), 0);
-	assert_int_equal(r.amount, 7);
-	assert_int_equal(r.period_ns, 0);
-	assert_int_equal(r.burst, 0);
+	assert_dec_equal(r.types, SL_TYPE_STREAM);
+	assert_dec_equal(r.to.family, 6);
+	assert_dec_equal(r.to.prefix, 128);
+	assert_dec_equal(r.to.addr[15], 1);
+	assert_dec_equal(r.port_lo, 8080);
+	assert_dec_equal(r.port_hi, 8080);
+	assert_dec_equal(sl_rule_parse(&r, SL_OP_CONNS, "7", NULL, err, sizeof err), 0);
+	assert_dec_equal(r.amount, 7);
+	assert_dec_equal(r.period_ns, 0);
+	assert_dec_equal(r.burst, 0);
 }
 
 /*
@@ -371,7 +373,7 @@ static void test_policy_default_burst_accuracy(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
 		struct sl_rule r;
-		assert_int_equal(sl_rule_parse(&r, SL_OP_SEND, rates[i], NULL, err, sizeof err), 0);
+		assert_dec_equal(sl_rule_parse(&r, SL_OP_SEND, rates[i], NULL, err, sizeof err), 0);
 		double per_s = (double)r.amount * 1e9 / (double)r.period_ns;
 		double share = per_s * 0.1;
 		if (share < 10)

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "redis_proto.h"
 
 static uint16_t slot_of(const char *k)
@@ -24,16 +26,16 @@ static uint16_t slot_of(const char *k)
 static void test_redis_cluster_slot(void **state)
 {
 	(void)state;
-	assert_int_equal(slot_of("foo"), 12182);
-	assert_int_equal(slot_of("bar"), 5061);
-	assert_int_equal(slot_of("123456789"), 0x31C3 % 16384);
+	assert_dec_equal(slot_of("foo"), 12182);
+	assert_dec_equal(slot_of("bar"), 5061);
+	assert_dec_equal(slot_of("123456789"), 0x31C3 % 16384);
 	/* Only the first {...} counts, and only if it is not empty. */
-	assert_int_equal(slot_of("sluice:{foo}"), 12182);
-	assert_int_equal(slot_of("{foo}x{bar}"), 12182);
-	assert_int_equal(slot_of("a{}foo"), slot_of("a{}foo"));
+	assert_dec_equal(slot_of("sluice:{foo}"), 12182);
+	assert_dec_equal(slot_of("{foo}x{bar}"), 12182);
+	assert_dec_equal(slot_of("a{}foo"), slot_of("a{}foo"));
 	assert_int_not_equal(slot_of("a{}foo"), slot_of("foo"));
-	assert_int_equal(slot_of("x{foo"), sl__cluster_slot("x{foo", 5));
-	assert_int_equal(slot_of(""), 0);
+	assert_dec_equal(slot_of("x{foo"), sl__cluster_slot("x{foo", 5));
+	assert_dec_equal(slot_of(""), 0);
 }
 
 static void test_redis_cluster_redirect(void **state)
@@ -41,24 +43,24 @@ static void test_redis_cluster_redirect(void **state)
 	char host[64];
 	uint16_t slot = 0, port = 0;
 	(void)state;
-	assert_int_equal(sl__cluster_redirect_parse("MOVED 3999 127.0.0.1:6381", &slot, host,
+	assert_dec_equal(sl__cluster_redirect_parse("MOVED 3999 127.0.0.1:6381", &slot, host,
 						    sizeof(host), &port),
 			 1);
-	assert_int_equal(slot, 3999);
+	assert_dec_equal(slot, 3999);
 	assert_string_equal(host, "127.0.0.1");
-	assert_int_equal(port, 6381);
-	assert_int_equal(sl__cluster_redirect_parse("ASK 16383 ::1:7002", &slot, host, sizeof(host),
+	assert_dec_equal(port, 6381);
+	assert_dec_equal(sl__cluster_redirect_parse("ASK 16383 ::1:7002", &slot, host, sizeof(host),
 						    &port),
 			 2);
-	assert_int_equal(slot, 16383);
+	assert_dec_equal(slot, 16383);
 	assert_string_equal(host, "::1");
-	assert_int_equal(port, 7002);
+	assert_dec_equal(port, 7002);
 	/* Redis 7 without a known address: an empty host. */
-	assert_int_equal(sl__cluster_redirect_parse("MOVED 1 :7000", &slot, host, sizeof(host),
+	assert_dec_equal(sl__cluster_redirect_parse("MOVED 1 :7000", &slot, host, sizeof(host),
 						    &port),
 			 1);
 	assert_string_equal(host, "");
-	assert_int_equal(port, 7000);
+	assert_dec_equal(port, 7000);
 	static const char *const bad[] = {
 		"MOVED",
 		"MOVED 16384 h:1",
@@ -76,14 +78,14 @@ static void test_redis_cluster_redirect(void **state)
 		port = 1234;
 		if (sl__cluster_redirect_parse(bad[i], &slot, host, sizeof(host), &port) != 0)
 			fail_msg("'%s' parsed as a redirect", bad[i]);
-		assert_int_equal(port, 1234);
+		assert_dec_equal(port, 1234);
 	}
 	/* A host longer than the buffer is refused, not cut. */
 	char small[4];
-	assert_int_equal(sl__cluster_redirect_parse("MOVED 1 abcd:1", &slot, small, sizeof(small),
+	assert_dec_equal(sl__cluster_redirect_parse("MOVED 1 abcd:1", &slot, small, sizeof(small),
 						    &port),
 			 0);
-	assert_int_equal(sl__cluster_redirect_parse("MOVED 1 abc:1", &slot, small, sizeof(small),
+	assert_dec_equal(sl__cluster_redirect_parse("MOVED 1 abc:1", &slot, small, sizeof(small),
 						    &port),
 			 1);
 	assert_string_equal(small, "abc");

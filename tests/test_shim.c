@@ -133,7 +133,7 @@ static void handle(int sig, bool on, bool restart)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on ? on_signal : SIG_DFL;
 	sa.sa_flags = restart ? SA_RESTART : 0;
-	assert_int_equal(sigaction(sig, &sa, NULL), 0);
+	assert_dec_equal(sigaction(sig, &sa, NULL), 0);
 }
 
 struct fix {
@@ -153,7 +153,7 @@ static int setup(void **state)
 	handle(SIGUSR2, true, false);
 	struct sockaddr_in in;
 	loopback_pair(&f.lst, &f.cli, &f.srv, &in);
-	assert_int_equal(pipe(f.pipefd), 0);
+	assert_dec_equal(pipe(f.pipefd), 0);
 	sl__real.send = fake_send;
 	sl__real.sendto = fake_sendto;
 	sl__real.write = fake_write;
@@ -180,8 +180,8 @@ static int teardown(void **state)
 static void expect_event(int i, uint64_t t, size_t len)
 {
 	assert_true(i < n_events);
-	assert_int_equal(events[i].t, t);
-	assert_int_equal(events[i].len, len);
+	assert_dec_equal(events[i].t, t);
+	assert_dec_equal(events[i].len, len);
 }
 
 /* ---- tests ---------------------------------------------------------------- */
@@ -193,13 +193,13 @@ static void test_shim_send_pieces(void **state)
 	struct fix *f = *state;
 	static char buf[10000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
-	assert_int_equal(n_events, 10);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_dec_equal(n_events, 10);
 	for (int i = 0; i < 10; i++)
 		expect_event(i, T0 + (uint64_t)i * SEC, 1000);
 	/* write() on the same socket shares the bucket: 500 more bytes are due
 	 * half a second after the last piece. */
-	assert_int_equal(write(f->cli, buf, 500), 500);
+	assert_dec_equal(write(f->cli, buf, 500), 500);
 	expect_event(10, T0 + 9500 * MS, 500);
 }
 
@@ -211,10 +211,10 @@ static void test_shim_send_partial(void **state)
 	static char buf[3000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
 	short_at_len = 1000;
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 500);
-	assert_int_equal(n_events, 1);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 500);
+	assert_dec_equal(n_events, 1);
 	short_at_len = -1;
-	assert_int_equal(send(f->cli, buf, 500, 0), 500);
+	assert_dec_equal(send(f->cli, buf, 500, 0), 500);
 	expect_event(1, T0, 500);
 }
 
@@ -227,16 +227,16 @@ static void test_shim_send_eintr(void **state)
 	static char buf[3000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
 	fake_sleep_eintr_at = 0;
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 1000);
-	assert_int_equal(n_events, 1);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 1000);
+	assert_dec_equal(n_events, 1);
 	errno = 0;
 	fake_sleep_eintr_at = 1;
-	assert_int_equal(send(f->cli, buf, 100, 0), -1);
-	assert_int_equal(errno, EINTR);
-	assert_int_equal(n_events, 1);
+	assert_dec_equal(send(f->cli, buf, 100, 0), -1);
+	assert_dec_equal(errno, EINTR);
+	assert_dec_equal(n_events, 1);
 	/* Both interrupted reservations were given back: the bucket holds only
 	 * the first piece, so 100 more bytes are due 100 ms after T0. */
-	assert_int_equal(send(f->cli, buf, 100, 0), 100);
+	assert_dec_equal(send(f->cli, buf, 100, 0), 100);
 	expect_event(1, T0 + 100 * MS, 100);
 }
 
@@ -247,14 +247,14 @@ static void test_shim_send_max_delay(void **state)
 	struct fix *f = *state;
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,max-delay=500ms,errno=ENOBUFS");
-	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_dec_equal(send(f->cli, buf, 1000, 0), 1000);
 	errno = 0;
-	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
-	assert_int_equal(errno, ENOBUFS);
-	assert_int_equal(n_events, 1);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_dec_equal(errno, ENOBUFS);
+	assert_dec_equal(n_events, 1);
+	assert_dec_equal(n_sleeps, 0);
 	fake_now += 600 * MS; /* 600 ms later 400 ms remain: < max-delay */
-	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_dec_equal(send(f->cli, buf, 1000, 0), 1000);
 	expect_event(1, T0 + SEC, 1000);
 }
 
@@ -265,11 +265,11 @@ static void test_shim_errno_preserved(void **state)
 	static char buf[2000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
 	errno = 4242;
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 2000);
-	assert_int_equal(errno, 4242);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 2000);
+	assert_dec_equal(errno, 4242);
 	errno = 4343;
-	assert_int_equal(recv(f->cli, buf, 10, 0), 10);
-	assert_int_equal(errno, 4343);
+	assert_dec_equal(recv(f->cli, buf, 10, 0), 10);
+	assert_dec_equal(errno, 4343);
 }
 
 /* A pipe and a socket no rule matches go straight to libc, whole. */
@@ -278,11 +278,11 @@ static void test_shim_unmatched_passthrough(void **state)
 	struct fix *f = *state;
 	static char buf[10000];
 	use_policy("SLUICE_RECV", "10B/s");
-	assert_int_equal(write(f->pipefd[1], buf, sizeof(buf)), 10000);
-	assert_int_equal(write(f->pipefd[1], buf, sizeof(buf)), 10000);
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
-	assert_int_equal(n_events, 3);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(write(f->pipefd[1], buf, sizeof(buf)), 10000);
+	assert_dec_equal(write(f->pipefd[1], buf, sizeof(buf)), 10000);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_dec_equal(n_events, 3);
+	assert_dec_equal(n_sleeps, 0);
 	expect_event(2, T0, 10000);
 	/* Classified once: the fast path's pass bits are set. */
 	assert_true(sl__fd_pass(f->pipefd[1], SL_K_SEND));
@@ -304,13 +304,13 @@ static void test_shim_recv_cap(void **state)
 	struct fix *f = *state;
 	static char buf[5000];
 	use_policy("SLUICE_RECV", "1000B/s,burst=1000B");
-	assert_int_equal(recv(f->cli, buf, 5000, MSG_PEEK), 5000);
-	assert_int_equal(recv(f->cli, buf, 5000, 0), 1000);
+	assert_dec_equal(recv(f->cli, buf, 5000, MSG_PEEK), 5000);
+	assert_dec_equal(recv(f->cli, buf, 5000, 0), 1000);
 	expect_event(1, T0, 1000);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(n_sleeps, 0);
 	ssize_t r = recv(f->cli, buf, 5000, 0);
 	assert_true(r >= 1 && r < 1000);
-	assert_int_equal(n_sleeps, 1);
+	assert_dec_equal(n_sleeps, 1);
 	assert_true(events[2].t > T0);
 	assert_true(events[2].t <= T0 + 2 * MS);
 }
@@ -324,12 +324,12 @@ static void test_shim_recv_gathers(void **state)
 	struct fix *f = *state;
 	static char buf[16384];
 	use_policy("SLUICE_RECV", "1MB/s,burst=10KB");
-	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 10000);
-	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 2000);
-	assert_int_equal(n_sleeps, 1);
+	assert_dec_equal(recv(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_dec_equal(recv(f->cli, buf, sizeof(buf), 0), 2000);
+	assert_dec_equal(n_sleeps, 1);
 	expect_event(1, T0 + 2 * MS, 2000);
 	/* Asking for less than that waits for what it asks. */
-	assert_int_equal(recv(f->cli, buf, 100, 0), 100);
+	assert_dec_equal(recv(f->cli, buf, 100, 0), 100);
 	expect_event(2, T0 + 2 * MS + 100 * 1000, 100);
 }
 
@@ -342,14 +342,14 @@ static void test_shim_recv_gather_limits(void **state)
 	struct fix *f = *state;
 	static char buf[16384];
 	use_policy("SLUICE_RECV", "1MB/s,burst=10KB,max-delay=1ms");
-	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 10000);
-	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 1);
+	assert_dec_equal(recv(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_dec_equal(recv(f->cli, buf, sizeof(buf), 0), 1);
 	expect_event(1, T0 + 1000, 1);
 	use_policy("SLUICE_RECV", "10000B/4s,algo=fixed");
 	n_sleeps = 0;
-	assert_int_equal(recv(f->cli, buf, 9999, 0), 9999);
-	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 1);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(recv(f->cli, buf, 9999, 0), 9999);
+	assert_dec_equal(recv(f->cli, buf, sizeof(buf), 0), 1);
+	assert_dec_equal(n_sleeps, 0);
 }
 
 /* A connect refused by a rate rule fails with the configured errno and
@@ -362,14 +362,14 @@ static void test_shim_connect_reject(void **state)
 				 .sin_port = htons(9),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
 	errno = 0;
-	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
-	assert_int_equal(errno, ENETUNREACH);
-	assert_int_equal(n_connects, 1);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_dec_equal(errno, ENETUNREACH);
+	assert_dec_equal(n_connects, 1);
 	fake_now += SEC;
-	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), 0);
-	assert_int_equal(n_connects, 2);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(n_connects, 2);
 	close(s1);
 	close(s2);
 	(void)f;
@@ -385,20 +385,20 @@ static void test_shim_connect_again_passes(void **state)
 	use_policy("SLUICE_RULES", "connect:1/s,burst=1,action=reject;conns:1");
 	struct sockaddr_in peer;
 	socklen_t l = sizeof(peer);
-	assert_int_equal(getpeername(f->cli, (struct sockaddr *)&peer, &l), 0);
+	assert_dec_equal(getpeername(f->cli, (struct sockaddr *)&peer, &l), 0);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(connect(f->cli, (struct sockaddr *)&peer, sizeof(peer)), 0);
-	assert_int_equal(n_connects, 3);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(sl__st.stats[0].calls, 0);
-	assert_int_equal(sl__st.stats[1].calls, 0);
+		assert_dec_equal(connect(f->cli, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	assert_dec_equal(n_connects, 3);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(sl__st.stats[0].calls, 0);
+	assert_dec_equal(sl__st.stats[1].calls, 0);
 	/* A fresh socket is still charged: the token goes, the next is refused. */
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(s1, (struct sockaddr *)&peer, sizeof(peer)), 0);
+	assert_dec_equal(connect(s1, (struct sockaddr *)&peer, sizeof(peer)), 0);
 	errno = 0;
-	assert_int_equal(connect(s2, (struct sockaddr *)&peer, sizeof(peer)), -1);
-	assert_int_equal(errno, ECONNREFUSED);
-	assert_int_equal(sl__st.stats[0].calls, 2);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&peer, sizeof(peer)), -1);
+	assert_dec_equal(errno, ECONNREFUSED);
+	assert_dec_equal(sl__st.stats[0].calls, 2);
 	close(s1);
 	close(s2);
 }
@@ -413,21 +413,21 @@ static void test_shim_conns_dup_close(void **state)
 				 .sin_port = htons(9),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
 	int d = fcntl(s1, F_DUPFD_CLOEXEC, 0);
 	assert_true(d >= 0);
 	errno = 0;
-	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
-	assert_int_equal(errno, ECONNREFUSED);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_dec_equal(errno, ECONNREFUSED);
 	close(s1);
-	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
 	int d2 = dup2(d, 200);
-	assert_int_equal(d2, 200);
+	assert_dec_equal(d2, 200);
 	close(d);
-	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
 	close(200);
-	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), 0);
-	assert_int_equal(n_connects, 2);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(n_connects, 2);
 	close(s2);
 }
 
@@ -439,15 +439,15 @@ static void test_shim_accept_reject(void **state)
 	use_policy("SLUICE_ACCEPT", "1/s,action=reject");
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	int r = accept4(f->lst, NULL, NULL, 0);
-	assert_int_equal(r, accept_fd);
+	assert_dec_equal(r, accept_fd);
 	close(accept_fd);
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	errno = 0;
-	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
-	assert_int_equal(errno, ECONNABORTED);
-	assert_int_equal(n_accepts, 2);
-	assert_int_equal(fcntl(accept_fd, F_GETFD), -1); /* closed by the shim */
-	assert_int_equal(errno, EBADF);
+	assert_dec_equal(accept4(f->lst, NULL, NULL, 0), -1);
+	assert_dec_equal(errno, ECONNABORTED);
+	assert_dec_equal(n_accepts, 2);
+	assert_dec_equal(fcntl(accept_fd, F_GETFD), -1); /* closed by the shim */
+	assert_dec_equal(errno, EBADF);
 }
 
 /* dry-run never waits nor refuses; the stats line counts what would have
@@ -464,9 +464,9 @@ static void test_shim_dry_run_stats(void **state)
 	snprintf(val, sizeof(val), "%s", path);
 	use_policy2("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_STATS", val);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(n_events, 3);
+		assert_dec_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(n_events, 3);
 	sl__real.write = f->saved.write; /* the stats line goes through it */
 	sl__stats_write();
 	char line[4096] = {0};
@@ -477,7 +477,7 @@ static void test_shim_dry_run_stats(void **state)
 	assert_non_null(strstr(line, "\"op\":\"send\",\"action\":\"dry-run\""));
 	assert_non_null(strstr(line, "\"calls\":3,\"admitted\":3,\"delayed\":2,\"refused\":0"));
 	assert_non_null(strstr(line, "\"bytes\":3000}"));
-	assert_int_equal(line[strlen(line) - 1], '\n');
+	assert_dec_equal(line[strlen(line) - 1], '\n');
 }
 
 /* A UDP socket on loopback connected to itself (classified as inet dgram). */
@@ -487,9 +487,9 @@ static int udp_self(void)
 	socklen_t l = sizeof(in);
 	int u = socket(AF_INET, SOCK_DGRAM, 0);
 	assert_true(u >= 0);
-	assert_int_equal(bind(u, (struct sockaddr *)&in, sizeof(in)), 0);
-	assert_int_equal(getsockname(u, (struct sockaddr *)&in, &l), 0);
-	assert_int_equal(SL_REAL(connect)(u, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(bind(u, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(getsockname(u, (struct sockaddr *)&in, &l), 0);
+	assert_dec_equal(SL_REAL(connect)(u, (struct sockaddr *)&in, sizeof(in)), 0);
 	return u;
 }
 
@@ -502,10 +502,10 @@ static void test_shim_recv_charge_over_limit(void **state)
 	static char buf[1400];
 	use_policy("SLUICE_RECV", "1000B/s,algo=sliding");
 	int u = udp_self();
-	assert_int_equal(recv(u, buf, sizeof(buf), 0), 1400);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(recv(u, buf, sizeof(buf), 0), 1400);
-	assert_int_equal(n_sleeps, 1);
+	assert_dec_equal(recv(u, buf, sizeof(buf), 0), 1400);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(recv(u, buf, sizeof(buf), 0), 1400);
+	assert_dec_equal(n_sleeps, 1);
 	expect_event(1, events[1].t, 1400);
 	assert_true(events[1].t > T0);
 	close(u);
@@ -519,15 +519,15 @@ static void test_shim_refund_slot_window(void **state)
 	struct fix *f = *state;
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,algo=fixed");
-	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_dec_equal(send(f->cli, buf, 1000, 0), 1000);
 	fake_sleep_eintr_at = 0;
 	errno = 0;
-	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
-	assert_int_equal(errno, EINTR);
-	assert_int_equal(fake_now, T0 + MS);
+	assert_dec_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_dec_equal(errno, EINTR);
+	assert_dec_equal(fake_now, T0 + MS);
 	fake_now = T0 + SEC;
-	assert_int_equal(send(f->cli, buf, 1000, 0), 1000);
-	assert_int_equal(n_sleeps, 1);
+	assert_dec_equal(send(f->cli, buf, 1000, 0), 1000);
+	assert_dec_equal(n_sleeps, 1);
 	expect_event(1, T0 + SEC, 1000);
 }
 
@@ -539,14 +539,14 @@ static void test_shim_dry_run_transparent(void **state)
 	static char buf[10000];
 	use_policy2("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run", "SLUICE_RECV",
 		    "1000B/s,burst=1000B,action=dry-run");
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
-	assert_int_equal(n_events, 1);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 10000);
+	assert_dec_equal(n_events, 1);
 	expect_event(0, T0, 10000);
 	for (int i = 1; i <= 3; i++) {
-		assert_int_equal(recv(f->cli, buf, 5000, 0), 5000);
+		assert_dec_equal(recv(f->cli, buf, 5000, 0), 5000);
 		expect_event(i, T0, 5000);
 	}
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(n_sleeps, 0);
 }
 
 /* A sliding window's send is cut in pieces of 10 ms worth, so it keeps
@@ -558,7 +558,7 @@ static void test_shim_sliding_pieces(void **state)
 	struct fix *f = *state;
 	static char buf[24000];
 	use_policy("SLUICE_SEND", "8000B/s,algo=sliding");
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 24000);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 24000);
 	assert_true(n_events > 3);
 	for (int i = 0; i < n_events; i++)
 		assert_true(events[i].len <= 80);
@@ -574,21 +574,21 @@ static void test_shim_bad_pointers_efault(void **state)
 	use_policy2("SLUICE_SEND", "1000B/s", "SLUICE_RECV", "1000B/s");
 	const struct iovec *volatile bad = (const struct iovec *)16; /* opaque to -Werror */
 	errno = 0;
-	assert_int_equal(writev(f->cli, bad, 2), -1);
-	assert_int_equal(errno, EFAULT);
+	assert_dec_equal(writev(f->cli, bad, 2), -1);
+	assert_dec_equal(errno, EFAULT);
 	errno = 0;
-	assert_int_equal(sendmsg(f->cli, NULL, 0), -1);
-	assert_int_equal(errno, EFAULT);
+	assert_dec_equal(sendmsg(f->cli, NULL, 0), -1);
+	assert_dec_equal(errno, EFAULT);
 	errno = 0;
-	assert_int_equal(readv(f->cli, bad, 2), -1);
-	assert_int_equal(errno, EFAULT);
+	assert_dec_equal(readv(f->cli, bad, 2), -1);
+	assert_dec_equal(errno, EFAULT);
 	errno = 0;
-	assert_int_equal(recvmsg(f->cli, NULL, MSG_DONTWAIT), -1);
-	assert_int_equal(errno, EFAULT);
+	assert_dec_equal(recvmsg(f->cli, NULL, MSG_DONTWAIT), -1);
+	assert_dec_equal(errno, EFAULT);
 	struct msghdr m = {.msg_iov = (struct iovec *)8, .msg_iovlen = 1};
 	errno = 0;
-	assert_int_equal(sendmsg(f->cli, &m, 0), -1);
-	assert_int_equal(errno, EFAULT);
+	assert_dec_equal(sendmsg(f->cli, &m, 0), -1);
+	assert_dec_equal(errno, EFAULT);
 }
 
 /* per=fd limiters belong to the socket: a connect() that changes its peer
@@ -601,17 +601,17 @@ static void test_shim_per_fd_survives_connect(void **state)
 	int u = udp_self();
 	struct sockaddr_in in;
 	socklen_t l = sizeof(in);
-	assert_int_equal(getsockname(u, (struct sockaddr *)&in, &l), 0);
-	assert_int_equal(send(u, buf, sizeof(buf), 0), 10);
-	assert_int_equal(connect(u, (struct sockaddr *)&in, sizeof(in)), 0);
-	assert_int_equal(send(u, buf, sizeof(buf), 0), 10);
-	assert_int_equal(n_sleeps, 1);
+	assert_dec_equal(getsockname(u, (struct sockaddr *)&in, &l), 0);
+	assert_dec_equal(send(u, buf, sizeof(buf), 0), 10);
+	assert_dec_equal(connect(u, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(send(u, buf, sizeof(buf), 0), 10);
+	assert_dec_equal(n_sleeps, 1);
 	expect_event(1, T0 + SEC, 10);
 	close(u);
 	/* A new socket on the same fd number starts with a full bucket. */
 	u = udp_self();
-	assert_int_equal(send(u, buf, sizeof(buf), 0), 10);
-	assert_int_equal(n_sleeps, 1);
+	assert_dec_equal(send(u, buf, sizeof(buf), 0), 10);
+	assert_dec_equal(n_sleeps, 1);
 	close(u);
 }
 
@@ -621,7 +621,7 @@ static void test_shim_fork_clears_busy(void **state)
 	struct fix *f = *state;
 	atomic_fetch_or(&sl__fdbits[f->cli], SL_FDB_BUSY);
 	sl__fdtab_after_fork_unsync();
-	assert_int_equal(atomic_load(&sl__fdbits[f->cli]) & SL_FDB_BUSY, 0);
+	assert_dec_equal(atomic_load(&sl__fdbits[f->cli]) & SL_FDB_BUSY, 0);
 	sl__scope_after_fork_unsync();
 }
 
@@ -634,24 +634,24 @@ static void test_shim_accept_eintr_conns(void **state)
 	use_policy2("SLUICE_ACCEPT", "1/s,burst=1,per=peer", "SLUICE_CONNS", "1,action=reject");
 	int a = socket(AF_INET, SOCK_STREAM, 0);
 	accept_fd = a;
-	assert_int_equal(accept4(f->lst, NULL, NULL, 0), a);
+	assert_dec_equal(accept4(f->lst, NULL, NULL, 0), a);
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	fake_sleep_eintr_at = 0;
 	errno = 0;
-	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
-	assert_int_equal(errno, EINTR);
-	assert_int_equal(fcntl(accept_fd, F_GETFD), -1); /* reset and closed */
+	assert_dec_equal(accept4(f->lst, NULL, NULL, 0), -1);
+	assert_dec_equal(errno, EINTR);
+	assert_dec_equal(fcntl(accept_fd, F_GETFD), -1); /* reset and closed */
 	close(a);                                        /* frees the slot */
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	fake_sleep_eintr_at = 1;
-	assert_int_equal(accept4(f->lst, NULL, NULL, 0), accept_fd);
+	assert_dec_equal(accept4(f->lst, NULL, NULL, 0), accept_fd);
 	/* It holds the slot: the next accept is refused by conns. */
 	int b = accept_fd;
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	fake_now += 10 * SEC;
 	errno = 0;
-	assert_int_equal(accept4(f->lst, NULL, NULL, 0), -1);
-	assert_int_equal(errno, ECONNABORTED);
+	assert_dec_equal(accept4(f->lst, NULL, NULL, 0), -1);
+	assert_dec_equal(errno, ECONNABORTED);
 	close(b);
 }
 
@@ -664,24 +664,24 @@ static void test_shim_invalid_args(void **state)
 	use_policy2("SLUICE_ACCEPT", "1/s", "SLUICE_CONNS", "1,action=reject");
 	accept_fd = socket(AF_INET, SOCK_STREAM, 0);
 	accept4(f->lst, NULL, NULL, -1);
-	assert_int_equal(accept_flags, -1);
+	assert_dec_equal(accept_flags, -1);
 	accept4(f->lst, NULL, NULL, 0x4000);
-	assert_int_equal(accept_flags, 0x4000);
+	assert_dec_equal(accept_flags, 0x4000);
 	struct sockaddr_in in;
 	errno = 0;
-	assert_int_equal(accept4(f->lst, (struct sockaddr *)&in, NULL, 0), -1);
-	assert_int_equal(errno, EFAULT);
+	assert_dec_equal(accept4(f->lst, (struct sockaddr *)&in, NULL, 0), -1);
+	assert_dec_equal(errno, EFAULT);
 	close(accept_fd);
 	in = (struct sockaddr_in){.sin_family = AF_INET,
 				  .sin_port = htons(9),
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
+	assert_dec_equal(connect(s1, (struct sockaddr *)&in, sizeof(in)), 0);
 	errno = 0;
-	assert_int_equal(close_range((unsigned)s1, (unsigned)s1, 0x40), -1);
-	assert_int_equal(errno, EINVAL);
-	assert_int_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
-	assert_int_equal(errno, ECONNREFUSED);
+	assert_dec_equal(close_range((unsigned)s1, (unsigned)s1, 0x40), -1);
+	assert_dec_equal(errno, EINVAL);
+	assert_dec_equal(connect(s2, (struct sockaddr *)&in, sizeof(in)), -1);
+	assert_dec_equal(errno, ECONNREFUSED);
 	close(s1);
 	close(s2);
 }
@@ -692,13 +692,13 @@ static void test_shim_errqueue_passthrough(void **state)
 	struct fix *f = *state;
 	static char buf[5000];
 	use_policy("SLUICE_RECV", "1000B/s,burst=1000B");
-	assert_int_equal(recv(f->cli, buf, sizeof(buf), 0), 1000);
+	assert_dec_equal(recv(f->cli, buf, sizeof(buf), 0), 1000);
 	struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
 	errno = 0;
-	assert_int_equal(recvmsg(f->cli, &m, MSG_ERRQUEUE), -1);
-	assert_int_equal(errno, EAGAIN); /* the real call: the queue is empty */
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(recvmsg(f->cli, &m, MSG_ERRQUEUE), -1);
+	assert_dec_equal(errno, EAGAIN); /* the real call: the queue is empty */
+	assert_dec_equal(n_sleeps, 0);
 }
 
 /* A split sendto sends its one-shot parts once: MSG_FASTOPEN and the
@@ -710,14 +710,14 @@ static void test_shim_send_one_shot_flags(void **state)
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
 	struct sockaddr_in in;
 	socklen_t l = sizeof(in);
-	assert_int_equal(getpeername(f->cli, (struct sockaddr *)&in, &l), 0);
-	assert_int_equal(sendto(f->cli, buf, sizeof(buf), MSG_FASTOPEN | MSG_OOB,
+	assert_dec_equal(getpeername(f->cli, (struct sockaddr *)&in, &l), 0);
+	assert_dec_equal(sendto(f->cli, buf, sizeof(buf), MSG_FASTOPEN | MSG_OOB,
 				(struct sockaddr *)&in, l),
 			 3000);
-	assert_int_equal(n_events, 3);
-	assert_int_equal(sendto_flags[0], MSG_FASTOPEN | 1 << 30);
-	assert_int_equal(sendto_flags[1], 0);
-	assert_int_equal(sendto_flags[2], MSG_OOB);
+	assert_dec_equal(n_events, 3);
+	assert_dec_equal(sendto_flags[0], MSG_FASTOPEN | 1 << 30);
+	assert_dec_equal(sendto_flags[1], 0);
+	assert_dec_equal(sendto_flags[2], MSG_OOB);
 }
 
 /* Rules without family= are for inet and inet6 only: a unix socket (a
@@ -727,16 +727,16 @@ static void test_shim_unix_default_family(void **state)
 	(void)state;
 	int sv[2];
 	use_policy("SLUICE_SEND", "1/s,action=reject");
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(write(sv[0], "x", 1), 1);
+		assert_dec_equal(write(sv[0], "x", 1), 1);
 	assert_true(sl__fd_pass(sv[0], SL_K_SEND));
 	use_policy("SLUICE_SEND", "1/s,action=reject,family=unix");
 	sl__fd_forget(sv[0]);
-	assert_int_equal(write(sv[0], "x", 1), 1);
+	assert_dec_equal(write(sv[0], "x", 1), 1);
 	errno = 0;
-	assert_int_equal(write(sv[0], "x", 1), -1);
-	assert_int_equal(errno, EAGAIN);
+	assert_dec_equal(write(sv[0], "x", 1), -1);
+	assert_dec_equal(errno, EAGAIN);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -748,16 +748,16 @@ static void test_shim_fclose_forgets(void **state)
 	(void)state;
 	use_policy("SLUICE_SEND", "1/s,action=reject");
 	int u = udp_self();
-	assert_int_equal(send(u, "x", 1, 0), 1);
+	assert_dec_equal(send(u, "x", 1, 0), 1);
 	assert_true(atomic_load(&sl__fdbits[u]) != 0);
 	FILE *fp = fdopen(u, "w");
 	assert_non_null(fp);
-	assert_int_equal(fclose(fp), 0);
-	assert_int_equal(atomic_load(&sl__fdbits[u]), 0);
+	assert_dec_equal(fclose(fp), 0);
+	assert_dec_equal(atomic_load(&sl__fdbits[u]), 0);
 	int fd = open("/dev/null", O_WRONLY);
-	assert_int_equal(fd, u);
+	assert_dec_equal(fd, u);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(write(fd, "x", 1), 1);
+		assert_dec_equal(write(fd, "x", 1), 1);
 	close(fd);
 }
 
@@ -772,23 +772,23 @@ static void test_shim_sa_restart(void **state)
 	handle(SIGUSR1, true, true);
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
 	fake_sleep_eintr_at = 0;
-	assert_int_equal(send(f->cli, buf, sizeof(buf), 0), 3000);
-	assert_int_equal(n_events, 3);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 3000);
+	assert_dec_equal(n_events, 3);
 	expect_event(1, T0 + SEC, 1000);
-	assert_int_equal(n_sleeps, 3);
+	assert_dec_equal(n_sleeps, 3);
 	struct timeval tv = {.tv_sec = 100};
-	assert_int_equal(setsockopt(f->cli, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	assert_dec_equal(setsockopt(f->cli, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
 	fake_sleep_eintr_at = 3;
 	errno = 0;
-	assert_int_equal(send(f->cli, buf, 1000, 0), -1);
-	assert_int_equal(errno, EINTR);
+	assert_dec_equal(send(f->cli, buf, 1000, 0), -1);
+	assert_dec_equal(errno, EINTR);
 	handle(SIGUSR1, false, false);
 }
 
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor, 3);
+	assert_dec_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor, 3);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_send_pieces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_send_partial, setup, teardown),

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "../shim/act.h"
 #include "../shim/clock.h"
 #include "../shim/fd.h"

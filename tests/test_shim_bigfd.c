@@ -118,7 +118,7 @@ static int teardown(void **state)
 static void test_bigfd_cap(void **state)
 {
 	(void)state;
-	assert_int_equal(sl__fd_cap, (HARD + 63) / 64 * 64);
+	assert_dec_equal(sl__fd_cap, (HARD + 63) / 64 * 64);
 }
 
 /* fd 250000 is throttled like any other: 1000 B/s, burst 1000 B; 600 go at
@@ -129,16 +129,16 @@ static void test_bigfd_throttled(void **state)
 	static char buf[1000];
 	const int fd = 250000;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
-	assert_int_equal(send(fd, buf, 600, 0), 600);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(send(fd, buf, 600, 0), 600);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(fake_now, 5000 * MS + 200 * MS);
-	assert_int_equal(n_sent, 2);
-	assert_int_equal(sl__st.stats[0].bytes, 1200);
+	assert_dec_equal(send(fd, buf, 600, 0), 600);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(send(fd, buf, 600, 0), 600);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(fake_now, 5000 * MS + 200 * MS);
+	assert_dec_equal(n_sent, 2);
+	assert_dec_equal(sl__st.stats[0].bytes, 1200);
 	assert_true(atomic_load(&sl__fdbits[fd]) & SL_FDB_READY);
 	close(fd); /* EBADF from the kernel; the shim forgets it first */
-	assert_int_equal(atomic_load(&sl__fdbits[fd]), 0);
+	assert_dec_equal(atomic_load(&sl__fdbits[fd]), 0);
 }
 
 /* An fd beyond the tables passes through (the rule would make it wait 4
@@ -149,18 +149,18 @@ static void test_bigfd_beyond_cap_passes(void **state)
 	static char buf[5000];
 	const int fd = (HARD + 63) / 64 * 64 + 7;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
-	assert_int_equal(send(fd, buf, 5000, 0), 5000);
+	assert_dec_equal(send(fd, buf, 5000, 0), 5000);
 	assert_true(sl__fd_pass(fd, SL_K_SEND));
-	assert_int_equal(send(fd, buf, 5000, 0), 5000);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(n_sent, 2);
-	assert_int_equal(sl__st.stats[0].calls, 0);
+	assert_dec_equal(send(fd, buf, 5000, 0), 5000);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(n_sent, 2);
+	assert_dec_equal(sl__st.stats[0].calls, 0);
 }
 
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__wrap_send_anchor + sl__wrap_sock_anchor, 2);
+	assert_dec_equal(sl__wrap_send_anchor + sl__wrap_sock_anchor, 2);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_bigfd_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bigfd_throttled, setup, teardown),

@@ -104,34 +104,34 @@ static void test_shim_breaker_blocking(void **state)
 {
 	(void)state;
 	use_policy("SLUICE_BREAK", "errors=3,window=1s,open=2s,errno=EHOSTUNREACH");
-	assert_int_equal(sl__break_n, 1);
+	assert_dec_equal(sl__break_n, 1);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(n_connects, 3);
+		assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(n_connects, 3);
 	for (int i = 0; i < 5; i++)
-		assert_int_equal(try_connect(9, NULL), EHOSTUNREACH);
-	assert_int_equal(n_connects, 3); /* no system call while open */
+		assert_dec_equal(try_connect(9, NULL), EHOSTUNREACH);
+	assert_dec_equal(n_connects, 3); /* no system call while open */
 	fake_now = T0 + 2 * SEC - 1;
-	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH);
+	assert_dec_equal(try_connect(9, NULL), EHOSTUNREACH);
 	fake_now = T0 + 2 * SEC;
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED); /* the probe, refused */
-	assert_int_equal(n_connects, 4);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED); /* the probe, refused */
+	assert_dec_equal(n_connects, 4);
 	fake_now = T0 + 4 * SEC - 1;
-	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH);
-	assert_int_equal(n_connects, 4);
+	assert_dec_equal(try_connect(9, NULL), EHOSTUNREACH);
+	assert_dec_equal(n_connects, 4);
 	fake_now = T0 + 4 * SEC;
 	connect_err = 0;
-	assert_int_equal(try_connect(9, NULL), 0); /* the probe connects: closed */
+	assert_dec_equal(try_connect(9, NULL), 0); /* the probe connects: closed */
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(try_connect(9, NULL), 0);
-	assert_int_equal(n_connects, 8);
+		assert_dec_equal(try_connect(9, NULL), 0);
+	assert_dec_equal(n_connects, 8);
 	/* Closed with an empty window: three new failures to open again. */
 	connect_err = ECONNREFUSED;
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH);
-	assert_int_equal(n_connects, 11);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(try_connect(9, NULL), EHOSTUNREACH);
+	assert_dec_equal(n_connects, 11);
 }
 
 /* per=peer (the default): another port of the same address is another
@@ -140,20 +140,20 @@ static void test_shim_breaker_scope(void **state)
 {
 	(void)state;
 	use_policy("SLUICE_BREAK", "errors=2");
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED); /* broken: the default errno */
-	assert_int_equal(n_connects, 2);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED); /* broken: the default errno */
+	assert_dec_equal(n_connects, 2);
 	connect_err = 0;
-	assert_int_equal(try_connect(10, NULL), 0);
-	assert_int_equal(n_connects, 3);
+	assert_dec_equal(try_connect(10, NULL), 0);
+	assert_dec_equal(n_connects, 3);
 	use_policy("SLUICE_BREAK", "errors=2,per=process,to=127.0.0.0/8");
 	connect_err = ECONNREFUSED;
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
 	connect_err = 0;
-	assert_int_equal(try_connect(10, NULL), ECONNREFUSED);
-	assert_int_equal(n_connects, 5);
+	assert_dec_equal(try_connect(10, NULL), ECONNREFUSED);
+	assert_dec_equal(n_connects, 5);
 }
 
 /* Errors that say nothing of the destination, and refusals by sluice's own
@@ -163,18 +163,18 @@ static void test_shim_breaker_what_counts(void **state)
 	(void)state;
 	use_policy2("SLUICE_BREAK", "errors=2", "SLUICE_CONNECT", "1/s,action=reject");
 	connect_err = ECONNREFUSED;
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED); /* real: 1 */
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED); /* the rate rule's */
-	assert_int_equal(n_connects, 1);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED); /* real: 1 */
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED); /* the rate rule's */
+	assert_dec_equal(n_connects, 1);
 	fake_now += SEC;
 	connect_err = EACCES;
-	assert_int_equal(try_connect(9, NULL), EACCES); /* not a failure of the peer */
+	assert_dec_equal(try_connect(9, NULL), EACCES); /* not a failure of the peer */
 	fake_now += SEC;
 	connect_err = ETIMEDOUT;
-	assert_int_equal(try_connect(9, NULL), ETIMEDOUT); /* real: 2, opens */
+	assert_dec_equal(try_connect(9, NULL), ETIMEDOUT); /* real: 2, opens */
 	fake_now += SEC;
-	assert_int_equal(try_connect(9, NULL), ECONNREFUSED);
-	assert_int_equal(n_connects, 3);
+	assert_dec_equal(try_connect(9, NULL), ECONNREFUSED);
+	assert_dec_equal(n_connects, 3);
 }
 
 /* Non-blocking: the outcome comes from getsockopt(SO_ERROR); while the
@@ -188,43 +188,43 @@ static void test_shim_breaker_nonblocking(void **state)
 	connect_err = EINPROGRESS;
 	tcp_state = TCP_SYN_SENT;
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(try_connect(9, &s), EINPROGRESS);
+		assert_dec_equal(try_connect(9, &s), EINPROGRESS);
 		soerror = 0; /* still connecting: nothing known */
-		assert_int_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
+		assert_dec_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
 		soerror = ECONNREFUSED;
 		tcp_state = TCP_CLOSE;
-		assert_int_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
-		assert_int_equal(e, ECONNREFUSED);
+		assert_dec_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
+		assert_dec_equal(e, ECONNREFUSED);
 		tcp_state = TCP_SYN_SENT;
 		close(s);
 	}
-	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH);
-	assert_int_equal(n_connects, 2);
+	assert_dec_equal(try_connect(9, NULL), EHOSTUNREACH);
+	assert_dec_equal(n_connects, 2);
 	fake_now = T0 + SEC;
-	assert_int_equal(try_connect(9, &s), EINPROGRESS);    /* the probe */
-	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH); /* others fail meanwhile */
-	assert_int_equal(n_connects, 3);
+	assert_dec_equal(try_connect(9, &s), EINPROGRESS);    /* the probe */
+	assert_dec_equal(try_connect(9, NULL), EHOSTUNREACH); /* others fail meanwhile */
+	assert_dec_equal(n_connects, 3);
 	/* SO_ERROR 0 on a socket not yet connecting (a deferred connect
 	 * waiting for its rate slot) says nothing yet. */
 	soerror = 0;
 	tcp_state = TCP_CLOSE;
-	assert_int_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
-	assert_int_equal(try_connect(9, NULL), EHOSTUNREACH); /* still half-open */
+	assert_dec_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
+	assert_dec_equal(try_connect(9, NULL), EHOSTUNREACH); /* still half-open */
 	/* It connected; the peer may already have closed (CLOSE_WAIT). */
 	soerror = 0;
 	tcp_state = TCP_CLOSE_WAIT;
-	assert_int_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
-	assert_int_equal(e, 0);
+	assert_dec_equal(getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &l), 0);
+	assert_dec_equal(e, 0);
 	close(s);
 	connect_err = 0;
-	assert_int_equal(try_connect(9, NULL), 0);
-	assert_int_equal(n_connects, 4);
+	assert_dec_equal(try_connect(9, NULL), 0);
+	assert_dec_equal(n_connects, 4);
 }
 
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__wrap_sock_anchor + sl__wrap_sockopt_anchor, 2);
+	assert_dec_equal(sl__wrap_sock_anchor + sl__wrap_sockopt_anchor, 2);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_breaker_blocking, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_breaker_scope, setup, teardown),

@@ -41,10 +41,10 @@ static void test_clock_first_fit(void **state)
 	struct sl_clock_line l = {.base_tsc = tsc_at(ghz, t0, 5 * MS), .base_ns = 5 * MS};
 	uint64_t ns;
 	assert_false(sl__clock_line_ns(&l, tsc_at(ghz, t0, 6 * MS), &ns));
-	assert_int_equal(sl__clock_line_fit(&l, tsc_at(ghz, t0, 14 * MS), 14 * MS), SL_FIT_WAIT);
-	assert_int_equal(l.mult, 0);
-	assert_int_equal(sl__clock_line_fit(&l, tsc_at(ghz, t0, 15 * MS), 15 * MS), SL_FIT_OK);
-	assert_int_equal(l.base_ns, 15 * MS);
+	assert_dec_equal(sl__clock_line_fit(&l, tsc_at(ghz, t0, 14 * MS), 14 * MS), SL_FIT_WAIT);
+	assert_dec_equal(l.mult, 0);
+	assert_dec_equal(sl__clock_line_fit(&l, tsc_at(ghz, t0, 15 * MS), 15 * MS), SL_FIT_OK);
+	assert_dec_equal(l.base_ns, 15 * MS);
 	/* Good for twice the 10 ms it was fitted on, not beyond. */
 	for (uint64_t t = 15 * MS; t < 35 * MS - US; t += 7 * US + 13) {
 		assert_true(sl__clock_line_ns(&l, tsc_at(ghz, t0, t), &ns));
@@ -55,7 +55,7 @@ static void test_clock_first_fit(void **state)
 	/* No line on a shorter stretch than the first's: a sample 1 ms on
 	 * (with 1 µs of error) leaves the line as it is. */
 	const struct sl_clock_line before = l;
-	assert_int_equal(sl__clock_line_fit(&l, tsc_at(ghz, t0, 16 * MS), 16 * MS + US),
+	assert_dec_equal(sl__clock_line_fit(&l, tsc_at(ghz, t0, 16 * MS), 16 * MS + US),
 			 SL_FIT_WAIT);
 	assert_memory_equal(&l, &before, sizeof(l));
 }
@@ -95,7 +95,7 @@ static void test_clock_refits_follow(void **state)
 		      (unsigned long long)max_err, (unsigned long long)max_err_after);
 	assert_true(max_err <= 1500);
 	assert_true(max_err_after <= 6 * US);
-	assert_int_equal(l.span, (uint64_t)(((unsigned __int128)SL_FIT_SPAN_NS << 32) / l.mult));
+	assert_dec_equal(l.span, (uint64_t)(((unsigned __int128)SL_FIT_SPAN_NS << 32) / l.mult));
 	/* Spans of 20, 40, 80, then 100 ms: about 100 fits in 10 s. */
 	assert_in_range(fits, 95, 110);
 }
@@ -105,15 +105,15 @@ static void test_clock_rate_change_off(void **state)
 {
 	(void)state;
 	struct sl_clock_line l = {.base_tsc = 0, .base_ns = 0};
-	assert_int_equal(sl__clock_line_fit(&l, 20 * MS * 2, 20 * MS), SL_FIT_OK);
+	assert_dec_equal(sl__clock_line_fit(&l, 20 * MS * 2, 20 * MS), SL_FIT_OK);
 	struct sl_clock_line good = l;
 	/* 20 ms on at 2 GHz, then 1.98 GHz for the next 20 ms. */
-	assert_int_equal(sl__clock_line_fit(&l, 40 * MS * 2, 40 * MS), SL_FIT_OK);
-	assert_int_equal(sl__clock_line_fit(&l, 80 * MS + (uint64_t)(20 * MS * 1.98), 60 * MS),
+	assert_dec_equal(sl__clock_line_fit(&l, 40 * MS * 2, 40 * MS), SL_FIT_OK);
+	assert_dec_equal(sl__clock_line_fit(&l, 80 * MS + (uint64_t)(20 * MS * 1.98), 60 * MS),
 			 SL_FIT_OFF);
 	/* A forward jump of the TSC alone (1 ms at once) too. */
 	l = good;
-	assert_int_equal(sl__clock_line_fit(&l, 40 * MS * 2 + 2 * MS, 40 * MS), SL_FIT_OFF);
+	assert_dec_equal(sl__clock_line_fit(&l, 40 * MS * 2 + 2 * MS, 40 * MS), SL_FIT_OFF);
 }
 
 /* The TSC going back: a fresh base, no span, the rate kept; then the next
@@ -122,18 +122,18 @@ static void test_clock_tsc_back(void **state)
 {
 	(void)state;
 	struct sl_clock_line l = {.base_tsc = 0, .base_ns = 0};
-	assert_int_equal(sl__clock_line_fit(&l, 20 * MS * 2, 20 * MS), SL_FIT_OK);
+	assert_dec_equal(sl__clock_line_fit(&l, 20 * MS * 2, 20 * MS), SL_FIT_OK);
 	const uint64_t mult = l.mult;
-	assert_int_equal(sl__clock_line_fit(&l, 10, 19 * MS), SL_FIT_WAIT);
-	assert_int_equal(sl__clock_line_fit(&l, 1000, 30 * MS), SL_FIT_OK);
-	assert_int_equal(l.base_tsc, 1000);
-	assert_int_equal(l.span, 0);
-	assert_int_equal(l.mult, mult);
+	assert_dec_equal(sl__clock_line_fit(&l, 10, 19 * MS), SL_FIT_WAIT);
+	assert_dec_equal(sl__clock_line_fit(&l, 1000, 30 * MS), SL_FIT_OK);
+	assert_dec_equal(l.base_tsc, 1000);
+	assert_dec_equal(l.span, 0);
+	assert_dec_equal(l.mult, mult);
 	uint64_t ns;
 	assert_false(sl__clock_line_ns(&l, 1001, &ns));
-	assert_int_equal(sl__clock_line_fit(&l, 1000 + 10 * MS * 2, 40 * MS), SL_FIT_OK);
+	assert_dec_equal(sl__clock_line_fit(&l, 1000 + 10 * MS * 2, 40 * MS), SL_FIT_OK);
 	assert_true(sl__clock_line_ns(&l, 1000 + 10 * MS * 2 + 2000, &ns));
-	assert_int_equal(ns, 40 * MS + 1000);
+	assert_dec_equal(ns, 40 * MS + 1000);
 }
 
 /* No TSC rate outside [~1 MHz, 2^32 GHz): the line refuses it. */
@@ -141,7 +141,7 @@ static void test_clock_absurd_rate_off(void **state)
 {
 	(void)state;
 	struct sl_clock_line l = {.base_tsc = 0, .base_ns = 0};
-	assert_int_equal(sl__clock_line_fit(&l, 10, 20 * MS), SL_FIT_OFF);
+	assert_dec_equal(sl__clock_line_fit(&l, 10, 20 * MS), SL_FIT_OFF);
 }
 
 static uint64_t vdso_ns(void)
@@ -198,9 +198,9 @@ static void test_clock_live_threads(void **state)
 	pthread_t th[4];
 	uint64_t worst[4];
 	for (int i = 0; i < 4; i++)
-		assert_int_equal(pthread_create(&th[i], NULL, live_thread, &worst[i]), 0);
+		assert_dec_equal(pthread_create(&th[i], NULL, live_thread, &worst[i]), 0);
 	for (int i = 0; i < 4; i++) {
-		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_dec_equal(pthread_join(th[i], NULL), 0);
 		assert_true(worst[i] <= 50 * US);
 	}
 }

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "init.h"
 #include "ready.h"
 
@@ -71,11 +73,11 @@ static void test_shim_epoll_fork_lock(void **state)
 	assert_true(sl__ready_on()); /* the epoll mirror is in use */
 	ep = epoll_create1(0);
 	assert_true(ep >= 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
 	struct epoll_event e = {.events = EPOLLIN};
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fds[0], &e), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fds[0], &e), 0);
 	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, churn, NULL), 0);
+	assert_dec_equal(pthread_create(&t, NULL, churn, NULL), 0);
 	int hung = 0;
 	for (int i = 0; i < FORKS; i++) {
 		pid_t pid = fork();
@@ -93,7 +95,7 @@ static void test_shim_epoll_fork_lock(void **state)
 	}
 	atomic_store(&stop, 1);
 	pthread_join(t, NULL);
-	assert_int_equal(hung, 0);
+	assert_dec_equal(hung, 0);
 	close(ep);
 	close(fds[0]);
 	close(fds[1]);

@@ -64,7 +64,7 @@ static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
 		/* Like a second interposer whose send() writes through ours. */
 		size_t inner = reenter_len;
 		reenter_len = 0;
-		assert_int_equal(send(fd, b, inner, flags), (ssize_t)inner);
+		assert_dec_equal(send(fd, b, inner, flags), (ssize_t)inner);
 	}
 	return fake_result(len);
 }
@@ -113,7 +113,7 @@ static int setup(void **state)
 	n_real = 0;
 	next_result = SSIZE_MAX;
 	reenter_len = 0;
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
 	sl__real.send = fake_send;
 	sl__real.write = fake_write;
 	real_fns = &f.saved;
@@ -141,11 +141,11 @@ static void assert_stats(unsigned rule, uint64_t calls, uint64_t admitted, uint6
 			 uint64_t refused, uint64_t bytes)
 {
 	const struct sl_rstats *s = &sl__st.stats[rule];
-	assert_int_equal(s->calls, calls);
-	assert_int_equal(s->admitted, admitted);
-	assert_int_equal(s->delayed, delayed);
-	assert_int_equal(s->refused, refused);
-	assert_int_equal(s->bytes, bytes);
+	assert_dec_equal(s->calls, calls);
+	assert_dec_equal(s->admitted, admitted);
+	assert_dec_equal(s->delayed, delayed);
+	assert_dec_equal(s->refused, refused);
+	assert_dec_equal(s->bytes, bytes);
 }
 
 /* Admitted at once: one clock reading, exactly the bytes charged, counted. */
@@ -154,14 +154,14 @@ static void test_fast_admitted(void **state)
 	struct fix *f = *state;
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
-	assert_int_equal(send(f->sv[0], buf, 300, 0), 300);
-	assert_int_equal(avail(0), 700);
+	assert_dec_equal(send(f->sv[0], buf, 300, 0), 300);
+	assert_dec_equal(avail(0), 700);
 	n_clock_reads = 0;
-	assert_int_equal(write(f->sv[0], buf, 200), 200);
-	assert_int_equal(n_clock_reads, 1);
-	assert_int_equal(avail(0), 500);
-	assert_int_equal(n_real, 2);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(write(f->sv[0], buf, 200), 200);
+	assert_dec_equal(n_clock_reads, 1);
+	assert_dec_equal(avail(0), 500);
+	assert_dec_equal(n_real, 2);
+	assert_dec_equal(n_sleeps, 0);
 	assert_stats(0, 2, 2, 0, 0, 500);
 }
 
@@ -173,11 +173,11 @@ static void test_fast_partial_gives_back(void **state)
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
 	next_result = 120;
-	assert_int_equal(send(f->sv[0], buf, 300, 0), 120);
-	assert_int_equal(avail(0), 880);
+	assert_dec_equal(send(f->sv[0], buf, 300, 0), 120);
+	assert_dec_equal(avail(0), 880);
 	next_result = 0;
-	assert_int_equal(write(f->sv[0], buf, 300), 0);
-	assert_int_equal(avail(0), 880);
+	assert_dec_equal(write(f->sv[0], buf, 300), 0);
+	assert_dec_equal(avail(0), 880);
 	assert_stats(0, 2, 2, 0, 0, 120);
 }
 
@@ -191,12 +191,12 @@ static void test_fast_error_gives_back(void **state)
 	next_result = -1;
 	next_errno = EPIPE;
 	errno = 0;
-	assert_int_equal(send(f->sv[0], buf, 300, 0), -1);
-	assert_int_equal(errno, EPIPE);
+	assert_dec_equal(send(f->sv[0], buf, 300, 0), -1);
+	assert_dec_equal(errno, EPIPE);
 	next_errno = EAGAIN;
-	assert_int_equal(write(f->sv[0], buf, 300), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(avail(0), 1000);
+	assert_dec_equal(write(f->sv[0], buf, 300), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(avail(0), 1000);
 	assert_stats(0, 2, 0, 0, 0, 0);
 }
 
@@ -207,8 +207,8 @@ static void test_fast_errno_kept(void **state)
 	char b = 'x';
 	use_policy("SLUICE_SEND", "1000B/s,family=unix");
 	errno = ENOTTY;
-	assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
-	assert_int_equal(errno, ENOTTY);
+	assert_dec_equal(send(f->sv[0], &b, 1, 0), 1);
+	assert_dec_equal(errno, ENOTTY);
 }
 
 /* A send the fast path cannot admit is decided by the general path from
@@ -218,12 +218,12 @@ static void test_fast_fallback_one_reading(void **state)
 	struct fix *f = *state;
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
-	assert_int_equal(send(f->sv[0], buf, 1000, 0), 1000);
+	assert_dec_equal(send(f->sv[0], buf, 1000, 0), 1000);
 	n_clock_reads = 0;
-	assert_int_equal(send(f->sv[0], buf, 500, 0), 500);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(fake_now, T0 + 500 * MS);
-	assert_int_equal(n_clock_reads, 3);
+	assert_dec_equal(send(f->sv[0], buf, 500, 0), 500);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(fake_now, T0 + 500 * MS);
+	assert_dec_equal(n_clock_reads, 3);
 }
 
 /* Two rules: 100 B/s (burst 1000 B) and 2 messages/s (burst 1). The second
@@ -236,13 +236,13 @@ static void test_fast_other_rule_waits(void **state)
 	static char buf[1000];
 	use_policy("SLUICE_RULES",
 		   "send:100B/s,burst=1000B,family=unix;send:2/s,burst=1,family=unix");
-	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(fake_now, T0 + 500 * MS);
-	assert_int_equal(avail(0), 850);
-	assert_int_equal(avail(1), 0);
+	assert_dec_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(fake_now, T0 + 500 * MS);
+	assert_dec_equal(avail(0), 850);
+	assert_dec_equal(avail(1), 0);
 	assert_stats(0, 2, 2, 0, 0, 200);
 	assert_stats(1, 2, 2, 1, 0, 200);
 }
@@ -255,13 +255,13 @@ static void test_fast_first_rule_waits(void **state)
 	static char buf[1000];
 	use_policy("SLUICE_RULES",
 		   "send:1000B/s,burst=1000B,family=unix;send:1/s,burst=3,family=unix");
-	assert_int_equal(send(f->sv[0], buf, 1000, 0), 1000);
-	assert_int_equal(avail(1), 2);
-	assert_int_equal(send(f->sv[0], buf, 500, 0), 500);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(fake_now, T0 + 500 * MS);
-	assert_int_equal(avail(0), 0);
-	assert_int_equal(avail(1), 1);
+	assert_dec_equal(send(f->sv[0], buf, 1000, 0), 1000);
+	assert_dec_equal(avail(1), 2);
+	assert_dec_equal(send(f->sv[0], buf, 500, 0), 500);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(fake_now, T0 + 500 * MS);
+	assert_dec_equal(avail(0), 0);
+	assert_dec_equal(avail(1), 1);
 	assert_stats(0, 2, 2, 1, 0, 1500);
 	assert_stats(1, 2, 2, 0, 0, 1500);
 }
@@ -273,14 +273,14 @@ static void test_fast_reject_falls_back(void **state)
 	struct fix *f = *state;
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,action=reject,family=unix");
-	assert_int_equal(send(f->sv[0], buf, 600, 0), 600);
-	assert_int_equal(send(f->sv[0], buf, 600, 0), 400);
-	assert_int_equal(last_len, 400);
+	assert_dec_equal(send(f->sv[0], buf, 600, 0), 600);
+	assert_dec_equal(send(f->sv[0], buf, 600, 0), 400);
+	assert_dec_equal(last_len, 400);
 	errno = 0;
-	assert_int_equal(send(f->sv[0], buf, 600, 0), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(n_real, 2);
-	assert_int_equal(avail(0), 0);
+	assert_dec_equal(send(f->sv[0], buf, 600, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(n_real, 2);
+	assert_dec_equal(avail(0), 0);
 	assert_stats(0, 3, 2, 0, 1, 1000);
 }
 
@@ -292,9 +292,9 @@ static void test_fast_reentry_passes(void **state)
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
 	reenter_len = 50;
-	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
-	assert_int_equal(n_real, 2);
-	assert_int_equal(avail(0), 900);
+	assert_dec_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_dec_equal(n_real, 2);
+	assert_dec_equal(avail(0), 900);
 	assert_stats(0, 1, 1, 0, 0, 100);
 }
 
@@ -308,12 +308,12 @@ static void test_fast_size_max_failure(void **state)
 	next_result = -1;
 	next_errno = EFAULT;
 	errno = 0;
-	assert_int_equal(send(f->sv[0], &b, SIZE_MAX, 0), -1);
-	assert_int_equal(errno, EFAULT);
-	assert_int_equal(avail(0), 1);
+	assert_dec_equal(send(f->sv[0], &b, SIZE_MAX, 0), -1);
+	assert_dec_equal(errno, EFAULT);
+	assert_dec_equal(avail(0), 1);
 	next_result = SSIZE_MAX;
-	assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(send(f->sv[0], &b, 1, 0), 1);
+	assert_dec_equal(n_sleeps, 0);
 	assert_stats(0, 2, 1, 0, 0, 1);
 }
 
@@ -329,14 +329,14 @@ static void test_fast_retuned_burst_splits(void **state)
 			      .amount = 1000,
 			      .period_ns = 1000 * MS,
 			      .burst = 100};
-	assert_int_equal(sl_tunable_retune((struct sl_tunable *)(void *)sl__st.rule_lim[0], &p,
+	assert_dec_equal(sl_tunable_retune((struct sl_tunable *)(void *)sl__st.rule_lim[0], &p,
 					   fake_now),
 			 SL_OK);
-	assert_int_equal(send(f->sv[0], buf, 500, 0), 500);
-	assert_int_equal(n_real, 5);
-	assert_int_equal(last_len, 100);
-	assert_int_equal(n_sleeps, 4);
-	assert_int_equal(fake_now, T0 + 400 * MS);
+	assert_dec_equal(send(f->sv[0], buf, 500, 0), 500);
+	assert_dec_equal(n_real, 5);
+	assert_dec_equal(last_len, 100);
+	assert_dec_equal(n_sleeps, 4);
+	assert_dec_equal(fake_now, T0 + 400 * MS);
 	assert_stats(0, 1, 1, 1, 0, 500);
 }
 
@@ -457,7 +457,7 @@ static void snap_end(struct snap *s, const struct fix *f)
 
 static void snap_equal(const struct snap *a, const struct snap *b)
 {
-	assert_int_equal(a->n_calls, b->n_calls);
+	assert_dec_equal(a->n_calls, b->n_calls);
 	for (unsigned k = 0; k < a->n_calls; k++) {
 		if (a->ret[k] != b->ret[k] || a->err[k] != b->err[k])
 			fail_msg("call %u: fast path %zd (errno %d), general path %zd (errno %d)",
@@ -480,8 +480,8 @@ static void snap_equal(const struct snap *a, const struct snap *b)
 						 (unsigned long long)b->words[i][fd][w]);
 	}
 	assert_dec_equal(a->now, b->now);
-	assert_int_equal(a->n_real, b->n_real);
-	assert_int_equal(a->n_sleeps, b->n_sleeps);
+	assert_dec_equal(a->n_real, b->n_real);
+	assert_dec_equal(a->n_sleeps, b->n_sleeps);
 }
 
 /* Run scenario fn under the policy var=value twice, fast then general,
@@ -518,37 +518,37 @@ static void test_fast_per_fd_own_buckets(void **state)
 	struct fix *f = *state;
 	const int a = f->sv[0], b = f->sv[1];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=fd,family=unix");
-	assert_int_equal(sl__st.n_fd_rules, 1);
-	assert_int_equal(sl__st.fast[0].how, SL_FAST_FD_BUCKET);
+	assert_dec_equal(sl__st.n_fd_rules, 1);
+	assert_dec_equal(sl__st.fast[0].how, SL_FAST_FD_BUCKET);
 	rec_of(a), rec_of(b);
 	n_clock_reads = 0;
-	assert_int_equal(xsend(a, 300), 300);
-	assert_int_equal(n_clock_reads, 1);
-	assert_int_equal(fd_avail(a, 0), 700);
-	assert_int_equal(fd_avail(b, 0), 1000);
-	assert_int_equal(xsend(b, 200), 200);
-	assert_int_equal(fd_avail(a, 0), 700);
-	assert_int_equal(fd_avail(b, 0), 800);
+	assert_dec_equal(xsend(a, 300), 300);
+	assert_dec_equal(n_clock_reads, 1);
+	assert_dec_equal(fd_avail(a, 0), 700);
+	assert_dec_equal(fd_avail(b, 0), 1000);
+	assert_dec_equal(xsend(b, 200), 200);
+	assert_dec_equal(fd_avail(a, 0), 700);
+	assert_dec_equal(fd_avail(b, 0), 800);
 	/* The kernel takes 50 of 400 on b: 350 back to b's bucket. */
 	next_result = 50;
-	assert_int_equal(xsend(b, 400), 50);
-	assert_int_equal(fd_avail(b, 0), 750);
-	assert_int_equal(fd_avail(a, 0), 700);
+	assert_dec_equal(xsend(b, 400), 50);
+	assert_dec_equal(fd_avail(b, 0), 750);
+	assert_dec_equal(fd_avail(a, 0), 700);
 	/* An error on a: all 100 back to a; errno the kernel's. */
 	next_result = -1;
 	next_errno = EPIPE;
 	errno = 0;
-	assert_int_equal(xsend(a, 100), -1);
-	assert_int_equal(errno, EPIPE);
-	assert_int_equal(fd_avail(a, 0), 700);
-	assert_int_equal(fd_avail(b, 0), 750);
+	assert_dec_equal(xsend(a, 100), -1);
+	assert_dec_equal(errno, EPIPE);
+	assert_dec_equal(fd_avail(a, 0), 700);
+	assert_dec_equal(fd_avail(b, 0), 750);
 	/* The process limiter (the fallback of other scopes) is untouched. */
-	assert_int_equal(avail(0), 1000);
-	assert_int_equal(n_real, 4);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(avail(0), 1000);
+	assert_dec_equal(n_real, 4);
+	assert_dec_equal(n_sleeps, 0);
 	/* One reading per call, and one more for the partial send's
 	 * non-blocking check (sl__fast_send_short, as sl__nb_end). */
-	assert_int_equal(n_clock_reads, 5);
+	assert_dec_equal(n_clock_reads, 5);
 	assert_stats(0, 4, 3, 0, 0, 550);
 }
 
@@ -574,8 +574,8 @@ static void test_fast_per_fd_ab(void **state)
 {
 	struct snap s;
 	ab_run(*state, "SLUICE_SEND", "1000B/s,burst=1000B,per=fd,family=unix", scen_per_fd, &s);
-	assert_int_equal(s.n_sleeps, 1);
-	assert_int_equal(s.now, T0 + 200 * MS);
+	assert_dec_equal(s.n_sleeps, 1);
+	assert_dec_equal(s.now, T0 + 200 * MS);
 }
 
 /* per=thread: the first call finds no thread slot (the fast path cannot
@@ -598,30 +598,30 @@ static void test_fast_per_thread(void **state)
 {
 	struct fix *f = *state;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=thread,family=unix");
-	assert_int_equal(sl__st.fast[0].how, SL_FAST_THREAD_BUCKET);
+	assert_dec_equal(sl__st.fast[0].how, SL_FAST_THREAD_BUCKET);
 	assert_null(sl__thread_lim(0)); /* no slot yet */
 	rec_of(f->sv[0]);
-	assert_int_equal(xsend(f->sv[0], 100), 100);
+	assert_dec_equal(xsend(f->sv[0], 100), 100);
 	struct sl_limiter *mine = sl__thread_lim(0);
 	assert_non_null(mine);
-	assert_int_equal(sl_limiter_available(mine, fake_now), 900);
+	assert_dec_equal(sl_limiter_available(mine, fake_now), 900);
 	n_clock_reads = 0;
-	assert_int_equal(xsend(f->sv[0], 200), 200);
-	assert_int_equal(n_clock_reads, 1);
-	assert_int_equal(sl_limiter_available(mine, fake_now), 700);
+	assert_dec_equal(xsend(f->sv[0], 200), 200);
+	assert_dec_equal(n_clock_reads, 1);
+	assert_dec_equal(sl_limiter_available(mine, fake_now), 700);
 	next_result = 10;
-	assert_int_equal(xsend(f->sv[0], 100), 10);
-	assert_int_equal(sl_limiter_available(mine, fake_now), 690);
+	assert_dec_equal(xsend(f->sv[0], 100), 10);
+	assert_dec_equal(sl_limiter_available(mine, fake_now), 690);
 	next_result = SSIZE_MAX;
 	/* Another thread: its own slot and bucket; ours unchanged. */
 	pthread_t t;
-	assert_int_equal(pthread_create(&t, NULL, other_thread, f), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
-	assert_int_equal(thread_sent, 500);
-	assert_int_equal(thread_avail_seen, 500);
-	assert_int_equal(sl_limiter_available(mine, fake_now), 690);
-	assert_int_equal(avail(0), 1000);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(pthread_create(&t, NULL, other_thread, f), 0);
+	assert_dec_equal(pthread_join(t, NULL), 0);
+	assert_dec_equal(thread_sent, 500);
+	assert_dec_equal(thread_avail_seen, 500);
+	assert_dec_equal(sl_limiter_available(mine, fake_now), 690);
+	assert_dec_equal(avail(0), 1000);
+	assert_dec_equal(n_sleeps, 0);
 	assert_stats(0, 4, 4, 0, 0, 810);
 }
 
@@ -643,8 +643,8 @@ static void test_fast_per_thread_ab(void **state)
 	       &s);
 	/* 70 B left before the 300: 230 ms; then the 1 B on the other fd
 	 * (the same thread's bucket) 1 ms. */
-	assert_int_equal(s.n_sleeps, 2);
-	assert_int_equal(s.now, T0 + 231 * MS);
+	assert_dec_equal(s.n_sleeps, 2);
+	assert_dec_equal(s.now, T0 + 231 * MS);
 }
 
 /* per=peer: peer_addr and available_to are test_shim.h's. */
@@ -659,7 +659,7 @@ static void churn(uint32_t first)
 		struct sl_call c;
 		struct sl_grant g;
 		sl__call_begin(&c, -1, SL_OP_SEND, &a, 0);
-		assert_int_equal(sl__admit(&c, 1, 1, &g), 0);
+		assert_dec_equal(sl__admit(&c, 1, 1, &g), 0);
 		sl__grant_refund(&c, &g, 1);
 		sl__call_end(&c, 1, true);
 	}
@@ -675,56 +675,56 @@ static void test_fast_per_peer_pins(void **state)
 	int lst, cli, srv, cli2, srv2;
 	struct sockaddr_in addr;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=peer,family=inet");
-	assert_int_equal(sl__st.fast[0].how, SL_FAST_PEER_BUCKET);
+	assert_dec_equal(sl__st.fast[0].how, SL_FAST_PEER_BUCKET);
 	loopback_pair(&lst, &cli, &srv, &addr);
 	cli2 = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(cli2, (struct sockaddr *)&addr, sizeof(addr)), 0);
+	assert_dec_equal(connect(cli2, (struct sockaddr *)&addr, sizeof(addr)), 0);
 	srv2 = accept(lst, NULL, NULL);
 	assert_true(srv2 >= 0);
 	const struct sl_addr peer = rec_of(cli)->peer;
 	assert_true(peer.family != 0);
-	assert_int_equal(xsend(cli, 300), 300);
-	assert_int_equal(available_to(&peer), 700);
-	assert_int_equal(xsend(cli2, 200), 200);
-	assert_int_equal(available_to(&peer), 500);
+	assert_dec_equal(xsend(cli, 300), 300);
+	assert_dec_equal(available_to(&peer), 700);
+	assert_dec_equal(xsend(cli2, 200), 200);
+	assert_dec_equal(available_to(&peer), 500);
 	/* Pinned, so the per-fd lookup is one load: one clock reading;
 	 * errno untouched. */
 	n_clock_reads = 0;
 	errno = ENOTTY;
-	assert_int_equal(xsend(cli, 100), 100);
-	assert_int_equal(errno, ENOTTY);
-	assert_int_equal(n_clock_reads, 1);
-	assert_int_equal(available_to(&peer), 400);
+	assert_dec_equal(xsend(cli, 100), 100);
+	assert_dec_equal(errno, ENOTTY);
+	assert_dec_equal(n_clock_reads, 1);
+	assert_dec_equal(available_to(&peer), 400);
 	/* A partial send gives back to the peer's entry. */
 	next_result = 25;
 	errno = ENOTTY;
-	assert_int_equal(xsend(cli2, 100), 25);
-	assert_int_equal(errno, ENOTTY);
-	assert_int_equal(available_to(&peer), 375);
+	assert_dec_equal(xsend(cli2, 100), 25);
+	assert_dec_equal(errno, ENOTTY);
+	assert_dec_equal(available_to(&peer), 375);
 	/* A failure gives everything back, with the kernel's errno. */
 	next_result = -1;
 	next_errno = ECONNRESET;
-	assert_int_equal(xsend(cli2, 100), -1);
-	assert_int_equal(errno, ECONNRESET);
+	assert_dec_equal(xsend(cli2, 100), -1);
+	assert_dec_equal(errno, ECONNRESET);
 	next_result = SSIZE_MAX;
-	assert_int_equal(available_to(&peer), 375);
+	assert_dec_equal(available_to(&peer), 375);
 	churn(0);
-	assert_int_equal(available_to(&peer), 375);
-	assert_int_equal(xsend(cli, 75), 75);
-	assert_int_equal(available_to(&peer), 300);
-	assert_int_equal(avail(0), 1000);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(available_to(&peer), 375);
+	assert_dec_equal(xsend(cli, 75), 75);
+	assert_dec_equal(available_to(&peer), 300);
+	assert_dec_equal(avail(0), 1000);
+	assert_dec_equal(n_sleeps, 0);
 	/* The bytes of the five sends (the probes and the churn count calls
 	 * of 0 bytes). */
-	assert_int_equal(sl__st.stats[0].bytes, 700);
+	assert_dec_equal(sl__st.stats[0].bytes, 700);
 	/* Closing one fd leaves the other's pin: still not evicted. */
 	close(cli);
 	churn(FILL);
-	assert_int_equal(available_to(&peer), 300);
+	assert_dec_equal(available_to(&peer), 300);
 	/* Closing the last one lets it go. */
 	close(cli2);
 	churn(2 * FILL);
-	assert_int_equal(available_to(&peer), 1000);
+	assert_dec_equal(available_to(&peer), 1000);
 	close(srv);
 	close(srv2);
 	close(lst);
@@ -742,21 +742,21 @@ static void test_fast_per_peer_short_nb_unpins(void **state)
 	struct sockaddr_in addr;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=peer,family=inet");
 	loopback_pair(&lst, &cli, &srv, &addr);
-	assert_int_equal(fcntl(cli, F_SETFL, fcntl(cli, F_GETFL) | O_NONBLOCK), 0);
+	assert_dec_equal(fcntl(cli, F_SETFL, fcntl(cli, F_GETFL) | O_NONBLOCK), 0);
 	const struct sl_addr peer = rec_of(cli)->peer;
 	for (int k = 0; k < 3; k++) {
 		next_result = 25;
-		assert_int_equal(xsend(cli, 100), 25);
+		assert_dec_equal(xsend(cli, 100), 25);
 	}
 	next_result = SSIZE_MAX;
 	/* Counted as the general path counts it: 3 calls, 75 bytes. */
-	assert_int_equal(sl__st.stats[0].calls, 3);
-	assert_int_equal(sl__st.stats[0].bytes, 75);
-	assert_int_equal(available_to(&peer), 925);
+	assert_dec_equal(sl__st.stats[0].calls, 3);
+	assert_dec_equal(sl__st.stats[0].bytes, 75);
+	assert_dec_equal(available_to(&peer), 925);
 	close(cli);
 	churn(0);
 	/* Evicted and made anew: a full bucket. */
-	assert_int_equal(available_to(&peer), 1000);
+	assert_dec_equal(available_to(&peer), 1000);
 	close(srv);
 	close(lst);
 }
@@ -785,26 +785,26 @@ static void test_fast_dry_run(void **state)
 	ab_run(f, "SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run,family=unix", scen_dry_run,
 	       &s);
 	static const ssize_t want[] = {300, 600, 500, 1, 200, 20};
-	assert_int_equal(s.n_calls, 6);
+	assert_dec_equal(s.n_calls, 6);
 	for (unsigned k = 0; k < 6; k++)
-		assert_int_equal(s.ret[k], want[k]);
-	assert_int_equal(s.n_sleeps, 0);
-	assert_int_equal(s.n_real, 6);
+		assert_dec_equal(s.ret[k], want[k]);
+	assert_dec_equal(s.n_sleeps, 0);
+	assert_dec_equal(s.n_real, 6);
 	/* calls, admitted, delayed, refused, bytes */
-	assert_int_equal(s.stats[0][0], 6);
-	assert_int_equal(s.stats[0][1], 6);
+	assert_dec_equal(s.stats[0][0], 6);
+	assert_dec_equal(s.stats[0][1], 6);
 	/* Only the 500 would have waited: a dry-run police that does not
 	 * admit takes nothing (act.c), so the 1 B after it found 100. */
-	assert_int_equal(s.stats[0][2], 1);
-	assert_int_equal(s.stats[0][3], 0);
-	assert_int_equal(s.stats[0][4], 1621);
+	assert_dec_equal(s.stats[0][2], 1);
+	assert_dec_equal(s.stats[0][3], 0);
+	assert_dec_equal(s.stats[0][4], 1621);
 	/* The admitted-at-once call alone: one clock reading, delayed 0. */
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,action=dry-run,family=unix");
 	rec_of(f->sv[0]);
 	n_clock_reads = 0;
-	assert_int_equal(xsend(f->sv[0], 300), 300);
-	assert_int_equal(n_clock_reads, 1);
-	assert_int_equal(avail(0), 700);
+	assert_dec_equal(xsend(f->sv[0], 300), 300);
+	assert_dec_equal(n_clock_reads, 1);
+	assert_dec_equal(avail(0), 700);
 	assert_stats(0, 1, 1, 0, 0, 300);
 }
 
@@ -823,10 +823,10 @@ static void test_fast_dry_run_two(void **state)
 	ab_run(*state, "SLUICE_RULES",
 	       "send:1000B/s,burst=1000B,family=unix;send:1/s,burst=1,action=dry-run,family=unix",
 	       scen_dry_run_two, &s);
-	assert_int_equal(s.n_sleeps, 1);
-	assert_int_equal(s.now, T0 + 200 * MS);
-	assert_int_equal(s.stats[1][2], 2); /* delayed (would have) */
-	assert_int_equal(s.stats[0][2], 1);
+	assert_dec_equal(s.n_sleeps, 1);
+	assert_dec_equal(s.now, T0 + 200 * MS);
+	assert_dec_equal(s.stats[1][2], 2); /* delayed (would have) */
+	assert_dec_equal(s.stats[0][2], 1);
 }
 
 /* A sliding window (rule 0, N > 2^20 bytes per second: quanta of 2 bytes)
@@ -862,13 +862,13 @@ static void test_fast_sliding_late(void **state)
 	const char *rules = "send:2000000B/s,algo=sliding,family=unix;send:1/s,burst=1,family=unix";
 	struct snap s;
 	ab_run(f, "SLUICE_RULES", rules, scen_sliding_late, &s);
-	assert_int_equal(s.n_sleeps, 2);
-	assert_int_equal(s.now, T0 + 2 * SEC);
+	assert_dec_equal(s.n_sleeps, 2);
+	assert_dec_equal(s.now, T0 + 2 * SEC);
 	assert_true(sl_tunable_current((const struct sl_tunable *)(const void *)sl__st.rule_lim[0])
 			    ->u.sliding.quantum > 1);
 	/* And directly: the refused fast police leaves the window as it was. */
 	use_policy("SLUICE_RULES", rules);
-	assert_int_equal(xsend(f->sv[0], 1), 1);
+	assert_dec_equal(xsend(f->sv[0], 1), 1);
 	uint64_t w1[2], w2[2];
 	lim_words(sl__st.rule_lim[0], w1);
 	/* No message token now: the general path waits for it (message
@@ -877,7 +877,7 @@ static void test_fast_sliding_late(void **state)
 	sleep_probe_rule = 0;
 	sleep_probe_done = false;
 	sl__sleep_until = probing_sleep;
-	assert_int_equal(xsend(f->sv[0], 1), 1);
+	assert_dec_equal(xsend(f->sv[0], 1), 1);
 	sl__sleep_until = fake_sleep;
 	assert_true(sleep_probe_done);
 	memcpy(w2, sleep_probe_words, sizeof(w2));
@@ -903,7 +903,7 @@ static void test_fast_two_sliding_general(void **state)
 	struct snap s;
 	ab_run(f, "SLUICE_RULES", rules, scen_two_sliding, &s);
 	assert_true(s.n_sleeps >= 1);
-	assert_int_equal(s.ret[1], 1);
+	assert_dec_equal(s.ret[1], 1);
 	assert_true(sl_tunable_current((const struct sl_tunable *)(const void *)sl__st.rule_lim[0])
 			    ->u.sliding.quantum > 1);
 }
@@ -920,16 +920,16 @@ static void test_fast_proc_and_fd(void **state)
 	use_policy("SLUICE_RULES",
 		   "send:1000B/s,burst=1000B,family=unix;send:500B/s,burst=500B,per=fd,family=unix");
 	rec_of(f->sv[1]);
-	assert_int_equal(xsend(f->sv[0], 400), 400);
-	assert_int_equal(avail(0), 600);
-	assert_int_equal(fd_avail(f->sv[0], 1), 100);
-	assert_int_equal(fd_avail(f->sv[1], 1), 500);
-	assert_int_equal(xsend(f->sv[0], 200), 200);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(fake_now, T0 + 200 * MS);
-	assert_int_equal(avail(0), 600);
-	assert_int_equal(fd_avail(f->sv[0], 1), 0);
-	assert_int_equal(fd_avail(f->sv[1], 1), 500);
+	assert_dec_equal(xsend(f->sv[0], 400), 400);
+	assert_dec_equal(avail(0), 600);
+	assert_dec_equal(fd_avail(f->sv[0], 1), 100);
+	assert_dec_equal(fd_avail(f->sv[1], 1), 500);
+	assert_dec_equal(xsend(f->sv[0], 200), 200);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(fake_now, T0 + 200 * MS);
+	assert_dec_equal(avail(0), 600);
+	assert_dec_equal(fd_avail(f->sv[0], 1), 0);
+	assert_dec_equal(fd_avail(f->sv[1], 1), 500);
 	assert_stats(0, 2, 2, 0, 0, 600);
 	assert_stats(1, 2, 2, 1, 0, 600);
 	/* Rule 0 (per=fd) admits, rule 1 (per=process, 500 B) refuses: the
@@ -938,14 +938,14 @@ static void test_fast_proc_and_fd(void **state)
 	n_sleeps = 0;
 	use_policy("SLUICE_RULES",
 		   "send:1000B/s,burst=1000B,per=fd,family=unix;send:500B/s,burst=500B,family=unix");
-	assert_int_equal(xsend(f->sv[0], 400), 400);
-	assert_int_equal(fd_avail(f->sv[0], 0), 600);
-	assert_int_equal(avail(1), 100);
-	assert_int_equal(xsend(f->sv[0], 200), 200);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(fake_now, T0 + 200 * MS);
-	assert_int_equal(fd_avail(f->sv[0], 0), 600);
-	assert_int_equal(avail(1), 0);
+	assert_dec_equal(xsend(f->sv[0], 400), 400);
+	assert_dec_equal(fd_avail(f->sv[0], 0), 600);
+	assert_dec_equal(avail(1), 100);
+	assert_dec_equal(xsend(f->sv[0], 200), 200);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(fake_now, T0 + 200 * MS);
+	assert_dec_equal(fd_avail(f->sv[0], 0), 600);
+	assert_dec_equal(avail(1), 0);
 	assert_stats(0, 2, 2, 0, 0, 600);
 	assert_stats(1, 2, 2, 1, 0, 600);
 }
@@ -985,25 +985,25 @@ static void test_fast_recv_charges_received(void **state)
 	rec_of(f->sv[0]);
 	n_clock_reads = 0;
 	next_result = 100;
-	assert_int_equal(xrecv(f->sv[0], 300, 0), 100);
-	assert_int_equal(n_clock_reads, 2);
-	assert_int_equal(last_len, 300);
-	assert_int_equal(avail(0), 900);
+	assert_dec_equal(xrecv(f->sv[0], 300, 0), 100);
+	assert_dec_equal(n_clock_reads, 2);
+	assert_dec_equal(last_len, 300);
+	assert_dec_equal(avail(0), 900);
 	next_result = 0;
-	assert_int_equal(xrecv(f->sv[0], 300, 0), 0);
-	assert_int_equal(avail(0), 900);
+	assert_dec_equal(xrecv(f->sv[0], 300, 0), 0);
+	assert_dec_equal(avail(0), 900);
 	next_result = -1;
 	next_errno = ECONNRESET;
 	errno = 0;
-	assert_int_equal(xrecv(f->sv[0], 300, 0), -1);
-	assert_int_equal(errno, ECONNRESET);
-	assert_int_equal(avail(0), 900);
+	assert_dec_equal(xrecv(f->sv[0], 300, 0), -1);
+	assert_dec_equal(errno, ECONNRESET);
+	assert_dec_equal(avail(0), 900);
 	/* read() the same. */
 	next_result = 50;
-	assert_int_equal(read(f->sv[0], big, 300), 50);
-	assert_int_equal(avail(0), 850);
-	assert_int_equal(n_real, 4);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(read(f->sv[0], big, 300), 50);
+	assert_dec_equal(avail(0), 850);
+	assert_dec_equal(n_real, 4);
+	assert_dec_equal(n_sleeps, 0);
 	assert_stats(0, 4, 3, 0, 0, 150);
 }
 
@@ -1014,18 +1014,18 @@ static void test_fast_recv_message_unit_back(void **state)
 	struct fix *f = *state;
 	use_policy("SLUICE_RECV", "10/s,burst=10,family=unix");
 	next_result = 0;
-	assert_int_equal(xrecv(f->sv[0], 100, 0), 0);
-	assert_int_equal(avail(0), 10);
+	assert_dec_equal(xrecv(f->sv[0], 100, 0), 0);
+	assert_dec_equal(avail(0), 10);
 	next_result = -1;
 	next_errno = EAGAIN;
 	errno = 0;
-	assert_int_equal(xrecv(f->sv[0], 100, 0), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(avail(0), 10);
+	assert_dec_equal(xrecv(f->sv[0], 100, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(avail(0), 10);
 	next_result = 5;
-	assert_int_equal(xrecv(f->sv[0], 100, 0), 5);
-	assert_int_equal(avail(0), 9);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(xrecv(f->sv[0], 100, 0), 5);
+	assert_dec_equal(avail(0), 9);
+	assert_dec_equal(n_sleeps, 0);
 	assert_stats(0, 3, 2, 0, 0, 5);
 }
 
@@ -1065,14 +1065,14 @@ static void test_fast_recv_peek_waitall(void **state)
 	rec_of(f->sv[0]);
 	n_clock_reads = 0;
 	next_result = 100;
-	assert_int_equal(recv(f->sv[0], big, 300, MSG_PEEK), 100);
-	assert_int_equal(n_clock_reads, 0);
-	assert_int_equal(avail(0), 1000);
+	assert_dec_equal(recv(f->sv[0], big, 300, MSG_PEEK), 100);
+	assert_dec_equal(n_clock_reads, 0);
+	assert_dec_equal(avail(0), 1000);
 	assert_stats(0, 0, 0, 0, 0, 0);
-	assert_int_equal(recv(f->sv[0], big, 300, MSG_WAITALL), 300);
-	assert_int_equal(n_real, 4);
-	assert_int_equal(last_flags, MSG_WAITALL);
-	assert_int_equal(avail(0), 700);
+	assert_dec_equal(recv(f->sv[0], big, 300, MSG_WAITALL), 300);
+	assert_dec_equal(n_real, 4);
+	assert_dec_equal(last_flags, MSG_WAITALL);
+	assert_dec_equal(avail(0), 700);
 	assert_stats(0, 1, 1, 0, 0, 300);
 }
 
@@ -1082,12 +1082,12 @@ static void test_fast_recv_cut(void **state)
 {
 	struct fix *f = *state;
 	use_policy("SLUICE_RECV", "1000B/s,burst=1000B,family=unix");
-	assert_int_equal(xrecv(f->sv[0], 800, 0), 800);
-	assert_int_equal(avail(0), 200);
-	assert_int_equal(xrecv(f->sv[0], 500, 0), 200);
-	assert_int_equal(last_len, 200);
-	assert_int_equal(avail(0), 0);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(xrecv(f->sv[0], 800, 0), 800);
+	assert_dec_equal(avail(0), 200);
+	assert_dec_equal(xrecv(f->sv[0], 500, 0), 200);
+	assert_dec_equal(last_len, 200);
+	assert_dec_equal(avail(0), 0);
+	assert_dec_equal(n_sleeps, 0);
 	assert_stats(0, 2, 2, 0, 0, 1000);
 }
 
@@ -1243,7 +1243,7 @@ static void udp_connect(int fd, uint32_t host, uint16_t port)
 	struct sockaddr_in sa = {.sin_family = AF_INET,
 				 .sin_port = htons(port),
 				 .sin_addr.s_addr = htonl(host)};
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_dec_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 }
 
 static void test_fast_per_peer_repinned(void **state)
@@ -1256,37 +1256,37 @@ static void test_fast_per_peer_repinned(void **state)
 	int u = socket(AF_INET, SOCK_DGRAM, 0);
 	assert_true(u >= 0);
 	udp_connect(u, one, port);
-	assert_int_equal(xsend(u, 300), 300);
-	assert_int_equal(available_to(&a1), 700);
-	assert_int_equal(available_to(&a2), 1000);
+	assert_dec_equal(xsend(u, 300), 300);
+	assert_dec_equal(available_to(&a1), 700);
+	assert_dec_equal(available_to(&a2), 1000);
 	/* Another peer: the record is rewritten and the old pin let go. */
 	udp_connect(u, two, port);
-	assert_int_equal(xsend(u, 200), 200);
-	assert_int_equal(available_to(&a1), 700);
-	assert_int_equal(available_to(&a2), 800);
+	assert_dec_equal(xsend(u, 200), 200);
+	assert_dec_equal(available_to(&a1), 700);
+	assert_dec_equal(available_to(&a2), 800);
 	next_result = 50;
-	assert_int_equal(xsend(u, 100), 50);
+	assert_dec_equal(xsend(u, 100), 50);
 	next_result = SSIZE_MAX;
-	assert_int_equal(available_to(&a1), 700);
-	assert_int_equal(available_to(&a2), 750);
+	assert_dec_equal(available_to(&a1), 700);
+	assert_dec_equal(available_to(&a2), 750);
 	/* Nothing pins peer one now: churn evicts it (a full bucket again);
 	 * peer two stays pinned by u. */
 	churn(0);
-	assert_int_equal(available_to(&a1), 1000);
-	assert_int_equal(available_to(&a2), 750);
+	assert_dec_equal(available_to(&a1), 1000);
+	assert_dec_equal(available_to(&a2), 750);
 	/* Closed, and the number reused for a socket to peer one. */
 	const int old = u;
 	close(u);
 	u = socket(AF_INET, SOCK_DGRAM, 0);
-	assert_int_equal(u, old);
+	assert_dec_equal(u, old);
 	udp_connect(u, one, port);
-	assert_int_equal(xsend(u, 100), 100);
-	assert_int_equal(available_to(&a1), 900);
-	assert_int_equal(available_to(&a2), 750);
+	assert_dec_equal(xsend(u, 100), 100);
+	assert_dec_equal(available_to(&a1), 900);
+	assert_dec_equal(available_to(&a2), 750);
 	churn(FILL);
-	assert_int_equal(available_to(&a1), 900); /* pinned by the new socket */
-	assert_int_equal(available_to(&a2), 1000);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(available_to(&a1), 900); /* pinned by the new socket */
+	assert_dec_equal(available_to(&a2), 1000);
+	assert_dec_equal(n_sleeps, 0);
 	close(u);
 }
 
@@ -1297,15 +1297,15 @@ static void test_fast_per_fd_reused_number(void **state)
 	struct fix *f = *state;
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,per=fd,family=unix");
 	const int a = f->sv[0];
-	assert_int_equal(xsend(a, 900), 900);
-	assert_int_equal(fd_avail(a, 0), 100);
+	assert_dec_equal(xsend(a, 900), 900);
+	assert_dec_equal(fd_avail(a, 0), 100);
 	close(f->sv[0]);
 	close(f->sv[1]);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f->sv), 0);
-	assert_int_equal(f->sv[0], a);
-	assert_int_equal(xsend(f->sv[0], 900), 900);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(fd_avail(f->sv[0], 0), 100);
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f->sv), 0);
+	assert_dec_equal(f->sv[0], a);
+	assert_dec_equal(xsend(f->sv[0], 900), 900);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(fd_avail(f->sv[0], 0), 100);
 	assert_stats(0, 2, 2, 0, 0, 1800);
 }
 
@@ -1322,7 +1322,7 @@ static int pin_round(int *fds, uint32_t base)
 		fds[k] = socket(AF_INET, SOCK_DGRAM, 0);
 		assert_true(fds[k] >= 0);
 		udp_connect(fds[k], base + (uint32_t)k, 9);
-		assert_int_equal(xsend(fds[k], 10), 10);
+		assert_dec_equal(xsend(fds[k], 10), 10);
 	}
 	churn(0);
 	int pinned = 0;
@@ -1354,15 +1354,15 @@ static void test_fast_per_peer_pin_cap(void **state)
 	for (int k = 0; k < PIN_FDS; k++)
 		close(fds[k]);
 	/* Every send counted, pinned or not. */
-	assert_int_equal(sl__st.stats[0].bytes, 2 * PIN_FDS * 10);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(sl__st.stats[0].bytes, 2 * PIN_FDS * 10);
+	assert_dec_equal(n_sleeps, 0);
 }
 
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__wrap_send_anchor, 1);
-	assert_int_equal(sl__wrap_recv_anchor, 1);
+	assert_dec_equal(sl__wrap_send_anchor, 1);
+	assert_dec_equal(sl__wrap_recv_anchor, 1);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_fast_admitted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fast_partial_gives_back, setup, teardown),

@@ -67,7 +67,7 @@ static void test_fdcap_fallback(void **state)
 #ifdef SL_TEST_ASAN
 	puts("skipped: RLIMIT_AS cannot be lowered under AddressSanitizer");
 #else
-	assert_int_equal(sl__fd_cap, SL_FD_MIN);
+	assert_dec_equal(sl__fd_cap, SL_FD_MIN);
 	use_policy("SLUICE_SEND", "1MiB/s,per=fd");
 	assert_true(sl__st.ready);
 	assert_non_null(sl__st.fd_lims);

@@ -80,7 +80,7 @@ static int setup(void **state)
 	static struct fix f;
 	shim_setup(&f.saved, T0);
 	n_timeout_reads = n_sent = n_getfl = 0;
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, f.sv), 0);
 	sl__real.send = fake_send;
 	sl__real.recv = fake_recv;
 	next_fcntl = f.saved.fcntl;
@@ -101,7 +101,7 @@ static int teardown(void **state)
 static void set_timeout(int fd, int opt, long ms)
 {
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-	assert_int_equal(setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv)), 0);
+	assert_dec_equal(setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv)), 0);
 }
 
 /* 1000 B/s, burst 1000 B, SO_SNDTIMEO 300 ms: 100 bytes go at once without
@@ -113,18 +113,18 @@ static void test_shim_hot_send_timeout_when_due(void **state)
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
 	set_timeout(f->sv[0], SO_SNDTIMEO, 300);
-	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
-	assert_int_equal(n_timeout_reads, 0);
-	assert_int_equal(send(f->sv[0], buf, 1000, 0), 1000);
-	assert_int_equal(n_timeout_reads, 1);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(last_sent_at, T0 + 100 * MS);
+	assert_dec_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_dec_equal(n_timeout_reads, 0);
+	assert_dec_equal(send(f->sv[0], buf, 1000, 0), 1000);
+	assert_dec_equal(n_timeout_reads, 1);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(last_sent_at, T0 + 100 * MS);
 	errno = 0;
-	assert_int_equal(send(f->sv[0], buf, 1000, 0), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(n_sent, 2);
-	assert_int_equal(n_sleeps, 1);
-	assert_int_equal(n_timeout_reads, 2);
+	assert_dec_equal(send(f->sv[0], buf, 1000, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(n_sent, 2);
+	assert_dec_equal(n_sleeps, 1);
+	assert_dec_equal(n_timeout_reads, 2);
 }
 
 /* A byte rule far above what is sent: no timeout read, one clock reading
@@ -136,14 +136,14 @@ static void test_shim_hot_send_one_clock_read(void **state)
 	char b = 'x';
 	use_policy("SLUICE_SEND", "1GiB/s,family=unix");
 	set_timeout(f->sv[0], SO_SNDTIMEO, 300);
-	assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
+	assert_dec_equal(send(f->sv[0], &b, 1, 0), 1);
 	n_clock_reads = 0;
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(send(f->sv[0], &b, 1, 0), 1);
-	assert_int_equal(n_sent, 4);
-	assert_int_equal(n_clock_reads, 3);
-	assert_int_equal(n_timeout_reads, 0);
-	assert_int_equal(n_sleeps, 0);
+		assert_dec_equal(send(f->sv[0], &b, 1, 0), 1);
+	assert_dec_equal(n_sent, 4);
+	assert_dec_equal(n_clock_reads, 3);
+	assert_dec_equal(n_timeout_reads, 0);
+	assert_dec_equal(n_sleeps, 0);
 }
 
 /* The receive side: a recv within its rule does not read SO_RCVTIMEO. */
@@ -154,9 +154,9 @@ static void test_shim_hot_recv_no_timeout_read(void **state)
 	use_policy("SLUICE_RECV", "1GiB/s,family=unix");
 	set_timeout(f->sv[0], SO_RCVTIMEO, 300);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(recv(f->sv[0], b, sizeof(b), 0), (ssize_t)sizeof(b));
-	assert_int_equal(n_timeout_reads, 0);
-	assert_int_equal(n_sleeps, 0);
+		assert_dec_equal(recv(f->sv[0], b, sizeof(b), 0), (ssize_t)sizeof(b));
+	assert_dec_equal(n_timeout_reads, 0);
+	assert_dec_equal(n_sleeps, 0);
 }
 
 /* Non-blocking (nonblock=eagain, the default): 1000 B/s, burst 1000 B. 100
@@ -168,28 +168,28 @@ static void test_shim_hot_nonblock_flags_when_due(void **state)
 	struct fix *f = *state;
 	static char buf[1000];
 	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
-	assert_int_equal(fcntl(f->sv[0], F_SETFL, O_NONBLOCK), 0);
+	assert_dec_equal(fcntl(f->sv[0], F_SETFL, O_NONBLOCK), 0);
 	n_getfl = 0;
-	assert_int_equal(send(f->sv[0], buf, 100, 0), 100);
-	assert_int_equal(n_getfl, 0);
-	assert_int_equal(send(f->sv[0], buf, 1000, 0), 900);
-	assert_int_equal(n_getfl, 1);
+	assert_dec_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_dec_equal(n_getfl, 0);
+	assert_dec_equal(send(f->sv[0], buf, 1000, 0), 900);
+	assert_dec_equal(n_getfl, 1);
 	errno = 0;
-	assert_int_equal(send(f->sv[0], buf, 1000, 0), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(n_getfl, 2);
+	assert_dec_equal(send(f->sv[0], buf, 1000, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(n_getfl, 2);
 	errno = 0;
-	assert_int_equal(send(f->sv[1], buf, 1000, MSG_DONTWAIT), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(n_getfl, 2);
-	assert_int_equal(n_sent, 2);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(send(f->sv[1], buf, 1000, MSG_DONTWAIT), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(n_getfl, 2);
+	assert_dec_equal(n_sent, 2);
+	assert_dec_equal(n_sleeps, 0);
 }
 
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor, 3);
+	assert_dec_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor, 3);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_hot_send_timeout_when_due, setup,
 						teardown),

@@ -61,8 +61,8 @@ static void pair_with_fin(struct fix *f, const char *var, const char *spec)
 {
 	use_policy(var, spec);
 	loopback_pair(&f->lst, &f->cli, &f->srv, &f->addr);
-	assert_int_equal(send(f->cli, "0123456789", 10, 0), 10);
-	assert_int_equal(shutdown(f->cli, SHUT_WR), 0);
+	assert_dec_equal(send(f->cli, "0123456789", 10, 0), 10);
+	assert_dec_equal(shutdown(f->cli, SHUT_WR), 0);
 	nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL); /* the FIN is there */
 }
 
@@ -70,7 +70,7 @@ static uint32_t epoll_once(int fd, uint32_t events)
 {
 	int ep = epoll_create1(0);
 	struct epoll_event e = {.events = events, .data.u64 = 7}, out[2];
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e), 0);
 	int n = epoll_wait(ep, out, 2, 0);
 	close(ep);
 	assert_true(n == 0 || (n == 1 && out[0].data.u64 == 7));
@@ -89,42 +89,42 @@ static void test_shim_hup_hidden_under_recv(void **state)
 {
 	struct fix *f = *state;
 	pair_with_fin(f, "SLUICE_RECV", "1MiB/s");
-	assert_int_equal(epoll_once(f->srv, EPOLLIN | EPOLLRDHUP), EPOLLIN);
-	assert_int_equal(poll_once(f->srv, POLLIN | POLLRDHUP), POLLIN);
+	assert_dec_equal(epoll_once(f->srv, EPOLLIN | EPOLLRDHUP), EPOLLIN);
+	assert_dec_equal(poll_once(f->srv, POLLIN | POLLRDHUP), POLLIN);
 	/* The program learns of the end by reading 0 after the data. */
 	char b[32];
-	assert_int_equal(recv(f->srv, b, sizeof(b), 0), 10);
-	assert_int_equal(recv(f->srv, b, sizeof(b), 0), 0);
+	assert_dec_equal(recv(f->srv, b, sizeof(b), 0), 10);
+	assert_dec_equal(recv(f->srv, b, sizeof(b), 0), 0);
 }
 
 static void test_shim_hup_shown_without_recv_rule(void **state)
 {
 	struct fix *f = *state;
 	pair_with_fin(f, "SLUICE_SEND", "1MiB/s");
-	assert_int_equal(epoll_once(f->srv, EPOLLIN | EPOLLRDHUP), EPOLLIN | EPOLLRDHUP);
-	assert_int_equal(poll_once(f->srv, POLLIN | POLLRDHUP), POLLIN | POLLRDHUP);
+	assert_dec_equal(epoll_once(f->srv, EPOLLIN | EPOLLRDHUP), EPOLLIN | EPOLLRDHUP);
+	assert_dec_equal(poll_once(f->srv, POLLIN | POLLRDHUP), POLLIN | POLLRDHUP);
 }
 
 static void test_shim_hup_waits_for_hold(void **state)
 {
 	struct fix *f = *state;
 	pair_with_fin(f, "SLUICE_RECV", "1MiB/s");
-	assert_int_equal(shutdown(f->srv, SHUT_WR), 0); /* both sides shut: HUP */
+	assert_dec_equal(shutdown(f->srv, SHUT_WR), 0); /* both sides shut: HUP */
 	nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000}, NULL);
 	int ep = epoll_create1(0);
 	struct epoll_event e = {.events = EPOLLIN | EPOLLOUT, .data.u64 = 9}, out[2];
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->srv, &e), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->srv, &e), 0);
 	sl__ready_hold(f->srv, SL_DIR_IN, fake_now + 50 * MS);
 	/* IN held: the kernel has OUT|HUP; that waits for the hold. */
-	assert_int_equal(epoll_wait(ep, out, 2, 0), 0);
-	assert_int_equal(poll_once(f->srv, POLLIN | POLLOUT), 0);
+	assert_dec_equal(epoll_wait(ep, out, 2, 0), 0);
+	assert_dec_equal(poll_once(f->srv, POLLIN | POLLOUT), 0);
 	/* IN not asked: no read follows, HUP is shown. */
-	assert_int_equal(poll_once(f->srv, POLLOUT), POLLOUT | POLLHUP);
+	assert_dec_equal(poll_once(f->srv, POLLOUT), POLLOUT | POLLHUP);
 	fake_now += 50 * MS;
-	assert_int_equal(epoll_wait(ep, out, 2, 0), 1);
-	assert_int_equal(out[0].data.u64, 9);
-	assert_int_equal(out[0].events, EPOLLIN | EPOLLOUT);
-	assert_int_equal(poll_once(f->srv, POLLIN | POLLOUT), POLLIN | POLLOUT);
+	assert_dec_equal(epoll_wait(ep, out, 2, 0), 1);
+	assert_dec_equal(out[0].data.u64, 9);
+	assert_dec_equal(out[0].events, EPOLLIN | EPOLLOUT);
+	assert_dec_equal(poll_once(f->srv, POLLIN | POLLOUT), POLLIN | POLLOUT);
 	close(ep);
 }
 
@@ -132,7 +132,7 @@ int main(void)
 {
 	/* Link the wrappers from the archive even where a sanitizer runtime
 	 * defines poll and epoll_wait too. */
-	assert_int_equal(sl__poll_anchor + sl__epoll_anchor + sl__wrap_recv_anchor, 3);
+	assert_dec_equal(sl__poll_anchor + sl__epoll_anchor + sl__wrap_recv_anchor, 3);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_shim_hup_hidden_under_recv, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_hup_shown_without_recv_rule, setup,

@@ -32,6 +32,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "../shim/act.h"
 #include "../shim/init.h"
 #include "../common/segment.h"
@@ -129,11 +131,11 @@ static void race(const char *opts)
 	if (sl_policy_parse_var(&p, "SLUICE_CONNECT", spec, err, sizeof(err)) != 0 ||
 	    sl_policy_parse_var(&p, "SLUICE_REDIS", url, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
-	assert_int_equal(sl__state_init_unsync(&p), 0);
+	assert_dec_equal(sl__state_init_unsync(&p), 0);
 	uint64_t t0 = now_ns(), end = t0 + RUN_NS;
 	pthread_t t[THREADS];
 	for (int i = 0; i < THREADS; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, worker, &end), 0);
+		assert_dec_equal(pthread_create(&t[i], NULL, worker, &end), 0);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
 	uint64_t n = atomic_load_explicit(&admitted, memory_order_relaxed);
@@ -146,7 +148,7 @@ static void race(const char *opts)
 	assert_true(n >= RATE / 3);
 	/* Replacing the policy stops and joins the lease thread. */
 	sl_policy_init(&p);
-	assert_int_equal(sl__state_init_unsync(&p), 0);
+	assert_dec_equal(sl__state_init_unsync(&p), 0);
 }
 
 static void test_lease_thread_race(void **state)

@@ -63,7 +63,7 @@ static int churn(uint32_t first)
 		struct sl_call c;
 		struct sl_grant g;
 		sl__call_begin(&c, -1, SL_OP_SEND, &a, 0);
-		assert_int_equal(sl__admit(&c, 1, 1, &g), 0);
+		assert_dec_equal(sl__admit(&c, 1, 1, &g), 0);
 		peer_served += g.lim[0] != sl__st.rule_lim[0];
 		watch_hits += g.lim[0] == watch;
 		sl__grant_refund(&c, &g, 1);
@@ -102,20 +102,20 @@ static void test_peer_grant_survives_eviction(void **state)
 	struct sl_call c;
 	struct sl_grant g;
 	sl__call_begin(&c, -1, SL_OP_SEND, &a, 0);
-	assert_int_equal(sl__admit(&c, 1, 1000, &g), 0);
+	assert_dec_equal(sl__admit(&c, 1, 1000, &g), 0);
 	assert_true(g.lim[0] != sl__st.rule_lim[0]);
 	watch = g.lim[0];
 	/* The others are served by peer entries, evicting one another. */
 	assert_true(churn(0) > FILL / 2);
-	assert_int_equal(watch_hits, 0);
-	assert_int_equal(available_to(&a), 0);
+	assert_dec_equal(watch_hits, 0);
+	assert_dec_equal(available_to(&a), 0);
 	sl__grant_refund(&c, &g, 400);
 	sl__call_end(&c, 1, false);
-	assert_int_equal(available_to(&a), 400);
+	assert_dec_equal(available_to(&a), 400);
 	/* No pin left: A's entry goes the way of the others. */
 	assert_true(churn(FILL) > FILL / 2);
 	assert_true(watch_hits > 0);
-	assert_int_equal(available_to(&a), 1000);
+	assert_dec_equal(available_to(&a), 1000);
 }
 
 /* A connection's conns slot keeps its peer's entry until the fd is
@@ -124,23 +124,23 @@ static void test_peer_conns_slot_pins(void **state)
 {
 	(void)state;
 	int p[2];
-	assert_int_equal(pipe(p), 0);
+	assert_dec_equal(pipe(p), 0);
 	use_policy("SLUICE_CONNS", "1,per=peer");
 	struct sl_addr a = peer_addr(0xfffffd);
 	struct sl_call c;
 	struct sl_grant g;
 	sl__call_begin(&c, p[0], SL_OP_CONNECT, &a, 0);
-	assert_int_equal(sl__admit(&c, 1, 1, &g), 0);
+	assert_dec_equal(sl__admit(&c, 1, 1, &g), 0);
 	struct sl_limiter *lims[1] = {g.lim[0]};
 	assert_true(lims[0] != sl__st.rule_lim[0]);
 	sl__fd_set_conn(p[0], lims, 1);
 	sl__call_end(&c, 1, true);
 	watch = lims[0];
 	assert_true(churn(0) > FILL / 2);
-	assert_int_equal(watch_hits, 0);
-	assert_int_equal(available_to(&a), 0);
+	assert_dec_equal(watch_hits, 0);
+	assert_dec_equal(available_to(&a), 0);
 	sl__fd_forget(p[0]);
-	assert_int_equal(available_to(&a), 1);
+	assert_dec_equal(available_to(&a), 1);
 	assert_true(churn(FILL) > FILL / 2);
 	assert_true(watch_hits > 0);
 	close(p[0]);
@@ -169,13 +169,13 @@ static void test_peer_sleep_survives_eviction(void **state)
 	sl__sleep_until = churning_sleep;
 	uint64_t t0 = fake_now;
 	sl__call_begin(&c, -1, SL_OP_SEND, &a, 0);
-	assert_int_equal(sl__admit(&c, 1, 1000, &g1), 0);
-	assert_int_equal(sl__admit(&c, 1, 1000, &g2), 0);
-	assert_int_equal(sleeps_churning, 1);
-	assert_int_equal(fake_now, t0 + SEC);
+	assert_dec_equal(sl__admit(&c, 1, 1000, &g1), 0);
+	assert_dec_equal(sl__admit(&c, 1, 1000, &g2), 0);
+	assert_dec_equal(sleeps_churning, 1);
+	assert_dec_equal(fake_now, t0 + SEC);
 	assert_ptr_equal(g1.lim[0], g2.lim[0]);
 	sl__call_end(&c, 1, true);
-	assert_int_equal(available_to(&a), 0);
+	assert_dec_equal(available_to(&a), 0);
 }
 
 /* ---- threads ---------------------------------------------------------------- */
@@ -231,7 +231,7 @@ static void test_peer_threads(void **state)
 	struct worker w[THREADS];
 	for (int i = 0; i < THREADS; i++) {
 		w[i] = (struct worker){.seed = 2654435761u * (uint32_t)(i + 1)};
-		assert_int_equal(pthread_create(&w[i].t, NULL, work, &w[i]), 0);
+		assert_dec_equal(pthread_create(&w[i].t, NULL, work, &w[i]), 0);
 	}
 	int ok = 0, failed = 0, joined = 0;
 	for (int i = 0; i < THREADS; i++) { /* all joined before any assert */
@@ -239,8 +239,8 @@ static void test_peer_threads(void **state)
 		ok += w[i].ok;
 		failed += w[i].failed;
 	}
-	assert_int_equal(joined, THREADS);
-	assert_int_equal(failed, 0);
+	assert_dec_equal(joined, THREADS);
+	assert_dec_equal(failed, 0);
 	assert_true(ok >= THREADS); /* each thread got at least one call in */
 	for (uint32_t k = PEERS; k < PEERS + SL_PEER_SLOTS; k++) {
 		struct sl_addr a = peer_addr(k);

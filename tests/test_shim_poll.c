@@ -122,7 +122,7 @@ struct fix {
 
 static void set_nonblock(int fd)
 {
-	assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+	assert_dec_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
 }
 
 static int setup(void **state)
@@ -157,10 +157,10 @@ static int teardown(void **state)
 /* Drain the send bucket of f->cli at T0: 100 of 400 bytes go out. */
 static void throttle_send(struct fix *f)
 {
-	assert_int_equal(send(f->cli, f->buf, 400, 0), 100);
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), 100);
 	uint64_t until = NONE;
-	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
-	assert_int_equal(until, T0 + 50 * MS);
+	assert_dec_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
+	assert_dec_equal(until, T0 + 50 * MS);
 }
 
 /* ---- tests -------------------------------------------------------------------- */
@@ -172,15 +172,15 @@ static void test_shim_poll_send_partial_then_eagain(void **state)
 	set_nonblock(f->cli);
 	throttle_send(f);
 	errno = 0;
-	assert_int_equal(send(f->cli, f->buf, 400, 0), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(n_sleeps, 0); /* nothing ever sleeps in place */
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(n_sleeps, 0); /* nothing ever sleeps in place */
 	fake_now = T0 + 50 * MS;       /* exactly the 50 B of the nb wait */
-	assert_int_equal(send(f->cli, f->buf, 400, 0), 50);
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), 50);
 	uint64_t until = NONE;
-	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
-	assert_int_equal(until, T0 + 100 * MS);
-	assert_int_equal(sl__ready_hidden(f->cli, T0 + 100 * MS, &until), 0);
+	assert_dec_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
+	assert_dec_equal(until, T0 + 100 * MS);
+	assert_dec_equal(sl__ready_hidden(f->cli, T0 + 100 * MS, &until), 0);
 }
 
 /* Event-loop throttling is counted: a call cut short or answered EAGAIN
@@ -193,18 +193,18 @@ static void test_shim_poll_stats(void **state)
 	set_nonblock(f->cli);
 	struct sl_rstats *st = &sl__st.stats[0];
 	throttle_send(f); /* 100 of 400 B, held until T0 + 50 ms */
-	assert_int_equal(atomic_load(&st->delayed), 1);
-	assert_int_equal(atomic_load(&st->delay_ns), 50 * MS);
-	assert_int_equal(atomic_load(&st->max_delay_ns), 50 * MS);
+	assert_dec_equal(atomic_load(&st->delayed), 1);
+	assert_dec_equal(atomic_load(&st->delay_ns), 50 * MS);
+	assert_dec_equal(atomic_load(&st->max_delay_ns), 50 * MS);
 	fake_now = T0 + 20 * MS;
-	assert_int_equal(send(f->cli, f->buf, 400, 0), -1); /* EAGAIN inside the hold */
-	assert_int_equal(atomic_load(&st->delayed), 2);
-	assert_int_equal(atomic_load(&st->delay_ns), 50 * MS);
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), -1); /* EAGAIN inside the hold */
+	assert_dec_equal(atomic_load(&st->delayed), 2);
+	assert_dec_equal(atomic_load(&st->delay_ns), 50 * MS);
 	fake_now = T0 + 50 * MS;
-	assert_int_equal(send(f->cli, f->buf, 400, 0), 50); /* held until T0 + 100 ms */
-	assert_int_equal(atomic_load(&st->delayed), 3);
-	assert_int_equal(atomic_load(&st->delay_ns), 100 * MS);
-	assert_int_equal(atomic_load(&st->calls), 3);
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), 50); /* held until T0 + 100 ms */
+	assert_dec_equal(atomic_load(&st->delayed), 3);
+	assert_dec_equal(atomic_load(&st->delay_ns), 100 * MS);
+	assert_dec_equal(atomic_load(&st->calls), 3);
 }
 
 static void test_shim_poll_msg_dontwait(void **state)
@@ -212,13 +212,13 @@ static void test_shim_poll_msg_dontwait(void **state)
 	struct fix *f = *state;
 	use_policy("SLUICE_SEND", RATE_SPEC);
 	/* A blocking socket: MSG_DONTWAIT alone makes the call non-blocking. */
-	assert_int_equal(send(f->cli, f->buf, 400, MSG_DONTWAIT), 100);
+	assert_dec_equal(send(f->cli, f->buf, 400, MSG_DONTWAIT), 100);
 	errno = 0;
-	assert_int_equal(send(f->cli, f->buf, 400, MSG_DONTWAIT), -1);
-	assert_int_equal(errno, EWOULDBLOCK);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(send(f->cli, f->buf, 400, MSG_DONTWAIT), -1);
+	assert_dec_equal(errno, EWOULDBLOCK);
+	assert_dec_equal(n_sleeps, 0);
 	/* Without it the same socket waits in place. */
-	assert_int_equal(send(f->cli, f->buf, 40, 0), 40);
+	assert_dec_equal(send(f->cli, f->buf, 40, 0), 40);
 	assert_true(n_sleeps > 0);
 }
 
@@ -227,11 +227,11 @@ static void test_shim_poll_nonblock_sleep(void **state)
 	struct fix *f = *state;
 	use_policy("SLUICE_SEND", RATE_SPEC ",nonblock=sleep");
 	set_nonblock(f->cli);
-	assert_int_equal(send(f->cli, f->buf, 400, 0), 400);
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), 400);
 	assert_true(n_sleeps > 0);
-	assert_int_equal(fake_now, T0 + 300 * MS); /* 300 bytes past the burst */
+	assert_dec_equal(fake_now, T0 + 300 * MS); /* 300 bytes past the burst */
 	uint64_t until = NONE;
-	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), 0);
+	assert_dec_equal(sl__ready_hidden(f->cli, fake_now, &until), 0);
 }
 
 static void test_shim_poll_hides_until_ready(void **state)
@@ -241,16 +241,16 @@ static void test_shim_poll_hides_until_ready(void **state)
 	set_nonblock(f->cli);
 	throttle_send(f);
 	struct pollfd p = {.fd = f->cli, .events = POLLOUT};
-	assert_int_equal(poll(&p, 1, 1000), 1);
-	assert_int_equal(p.fd, f->cli);
-	assert_int_equal(p.events, POLLOUT);
-	assert_int_equal(p.revents, POLLOUT);
-	assert_int_equal(fake_now, T0 + 50 * MS);
-	assert_int_equal(n_waits, 2);
-	assert_int_equal(waits[0].fd0, ~f->cli); /* nothing left to wait for: skipped */
-	assert_int_equal(waits[0].timeout_ns, 50 * MS);
-	assert_int_equal(waits[1].fd0, f->cli);
-	assert_int_equal(waits[1].timeout_ns, 950 * MS);
+	assert_dec_equal(poll(&p, 1, 1000), 1);
+	assert_dec_equal(p.fd, f->cli);
+	assert_dec_equal(p.events, POLLOUT);
+	assert_dec_equal(p.revents, POLLOUT);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(n_waits, 2);
+	assert_dec_equal(waits[0].fd0, ~f->cli); /* nothing left to wait for: skipped */
+	assert_dec_equal(waits[0].timeout_ns, 50 * MS);
+	assert_dec_equal(waits[1].fd0, f->cli);
+	assert_dec_equal(waits[1].timeout_ns, 950 * MS);
 }
 
 static void test_shim_poll_other_direction_kept(void **state)
@@ -259,13 +259,13 @@ static void test_shim_poll_other_direction_kept(void **state)
 	use_policy("SLUICE_SEND", RATE_SPEC);
 	set_nonblock(f->cli);
 	throttle_send(f);
-	assert_int_equal(saved.send(f->srv, "ping", 4, 0), 4); /* cli is readable now */
+	assert_dec_equal(saved.send(f->srv, "ping", 4, 0), 4); /* cli is readable now */
 	struct pollfd p = {.fd = f->cli, .events = POLLIN | POLLOUT};
-	assert_int_equal(poll(&p, 1, 1000), 1);
-	assert_int_equal(p.revents, POLLIN); /* not POLLOUT before T0 + 50 ms */
-	assert_int_equal(p.events, POLLIN | POLLOUT);
-	assert_int_equal(waits[0].ev0, POLLIN);
-	assert_int_equal(fake_now, T0);
+	assert_dec_equal(poll(&p, 1, 1000), 1);
+	assert_dec_equal(p.revents, POLLIN); /* not POLLOUT before T0 + 50 ms */
+	assert_dec_equal(p.events, POLLIN | POLLOUT);
+	assert_dec_equal(waits[0].ev0, POLLIN);
+	assert_dec_equal(fake_now, T0);
 }
 
 static void test_shim_poll_select(void **state)
@@ -279,15 +279,15 @@ static void test_shim_poll_select(void **state)
 	FD_ZERO(&w);
 	FD_SET(f->cli, &w);
 	struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
-	assert_int_equal(select(f->cli + 1, NULL, &w, NULL, &tv), 1);
+	assert_dec_equal(select(f->cli + 1, NULL, &w, NULL, &tv), 1);
 	assert_true(FD_ISSET(f->cli, &w));
-	assert_int_equal(fake_now, T0 + 50 * MS);
-	assert_int_equal(n_waits, 2);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(n_waits, 2);
 	assert_false(waits[0].in_wset);
-	assert_int_equal(waits[0].timeout_ns, 50 * MS);
+	assert_dec_equal(waits[0].timeout_ns, 50 * MS);
 	assert_true(waits[1].in_wset);
-	assert_int_equal(tv.tv_sec, 0); /* the time left, as Linux reports it */
-	assert_int_equal(tv.tv_usec, 950000);
+	assert_dec_equal(tv.tv_sec, 0); /* the time left, as Linux reports it */
+	assert_dec_equal(tv.tv_usec, 950000);
 }
 
 static int epoll_with(int fd, uint32_t events, uint64_t data)
@@ -295,7 +295,7 @@ static int epoll_with(int fd, uint32_t events, uint64_t data)
 	int ep = epoll_create1(0);
 	assert_true(ep >= 0);
 	struct epoll_event e = {.events = events, .data.u64 = data};
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e), 0);
 	return ep;
 }
 
@@ -306,18 +306,18 @@ static void test_shim_poll_epoll_level(void **state)
 	set_nonblock(f->cli);
 	int ep = epoll_with(f->cli, EPOLLOUT, 0xfeed);
 	struct epoll_event ev[4];
-	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
-	assert_int_equal(ev[0].data.u64, 0xfeed);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_dec_equal(ev[0].data.u64, 0xfeed);
 	throttle_send(f);
 	n_waits = 0;
 	/* Level-triggered and writable all along: no event, and no spin,
 	 * before the tokens are there. */
-	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
-	assert_int_equal(ev[0].events, EPOLLOUT);
-	assert_int_equal(ev[0].data.u64, 0xfeed);
-	assert_int_equal(fake_now, T0 + 50 * MS);
-	assert_int_equal(n_waits, 2);
-	assert_int_equal(waits[0].timeout_ns, 50 * MS);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(ev[0].events, EPOLLOUT);
+	assert_dec_equal(ev[0].data.u64, 0xfeed);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(n_waits, 2);
+	assert_dec_equal(waits[0].timeout_ns, 50 * MS);
 	close(ep);
 }
 
@@ -328,15 +328,15 @@ static void test_shim_poll_epoll_edge(void **state)
 	set_nonblock(f->cli);
 	int ep = epoll_with(f->cli, EPOLLOUT | EPOLLET, 7);
 	struct epoll_event ev[4];
-	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
-	assert_int_equal(epoll_wait(ep, ev, 4, 0), 0); /* the edge was taken */
+	assert_dec_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 0), 0); /* the edge was taken */
 	throttle_send(f);
 	/* The socket buffer never filled, so the kernel has no new edge to
 	 * give: the shim delivers the one the partial send implied. */
-	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
-	assert_int_equal(ev[0].data.u64, 7);
-	assert_int_equal(fake_now, T0 + 50 * MS);
-	assert_int_equal(epoll_wait(ep, ev, 4, 0), 0); /* once */
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(ev[0].data.u64, 7);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 0), 0); /* once */
 	close(ep);
 }
 
@@ -346,20 +346,20 @@ static void test_shim_poll_epoll_oneshot(void **state)
 	use_policy("SLUICE_RECV", RATE_SPEC);
 	set_nonblock(f->srv);
 	int ep = epoll_with(f->srv, EPOLLIN | EPOLLONESHOT, 0xabc);
-	assert_int_equal(send(f->cli, f->buf, 1000, 0), 1000);
+	assert_dec_equal(send(f->cli, f->buf, 1000, 0), 1000);
 	struct epoll_event ev[4];
-	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
-	assert_int_equal(ev[0].data.u64, 0xabc);
-	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 100); /* the burst */
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(ev[0].data.u64, 0xabc);
+	assert_dec_equal(recv(f->srv, f->buf, 1000, 0), 100); /* the burst */
 	struct epoll_event e = {.events = EPOLLIN | EPOLLONESHOT, .data.u64 = 0xabd};
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_MOD, f->srv, &e), 0); /* re-armed */
-	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 1);
-	assert_int_equal(ev[0].data.u64, 0xabd);
-	assert_int_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_MOD, f->srv, &e), 0); /* re-armed */
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(ev[0].data.u64, 0xabd);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
 	/* Delivered, so disarmed: a new throttle must not re-arm it. */
-	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 50);
-	assert_int_equal(epoll_wait(ep, ev, 4, 100), 0);
-	assert_int_equal(fake_now, T0 + 150 * MS);
+	assert_dec_equal(recv(f->srv, f->buf, 1000, 0), 50);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 100), 0);
+	assert_dec_equal(fake_now, T0 + 150 * MS);
 	close(ep);
 }
 
@@ -375,42 +375,42 @@ static void test_shim_poll_recv_turns(void **state)
 	use_policy("SLUICE_RECV", RATE_SPEC);
 	set_nonblock(f->srv);
 	set_nonblock(srv2);
-	assert_int_equal(send(f->cli, f->buf, 1000, 0), 1000);
-	assert_int_equal(send(cli2, f->buf, 1000, 0), 1000);
+	assert_dec_equal(send(f->cli, f->buf, 1000, 0), 1000);
+	assert_dec_equal(send(cli2, f->buf, 1000, 0), 1000);
 	uint64_t until = NONE;
 	/* A takes the burst and waits for its turn: 50 B at T0 + 50 ms. */
-	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 100);
-	assert_int_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
-	assert_int_equal(until, T0 + 50 * MS);
+	assert_dec_equal(recv(f->srv, f->buf, 1000, 0), 100);
+	assert_dec_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
+	assert_dec_equal(until, T0 + 50 * MS);
 	/* B finds nothing: its turn comes after A's (without turns it was
 	 * ready at T0 + 50 ms too, and whoever the loop served first won). */
 	errno = 0;
-	assert_int_equal(recv(srv2, f->buf, 1000, 0), -1);
-	assert_int_equal(errno, EAGAIN);
+	assert_dec_equal(recv(srv2, f->buf, 1000, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
 	until = NONE;
-	assert_int_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
-	assert_int_equal(until, T0 + 100 * MS);
+	assert_dec_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
+	assert_dec_equal(until, T0 + 100 * MS);
 	fake_now = T0 + 50 * MS;
 	/* B before its turn gets nothing, and keeps its turn. */
 	errno = 0;
-	assert_int_equal(recv(srv2, f->buf, 1000, 0), -1);
-	assert_int_equal(errno, EAGAIN);
+	assert_dec_equal(recv(srv2, f->buf, 1000, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
 	until = NONE;
-	assert_int_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
-	assert_int_equal(until, T0 + 100 * MS);
+	assert_dec_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
+	assert_dec_equal(until, T0 + 100 * MS);
 	/* A's turn: its 50 B; its next turn is after B's. */
-	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 50);
+	assert_dec_equal(recv(f->srv, f->buf, 1000, 0), 50);
 	until = NONE;
-	assert_int_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
-	assert_int_equal(until, T0 + 150 * MS);
+	assert_dec_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
+	assert_dec_equal(until, T0 + 150 * MS);
 	fake_now = T0 + 100 * MS;
-	assert_int_equal(recv(srv2, f->buf, 1000, 0), 50);
+	assert_dec_equal(recv(srv2, f->buf, 1000, 0), 50);
 	until = NONE;
-	assert_int_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
-	assert_int_equal(until, T0 + 200 * MS);
+	assert_dec_equal(sl__ready_hidden(srv2, fake_now, &until), SL_HIDE_IN);
+	assert_dec_equal(until, T0 + 200 * MS);
 	fake_now = T0 + 150 * MS;
-	assert_int_equal(recv(f->srv, f->buf, 1000, 0), 50);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(recv(f->srv, f->buf, 1000, 0), 50);
+	assert_dec_equal(n_sleeps, 0);
 	close(srv2);
 	close(cli2);
 	close(lst2);
@@ -429,21 +429,21 @@ static void test_shim_poll_send_turns(void **state)
 	uint64_t until = NONE;
 	throttle_send(f); /* A: 100 B, its turn at T0 + 50 ms */
 	errno = 0;
-	assert_int_equal(send(cli2, f->buf, 400, 0), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
-	assert_int_equal(until, T0 + 100 * MS); /* B: after A */
+	assert_dec_equal(send(cli2, f->buf, 400, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
+	assert_dec_equal(until, T0 + 100 * MS); /* B: after A */
 	fake_now = T0 + 50 * MS;
-	assert_int_equal(send(f->cli, f->buf, 400, 0), 50);
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), 50);
 	until = NONE;
-	assert_int_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
-	assert_int_equal(until, T0 + 150 * MS); /* A again: after B */
+	assert_dec_equal(sl__ready_hidden(f->cli, fake_now, &until), SL_HIDE_OUT);
+	assert_dec_equal(until, T0 + 150 * MS); /* A again: after B */
 	fake_now = T0 + 100 * MS;
-	assert_int_equal(send(cli2, f->buf, 400, 0), 50);
+	assert_dec_equal(send(cli2, f->buf, 400, 0), 50);
 	until = NONE;
-	assert_int_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
-	assert_int_equal(until, T0 + 200 * MS);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(sl__ready_hidden(cli2, fake_now, &until), SL_HIDE_OUT);
+	assert_dec_equal(until, T0 + 200 * MS);
+	assert_dec_equal(n_sleeps, 0);
 	close(srv2);
 	close(cli2);
 	close(lst2);
@@ -456,7 +456,7 @@ static void test_shim_poll_recvmmsg(void **state)
 	struct fix *f = *state;
 	use_policy("SLUICE_RECV", RATE_SPEC);
 	set_nonblock(f->srv);
-	assert_int_equal(send(f->cli, f->buf, 400, 0), 400);
+	assert_dec_equal(send(f->cli, f->buf, 400, 0), 400);
 	char b[4][100];
 	struct iovec iov[4];
 	struct mmsghdr v[4];
@@ -466,17 +466,17 @@ static void test_shim_poll_recvmmsg(void **state)
 		v[i].msg_hdr.msg_iov = &iov[i];
 		v[i].msg_hdr.msg_iovlen = 1;
 	}
-	assert_int_equal(recvmmsg(f->srv, v, 4, 0, NULL), 4); /* charged after: 400 B */
-	assert_int_equal(send(f->cli, f->buf, 100, 0), 100);
+	assert_dec_equal(recvmmsg(f->srv, v, 4, 0, NULL), 4); /* charged after: 400 B */
+	assert_dec_equal(send(f->cli, f->buf, 100, 0), 100);
 	errno = 0;
-	assert_int_equal(recvmmsg(f->srv, v, 4, 0, NULL), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(recvmmsg(f->srv, v, 4, 0, NULL), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(n_sleeps, 0);
 	uint64_t until = NONE;
-	assert_int_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
+	assert_dec_equal(sl__ready_hidden(f->srv, fake_now, &until), SL_HIDE_IN);
 	assert_true(until > T0 + 250 * MS); /* the 300 B of debt first */
 	fake_now = until;
-	assert_int_equal(recvmmsg(f->srv, v, 4, 0, NULL), 1);
+	assert_dec_equal(recvmmsg(f->srv, v, 4, 0, NULL), 1);
 }
 
 static void test_shim_poll_deferred_connect(void **state)
@@ -488,24 +488,24 @@ static void test_shim_poll_deferred_connect(void **state)
 	int r = connect(a, (struct sockaddr *)&f->addr, sizeof(f->addr));
 	assert_true(r == 0 || errno == EINPROGRESS); /* the burst: connects now */
 	errno = 0;
-	assert_int_equal(connect(b, (struct sockaddr *)&f->addr, sizeof(f->addr)), -1);
-	assert_int_equal(errno, EINPROGRESS);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(connect(b, (struct sockaddr *)&f->addr, sizeof(f->addr)), -1);
+	assert_dec_equal(errno, EINPROGRESS);
+	assert_dec_equal(n_sleeps, 0);
 	int soerr = -1;
 	socklen_t l = sizeof(soerr);
-	assert_int_equal(getsockopt(b, SOL_SOCKET, SO_ERROR, &soerr, &l), 0);
-	assert_int_equal(soerr, 0);
+	assert_dec_equal(getsockopt(b, SOL_SOCKET, SO_ERROR, &soerr, &l), 0);
+	assert_dec_equal(soerr, 0);
 	errno = 0;
-	assert_int_equal(connect(b, (struct sockaddr *)&f->addr, sizeof(f->addr)), -1);
-	assert_int_equal(errno, EALREADY);
+	assert_dec_equal(connect(b, (struct sockaddr *)&f->addr, sizeof(f->addr)), -1);
+	assert_dec_equal(errno, EALREADY);
 	struct pollfd p = {.fd = b, .events = POLLOUT};
-	assert_int_equal(poll(&p, 1, 5000), 1);
-	assert_int_equal(p.revents, POLLOUT);
-	assert_int_equal(fake_now, T0 + SEC);
-	assert_int_equal(waits[0].fd0, ~b); /* not even POLLHUP before its slot */
-	assert_int_equal(waits[0].timeout_ns, SEC);
-	assert_int_equal(getsockopt(b, SOL_SOCKET, SO_ERROR, &soerr, &l), 0);
-	assert_int_equal(soerr, 0);
+	assert_dec_equal(poll(&p, 1, 5000), 1);
+	assert_dec_equal(p.revents, POLLOUT);
+	assert_dec_equal(fake_now, T0 + SEC);
+	assert_dec_equal(waits[0].fd0, ~b); /* not even POLLHUP before its slot */
+	assert_dec_equal(waits[0].timeout_ns, SEC);
+	assert_dec_equal(getsockopt(b, SOL_SOCKET, SO_ERROR, &soerr, &l), 0);
+	assert_dec_equal(soerr, 0);
 	int c1 = accept(f->lst, NULL, NULL), c2 = accept(f->lst, NULL, NULL);
 	assert_true(c1 >= 0 && c2 >= 0);
 	close(c1);
@@ -520,21 +520,21 @@ static void test_shim_poll_accept_epoll(void **state)
 	use_policy("SLUICE_ACCEPT", "1/s");
 	set_nonblock(f->lst);
 	int c1 = socket(AF_INET, SOCK_STREAM, 0), c2 = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(c1, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
-	assert_int_equal(connect(c2, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+	assert_dec_equal(connect(c1, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+	assert_dec_equal(connect(c2, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
 	int ep = epoll_with(f->lst, EPOLLIN, 42);
 	int s1 = accept(f->lst, NULL, NULL);
 	assert_true(s1 >= 0);
 	errno = 0;
-	assert_int_equal(accept(f->lst, NULL, NULL), -1);
-	assert_int_equal(errno, EAGAIN);
-	assert_int_equal(n_sleeps, 0);
+	assert_dec_equal(accept(f->lst, NULL, NULL), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(n_sleeps, 0);
 	struct epoll_event ev[4];
 	n_waits = 0;
-	assert_int_equal(epoll_wait(ep, ev, 4, 5000), 1);
-	assert_int_equal(ev[0].data.u64, 42);
-	assert_int_equal(fake_now, T0 + SEC);
-	assert_int_equal(waits[0].timeout_ns, SEC);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 5000), 1);
+	assert_dec_equal(ev[0].data.u64, 42);
+	assert_dec_equal(fake_now, T0 + SEC);
+	assert_dec_equal(waits[0].timeout_ns, SEC);
 	int s2 = accept(f->lst, NULL, NULL);
 	assert_true(s2 >= 0);
 	close(s1);
@@ -551,17 +551,17 @@ static void test_shim_poll_epoll_inside_poll(void **state)
 	set_nonblock(f->cli);
 	int ep = epoll_with(f->cli, EPOLLOUT, 9);
 	struct epoll_event ev[4];
-	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 0), 1);
 	throttle_send(f);
 	n_waits = 0;
 	/* A loop that polls the epoll fd (GLib, nested loops): poll runs the
 	 * timer too, so the epoll fd turns readable at the ready instant. */
 	struct pollfd p = {.fd = ep, .events = POLLIN};
-	assert_int_equal(poll(&p, 1, 1000), 1);
-	assert_int_equal(fake_now, T0 + 50 * MS);
-	assert_int_equal(waits[0].timeout_ns, 50 * MS);
-	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
-	assert_int_equal(ev[0].data.u64, 9);
+	assert_dec_equal(poll(&p, 1, 1000), 1);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(waits[0].timeout_ns, 50 * MS);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_dec_equal(ev[0].data.u64, 9);
 	close(ep);
 }
 
@@ -572,27 +572,27 @@ static void test_shim_poll_epoll_data_kept(void **state)
 	/* A pipe (never throttled) and a socket in one set, with pointer data:
 	 * the program gets its own data back, and MOD/DEL behave. */
 	int pfd[2];
-	assert_int_equal(pipe(pfd), 0);
+	assert_dec_equal(pipe(pfd), 0);
 	int ep = epoll_with(pfd[1], EPOLLOUT, (uint64_t)(uintptr_t)&pfd[1]);
 	struct epoll_event e = {.events = EPOLLIN, .data.ptr = f};
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->cli, &e), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->cli, &e), 0);
 	errno = 0;
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->cli, &e), -1);
-	assert_int_equal(errno, EEXIST);
-	assert_int_equal(send(f->srv, "x", 1, 0), 1);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, f->cli, &e), -1);
+	assert_dec_equal(errno, EEXIST);
+	assert_dec_equal(send(f->srv, "x", 1, 0), 1);
 	struct epoll_event ev[4];
-	assert_int_equal(epoll_wait(ep, ev, 4, 1000), 2);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 2);
 	bool saw_pipe = false, saw_sock = false;
 	for (int i = 0; i < 2; i++) {
 		saw_pipe |= ev[i].data.ptr == &pfd[1] && ev[i].events == EPOLLOUT;
 		saw_sock |= ev[i].data.ptr == f && ev[i].events == EPOLLIN;
 	}
 	assert_true(saw_pipe && saw_sock);
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_DEL, f->cli, NULL), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_DEL, f->cli, NULL), 0);
 	errno = 0;
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_MOD, f->cli, &e), -1);
-	assert_int_equal(errno, ENOENT);
-	assert_int_equal(epoll_wait(ep, ev, 4, 0), 1);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_MOD, f->cli, &e), -1);
+	assert_dec_equal(errno, ENOENT);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 0), 1);
 	assert_ptr_equal(ev[0].data.ptr, &pfd[1]);
 	close(ep);
 	close(pfd[0]);
@@ -602,7 +602,7 @@ static void test_shim_poll_epoll_data_kept(void **state)
 int main(void)
 {
 	/* Link the wrappers even when ASan's interceptors define the names. */
-	assert_int_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor +
+	assert_dec_equal(sl__wrap_send_anchor + sl__wrap_recv_anchor + sl__wrap_sock_anchor +
 				 sl__poll_anchor + sl__epoll_anchor + sl__wrap_sockopt_anchor,
 			 6);
 	const struct CMUnitTest tests[] = {

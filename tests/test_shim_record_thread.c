@@ -89,24 +89,24 @@ static void test_record_lazy(void **state)
 	struct stat st;
 	rec_path(getpid(), path, sizeof(path));
 	use_policy("SLUICE_SEND", "1GiB/s");
-	assert_int_equal(atomic_load(&sl__rec_state), SL_REC_PRIVATE);
-	assert_int_equal(stat(path, &st), -1);
+	assert_dec_equal(atomic_load(&sl__rec_state), SL_REC_PRIVATE);
+	assert_dec_equal(stat(path, &st), -1);
 	int lst, cli, srv;
 	struct sockaddr_in a;
 	loopback_pair(&lst, &cli, &srv, &a);
-	assert_int_equal(send(cli, buf, 1, 0), 1);
-	assert_int_equal(atomic_load(&sl__rec_state), SL_REC_FILE);
-	assert_int_equal(stat(path, &st), 0);
-	assert_int_equal(st.st_mode & 07777, 0600);
-	assert_int_equal(st.st_size, sl_shm_stat_size(1));
-	assert_int_equal(send(cli, buf, 1, 0), 1);
-	assert_int_equal(file_calls(getpid()), 2);
+	assert_dec_equal(send(cli, buf, 1, 0), 1);
+	assert_dec_equal(atomic_load(&sl__rec_state), SL_REC_FILE);
+	assert_dec_equal(stat(path, &st), 0);
+	assert_dec_equal(st.st_mode & 07777, 0600);
+	assert_dec_equal(st.st_size, sl_shm_stat_size(1));
+	assert_dec_equal(send(cli, buf, 1, 0), 1);
+	assert_dec_equal(file_calls(getpid()), 2);
 	sl__shm_rec_remove();
-	assert_int_equal(stat(path, &st), -1);
-	assert_int_equal(atomic_load(&sl__rec_state), SL_REC_OFF);
+	assert_dec_equal(stat(path, &st), -1);
+	assert_dec_equal(atomic_load(&sl__rec_state), SL_REC_OFF);
 	/* Removed means removed: a new socket does not bring it back. */
-	assert_int_equal(send(srv, buf, 1, 0), 1);
-	assert_int_equal(stat(path, &st), -1);
+	assert_dec_equal(send(srv, buf, 1, 0), 1);
+	assert_dec_equal(stat(path, &st), -1);
 	close(cli);
 	close(srv);
 	close(lst);
@@ -139,24 +139,24 @@ static void test_record_race(void **state)
 	race_addr = (struct sockaddr_in){.sin_family = AF_INET,
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t l = sizeof(race_addr);
-	assert_int_equal(bind(lst, (struct sockaddr *)&race_addr, sizeof(race_addr)), 0);
-	assert_int_equal(listen(lst, THREADS * 2), 0);
-	assert_int_equal(getsockname(lst, (struct sockaddr *)&race_addr, &l), 0);
+	assert_dec_equal(bind(lst, (struct sockaddr *)&race_addr, sizeof(race_addr)), 0);
+	assert_dec_equal(listen(lst, THREADS * 2), 0);
+	assert_dec_equal(getsockname(lst, (struct sockaddr *)&race_addr, &l), 0);
 	pthread_t t[THREADS];
 	pthread_barrier_init(&barrier, NULL, THREADS);
 	for (int i = 0; i < THREADS; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, racer, NULL), 0);
+		assert_dec_equal(pthread_create(&t[i], NULL, racer, NULL), 0);
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
 	pthread_barrier_destroy(&barrier);
-	assert_int_equal(atomic_load(&sl__rec_state), SL_REC_FILE);
-	assert_int_equal(file_calls(getpid()), THREADS);
+	assert_dec_equal(atomic_load(&sl__rec_state), SL_REC_FILE);
+	assert_dec_equal(file_calls(getpid()), THREADS);
 	int n = 0;
 	char path[256];
 	rec_path(getpid(), path, sizeof(path));
 	for (int i = 0; i < 3; i++)
 		n += access(path, F_OK) == 0;
-	assert_int_equal(n, 3);
+	assert_dec_equal(n, 3);
 	sl__shm_rec_remove();
 	close(lst);
 }
@@ -171,9 +171,9 @@ static void test_record_fork_exit(void **state)
 	int lst, cli, srv;
 	struct sockaddr_in a;
 	loopback_pair(&lst, &cli, &srv, &a);
-	assert_int_equal(send(cli, buf, 1, 0), 1);
+	assert_dec_equal(send(cli, buf, 1, 0), 1);
 	int pipefd[2];
-	assert_int_equal(pipe(pipefd), 0);
+	assert_dec_equal(pipe(pipefd), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		char path[256], report[3];
@@ -189,16 +189,16 @@ static void test_record_fork_exit(void **state)
 		_exit(0);
 	}
 	char got[4] = "";
-	assert_int_equal(read(pipefd[0], got, 3), 3);
+	assert_dec_equal(read(pipefd[0], got, 3), 3);
 	int status;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_dec_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	assert_string_equal(got, "nyy");
 	char path[256];
 	rec_path(pid, path, sizeof(path));
-	assert_int_equal(access(path, F_OK), -1); /* _exit removed it */
+	assert_dec_equal(access(path, F_OK), -1); /* _exit removed it */
 	rec_path(getpid(), path, sizeof(path));
-	assert_int_equal(access(path, F_OK), 0); /* the parent's stays */
+	assert_dec_equal(access(path, F_OK), 0); /* the parent's stays */
 	sl__shm_rec_remove();
 	close(pipefd[0]);
 	close(pipefd[1]);
@@ -210,7 +210,7 @@ static void test_record_fork_exit(void **state)
 int main(void)
 {
 	/* Link the wrappers even when a sanitizer's interceptors define the names. */
-	assert_int_equal(sl__wrap_send_anchor + sl__wrap_sock_anchor + sl__exit_anchor, 3);
+	assert_dec_equal(sl__wrap_send_anchor + sl__wrap_sock_anchor + sl__exit_anchor, 3);
 	/* The constructor ran without rules, so it registered no fork
 	 * handler: this one does the record's part of init.c's. */
 	pthread_atfork(NULL, NULL, sl__shm_rec_fork_child);

@@ -110,15 +110,15 @@ static void test_sandbox_classified_before(void **state)
 	assert_true(before > 0); /* the scan did ask */
 	sl__sandbox_enter("test");
 	assert_true(sl__sandboxed());
-	assert_int_equal(send(srv, buf, sizeof(buf), 0), 3000);
-	assert_int_equal(sent.n, 3);
+	assert_dec_equal(send(srv, buf, sizeof(buf), 0), 3000);
+	assert_dec_equal(sent.n, 3);
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(sent.t[i], T0 + (uint64_t)i * SEC);
-		assert_int_equal(sent.len[i], 1000);
+		assert_dec_equal(sent.t[i], T0 + (uint64_t)i * SEC);
+		assert_dec_equal(sent.len[i], 1000);
 	}
-	assert_int_equal(n_getsockopt, before);
-	assert_int_equal(n_fcntl, 0);
-	assert_int_equal(sl__sandbox_unclassified_count(), 0);
+	assert_dec_equal(n_getsockopt, before);
+	assert_dec_equal(n_fcntl, 0);
+	assert_dec_equal(sl__sandbox_unclassified_count(), 0);
 }
 
 /* A socket never classified before the filter passes through, unthrottled,
@@ -131,18 +131,18 @@ static void test_sandbox_unclassified_passes(void **state)
 	(void)sl__fd_rec(srv);
 	sl__sandbox_enter("test");
 	int before = n_getsockopt;
-	assert_int_equal(send(cli, buf, sizeof(buf), 0), 3000);
-	assert_int_equal(send(cli, buf, sizeof(buf), 0), 3000);
-	assert_int_equal(sent.n, 2);
-	assert_int_equal(sent.t[1], T0);
-	assert_int_equal(sl__sandbox_unclassified_count(), 1);
+	assert_dec_equal(send(cli, buf, sizeof(buf), 0), 3000);
+	assert_dec_equal(send(cli, buf, sizeof(buf), 0), 3000);
+	assert_dec_equal(sent.n, 2);
+	assert_dec_equal(sent.t[1], T0);
+	assert_dec_equal(sl__sandbox_unclassified_count(), 1);
 	int d = dup(srv);
 	assert_true(d >= 0);
-	assert_int_equal(send(d, buf, 2000, 0), 2000);
-	assert_int_equal(sent.n, 4); /* 1000 now, 1000 a second later */
-	assert_int_equal(sent.t[3], T0 + SEC);
-	assert_int_equal(n_getsockopt, before);
-	assert_int_equal(n_fcntl, 0);
+	assert_dec_equal(send(d, buf, 2000, 0), 2000);
+	assert_dec_equal(sent.n, 4); /* 1000 now, 1000 a second later */
+	assert_dec_equal(sent.t[3], T0 + SEC);
+	assert_dec_equal(n_getsockopt, before);
+	assert_dec_equal(n_fcntl, 0);
 	close(d);
 }
 
@@ -154,14 +154,14 @@ static void test_sandbox_sleep_refused(void **state)
 	(void)state;
 	static char buf[3000];
 	refuse_sleep = EPERM;
-	assert_int_equal(send(srv, buf, sizeof(buf), 0), 3000);
-	assert_int_equal(n_sleeps, 1);
+	assert_dec_equal(send(srv, buf, sizeof(buf), 0), 3000);
+	assert_dec_equal(n_sleeps, 1);
 	size_t total = 0;
 	for (int i = 0; i < sent.n; i++) {
-		assert_int_equal(sent.t[i], T0);
+		assert_dec_equal(sent.t[i], T0);
 		total += sent.len[i];
 	}
-	assert_int_equal(total, 3000);
+	assert_dec_equal(total, 3000);
 }
 
 /* An fd whose inode is not the one its record kept (it changed through a
@@ -175,16 +175,16 @@ static void test_identity_changed(void **state)
 	assert_non_null(sl__fd_rec(srv));
 	assert_true(sl__fd_same(srv));
 	sl__fdrecs[srv].ino ^= 1; /* as if the number now were another file */
-	assert_int_equal(send(srv, buf, sizeof(buf), 0), 3000);
-	assert_int_equal(n_sleeps, 0);
-	assert_int_equal(sent.len[0], 1000);
+	assert_dec_equal(send(srv, buf, sizeof(buf), 0), 3000);
+	assert_dec_equal(n_sleeps, 0);
+	assert_dec_equal(sent.len[0], 1000);
 	for (int i = 0; i < sent.n; i++)
-		assert_int_equal(sent.t[i], T0);
+		assert_dec_equal(sent.t[i], T0);
 	assert_false(atomic_load(&sl__fdbits[srv]) & SL_FDB_READY);
 	/* Classified again, it is the socket: the next send waits for its
 	 * tokens (the 1000 taken by the first piece). */
-	assert_int_equal(send(srv, buf, 1000, 0), 1000);
-	assert_int_equal(sent.t[sent.n - 1], T0 + SEC);
+	assert_dec_equal(send(srv, buf, 1000, 0), 1000);
+	assert_dec_equal(sent.t[sent.n - 1], T0 + SEC);
 }
 
 /* syscall(SYS_close) forgets what the fd meant, like close; other numbers
@@ -193,26 +193,26 @@ static void test_identity_changed(void **state)
 static void test_syscall_and_open(void **state)
 {
 	(void)state;
-	assert_int_equal(sl__wrap_fd_anchor, 1);
+	assert_dec_equal(sl__wrap_fd_anchor, 1);
 	int d = dup(srv);
 	assert_true(d >= 0);
 	assert_true(atomic_load(&sl__fdbits[d]) & SL_FDB_READY);
-	assert_int_equal(syscall(SYS_close, d), 0);
-	assert_int_equal(atomic_load(&sl__fdbits[d]), 0);
+	assert_dec_equal(syscall(SYS_close, d), 0);
+	assert_dec_equal(atomic_load(&sl__fdbits[d]), 0);
 	errno = 0;
-	assert_int_equal(syscall(SYS_close, d), -1);
-	assert_int_equal(errno, EBADF);
-	assert_int_equal(syscall(SYS_getpid), getpid());
+	assert_dec_equal(syscall(SYS_close, d), -1);
+	assert_dec_equal(errno, EBADF);
+	assert_dec_equal(syscall(SYS_getpid), getpid());
 	/* A stale socket record on the number open() is about to return. */
 	d = dup(srv);
 	assert_true(d >= 0);
-	assert_int_equal(syscall(SYS_close, d), 0);
+	assert_dec_equal(syscall(SYS_close, d), 0);
 	atomic_store(&sl__fdbits[d], SL_FDB_READY); /* matches every rule */
 	int before = n_getsockopt;
 	int o = open("/dev/null", O_WRONLY);
-	assert_int_equal(o, d);
-	assert_int_equal(atomic_load(&sl__fdbits[o]), SL_FDB_READY | SL_FDB_PASS_ALL);
-	assert_int_equal(n_getsockopt, before);
+	assert_dec_equal(o, d);
+	assert_dec_equal(atomic_load(&sl__fdbits[o]), SL_FDB_READY | SL_FDB_PASS_ALL);
+	assert_dec_equal(n_getsockopt, before);
 	close(o);
 }
 
@@ -225,6 +225,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_identity_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_syscall_and_open, setup, teardown),
 	};
-	assert_int_equal(sl__wrap_send_anchor + sl__wrap_sock_anchor + sl__wrap_sockopt_anchor, 3);
+	assert_dec_equal(sl__wrap_send_anchor + sl__wrap_sock_anchor + sl__wrap_sockopt_anchor, 3);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

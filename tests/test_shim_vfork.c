@@ -32,6 +32,8 @@
 
 #include <cmocka.h>
 
+#include "test_assert.h"
+
 #include "fd.h"
 #include "init.h"
 #include "ready.h"
@@ -71,9 +73,9 @@ static void epoll_survives(enum how how)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	assert_true(ep >= 0);
 	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_dec_equal(pipe2(p, O_CLOEXEC), 0);
 	struct epoll_event e = {.events = EPOLLIN, .data.u64 = 0x1234567890ull};
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e), 0);
 	int hi = ep > p[1] ? ep : p[1];
 	pid_t pid = vfork();
 	if (pid == 0) {
@@ -81,14 +83,14 @@ static void epoll_survives(enum how how)
 		_exit(0);
 	}
 	assert_true(pid > 0);
-	assert_int_equal(sl__vforked, 0); /* the parent is not the child */
+	assert_dec_equal(sl__vforked, 0); /* the parent is not the child */
 	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_dec_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_dec_equal(write(p[1], "x", 1), 1);
 	struct epoll_event got[4];
 	int n = epoll_wait(ep, got, 4, 2000);
-	assert_int_equal(n, 1);
+	assert_dec_equal(n, 1);
 	assert_true(got[0].data.u64 == 0x1234567890ull);
 	assert_true(got[0].events & EPOLLIN);
 	close(p[0]);
@@ -127,10 +129,10 @@ static int listener(in_port_t *port)
 	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(l >= 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(l, 8), 0);
+	assert_dec_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_dec_equal(listen(l, 8), 0);
 	socklen_t len = sizeof(a);
-	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	assert_dec_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
 	*port = a.sin_port;
 	return l;
 }
@@ -142,7 +144,7 @@ static int dial(in_port_t port)
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_port = port,
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	assert_int_equal(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_dec_equal(connect(s, (struct sockaddr *)&a, sizeof(a)), 0);
 	return s;
 }
 
@@ -164,7 +166,7 @@ static void test_vfork_keeps_conns_slot(void **state)
 			_exit(0);
 		}
 		assert_true(pid > 0);
-		assert_int_equal(waitpid(pid, NULL, 0), pid);
+		assert_dec_equal(waitpid(pid, NULL, 0), pid);
 		assert_true(atomic_load(&sl__fdbits[c]) & SL_FDB_CONN);
 	}
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -172,7 +174,7 @@ static void test_vfork_keeps_conns_slot(void **state)
 				.sin_port = port,
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	errno = 0;
-	assert_int_equal(connect(s, (struct sockaddr *)&a, sizeof(a)), -1);
+	assert_dec_equal(connect(s, (struct sockaddr *)&a, sizeof(a)), -1);
 	assert_int_not_equal(errno, 0);
 	close(s);
 	close(c); /* the slot is free again */
@@ -195,23 +197,23 @@ static void test_clone_vm_keeps_epoll(void **state)
 	(void)state;
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	assert_dec_equal(pipe2(p, O_CLOEXEC), 0);
 	struct epoll_event e = {.events = EPOLLIN, .data.u64 = 77};
-	assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e), 0);
+	assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &e), 0);
 	int hi = ep > p[1] ? ep : p[1];
 	pid_t pid = clone(clone_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD,
 			  &hi);
 	assert_true(pid > 0);
-	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	assert_dec_equal(waitpid(pid, NULL, 0), pid);
 	assert_true(atomic_load(&sl__vm_shared) != 0);
 	assert_false(sl__vm_child()); /* in the parent: its own pid */
-	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_dec_equal(write(p[1], "x", 1), 1);
 	struct epoll_event got;
-	assert_int_equal(epoll_wait(ep, &got, 1, 2000), 1);
+	assert_dec_equal(epoll_wait(ep, &got, 1, 2000), 1);
 	assert_true(got.data.u64 == 77);
 	/* The parent's own close still forgets (its tables are its own). */
 	close(p[0]);
-	assert_int_equal(atomic_load(&sl__fdbits[p[0]]), 0);
+	assert_dec_equal(atomic_load(&sl__fdbits[p[0]]), 0);
 	close(p[1]);
 	close(ep);
 }
@@ -225,9 +227,9 @@ static void test_fork_child_is_not_vm_child(void **state)
 	if (pid == 0)
 		_exit(sl__vm_child() ? 3 : 0);
 	int st;
-	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_dec_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_dec_equal(WEXITSTATUS(st), 0);
 }
 
 int main(int argc, char **argv)

@@ -69,41 +69,41 @@ static void test_supervise_filter_send(void **state)
 {
 	(void)state;
 	struct sl_policy p = policy_of("send:1MiB/s");
-	assert_int_equal(verdict(&p, X86, SYS_write, 1, 0), ALLOW); /* a file, stdout */
-	assert_int_equal(verdict(&p, X86, SYS_write, 511, 0), ALLOW);
-	assert_int_equal(verdict(&p, X86, SYS_write, 512, 0), NOTIF);         /* a placed socket */
-	assert_int_equal(verdict(&p, X86, SYS_write, 0xffffffffu, 0), NOTIF); /* fd -1 */
-	assert_int_equal(verdict(&p, X86, SYS_sendto, 900, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_sendmmsg, 900, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_sendfile, 512, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_read, 900, 0), ALLOW); /* no recv rule */
-	assert_int_equal(verdict(&p, X86, SYS_socket, 2, 0), NOTIF); /* placement */
-	assert_int_equal(verdict(&p, X86, SYS_accept4, 3, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_connect, 3, 0), ALLOW);  /* no connect rule */
-	assert_int_equal(verdict(&p, X86, SYS_splice, 3, 700), NOTIF); /* fd_out high */
-	assert_int_equal(verdict(&p, X86, SYS_splice, 700, 3), NOTIF); /* fd_in high */
-	assert_int_equal(verdict(&p, X86, SYS_splice, 3, 4), ALLOW);
-	assert_int_equal(verdict(&p, X86, SYS_getpid, 0, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_write, 1, 0), ALLOW); /* a file, stdout */
+	assert_dec_equal(verdict(&p, X86, SYS_write, 511, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_write, 512, 0), NOTIF);         /* a placed socket */
+	assert_dec_equal(verdict(&p, X86, SYS_write, 0xffffffffu, 0), NOTIF); /* fd -1 */
+	assert_dec_equal(verdict(&p, X86, SYS_sendto, 900, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_sendmmsg, 900, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_sendfile, 512, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_read, 900, 0), ALLOW); /* no recv rule */
+	assert_dec_equal(verdict(&p, X86, SYS_socket, 2, 0), NOTIF); /* placement */
+	assert_dec_equal(verdict(&p, X86, SYS_accept4, 3, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_connect, 3, 0), ALLOW);  /* no connect rule */
+	assert_dec_equal(verdict(&p, X86, SYS_splice, 3, 700), NOTIF); /* fd_out high */
+	assert_dec_equal(verdict(&p, X86, SYS_splice, 700, 3), NOTIF); /* fd_in high */
+	assert_dec_equal(verdict(&p, X86, SYS_splice, 3, 4), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_getpid, 0, 0), ALLOW);
 }
 
 static void test_supervise_filter_refusals(void **state)
 {
 	(void)state;
 	struct sl_policy p = policy_of("connect:10/s");
-	assert_int_equal(verdict(&p, X86, SYS_io_uring_setup, 4, 0), NOSYS);
-	assert_int_equal(verdict(&p, AUDIT_ARCH_I386, 20, 0, 0), NOSYS); /* int $0x80 getpid */
-	assert_int_equal(verdict(&p, X86, 0x40000000u | SYS_write, 1, 0), NOSYS); /* x32 */
-	assert_int_equal(verdict(&p, X86, SYS_connect, 3, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_socket, 2, 0),
+	assert_dec_equal(verdict(&p, X86, SYS_io_uring_setup, 4, 0), NOSYS);
+	assert_dec_equal(verdict(&p, AUDIT_ARCH_I386, 20, 0, 0), NOSYS); /* int $0x80 getpid */
+	assert_dec_equal(verdict(&p, X86, 0x40000000u | SYS_write, 1, 0), NOSYS); /* x32 */
+	assert_dec_equal(verdict(&p, X86, SYS_connect, 3, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_socket, 2, 0),
 			 ALLOW); /* no byte rule: no placement */
-	assert_int_equal(verdict(&p, X86, SYS_accept, 3, 0), ALLOW);
-	assert_int_equal(verdict(&p, X86, SYS_write, 900, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_accept, 3, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_write, 900, 0), ALLOW);
 	p = policy_of("conns:4;recv:1MiB/s");
-	assert_int_equal(verdict(&p, X86, SYS_connect, 3, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_accept, 3, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_recvmsg, 600, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_preadv2, 600, 0), NOTIF);
-	assert_int_equal(verdict(&p, X86, SYS_write, 600, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_connect, 3, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_accept, 3, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_recvmsg, 600, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_preadv2, 600, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_write, 600, 0), ALLOW);
 }
 
 /* ---- matching and admission ------------------------------------------- */
@@ -146,21 +146,21 @@ static void test_supervise_match(void **state)
 				    "recv:1MiB/s,family=unix");
 	struct sl_addr in10 = {.family = 4, .port = 80, .addr = {10, 1, 2, 3}};
 	struct sl_addr in11 = {.family = 4, .port = 443, .addr = {11, 0, 0, 1}};
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in10), 0x1);
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in11), 0x2);
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, NULL), 0);
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_CONNECT, SL_FAM_INET6, SL_TYPE_STREAM, NULL),
+	assert_dec_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in10), 0x1);
+	assert_dec_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, &in11), 0x2);
+	assert_dec_equal(sl_sup_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_STREAM, NULL), 0);
+	assert_dec_equal(sl_sup_match(&f->s, SL_OP_CONNECT, SL_FAM_INET6, SL_TYPE_STREAM, NULL),
 			 0x4);
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_CONNECT, SL_FAM_INET, SL_TYPE_DGRAM, NULL), 0);
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_INET, SL_TYPE_STREAM, NULL), 0);
-	assert_int_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_UNIX, SL_TYPE_STREAM, NULL), 0x8);
+	assert_dec_equal(sl_sup_match(&f->s, SL_OP_CONNECT, SL_FAM_INET, SL_TYPE_DGRAM, NULL), 0);
+	assert_dec_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_INET, SL_TYPE_STREAM, NULL), 0);
+	assert_dec_equal(sl_sup_match(&f->s, SL_OP_RECV, SL_FAM_UNIX, SL_TYPE_STREAM, NULL), 0x8);
 	assert_true(sl_sup_may_match(&f->s, SL_OP_SEND, SL_FAM_INET, SL_TYPE_DGRAM));
 	assert_false(sl_sup_may_match(&f->s, SL_OP_RECV, SL_FAM_INET, SL_TYPE_STREAM));
 	assert_true(sl_match_needs_addr(&f->s.policy, SL_OP_SEND)); /* to=, port= */
 	assert_false(sl_match_needs_addr(&f->s.policy, SL_OP_RECV));
 	assert_false(sl_match_needs_addr(&f->s.policy, SL_OP_CONNECT));
-	assert_int_equal(sl_addr_fam_bit(AF_INET6), SL_FAM_INET6);
-	assert_int_equal(sl_addr_type_bit(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC),
+	assert_dec_equal(sl_addr_fam_bit(AF_INET6), SL_FAM_INET6);
+	assert_dec_equal(sl_addr_type_bit(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC),
 			 SL_TYPE_STREAM);
 	fixture_free(f);
 }
@@ -184,23 +184,23 @@ static void test_supervise_admit_token(void **state)
 	int e;
 	f->c.rules = 0x1;
 	f->c.start_ns = T0;
-	assert_int_equal(sl_sup_piece_cap(&f->s, &f->c, T0), 100);
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 0);
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 100 * MS);
+	assert_dec_equal(sl_sup_piece_cap(&f->s, &f->c, T0), 100);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 0);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 100 * MS);
 	/* Only 30 of that piece were sent: 70 come back, the next 70 wait
 	 * only as long as the 30 did. */
 	sl_sup_refund(&f->s, &f->c, 70);
 	assert_false(f->c.granted);
-	assert_int_equal(admit(f, 70, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 100 * MS);
-	assert_int_equal(admit(f, 1, T0 + 100 * MS, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 1 * MS);
+	assert_dec_equal(admit(f, 70, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 100 * MS);
+	assert_dec_equal(admit(f, 1, T0 + 100 * MS, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 1 * MS);
 	/* A whole grant given back (a cancelled call). */
 	sl_sup_refund(&f->s, &f->c, UINT64_MAX);
-	assert_int_equal(admit(f, 1, T0 + 100 * MS, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 1 * MS);
+	assert_dec_equal(admit(f, 1, T0 + 100 * MS, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 1 * MS);
 	fixture_free(f);
 }
 
@@ -213,33 +213,33 @@ static void test_supervise_admit_actions(void **state)
 	struct fixture *f = fixture("send:1000B/s,burst=100B,action=reject");
 	f->c.rules = 0x1;
 	f->c.start_ns = T0;
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(admit(f, 1, T0, &w, &e), SL_SUP_REFUSE);
-	assert_int_equal(e, EAGAIN);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(admit(f, 1, T0, &w, &e), SL_SUP_REFUSE);
+	assert_dec_equal(e, EAGAIN);
 	fixture_free(f);
 	/* max-delay 50 ms, counted from the call's start. */
 	f = fixture("send:1000B/s,burst=100B,max-delay=50ms,errno=ETIMEDOUT");
 	f->c.rules = 0x1;
 	f->c.start_ns = T0;
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(admit(f, 40, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 40 * MS);
-	assert_int_equal(admit(f, 20, T0 + 10 * MS, &w, &e), SL_SUP_REFUSE);
-	assert_int_equal(e, ETIMEDOUT);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(admit(f, 40, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 40 * MS);
+	assert_dec_equal(admit(f, 20, T0 + 10 * MS, &w, &e), SL_SUP_REFUSE);
+	assert_dec_equal(e, ETIMEDOUT);
 	fixture_free(f);
 	/* A sliding window cannot reserve: RETRY with its hint; dry-run
 	 * always goes. Messages count calls, bytes do not. */
 	f = fixture("send:2/s,algo=sliding;send:1/s,action=dry-run");
 	f->c.rules = 0x3;
 	f->c.start_ns = T0;
-	assert_int_equal(admit(f, 5000, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 0);
-	assert_int_equal(admit(f, 5000, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(admit(f, 5000, T0, &w, &e), SL_SUP_RETRY);
+	assert_dec_equal(admit(f, 5000, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 0);
+	assert_dec_equal(admit(f, 5000, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(admit(f, 5000, T0, &w, &e), SL_SUP_RETRY);
 	/* 2 in the first window: the estimate drops below 2 half-way into the
 	 * next one. */
 	assert_true(w > SEC && w <= 3 * SEC / 2);
-	assert_int_equal(sl_sup_piece_cap(&f->s, &f->c, T0), SL_SUP_PIECE_MAX); /* no byte rule */
+	assert_dec_equal(sl_sup_piece_cap(&f->s, &f->c, T0), SL_SUP_PIECE_MAX); /* no byte rule */
 	fixture_free(f);
 }
 
@@ -252,28 +252,28 @@ static void test_supervise_admit_scopes(void **state)
 	f->c.rules = 0x1;
 	f->c.start_ns = T0;
 	f->c.req.data.args[0] = 512;
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 100 * MS);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 100 * MS);
 	f->c.req.data.args[0] = 513; /* another socket: its own bucket */
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 0);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 0);
 	sl_sup_fd_reset(&f->proc, 512); /* a new socket took 512: a full bucket */
 	f->c.req.data.args[0] = 512;
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 0);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 0);
 	fixture_free(f);
 	f = fixture("send:1000B/s,burst=100B,per=peer");
 	f->c.rules = 0x1;
 	f->c.start_ns = T0;
 	f->c.peer = (struct sl_addr){.family = 4, .port = 1, .addr = {127, 0, 0, 1}};
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
 	f->c.peer.port = 2; /* the same host: the same bucket */
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 100 * MS);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 100 * MS);
 	f->c.peer.addr[3] = 2;
-	assert_int_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
-	assert_int_equal(w, 0);
+	assert_dec_equal(admit(f, 100, T0, &w, &e), SL_SUP_GO);
+	assert_dec_equal(w, 0);
 	fixture_free(f);
 }
 
@@ -283,13 +283,13 @@ static void test_supervise_selects(void **state)
 	struct sl_policy p = policy_of("send:1MiB/s");
 	assert_true(sl_policy_selects(&p, "netprog", "netprog"));
 	char err[SL_ERR_MAX];
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_ONLY", "curl+wget", err, sizeof(err)), 0);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_ONLY", "curl+wget", err, sizeof(err)), 0);
 	assert_true(sl_policy_selects(&p, "busybox", "wget")); /* argv[0] of a multi-call binary */
 	assert_true(sl_policy_selects(&p, "curl", "x"));
 	assert_false(sl_policy_selects(&p, "busybox", "sh"));
 	assert_false(sl_policy_selects(&p, "cur", "wge"));
 	p = policy_of("send:1MiB/s");
-	assert_int_equal(sl_policy_parse_var(&p, "SLUICE_SKIP", "sh", err, sizeof(err)), 0);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_SKIP", "sh", err, sizeof(err)), 0);
 	assert_false(sl_policy_selects(&p, "dash", "sh"));
 	assert_true(sl_policy_selects(&p, "netprog", "netprog"));
 }
