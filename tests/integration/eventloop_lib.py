@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_cli import SLUICE, clean_env  # noqa: E402
-from test_shim_lib import check, finish  # noqa: E402,F401
+from shim_lib import check, finish  # noqa: E402,F401
 
 KiB = 1024
 

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from test_shim_lib import ROOT, BUILD, check, finish  # noqa: F401 (re-exported)
+from shim_lib import ROOT, BUILD, check, finish  # noqa: F401 (re-exported)
 
 SLUICE = os.path.join(ROOT, BUILD, "sluice") if not os.path.isabs(BUILD) \
     else os.path.join(BUILD, "sluice")

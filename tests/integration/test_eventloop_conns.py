@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 
-from test_shim_lib import check, finish, run_child
+from shim_lib import check, finish, run_child
 
 PRELUDE = r'''
 import errno, json, os, select, socket, sys, threading, time

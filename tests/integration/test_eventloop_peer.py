@@ -113,7 +113,7 @@ def python_server(selector):
     127.0.0.2 at once, then one from 127.0.0.3 answered at once."""
     import subprocess
     import sys
-    from test_shim_lib import child_env
+    from shim_lib import child_env
     p = subprocess.Popen([sys.executable, "-c", SERVER, selector], stdout=subprocess.PIPE,
                          text=True, env=child_env({"SLUICE_ACCEPT": "2/s,burst=1,per=peer"}))
     try:

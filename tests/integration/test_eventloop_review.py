@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import check, finish, run_child  # noqa: E402
+from shim_lib import check, finish, run_child  # noqa: E402
 
 MANY = r'''
 import json, select, socket, time

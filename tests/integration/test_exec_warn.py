@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 from test_cli import SLUICE, clean_env, compile_c
-from test_shim_lib import check, finish
+from shim_lib import check, finish
 
 MAIN = '#include <stdio.h>\nint main(void) { puts("ran"); return 0; }\n'
 

@@ -41,7 +41,7 @@ import threading
 import time
 
 from supervise_lib import SLUICE, TMP, check, cleanup, drain_sha256, env_clean, finish, run_main
-from test_shim_lib import failures
+from shim_lib import failures
 
 MiB = 1 << 20
 RATE = MiB                              # 1 MiB/s, the byte rate of most cases

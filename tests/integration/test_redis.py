@@ -33,7 +33,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import Server, check, child_env, finish  # noqa: E402
+from shim_lib import Server, check, child_env, finish  # noqa: E402
 
 # Each child runs a loop for `dur` seconds, at most one attempt per `gap`
 # seconds, and prints one JSON line: admission times (CLOCK_MONOTONIC, the

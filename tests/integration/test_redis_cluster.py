@@ -33,7 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_redis import check_fleet, collect, free_port, spawn  # noqa: E402
-from test_shim_lib import Server, check, finish  # noqa: E402
+from shim_lib import Server, check, finish  # noqa: E402
 
 
 def crc16(data):

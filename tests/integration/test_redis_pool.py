@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_redis import Redis, collect, spawn  # noqa: E402
-from test_shim_lib import check, finish, seg_path  # noqa: E402
+from shim_lib import check, finish, seg_path  # noqa: E402
 
 RATE = 10 * 1024 * 1024
 LEASE_S = 0.1  # lease=1MiB at 10MiB/s

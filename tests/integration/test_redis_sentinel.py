@@ -32,7 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_redis import collect, free_port, max_in_window, spawn  # noqa: E402
-from test_shim_lib import check, finish  # noqa: E402
+from shim_lib import check, finish  # noqa: E402
 
 NAME = "sl%d" % os.getpid()
 

@@ -34,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import BUILD, ROOT, check, finish, seg_dir  # noqa: E402
+from shim_lib import BUILD, ROOT, check, finish, seg_dir  # noqa: E402
 
 SLUICE = os.path.abspath(os.path.join(BUILD, "sluice"))
 LIB = os.path.abspath(os.path.join(BUILD, "libsluice.so"))

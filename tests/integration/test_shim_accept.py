@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from test_shim_lib import check, finish, run_child
+from shim_lib import check, finish, run_child
 
 # The child listens, prints its port, then accepts `n` connections.
 ACCEPTOR = r'''
@@ -34,7 +34,7 @@ def run_acceptor(n, sluice):
     """Start the preloaded acceptor, connect n clients to it; return the
     child's result and what the clients saw."""
     import subprocess
-    from test_shim_lib import child_env
+    from shim_lib import child_env
     p = subprocess.Popen([sys.executable, "-c", ACCEPTOR, str(n)], env=child_env(sluice),
                          stdout=subprocess.PIPE, text=True)
     port = int(p.stdout.readline())
@@ -88,7 +88,7 @@ def spaced_after_idle():
     taken when the connection is there, not when accept was called)."""
     import json
     import subprocess
-    from test_shim_lib import child_env
+    from shim_lib import child_env
     n, rate = 6, 4.0
     p = subprocess.Popen([sys.executable, "-c", SPACED, str(n)],
                          env=child_env({"SLUICE_ACCEPT": "4/s,burst=1"}),

@@ -34,7 +34,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import check, child_env, finish  # noqa: E402
+from shim_lib import check, child_env, finish  # noqa: E402
 
 ECONNREFUSED, EHOSTUNREACH = 111, 113
 
@@ -242,7 +242,7 @@ sys.stdin.read()
 
 
 def test_stat():
-    from test_shim_lib import BUILD, ROOT
+    from shim_lib import BUILD, ROOT
     sluice = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "sluice")
     closed = Closed()
     env = child_env({"SLUICE_BREAK": "errors=5,window=1s,open=20s"})
@@ -254,7 +254,7 @@ def test_stat():
     txt = subprocess.run([sluice, "stat", pid], capture_output=True, text=True, timeout=30)
     prom = subprocess.run([sluice, "stat", "--prometheus", pid], capture_output=True, text=True,
                           timeout=30)
-    from test_shim_lib import seg_path
+    from shim_lib import seg_path
     path = seg_path("break-%d" % p.pid)
     existed = os.path.exists(path)
     p.stdin.close()
@@ -316,7 +316,7 @@ def test_slow():
 def test_curl():
     """An unmodified event-loop client: curl connects non-blocking, polls and
     reads SO_ERROR; one curl fetching the same closed URL 7 times."""
-    from test_shim_lib import sanitizer_runtime
+    from shim_lib import sanitizer_runtime
     if sanitizer_runtime():
         # Debian 12's curl deadlocks in setlocale() with libasan preloaded,
         # with or without sluice (tried: LD_PRELOAD=libasan.so.8 curl hangs):

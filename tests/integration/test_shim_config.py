@@ -10,7 +10,7 @@ import os
 import sys
 import tempfile
 
-from test_shim_lib import Server, check, finish, run_child
+from shim_lib import Server, check, finish, run_child
 
 # Connect `n` times to port, send `size` bytes on the first connection.
 CLIENT = r'''

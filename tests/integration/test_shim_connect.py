@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """connect under the shim: a 100/s rate over 300 attempts, refusals with the
 configured errno, and conns=4 with reject and with delay."""
-from test_shim_lib import Server, check, finish, run_child
+from shim_lib import Server, check, finish, run_child
 
 CONNECT_LOOP = r'''
 import json, socket, sys, time

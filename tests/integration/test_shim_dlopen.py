@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from test_shim_lib import check, child_env, finish, sanitizer_runtime
+from shim_lib import check, child_env, finish, sanitizer_runtime
 
 LIB = r"""
 #include <sys/socket.h>

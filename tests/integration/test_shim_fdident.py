@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import LIB, Server, check, finish, run_child  # noqa: E402
+from shim_lib import LIB, Server, check, finish, run_child  # noqa: E402
 
 CHILD = r'''
 import ctypes, json, os, socket, sys, time

@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 
-from test_shim_lib import (check, check_dig, child_env, finish, payload, run_child,
+from shim_lib import (check, check_dig, child_env, finish, payload, run_child,
                            sanitizer_runtime)
 
 UDP = r"""

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from test_shim_lib import BUILD, ROOT, Server, check, child_env, finish
+from shim_lib import BUILD, ROOT, Server, check, child_env, finish
 
 SLUICE = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "sluice")
 N = 65536

@@ -5,7 +5,7 @@ per=peer one bucket per remote address (127.0.0.1 and 127.0.0.2 are two
 peers; two connections to one peer share), per=process one for all."""
 import sys
 
-from test_shim_lib import Server, check, finish, run_child
+from shim_lib import Server, check, finish, run_child
 
 RATE = 100000
 EACH = 100000

@@ -22,7 +22,7 @@ import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import LIB, Server, check, finish, run_child  # noqa: E402
+from shim_lib import LIB, Server, check, finish, run_child  # noqa: E402
 
 CHILD = r'''
 import ctypes, json, os, socket, struct, sys, time

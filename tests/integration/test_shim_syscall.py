@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from test_shim_lib import check, child_env, finish, run_child, check_dig
+from shim_lib import check, child_env, finish, run_child, check_dig
 
 NRS = {"x86_64": {"read": 0, "write": 1, "sendto": 44, "recvfrom": 45, "sendmmsg": 307},
        "aarch64": {"read": 63, "write": 64, "sendto": 206, "recvfrom": 207, "sendmmsg": 269}}

@@ -7,7 +7,7 @@ with partial writes on a non-blocking socket, and with os.write/os.read
 each read waits for 2 ms of the rate (at most half the burst)."""
 import sys
 
-from test_shim_lib import PAYLOAD_SRC, Server, check, finish, payload, run_child
+from shim_lib import PAYLOAD_SRC, Server, check, finish, payload, run_child
 import hashlib
 
 RATE = 200000

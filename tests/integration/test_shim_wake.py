@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 
-from test_shim_lib import Server, check, child_env, finish
+from shim_lib import Server, check, child_env, finish
 
 POLLER = r"""
 import json, select, socket, sys, threading, time

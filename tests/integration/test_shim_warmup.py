@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import BUILD, ROOT, Server, check, child_env, finish, run_child  # noqa: E402
+from shim_lib import BUILD, ROOT, Server, check, child_env, finish, run_child  # noqa: E402
 
 SLUICE = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "sluice")
 MIB = 1048576

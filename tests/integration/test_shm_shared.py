@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import Server, check, child_env, finish, seg_path  # noqa: E402
+from shim_lib import Server, check, child_env, finish, seg_path  # noqa: E402
 
 TAG = "t%d" % os.getpid()
 UID = os.getuid()

@@ -19,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import BUILD, ROOT, Server, check, child_env, finish, seg_path  # noqa: E402
+from shim_lib import BUILD, ROOT, Server, check, child_env, finish, seg_path  # noqa: E402
 
 try:
     from prometheus_client.parser import text_string_to_metric_families

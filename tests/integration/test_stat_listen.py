@@ -28,7 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_shim_lib import BUILD, ROOT, Server, check, child_env, finish  # noqa: E402
+from shim_lib import BUILD, ROOT, Server, check, child_env, finish  # noqa: E402
 from test_shm_stat import KNOWN  # noqa: E402  (20 sends of 1000 bytes, then idle)
 
 try:

@@ -16,7 +16,7 @@ import time
 from supervise_lib import (SLUICE, Server, build_c, check, pattern, run_main, sha256_file,
                            sluice, within, TMP)
 import hashlib
-from test_shim_lib import seg_path  # noqa: E402
+from shim_lib import seg_path  # noqa: E402
 
 MiB = 1 << 20
 NETPROG_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervised", "netprog.c")

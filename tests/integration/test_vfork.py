@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from test_shim_lib import check, child_env, finish
+from shim_lib import check, child_env, finish
 
 ECHO = r"""
 import asyncio, sys
