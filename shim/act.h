@@ -66,6 +66,10 @@ static inline void sl__stats_end(uint32_t rules, bool ok, uint64_t bytes)
 
 /* The conns limiters of a grant, into lims; returns how many. */
 unsigned sl__grant_conns(const struct sl_grant *g, struct sl_limiter **lims);
+/* Set by sl__call_fail: the thread's last call failed by a rule's refusal,
+ * not by the kernel (the breaker clears it before a connect and reads it
+ * after: a refusal by sluice says nothing of the peer). */
+extern __thread int sl__call_refused __attribute__((tls_model("initial-exec")));
 /* Fail call c with err: its stats, sl__busy cleared, errno. Returns -1. */
 int sl__call_fail(struct sl_call *c, uint32_t rules, int err);
 

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "act.h"
 #include "addr.h"
 #include "breaker.h"
 #include "clock.h"
@@ -45,7 +46,7 @@
 #include "log.h"
 #include "real.h"
 #include "record.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "segment.h"
 #include "shm_break.h"
 #include "state.h"
@@ -68,7 +69,6 @@ struct brk_pend {
 };
 
 uint32_t sl__break_n;
-__thread int sl__break_refused __attribute__((tls_model("initial-exec")));
 static struct brk_rule brk_rules[SL_MAX_BREAKS];
 static struct brk_pend *brk_pend; /* [SL_BRK_FDS], mapped once */
 /* The breakers: the segment break-PID of the user's private directory (for
@@ -389,7 +389,7 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		rules |= (uint32_t)1 << i;
 		probes |= v == SL_BRK_PROBE ? (uint32_t)1 << i : 0;
 	}
-	sl__break_refused = 0;
+	sl__call_refused = 0;
 	errno = saved;
 	const int r = sl__connect(fd, sa, len);
 	const int e = errno;
@@ -405,7 +405,7 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 	}
 	if (r == 0) {
 		brk_report(rules, probes, bs, end - now > slow, end);
-	} else if (sl__break_refused) {
+	} else if (sl__call_refused) {
 		/* Refused by sluice's own rules: says nothing of the peer. */
 	} else if ((e == EINPROGRESS || e == EINTR) && (unsigned)fd < SL_BRK_FDS) {
 		struct brk_pend *pd = &brk_pend[fd];

@@ -14,9 +14,6 @@
 
 /* Break rules in force (0: connect goes straight to the rules). */
 extern uint32_t sl__break_n;
-/* Set by the connect path when a rate or conns rule refused the call (so a
- * refusal by sluice is not taken for the destination's failure). */
-extern __thread int sl__break_refused __attribute__((tls_model("initial-exec")));
 
 /* connect under the breakers: fails at once (no system call) while a
  * matching breaker is open, otherwise the rules' connect (sl__connect,

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * call.h - one call in progress (struct sl_call), what it is charged to
- * (struct sl_grant), and the limiter each of its rules uses. act.c acts on
- * it; nb.c, ready.c and scope.c read it.
+ * call.h - one call in progress (struct sl_call) and what it is charged to
+ * (struct sl_grant): plain types (the limiter each rule uses: rule_lim.h).
+ * act.c acts on it; nb.c, ready.c and scope.c read it.
  *
  * API: a struct sl_call belongs to the thread making the call.
  */
@@ -11,8 +11,6 @@
 
 #include "addr.h"
 #include "internal.h"
-#include "lease.h"
-#include "scope.h"
 #include "state.h"
 
 #define SL_PIN_NONE UINT16_MAX /* sl_call.pin: the rule uses its process limiter */
@@ -56,20 +54,5 @@ struct sl_call {
 	                            already taken: the fd's reserved turn (fair.c) */
 	uint64_t credit[SL_MAX_RULES]; /* per rule in credit_rules: those units */
 };
-
-/* The limiter of rule i for call c (its fd, its peer address). A per=peer
- * limiter stays the call's, and its entry pinned (never evicted), until
- * sl__call_end: the call may sleep on it, hold a grant on it, refund it. */
-static inline struct sl_limiter *sl__limiter(struct sl_call *c, unsigned i)
-{
-	/* per=process, the default, is one test and one load away; a
-	 * redis=KEY rule (per=process too) is not in proc_rules: lease.c
-	 * says which limiter it uses now. */
-	if ((sl__st.proc_rules >> i) & 1)
-		return sl__st.rule_lim[i];
-	if ((sl__st.lease_rules >> i) & 1)
-		return sl__lease_limiter(i);
-	return sl__limiter_scoped(c, i);
-}
 
 #endif /* SLUICE_SHIM_CALL_H */

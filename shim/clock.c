@@ -46,6 +46,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "real.h"
 #include "seqlock.h"
 
 #if defined(__x86_64__)
@@ -240,7 +241,7 @@ static bool tsc_usable(void)
 	if (!(d & (1u << 8))) /* invariant TSC */
 		return false;
 	int tsc_mode = 0;
-	return prctl(PR_GET_TSC, &tsc_mode, 0, 0, 0) == 0 && tsc_mode == PR_TSC_ENABLE;
+	return SL_REAL(prctl)(PR_GET_TSC, &tsc_mode, 0, 0, 0) == 0 && tsc_mode == PR_TSC_ENABLE;
 }
 
 /* The first base (no line yet); single-threaded. False if no sample was

@@ -30,7 +30,7 @@
 #include "nb.h"
 #include "ready.h"
 #include "real.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "state.h"
 
 /* True if fd is a stream socket already connecting or connected: another

@@ -43,6 +43,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "rule_lim.h"
 #include "act.h"
 #include "clock.h"
 #include "connwait.h"
@@ -319,6 +320,8 @@ static const struct sl_conn_hooks hooks = {on_closing, on_last, on_released};
 
 int sl__cw_init_unsync(void)
 {
+	static const struct sl_ready_waiters mine = {sl__cw_hidden, sl__cw_again, sl__cw_soerror};
+	sl__ready_on_waiters_unsync(&mine);
 	cw_enabled = (sl__st.eagain_rules & sl__st.conns_rules) != 0;
 	if (cw_enabled && cw == NULL) {
 		cw = sl__map(sizeof(*cw) * sl__fd_cap);

@@ -40,6 +40,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "anchors.h"
 #include "acchold.h"
 #include "clock.h"
 #include "epoll.h"

@@ -40,7 +40,7 @@
 #include "elfinfo.h"
 #include "log.h"
 #include "real.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "state.h"
 
 #define SL_EXEC_DEPTH 4   /* the kernel's BINPRM_MAX_RECURSION */

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "anchors.h"
 #include "internal.h"
 #include "record.h"
 #include "shm.h"

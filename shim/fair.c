@@ -3,6 +3,10 @@
  * fair.c - connections that share a byte limiter get their turns in the
  * order they waited, in event loops as blocking calls do.
  *
+ * fair.c and nb.c call each other, a pair: nb.c takes a turn here for an
+ * fd it holds back, and a turn is sized by nb.c's sl__need (what the fd's
+ * next call needs), one rule of the non-blocking contract.
+ *
  * Without this, non-blocking fds waiting for one limiter are all held back
  * until the same instant (the one at which the units their next call needs
  * are there), and whichever the loop serves first takes them: the first fd
@@ -40,6 +44,7 @@
  */
 #include <string.h>
 
+#include "rule_lim.h"
 #include "clock.h"
 #include "fair.h"
 #include "fd.h"

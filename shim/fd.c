@@ -68,7 +68,7 @@
 #include "log.h"
 #include "real.h"
 #include "match.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
@@ -254,7 +254,7 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 		atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
 					  memory_order_release);
 		if ((b & SL_FDB_PASS_ALL) != SL_FDB_PASS_ALL)
-			sl__sandbox_unclassified();
+			sl__fd_unclassified();
 		return NULL;
 	}
 	int saved = errno;
@@ -631,4 +631,27 @@ void sl__fdtab_classify_pending(void)
 			(void)sl__fd_rec((int)fd);
 	}
 	errno = saved;
+}
+
+static _Atomic uint64_t unclassified; /* when there is no stats record */
+
+void sl__fd_unclassified(void)
+{
+	/* Relaxed: a statistic. */
+	if (sl__st.rec != NULL)
+		atomic_fetch_add_explicit(&sl__st.rec->unclassified, 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&unclassified, 1, memory_order_relaxed);
+}
+
+uint64_t sl__fd_unclassified_count(void)
+{
+	if (sl__st.rec != NULL)
+		return atomic_load_explicit(&sl__st.rec->unclassified, memory_order_relaxed);
+	return atomic_load_explicit(&unclassified, memory_order_relaxed);
+}
+
+void sl__fd_unclassified_reset_unsync(void)
+{
+	atomic_store_explicit(&unclassified, 0, memory_order_relaxed);
 }

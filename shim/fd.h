@@ -148,4 +148,11 @@ void sl__fdtab_classify_pending(void);
 /* The child after fork: clear the BUSY bits of threads that are gone. */
 void sl__fdtab_after_fork_unsync(void);
 
+/* An fd could not be classified in a sandbox (sandboxed.h) and passes
+ * through: counted, in the stats record if there is one. */
+void sl__fd_unclassified(void);
+/* How many fds that were (for tests and the stats record). */
+uint64_t sl__fd_unclassified_count(void);
+void sl__fd_unclassified_reset_unsync(void);
+
 #endif /* SLUICE_SHIM_FD_H */

@@ -30,12 +30,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "acchold.h"
 #include "breaker.h"
 #include "clock.h"
 #include "connwait.h"
 #include "epoll.h"
 #include "fd.h"
-#include "files.h"
+#include "fair.h"
 #include "init.h"
 #include "lease.h"
 #include "log.h"
@@ -89,6 +90,18 @@ static uint8_t fast_how(unsigned i)
 	if (!bucket)
 		return SL_FAST_OTHER;
 	return (st->fd_rules >> i) & 1 ? SL_FAST_FD_BUCKET : SL_FAST_THREAD_BUCKET;
+}
+
+/* The held-back fds (ready.c), then what builds on them: a per=peer accept
+ * holding a connection (acchold.c), connects waiting for a conns slot
+ * (connwait.c, which registers with ready.c), the fair turns (fair.c). */
+static int ready_init_unsync(const struct sl_state *st)
+{
+	if (sl__ready_init_unsync() != 0)
+		return -1;
+	if (st->eagain_rules != 0)
+		sl__ah_init_unsync();
+	return sl__cw_init_unsync() != 0 || sl__fair_init_unsync() != 0 ? -1 : 0;
 }
 
 int sl__state_init_unsync(const struct sl_policy *p)
@@ -198,10 +211,11 @@ int sl__state_init_unsync(const struct sl_policy *p)
 				(size_t)SL_THREAD_SLOTS * st->n_thread_rules);
 	if ((st->n_fd_rules && !st->fd_lims) || (st->n_thread_rules && !st->thread_lims) ||
 	    sl__fdtab_init_unsync() != 0 || sl__scope_init_unsync() != 0 ||
-	    sl__ready_init_unsync() != 0 || sl__ep_init_unsync(st->eagain_rules != 0) != 0) {
+	    ready_init_unsync(st) != 0 || sl__ep_init_unsync(st->eagain_rules != 0) != 0) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}
+	sl__stats_on_write_unsync(sl__break_stats_json);
 	if (sl__lease_init_unsync(p) != 0 || sl__break_init_unsync(p, now) != 0)
 		return -1;
 	sl__stats_reset();
@@ -265,6 +279,40 @@ static void init_policy(struct sl_policy *p)
 	sl_policy_init(p);
 }
 
+/* Check one path of variable var at start (log.h), without creating it:
+ * 0 if it may be used; else logged, the path cleared, -1. */
+static int file_check(const char *var, char *path_field, const char *path, bool warn)
+{
+	char bad[128];
+	if (sl__file_check(path, bad, sizeof(bad)) == 0)
+		return 0;
+	sl__log_write(warn ? SL_LOG_WARN : SL_LOG_ERROR,
+		      "%s=%s: the file %s; refusing to write there (use a path in a directory only "
+		      "you can write, such as $XDG_RUNTIME_DIR, or a name with %%p)%s",
+		      var, path, bad, warn ? "; it is not written (SLUICE_CONFIG_ERROR=warn)" : "");
+	path_field[0] = '\0';
+	return -1;
+}
+
+/* Check both paths of p at start: 0, or -1 (exit 2; logged). Under
+ * SLUICE_CONFIG_ERROR=warn a refused path is cleared and 0 returned. */
+static int files_check_unsync(struct sl_policy *p)
+{
+	bool warn = p->config_error == SL_CONFIG_ERROR_WARN;
+	char stats[SL_PATH_MAX + 32];
+	sl__stats_path(p->stats_file, stats, sizeof(stats));
+	int rc = 0;
+	if (p->log_file[0] != '\0' && file_check("SLUICE_LOG_FILE", p->log_file, p->log_file, warn))
+		rc = -1;
+	if (p->stats_file[0] != '\0' && file_check("SLUICE_STATS", p->stats_file, stats, warn))
+		rc = -1;
+	if (rc != 0 && !warn)
+		sl__log_write(SL_LOG_ERROR,
+			      "configuration error: exiting with status 2 "
+			      "(SLUICE_CONFIG_ERROR=warn runs without that file instead)");
+	return warn ? 0 : rc;
+}
+
 __attribute__((constructor)) static void init(void)
 {
 	int saved = errno;
@@ -275,7 +323,7 @@ __attribute__((constructor)) static void init(void)
 	sl__wrap_fd_on_io_unsync(sl__wrap_raw_io);
 	struct sl_policy p;
 	init_policy(&p);
-	if (sl__files_check_unsync(&p) != 0)
+	if (files_check_unsync(&p) != 0)
 		_exit(2);
 	if (sl__state_init_unsync(&p) != 0) {
 		sl__shm_rec_remove();

@@ -14,6 +14,8 @@
  *   real.c/h      the table of real libc functions (struct sl_real), and the
  *                 one list (SL_REAL_LIST) every wrapper is generated from;
  *   log.c/h       sl_log: level test first, stack buffer, the real write;
+ *                 SLUICE_LOG_FILE and SLUICE_STATS opened safely (no links,
+ *                 owner checked, 0600); sandboxed.h: the seccomp flag;
  *   clock.c/h     CLOCK_MONOTONIC in ns (the TSC on a fitted line behind a
  *                 seqlock, seqlock.h), and the sleep hook;
  *   state.c/h     struct sl_state: the rules, the masks the hot path tests,
@@ -31,8 +33,6 @@
  *   wrap_raw.c/h  syscall()'s I/O numbers made through the wrappers;
  *   wake.c/h      the timerfd in every epoll set that wakes a thread
  *                 waiting while another thread's hold ends;
- *   files.c/h     SLUICE_STATS and SLUICE_LOG_FILE opened safely (no links,
- *                 owner checked, 0600);
  *   stats.c/h     SLUICE_STATS, written at exit;
  *   lease.c/h     redis=KEY rules: units leased from Redis; lease_share.c/h
  *                 (on-error=local falls back to the process's recent share),
@@ -45,8 +45,9 @@
  *   fd.c/h        the fd byte the wrappers test, fd classification, the
  *                 connection records that hold conns slots, and the hooks run
  *                 when an fd number stops meaning its socket;
- *   act.c/h       one call in progress (struct sl_call): acquire, sleep to
- *                 absolute deadlines, refuse, refund, socket timeouts, EINTR;
+ *   act.c/h       one call in progress (struct sl_call, call.h; the limiter
+ *                 of each rule, rule_lim.h): acquire, sleep to absolute
+ *                 deadlines, refuse, refund, socket timeouts, EINTR;
  *   nb.c/h        non-blocking calls: a wait becomes EAGAIN or a partial
  *                 count, and the fd is held back until its tokens are there;
  *   fair.c/h      the turns of non-blocking fds waiting for one byte
@@ -90,9 +91,6 @@
  * the per=peer table's spinlock (scope.c, taken around fork with
  * pthread_atfork), a spinlock per fd for its epoll registrations (epoll.c),
  * and the lease thread's mutex (lease.c).
- *
- * Names: `sl__` for what one file of the shim gives another, `sl_` for the
- * public core and policy API only, no prefix for statics.
  *
  * Implementation notes
  * --------------------
@@ -146,10 +144,5 @@ static inline void *sl__map(size_t bytes)
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
-
-/* Anchors that make a unit test link a wrapper file from the archive even
- * when a sanitizer runtime already defines the libc names it exports. */
-extern const int sl__wrap_send_anchor, sl__wrap_recv_anchor, sl__wrap_sock_anchor,
-	sl__wrap_sockopt_anchor, sl__poll_anchor, sl__epoll_anchor, sl__wrap_fd_anchor;
 
 #endif /* SLUICE_SHIM_INTERNAL_H */

@@ -82,6 +82,7 @@
 #include "shm.h"
 #include "state.h"
 #include "redis.h"
+#include "redis_link.h"
 
 #define SL_LEASE_POLL_MIN_NS 1000000ull       /* 1 ms */
 #define SL_LEASE_POLL_MAX_NS 50000000ull      /* 50 ms */

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 
+#include "rule_lim.h"
 #include "call.h"
 #include "clock.h"
 #include "fair.h"
@@ -26,7 +27,7 @@
 #include "ready.h"
 #include "real.h"
 #include "scope.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "state.h"
 
 /* A limiter that names no instant (conns: a slot frees on a close) is

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "anchors.h"
 #include "acchold.h"
 #include "clock.h"
 #include "hup.h"

@@ -39,11 +39,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "acchold.h"
 #include "call.h"
 #include "clock.h"
-#include "connwait.h"
-#include "fair.h"
 #include "fd.h"
 #include "log.h"
 #include "ready.h"
@@ -96,6 +93,15 @@ void sl__ready_on_change_unsync(bool (*hook)(int fd))
 	change_hook = hook;
 }
 
+/* Connects waiting elsewhere (sl__ready_on_waiters_unsync); a copy, so the
+ * test is one load. */
+static struct sl_ready_waiters waiters;
+
+void sl__ready_on_waiters_unsync(const struct sl_ready_waiters *w)
+{
+	waiters = *w;
+}
+
 /* What is hidden of fd changed: tell the hook. True if it took it. */
 static bool changed(int fd)
 {
@@ -138,14 +144,12 @@ int sl__ready_init_unsync(void)
 		atomic_store_explicit(&timer_bits[w], 0, memory_order_relaxed);
 	atomic_store_explicit(&timer_words, 0, memory_order_relaxed);
 	atomic_store_explicit(&timer_next, UINT64_MAX, memory_order_relaxed);
-	if (on) {
+	if (on)
 		sl__fd_on_forget_unsync(ready_forget);
-		sl__ah_init_unsync();
-	}
 	/* Relaxed: init runs before any wrapper (or between test cases). */
 	atomic_store_explicit(&eagain_on, on, memory_order_relaxed);
 	sl__st.eagain_rules = eagain;
-	return sl__cw_init_unsync() != 0 || sl__fair_init_unsync() != 0 ? -1 : 0;
+	return 0;
 }
 
 bool sl__ready_on(void)
@@ -169,7 +173,7 @@ uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until)
 {
 	if (ready_at == NULL || (unsigned)fd >= sl__fd_cap)
 		return 0;
-	uint32_t h = sl__cw_hidden(fd, now, until); /* waits for a conns slot */
+	uint32_t h = waiters.hidden != NULL ? waiters.hidden(fd, now, until) : 0; /* a conns slot */
 	if (h != 0)
 		return h;
 	uint64_t u = *until;
@@ -326,7 +330,7 @@ static int connect_take_err(int fd)
 
 bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *ret)
 {
-	if (sl__cw_again(fd, ret))
+	if (waiters.again != NULL && waiters.again(fd, ret))
 		return true;
 	if (pend == NULL || (unsigned)fd >= sl__fd_cap ||
 	    atomic_load_explicit(&pend[fd].state, memory_order_relaxed) == SL_CONN_NONE)
@@ -346,7 +350,7 @@ bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *re
 
 int sl__connect_soerror(int fd, int *err)
 {
-	if (sl__cw_soerror(fd, err))
+	if (waiters.soerror != NULL && waiters.soerror(fd, err))
 		return 1;
 	if (pend == NULL || (unsigned)fd >= sl__fd_cap ||
 	    atomic_load_explicit(&pend[fd].state, memory_order_relaxed) == SL_CONN_NONE)

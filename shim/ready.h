@@ -26,7 +26,8 @@ enum sl_dir { SL_DIR_IN = 0, SL_DIR_OUT = 1 };
 #define SL_HIDE_ALL 0xffffffffu
 
 /* Map (once) and clear the tables, note which rules are nonblock=eagain
- * delay rules (sl__st.eagain_rules). Init only. Returns 0 or -1. */
+ * delay rules (sl__st.eagain_rules). Init only (init.c then starts
+ * connwait.c, acchold.c and fair.c, which build on it). Returns 0 or -1. */
 int sl__ready_init_unsync(void);
 /* True once the policy has a delay rule with nonblock=eagain: only then do
  * the wait wrappers do anything but call libc. Relaxed load. */
@@ -36,6 +37,16 @@ bool sl__ready_on(void);
  * fd's registrations in line and returns true if it has any (then it has
  * also re-armed the timer for what is still hidden). Init only. */
 void sl__ready_on_change_unsync(bool (*hook)(int fd));
+/* Connects that wait elsewhere (connwait.c: for a conns slot) register how
+ * to ask about theirs: asked first by sl__ready_hidden, sl__connect_again
+ * and sl__connect_soerror, with the same arguments; false / 0 when fd is
+ * not theirs. Init only. */
+struct sl_ready_waiters {
+	uint32_t (*hidden)(int fd, uint64_t now, uint64_t *until);
+	bool (*again)(int fd, int *ret);
+	int (*soerror)(int fd, int *err);
+};
+void sl__ready_on_waiters_unsync(const struct sl_ready_waiters *w);
 
 /* What is hidden of fd changed (not through sl__ready_hold): bring its
  * epoll registrations in line. */

@@ -23,10 +23,12 @@
 
 #include "log.h"
 #include "real.h"
+#include "sandboxed.h"
 
 struct sl_real sl__real;
 
 __thread int sl__busy __attribute__((tls_model("initial-exec")));
+_Atomic int sl__sandbox_on; /* sandboxed.h */
 
 static const char *const real_names[SL_REAL_COUNT] = {
 #define SL_REAL_NAME(ret, name, params, args, shape, fd) #name,

@@ -51,7 +51,7 @@
 #include "log.h"
 #include "real.h"
 #include "record.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "segment.h"
 #include "shm.h"
 #include "state.h"

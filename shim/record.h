@@ -45,8 +45,4 @@ static inline void sl__rec_publish(void)
 #define SL_REC_RECLAIM_S 2u
 void sl__rec_reclaim(void);
 
-/* exit.c: an anchor that makes a unit test link _exit from the archive
- * even when a sanitizer's runtime defines it. */
-extern const int sl__exit_anchor;
-
 #endif /* SLUICE_RECORD_H */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "redis_link.h"
 #include "redis_proto.h"
 
 struct sl_rlink {

@@ -29,9 +29,6 @@
 #include "sandbox.h"
 #include "state.h"
 
-_Atomic int sl__sandbox_on;
-static _Atomic uint64_t unclassified; /* when there is no stats record */
-
 int sl__sandbox_enter(const char *how)
 {
 	/* Not logged, not even here, before the filter: a sandboxing program
@@ -57,26 +54,10 @@ void sl__sandbox_leave(int was)
 		atomic_store_explicit(&sl__st.rec->sandboxed, 0, memory_order_relaxed);
 }
 
-void sl__sandbox_unclassified(void)
-{
-	/* Relaxed: a statistic. */
-	if (sl__st.rec != NULL)
-		atomic_fetch_add_explicit(&sl__st.rec->unclassified, 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&unclassified, 1, memory_order_relaxed);
-}
-
-uint64_t sl__sandbox_unclassified_count(void)
-{
-	if (sl__st.rec != NULL)
-		return atomic_load_explicit(&sl__st.rec->unclassified, memory_order_relaxed);
-	return atomic_load_explicit(&unclassified, memory_order_relaxed);
-}
-
 void sl__sandbox_reset_unsync(void)
 {
 	atomic_store_explicit(&sl__sandbox_on, 0, memory_order_relaxed);
-	atomic_store_explicit(&unclassified, 0, memory_order_relaxed);
+	sl__fd_unclassified_reset_unsync();
 }
 
 /* True if prctl(option, arg2) installs a filter or strict mode. */

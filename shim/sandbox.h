@@ -21,18 +21,7 @@
 #define SLUICE_SHIM_SANDBOX_H
 
 #include "internal.h"
-
-/* Nonzero once the process (one of its threads) asked for a seccomp filter. */
-extern _Atomic int sl__sandbox_on;
-
-/* True if the shim may make no query system call any more. Relaxed: the
- * flag is set before the filter's system call by the thread making it, and
- * only that thread is filtered until then (TSYNC filters other threads from
- * the same call on, after the store). */
-static inline bool sl__sandboxed(void)
-{
-	return atomic_load_explicit(&sl__sandbox_on, memory_order_relaxed) != 0;
-}
+#include "sandboxed.h"
 
 /* A seccomp filter (or strict mode) is about to be installed by the calling
  * thread, `how` naming the call (for a debugger: nothing is logged, see
@@ -44,10 +33,6 @@ void sl__sandbox_leave(int was);
 /* True if syscall(nr, a1, a2, ...) installs a seccomp filter or strict
  * mode (SYS_seccomp, or SYS_prctl with PR_SET_SECCOMP). */
 bool sl__sandbox_syscall(long nr, long a1, long a2);
-/* fd could not be classified in a sandbox and passes through: count it. */
-void sl__sandbox_unclassified(void);
-/* How many fds that were (for tests and the stats record). */
-uint64_t sl__sandbox_unclassified_count(void);
 /* The child after fork keeps the flag (the filter is inherited); tests
  * clear it. */
 void sl__sandbox_reset_unsync(void);

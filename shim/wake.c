@@ -36,7 +36,7 @@
 #include "fd.h"
 #include "log.h"
 #include "real.h"
-#include "sandbox.h"
+#include "sandboxed.h"
 #include "wake.h"
 
 static _Atomic int wake_fd = -1;

@@ -31,6 +31,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "anchors.h"
 #include "connwait.h"
 #include "fd.h"
 #include "real.h"

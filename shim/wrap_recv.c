@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "anchors.h"
 #include "act.h"
 #include "fd.h"
 #include "nb.h"

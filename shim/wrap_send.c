@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "anchors.h"
 #include "fd.h"
 #include "real.h"
 #include "xfer.h"

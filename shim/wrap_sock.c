@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "anchors.h"
 #include "accept.h"
 #include "breaker.h"
 #include "connect.h"

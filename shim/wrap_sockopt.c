@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "anchors.h"
 #include "breaker.h"
 #include "ready.h"
 #include "real.h"

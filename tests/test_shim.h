@@ -23,6 +23,8 @@
 
 #include "test_assert.h"
 
+#include "../shim/anchors.h"
+#include "../shim/rule_lim.h"
 #include "../shim/act.h"
 #include "../shim/clock.h"
 #include "../shim/fd.h"

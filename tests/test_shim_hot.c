@@ -33,14 +33,14 @@
 static int n_timeout_reads, n_sent, n_getfl;
 static uint64_t last_sent_at;
 
-int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+/* The shim reads a socket's timeout through the real getsockopt. */
+static int (*next_getsockopt)(int, int, int, void *, socklen_t *);
+
+static int count_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	static int (*next)(int, int, int, void *, socklen_t *);
-	if (next == NULL)
-		*(void **)&next = dlsym(RTLD_NEXT, "getsockopt");
 	if (level == SOL_SOCKET && (name == SO_SNDTIMEO || name == SO_RCVTIMEO))
 		n_timeout_reads++;
-	return next(fd, level, name, val, len);
+	return next_getsockopt(fd, level, name, val, len);
 }
 
 static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
@@ -85,6 +85,9 @@ static int setup(void **state)
 	sl__real.recv = fake_recv;
 	next_fcntl = f.saved.fcntl;
 	sl__real.fcntl = fake_fcntl;
+	if (next_getsockopt == NULL) /* libc's, not the shim's wrapper */
+		*(void **)&next_getsockopt = dlsym(RTLD_NEXT, "getsockopt");
+	sl__real.getsockopt = count_getsockopt;
 	*state = &f;
 	return 0;
 }
