@@ -16,9 +16,10 @@
  * The parent becomes a child subreaper (daemonised grandchildren stay its
  * descendants and are reaped by it, which the listener needs before it
  * reports POLLHUP) and runs the notification loop (loop.c) until the last
- * supervised process is gone. SIGTERM and SIGHUP sent to the launcher are
- * passed on to the program; SIGINT and SIGQUIT from a terminal already reach
- * the program's process group, so the launcher ignores them.
+ * supervised process is gone. Every signal sent to the launcher is passed on
+ * to the program (loop.c: sl_sup_signals), but for those the kernel sends to
+ * the whole process group (a terminal's Ctrl-C), which reach the program
+ * already, and job control, under which launcher and program stop together.
  */
 #include "supervise.h"
 #include "filter.h"
@@ -261,12 +262,7 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
 		return 2;
 	}
 	sigset_t block, oldmask;
-	sigemptyset(&block);
-	sigaddset(&block, SIGCHLD);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGQUIT);
+	sl_sup_signals(&block); /* read from a signalfd, passed on (loop.c) */
 	sigprocmask(SIG_BLOCK, &block, &oldmask);
 	fflush(NULL);
 	pid_t pid = fork();

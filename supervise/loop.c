@@ -117,11 +117,30 @@ static void sweep(struct sl_sup *s)
 	sl_sup_target_sweep(s);
 }
 
+void sl_sup_signals(sigset_t *set)
+{
+	sigfillset(set);
+	/* Not catchable, or the launcher's own faults: left as they are. */
+	const int keep[] = {SIGKILL, SIGSTOP, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS,
+			    /* Job control: the launcher stops and continues with
+			     * the program's process group, as a shell expects. */
+			    SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
+	for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+		sigdelset(set, keep[i]);
+}
+
+/* Every signal but SIGCHLD (sl_sup_signals) is passed on to the program,
+ * unless the kernel sent it (SI_KERNEL: a terminal's Ctrl-C, Ctrl-\, a
+ * hangup, a window change), which it sent to the program's process group,
+ * the program included: passed on it would arrive twice. SIGCHLD reaps. */
 static void on_signal(int sfd, pid_t child, int *child_status)
 {
 	struct signalfd_siginfo si;
 	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP)
+		/* Not one the launcher raised itself (a SIGPIPE of its own
+		 * write to a closed stderr). */
+		if (si.ssi_signo != SIGCHLD && si.ssi_code != SI_KERNEL &&
+		    si.ssi_pid != (uint32_t)getpid())
 			kill(child, (int)si.ssi_signo); /* a program already reaped: ESRCH */
 	}
 	int status;
@@ -138,12 +157,7 @@ int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 	struct pollfd *pfd = calloc(SL_SUP_CALLS_MAX + 2, sizeof(*pfd));
 	unsigned *pfd_call = calloc(SL_SUP_CALLS_MAX + 2, sizeof(*pfd_call));
 	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGCHLD);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGHUP);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGQUIT);
+	sl_sup_signals(&sigs);
 	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s->calls == NULL || pfd == NULL || pfd_call == NULL || sfd < 0) {
 		perror("sluice: --supervise");

@@ -20,6 +20,10 @@
  * when the call is finished (answered or dead) and its slot may be freed. */
 bool sl_sup_step(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 
+/* The signals the launcher blocks from before the fork on and reads in
+ * the loop: all but SIGKILL, SIGSTOP, the synchronous faults and job
+ * control. Each but SIGCHLD is passed on to the program (loop.c). */
+void sl_sup_signals(sigset_t *set);
 /* Supervise until the child and every descendant have exited: the status
  * the launcher exits with (launch.c). */
 int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask);

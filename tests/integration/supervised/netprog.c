@@ -15,8 +15,9 @@
  *   netprog nodump PORT SIZE        PR_SET_DUMPABLE 0, then upload
  *   netprog small PORT N            connect, N 1-byte write()s (bench)
  * Prints one JSON line: {"elapsed": seconds, "bytes": n, "calls": n,
- * "short": n, "fd": first socket fd, "eintr": n}. SIGALRM fires every 20 ms
- * (SA_RESTART off) while it runs, so held calls meet signals.
+ * "short": n, "fd": first socket fd, "eintr": n, "usr1": n, "usr2": n}.
+ * SIGALRM fires every 20 ms (SA_RESTART off) while it runs, so held calls
+ * meet signals; SIGUSR1 and SIGUSR2 are counted (SA_RESTART).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +35,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t alarms;
+static volatile sig_atomic_t alarms, usr1, usr2;
+
+static void on_usr(int sig)
+{
+	if (sig == SIGUSR1)
+		usr1++;
+	else
+		usr2++;
+}
 
 static void on_alarm(int sig)
 {
@@ -88,6 +97,11 @@ int main(int argc, char **argv)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm;
 	sigaction(SIGALRM, &sa, NULL);
+	sa.sa_handler = on_usr;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	sa.sa_flags = 0;
 	struct itimerval it = {{0, 20000}, {0, 20000}};
 	const char *mode = argv[1];
 	long calls = 0, shorts = 0, eintr = 0, firstfd = -1;
@@ -213,7 +227,7 @@ int main(int argc, char **argv)
 	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	printf("{\"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"short\": %ld, \"fd\": %ld, "
-	       "\"eintr\": %ld, \"alarms\": %d, \"cpu\": %.6f}\n",
-	       el, bytes, calls, shorts, firstfd, eintr, (int)alarms, cpu);
+	       "\"eintr\": %ld, \"alarms\": %d, \"usr1\": %d, \"usr2\": %d, \"cpu\": %.6f}\n",
+	       el, bytes, calls, shorts, firstfd, eintr, (int)alarms, (int)usr1, (int)usr2, cpu);
 	return 0;
 }

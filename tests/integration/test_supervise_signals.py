@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Supervised mode passes signals on: the launcher is the program as far as
+a signal sender can tell. USR1 and USR2 sent to the launcher reach a static
+program's handlers during a throttled download, which completes intact;
+INT, QUIT and HUP sent to the launcher of `busybox sleep 8` end it at once
+with 130, 131 and 129, as they would end the program itself; a SIGKILLed
+program's launcher exits 137. (A terminal's Ctrl-C reaches the program's
+process group itself and is not passed on a second time.)"""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from supervise_lib import SLUICE, Server, build_c, check, env_clean, run_main, sha256_file, TMP
+
+MiB = 1 << 20
+
+
+def result(out):
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def launch(args):
+    return subprocess.Popen([SLUICE, "--supervise"] + args, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env_clean())
+
+
+def usr_during_download(prog):
+    data = os.urandom(3 * MiB)
+    src = Server("source", data)
+    path = os.path.join(TMP, "download")
+    p = launch(["--recv", "1MiB/s", "--", prog, "download", str(src.port), path])
+    time.sleep(0.6)  # the program's handlers are installed by then
+    sent = {"usr1": 0, "usr2": 0}
+    for k in range(5):
+        sig = signal.SIGUSR1 if k % 2 == 0 else signal.SIGUSR2
+        if p.poll() is None:
+            os.kill(p.pid, sig)
+            sent["usr1" if sig == signal.SIGUSR1 else "usr2"] += 1
+        time.sleep(0.3)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    r = result(out)
+    check(p.returncode == 0, "USR1/USR2 during a download: exit 0 (rc=%s, %r)"
+          % (p.returncode, err[-300:]))
+    check(sent == {"usr1": 3, "usr2": 2}, "3 USR1 and 2 USR2 sent during the download (%r)" % sent)
+    check(r.get("usr1") == 3 and r.get("usr2") == 2,
+          "the program's handlers saw 3 USR1 and 2 USR2 (%r)" % {k: r.get(k) for k in sent})
+    check(os.path.exists(path) and sha256_file(path) == hashlib.sha256(data).hexdigest(),
+          "the 3 MiB download is intact (sha256)")
+    check(r.get("elapsed", 0) >= (len(data) - 5243) / MiB - 0.001,
+          "and throttled: %.3f s at 1 MiB/s" % r.get("elapsed", 0))
+    src.close()
+
+
+def ends_with(sig, want, busybox):
+    p = launch(["--send", "1MiB/s", "--", busybox, "sleep", "8"])
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    os.kill(p.pid, sig)
+    try:
+        p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+    took = time.monotonic() - t0
+    name = signal.Signals(sig).name
+    # The launcher re-raises the program's signal: Popen reports -SIG, a
+    # shell $? of 128 + SIG.
+    check(p.returncode in (-sig, want), "%s to the launcher of busybox sleep 8: status %s (wants "
+          "%d, as the program's own)" % (name, p.returncode, want))
+    check(took < 2, "%s: ended in %.2f s (< 2 s)" % (name, took))
+
+
+def killed(busybox):
+    p = launch(["--send", "1MiB/s", "--", busybox, "sleep", "8"])
+    time.sleep(0.5)
+    kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    check(len(kids) == 1, "the program is the launcher's child (%r)" % kids)
+    t0 = time.monotonic()
+    for k in kids:
+        os.kill(int(k), signal.SIGKILL)
+    try:
+        p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+    took = time.monotonic() - t0
+    check(p.returncode in (-signal.SIGKILL, 137), "program SIGKILLed: the launcher's status %s "
+          "(wants 137)" % p.returncode)
+    check(took < 2, "program SIGKILLed: the launcher ended in %.2f s" % took)
+
+
+def body():
+    prog = build_c()
+    usr_during_download(prog)
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        print("not run: the busybox cases (Debian: busybox, which scripts/deps.sh test installs)")
+        return
+    for sig, want in ((signal.SIGINT, 130), (signal.SIGQUIT, 131), (signal.SIGHUP, 129),
+                      (signal.SIGTERM, 143)):
+        ends_with(sig, want, busybox)
+    killed(busybox)
+
+
+if __name__ == "__main__":
+    run_main(body)
