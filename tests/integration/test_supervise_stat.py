@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A supervised server's counters in `sluice stat`, as the preload counts
+them (engine/count.h): busybox httpd (static) under `--conns 2`, five
+requests, then `sluice stat --json` shows the conns rule's five calls
+admitted (it showed 0). Not its sends: each request's child dup2()s the
+socket onto fds 0 and 1, below the fds supervised mode traps (README)."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+
+from supervise_lib import SLUICE, TMP, check, env_clean, run_main
+
+
+def body():
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        print("SKIP: busybox is not installed (Debian: busybox-static, which scripts/deps.sh test "
+              "installs)")
+        raise SystemExit(77)
+    www = os.path.join(TMP, "www")
+    os.makedirs(www)
+    page = b"x" * 3000
+    with open(os.path.join(www, "index.html"), "wb") as f:
+        f.write(page)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    p = subprocess.Popen([SLUICE, "--supervise", "--conns", "2", "--", busybox,
+                          "httpd", "-f", "-p", "127.0.0.1:%d" % port, "-h", www],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_clean())
+    try:
+        got = []
+        end = time.monotonic() + 10
+        while len(got) < 5 and time.monotonic() < end:
+            try:
+                got.append(urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=5).read())
+            except OSError:
+                time.sleep(0.05)  # not listening yet
+        check(got == [page] * 5, "5 requests to a supervised busybox httpd answered whole (%d)"
+              % len(got))
+        st = subprocess.run([SLUICE, "stat", "--json"], capture_output=True, text=True,
+                            env=env_clean(), timeout=30)
+        rules = {}
+        for proc in json.loads(st.stdout or "{}").get("processes", []):
+            for r in proc["rules"]:
+                e = rules.setdefault(r["rule"], {"calls": 0, "admitted": 0, "bytes": 0})
+                for k in e:
+                    e[k] += r[k]
+        conns = rules.get("conns:2", {})
+        print("measured: sluice stat: conns:2 %r" % conns)
+        check(conns.get("calls", 0) >= 5 and conns.get("admitted", 0) >= 5,
+              "the conns rule counted the 5 accepted connections (%r)" % conns)
+    finally:
+        p.terminate()
+        p.communicate(timeout=10)
+
+
+if __name__ == "__main__":
+    run_main(body)
