@@ -71,6 +71,7 @@
 #include "decide.h"
 #include "fair.h"
 #include "fd.h"
+#include "fdscan.h"
 #include "lease.h"
 #include "log.h"
 #include "nb.h"

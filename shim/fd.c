@@ -22,7 +22,7 @@
  * Sockets are classified where they are made (socket, socketpair, accept:
  * sl__fd_created), a dup shares its original's classification, and the fds
  * a process inherits through exec are classified by the constructor
- * (sl__fd_scan_unsync): so a process that later installs a seccomp filter
+ * (sl__fd_scan_unsync, fdscan.c): so a process that later installs a seccomp filter
  * (sandbox.h), and the children it forks, already know their sockets, and
  * nothing asks the kernel once the filter is there. A socket that still
  * needs classifying then passes through, counted as unclassified.
@@ -30,7 +30,7 @@
  * An fd may still change behind our back (fclose() and glibc's own opens
  * work inside libc, where no wrapper sees them; a raw system call
  * instruction). Each record keeps its socket's inode (st_dev, st_ino), and
- * sl__fd_same compares it with an fstat of the fd, only when a rule is
+ * sl__fd_same (fdscan.c) compares it with an fstat of the fd, only when a rule is
  * about to make a call wait or refuse it (act.c): a stale record may charge
  * a call, never hold it back, and the unmatched path pays nothing.
  *
@@ -63,6 +63,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "conn.h"
 #include "fd.h"
 #include "record.h"
 #include "log.h"
@@ -75,35 +76,24 @@
 
 _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
 
-struct conn {
-	_Atomic uint32_t refs; /* fds referring to the connection; 0 = free */
-	uint32_t n;
-	struct sl_limiter *lims[SL_CONN_RULES];
-};
-
-struct sl_fdrec *sl__fdrecs;    /* [sl__fd_cap], mmap'd by sl__fdtab_init_unsync */
-static struct conn *conn_table; /* [sl__fd_cap] */
+struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap], mmap'd by sl__fdtab_init_unsync */
 static _Atomic int big_fd_logged;
 static _Atomic uint32_t busy_hi; /* 1 + the highest fd ever classified */
 /* What other modules do when an fd number is forgotten (init only). */
 static void (*forget_hooks[6])(int fd);
 static unsigned n_forget_hooks;
-/* The deferred connects' hooks (connwait.c), or NULL (init only). */
-static const struct sl_conn_hooks *conn_hooks;
 
 /* Allocate the records (once; later calls just clear them). Not
  * thread-safe: init only. Returns 0 or -1. */
 int sl__fdtab_init_unsync(void)
 {
-	if (sl__fdrecs == NULL || conn_table == NULL) {
+	if (sl__fdrecs == NULL || !sl__conn_mapped()) {
 		if (sl__fdrecs == NULL)
 			sl__fdrecs = sl__map(sizeof(struct sl_fdrec) * sl__fd_cap);
-		if (conn_table == NULL)
-			conn_table = sl__map(sizeof(struct conn) * sl__fd_cap);
 		/* Fresh mappings are zero, and so is sl__fdbits until the first
 		 * init (no wrapper sets a bit before it): clearing them would
 		 * only make 10 MB resident in every process. */
-		return sl__fdrecs == NULL || conn_table == NULL ? -1 : 0;
+		return sl__fdrecs == NULL || sl__conn_init_unsync(false) != 0 ? -1 : 0;
 	}
 	sl__fdtab_reset_unsync();
 	return 0;
@@ -115,7 +105,7 @@ void sl__fdtab_reset_unsync(void)
 		atomic_store_explicit(&sl__fdbits[i], 0, memory_order_relaxed);
 	if (sl__fdrecs != NULL) {
 		memset(sl__fdrecs, 0, sizeof(struct sl_fdrec) * sl__fd_cap);
-		memset(conn_table, 0, sizeof(struct conn) * sl__fd_cap);
+		sl__conn_init_unsync(true);
 	}
 }
 
@@ -254,7 +244,7 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 		atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
 					  memory_order_release);
 		if ((b & SL_FDB_PASS_ALL) != SL_FDB_PASS_ALL)
-			sl__fd_unclassified();
+			sl__rec_unclassified();
 		return NULL;
 	}
 	int saved = errno;
@@ -318,53 +308,6 @@ bool sl__fd_get(int fd, struct sl_fdrec *out)
 	return true;
 }
 
-/* Give back one slot of conns limiter l (and uncount it if l is shared). */
-static void conn_release(struct sl_limiter *l)
-{
-	sl_limiter_release(l, 1);
-	sl__shm_hold(l, -1);
-	sl__peer_unpin(l); /* last: l may be re-used once unpinned */
-}
-
-/* Drop one reference to connection record c (index + 1); the last one
- * gives back every slot it holds. */
-static void conn_put(uint32_t c)
-{
-	struct conn *cn = &conn_table[c - 1];
-	/* Copied before the reference is dropped: once refs is 0 another
-	 * thread's sl__fd_set_conn may claim and rewrite the record. The
-	 * creator wrote them before publishing c (release in fd_attach),
-	 * and we hold a reference, so they are stable until the fetch_sub. */
-	struct sl_limiter *lims[SL_CONN_RULES];
-	uint32_t n = cn->n;
-	memcpy(lims, cn->lims, sizeof(lims));
-	/* The last reference asks the hook whether the slots were taken (a
-	 * deferred connect takes them when it starts): asked while refs is
-	 * still 1, so that the record cannot be claimed again meanwhile. */
-	bool held = true, asked = false;
-	uint32_t r = atomic_load_explicit(&cn->refs, memory_order_acquire);
-	for (;;) {
-		if (r == 1 && !asked && conn_hooks != NULL) {
-			held = conn_hooks->last(c);
-			asked = true;
-		}
-		/* acq_rel: release, so that this dropper's reads of the record
-		 * happen before a later claimer rewrites it (the acquire CAS of
-		 * refs in sl__fd_set_conn); acquire, so that the last dropper's
-		 * releases come after every other dropper's reads. */
-		if (atomic_compare_exchange_weak_explicit(&cn->refs, &r, r - 1,
-							  memory_order_acq_rel,
-							  memory_order_acquire))
-			break;
-	}
-	if (r != 1)
-		return;
-	for (uint32_t i = 0; held && i < n; i++)
-		conn_release(lims[i]);
-	if (held && n != 0 && conn_hooks != NULL)
-		conn_hooks->released();
-}
-
 /* Mark fd unknown but keep its connection (its peer changed), and its
  * per-fd limiters if it was classified (it is the same socket: SL_FDB_KEEP
  * tells the reclassification not to reset them). */
@@ -406,10 +349,8 @@ void sl__fd_forget(int fd)
 	 * refers to its record after it marked it started; this closer looks
 	 * at that mark after the exchange (conn_hooks->closing). */
 	uint32_t c = atomic_exchange(&sl__fdrecs[fd].conn, 0);
-	if (c != 0 && conn_hooks != NULL)
-		conn_hooks->closing(fd, c);
 	if (c != 0)
-		conn_put(c);
+		sl__conn_closing(fd, c);
 }
 
 /* Make fd refer to connection record c (index + 1), already referenced. */
@@ -419,7 +360,7 @@ static void fd_attach(int fd, uint32_t c)
 	uint32_t old = atomic_exchange_explicit(&sl__fdrecs[fd].conn, c, memory_order_acq_rel);
 	atomic_fetch_or_explicit(&sl__fdbits[fd], (uint8_t)SL_FDB_CONN, memory_order_relaxed);
 	if (old != 0)
-		conn_put(old);
+		sl__conn_put(old);
 }
 
 /* newfd (just forgotten) is a dup of oldfd: give it oldfd's classification,
@@ -460,31 +401,8 @@ void sl__fd_dup(int oldfd, int newfd)
 	uint32_t c = atomic_load_explicit(&sl__fdrecs[oldfd].conn, memory_order_acquire);
 	if (c == 0)
 		return;
-	/* Relaxed: the reference is taken while oldfd holds one, so the record
-	 * cannot be freed under us (unless the program races close and dup). */
-	atomic_fetch_add_explicit(&conn_table[c - 1].refs, 1, memory_order_relaxed);
+	sl__conn_ref(c); /* while oldfd holds one: the record stays */
 	fd_attach(newfd, c);
-}
-
-/* Claim a free connection record for fd's slots of lims (at most
- * SL_CONN_RULES): index + 1 with one reference, or 0 if none is free. */
-static uint32_t conn_claim(int fd, struct sl_limiter *const *lims, unsigned n)
-{
-	for (uint32_t probe = 0; probe < sl__fd_cap; probe++) {
-		uint32_t i = ((uint32_t)fd + probe) % sl__fd_cap;
-		uint32_t expect = 0;
-		/* Acquire: the previous owner's last writes are done. */
-		if (!atomic_compare_exchange_strong_explicit(&conn_table[i].refs, &expect, 1,
-							     memory_order_acquire,
-							     memory_order_relaxed))
-			continue;
-		struct conn *cn = &conn_table[i];
-		cn->n = n > SL_CONN_RULES ? SL_CONN_RULES : n;
-		for (unsigned j = 0; j < cn->n; j++)
-			cn->lims[j] = lims[j];
-		return i + 1;
-	}
-	return 0;
 }
 
 void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
@@ -496,9 +414,9 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 		sl__peer_pin(lims[i]);
 	uint32_t c = 0;
 	if ((unsigned)fd < sl__fd_cap && sl__fdrecs != NULL)
-		c = conn_claim(fd, lims, n);
+		c = sl__conn_claim(fd, lims, n);
 	for (unsigned j = c != 0 ? SL_CONN_RULES : 0; j < n; j++)
-		conn_release(lims[j]);
+		sl__conn_release(lims[j]);
 	if (c != 0)
 		fd_attach(fd, c);
 }
@@ -507,17 +425,12 @@ uint32_t sl__fd_conn_claim(int fd, struct sl_limiter *const *lims, unsigned n)
 {
 	if (n == 0 || n > SL_CONN_RULES || (unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
 		return 0;
-	return conn_claim(fd, lims, n);
+	return sl__conn_claim(fd, lims, n);
 }
 
 void sl__fd_conn_attach(int fd, uint32_t c)
 {
 	fd_attach(fd, c);
-}
-
-void sl__fd_on_conn_unsync(const struct sl_conn_hooks *hooks)
-{
-	conn_hooks = hooks;
 }
 
 void sl__fdtab_after_fork_unsync(void)
@@ -568,55 +481,6 @@ void sl__fd_forget_range(unsigned first, unsigned last, int flags)
 			sl__fd_forget((int)fd);
 }
 
-bool sl__fd_same(int fd)
-{
-	if (sl__sandboxed() || (unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL ||
-	    !(atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY))
-		return true;
-	uint64_t dev = sl__fdrecs[fd].dev, ino = sl__fdrecs[fd].ino;
-	if (ino == 0) /* fstat failed when it was classified: nothing to compare */
-		return true;
-	int saved = errno;
-	struct stat st;
-	bool same = fstat(fd, &st) == 0 && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino;
-	if (!same) {
-		sl_log(SL_LOG_DEBUG,
-		       "fd %d is no longer the socket it was classified as: "
-		       "classified again",
-		       fd);
-		sl__fd_forget(fd);
-	}
-	errno = saved;
-	return same;
-}
-
-void sl__fd_scan_unsync(void)
-{
-	if (!sl__st.active || sl__fdrecs == NULL)
-		return;
-	int saved = errno;
-	DIR *d = opendir("/proc/self/fd");
-	if (d == NULL) {
-		/* No /proc: the low fds, where inherited sockets usually are
-		 * (a closed one fails its classification and stays unknown). */
-		for (int fd = 0; fd < 256 && (unsigned)fd < sl__fd_cap; fd++)
-			(void)sl__fd_rec(fd);
-		errno = saved;
-		return;
-	}
-	const int own = dirfd(d);
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL) {
-		char *end;
-		long fd = strtol(e->d_name, &end, 10);
-		if (end != e->d_name && *end == '\0' && fd >= 0 && fd != own &&
-		    (unsigned long)fd < sl__fd_cap)
-			(void)sl__fd_rec((int)fd);
-	}
-	closedir(d);
-	errno = saved;
-}
-
 void sl__fdtab_classify_pending(void)
 {
 	if (!sl__st.active || sl__sandboxed() || sl__fdrecs == NULL)
@@ -631,27 +495,4 @@ void sl__fdtab_classify_pending(void)
 			(void)sl__fd_rec((int)fd);
 	}
 	errno = saved;
-}
-
-static _Atomic uint64_t unclassified; /* when there is no stats record */
-
-void sl__fd_unclassified(void)
-{
-	/* Relaxed: a statistic. */
-	if (sl__st.rec != NULL)
-		atomic_fetch_add_explicit(&sl__st.rec->unclassified, 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&unclassified, 1, memory_order_relaxed);
-}
-
-uint64_t sl__fd_unclassified_count(void)
-{
-	if (sl__st.rec != NULL)
-		return atomic_load_explicit(&sl__st.rec->unclassified, memory_order_relaxed);
-	return atomic_load_explicit(&unclassified, memory_order_relaxed);
-}
-
-void sl__fd_unclassified_reset_unsync(void)
-{
-	atomic_store_explicit(&unclassified, 0, memory_order_relaxed);
 }

@@ -10,10 +10,9 @@
 #define SLUICE_SHIM_FD_H
 
 #include "addr.h"
+#include "conn.h"
 #include "internal.h"
 #include "state.h"
-
-#define SL_CONN_RULES 8 /* conns rules one connection may hold a slot of */
 
 /* close_range's flags (linux/close_range.h): UNSHARE and CLOEXEC. */
 #define SL_CLOSE_RANGE_CLOEXEC (1u << 2)
@@ -105,14 +104,6 @@ void sl__fd_opened(int fd);
 /* close_range(first, last, flags) is about to run: forget the fds it will
  * close (none if it would fail with EINVAL or only sets close-on-exec). */
 void sl__fd_forget_range(unsigned first, unsigned last, int flags);
-/* True unless fd provably no longer is the socket it was classified as
- * (another inode: it changed through a path no wrapper saw). One fstat;
- * called only when a rule is about to act on fd, never in a sandbox. If it
- * returns false, fd is forgotten (its next call classifies it again). */
-bool sl__fd_same(int fd);
-/* Classify every fd open now (the constructor: fds inherited through exec
- * are classified before the program can install a seccomp filter). */
-void sl__fd_scan_unsync(void);
 /* Record that fd holds one slot of each limiter in lims (a new connection). */
 void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n);
 /* A connection whose slots are taken later (a deferred connect,
@@ -121,19 +112,6 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n);
 uint32_t sl__fd_conn_claim(int fd, struct sl_limiter *const *lims, unsigned n);
 /* Make fd refer to record c, whose reference the caller hands over. */
 void sl__fd_conn_attach(int fd, uint32_t c);
-/* What the owner of deferred connects is told about connection records. */
-struct sl_conn_hooks {
-	/* fd stops referring to record c (its close): runs after fd's
-	 * reference is cut (seq_cst), before it is dropped. */
-	void (*closing)(int fd, uint32_t c);
-	/* The last reference to record c is being dropped: true if its slots
-	 * were taken (they are then given back). */
-	bool (*last)(uint32_t c);
-	/* Slots were given back (a waiting connect may take them). */
-	void (*released)(void);
-};
-/* Register them. Init only. */
-void sl__fd_on_conn_unsync(const struct sl_conn_hooks *hooks);
 /* Mark fd unknown but keep its connection (connect changed its peer). */
 void sl__fd_invalidate(int fd);
 /* Allocate (once) and clear the table. Init only. Returns 0 or -1. */
@@ -147,12 +125,5 @@ void sl__fdtab_reset_unsync(void);
 void sl__fdtab_classify_pending(void);
 /* The child after fork: clear the BUSY bits of threads that are gone. */
 void sl__fdtab_after_fork_unsync(void);
-
-/* An fd could not be classified in a sandbox (sandboxed.h) and passes
- * through: counted, in the stats record if there is one. */
-void sl__fd_unclassified(void);
-/* How many fds that were (for tests and the stats record). */
-uint64_t sl__fd_unclassified_count(void);
-void sl__fd_unclassified_reset_unsync(void);
 
 #endif /* SLUICE_SHIM_FD_H */

@@ -36,6 +36,7 @@
 #include "connwait.h"
 #include "epoll.h"
 #include "fd.h"
+#include "fdscan.h"
 #include "fair.h"
 #include "init.h"
 #include "lease.h"

@@ -277,3 +277,26 @@ void sl__rec_reclaim(void)
 	}
 	errno = saved;
 }
+
+static _Atomic uint64_t unclassified; /* when there is no stats record */
+
+void sl__rec_unclassified(void)
+{
+	/* Relaxed: a statistic. */
+	if (sl__st.rec != NULL)
+		atomic_fetch_add_explicit(&sl__st.rec->unclassified, 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&unclassified, 1, memory_order_relaxed);
+}
+
+uint64_t sl__rec_unclassified_count(void)
+{
+	if (sl__st.rec != NULL)
+		return atomic_load_explicit(&sl__st.rec->unclassified, memory_order_relaxed);
+	return atomic_load_explicit(&unclassified, memory_order_relaxed);
+}
+
+void sl__rec_unclassified_reset_unsync(void)
+{
+	atomic_store_explicit(&unclassified, 0, memory_order_relaxed);
+}

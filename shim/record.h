@@ -45,4 +45,11 @@ static inline void sl__rec_publish(void)
 #define SL_REC_RECLAIM_S 2u
 void sl__rec_reclaim(void);
 
+/* An fd could not be classified in a sandbox (sandboxed.h) and passes
+ * through: counted in the record (`sluice stat`), or here until there is
+ * one; how many; cleared (tests). */
+void sl__rec_unclassified(void);
+uint64_t sl__rec_unclassified_count(void);
+void sl__rec_unclassified_reset_unsync(void);
+
 #endif /* SLUICE_RECORD_H */

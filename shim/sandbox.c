@@ -26,6 +26,7 @@
 
 #include "fd.h"
 #include "real.h"
+#include "record.h"
 #include "sandbox.h"
 #include "state.h"
 
@@ -57,7 +58,7 @@ void sl__sandbox_leave(int was)
 void sl__sandbox_reset_unsync(void)
 {
 	atomic_store_explicit(&sl__sandbox_on, 0, memory_order_relaxed);
-	sl__fd_unclassified_reset_unsync();
+	sl__rec_unclassified_reset_unsync();
 }
 
 /* True if prctl(option, arg2) installs a filter or strict mode. */

@@ -28,6 +28,7 @@
 #include "../shim/act.h"
 #include "../shim/clock.h"
 #include "../shim/fd.h"
+#include "../shim/fdscan.h"
 #include "../shim/init.h"
 #include "../shim/nb.h"
 #include "../shim/ready.h"

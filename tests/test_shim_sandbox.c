@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "test_shim.h"
+#include "../shim/record.h"
 #include "../shim/sandbox.h"
 
 #define SEC 1000000000ull
@@ -118,7 +119,7 @@ static void test_sandbox_classified_before(void **state)
 	}
 	assert_dec_equal(n_getsockopt, before);
 	assert_dec_equal(n_fcntl, 0);
-	assert_dec_equal(sl__fd_unclassified_count(), 0);
+	assert_dec_equal(sl__rec_unclassified_count(), 0);
 }
 
 /* A socket never classified before the filter passes through, unthrottled,
@@ -135,7 +136,7 @@ static void test_sandbox_unclassified_passes(void **state)
 	assert_dec_equal(send(cli, buf, sizeof(buf), 0), 3000);
 	assert_dec_equal(sent.n, 2);
 	assert_dec_equal(sent.t[1], T0);
-	assert_dec_equal(sl__fd_unclassified_count(), 1);
+	assert_dec_equal(sl__rec_unclassified_count(), 1);
 	int d = dup(srv);
 	assert_true(d >= 0);
 	assert_dec_equal(send(d, buf, 2000, 0), 2000);

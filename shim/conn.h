@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.h - connection records (conn.c): the conns slots one connection
+ * holds, referred to by index + 1 from every fd of it (fd.h: sl_fdrec.conn).
+ *
+ * API: thread-safe (reference counts); _unsync: init only.
+ */
+#ifndef SLUICE_SHIM_CONN_H
+#define SLUICE_SHIM_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+#define SL_CONN_RULES 8 /* conns rules one connection may hold a slot of */
+
+/* Map (once; clear: zero it again) the records. 0 or -1. */
+int sl__conn_init_unsync(bool clear);
+bool sl__conn_mapped(void);
+/* Claim a free record for fd's slots of lims (at most SL_CONN_RULES): index
+ * + 1 with one reference, or 0 if none is free. */
+uint32_t sl__conn_claim(int fd, struct sl_limiter *const *lims, unsigned n);
+/* One more reference to record c (a dup), taken while another is held. */
+void sl__conn_ref(uint32_t c);
+/* Drop one reference to record c; the last gives back its slots. */
+void sl__conn_put(uint32_t c);
+/* fd stopped referring to record c (its close): the hooks, then the drop. */
+void sl__conn_closing(int fd, uint32_t c);
+/* Give back one slot of conns limiter l (uncounted if l is shared). */
+void sl__conn_release(struct sl_limiter *l);
+/* What the owner of deferred connects is told about connection records. */
+struct sl_conn_hooks {
+	/* fd stops referring to record c (its close): runs after fd's
+	 * reference is cut (seq_cst), before it is dropped. */
+	void (*closing)(int fd, uint32_t c);
+	/* The last reference to record c is being dropped: true if its slots
+	 * were taken (they are then given back). */
+	bool (*last)(uint32_t c);
+	/* Slots were given back (a waiting connect may take them). */
+	void (*released)(void);
+};
+/* Register them. Init only. */
+void sl__fd_on_conn_unsync(const struct sl_conn_hooks *hooks);
+
+#endif /* SLUICE_SHIM_CONN_H */
