@@ -10,30 +10,7 @@
  * with a backoff of 1 ms doubling to 50 ms when they give none (a conns slot
  * frees only on a close).
  *
- * Limits on waiting, whichever comes first:
- *   max-delay     the call fails with the rule's errno;
- *   SO_SNDTIMEO / SO_RCVTIMEO (read once per call, only if a wait is due:
- *                 every rule polices first, and only a refusal asks for
- *                 the limit of a reservation)
- *                 the call fails with EAGAIN, as the kernel's would;
- *   a signal      the wait is resumed, as the kernel restarts a socket
- *                 call, when (1) every handler the program has installed
- *                 for an asynchronous signal has SA_RESTART and (2) the
- *                 socket has no SO_SNDTIMEO/SO_RCVTIMEO for the call (the
- *                 kernel never restarts a socket call with a timeout).
- *                 Otherwise the reservation is given back and the call
- *                 fails with EINTR having transferred nothing (callers
- *                 return a partial count instead when an earlier piece went
- *                 out). Which signal interrupted the sleep cannot be known,
- *                 so (1) is judged on all of them: a program with any
- *                 non-restarting handler (a SIGALRM timeout, a shutdown
- *                 flag) may rely on EINTR, and keeps it; the price is that
- *                 it also sees EINTR for its SA_RESTART signals during a
- *                 wait. The dispositions are read (sigaction, about 64
- *                 calls) only after an EINTR; handlers of synchronous
- *                 signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
- *                 SIGSYS: sanitizers, crash reporters) are left out, as they
- *                 cannot interrupt a sleep.
+ * Limits on waiting (max-delay, the socket's timeout, signals): wait.c.
  *
  * Non-blocking calls (nb.c): a delay rule with nonblock=eagain does not
  * wait on a call that must not block (c->nb_rules): it polices, and its
@@ -68,6 +45,7 @@
 #include "act.h"
 #include "record.h"
 #include "clock.h"
+#include "count.h"
 #include "decide.h"
 #include "fair.h"
 #include "fd.h"
@@ -80,6 +58,7 @@
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
+#include "wait.h"
 
 __thread int sl__call_refused __attribute__((tls_model("initial-exec")));
 
@@ -116,29 +95,10 @@ static uint64_t call_now(struct sl_call *c)
 	return sl__clock_ns();
 }
 
-/* The absolute instant the socket's own timeout expires (UINT64_MAX: none),
- * read on first need. errno is preserved. */
-static uint64_t call_timeout(struct sl_call *c)
-{
-	if (!c->timeout_known) {
-		c->timeout_known = true;
-		struct timeval tv;
-		socklen_t l = sizeof(tv);
-		int saved = errno;
-		if (SL_REAL(getsockopt)(c->fd, SOL_SOCKET, c->timeout_opt, &tv, &l) == 0 &&
-		    (tv.tv_sec > 0 || tv.tv_usec > 0))
-			c->timeout_ns = sl__sat_add(c->start_ns,
-						    (uint64_t)tv.tv_sec * 1000000000u +
-							    (uint64_t)tv.tv_usec * 1000u);
-		errno = saved;
-	}
-	return c->timeout_ns;
-}
-
 /* The instant past which rule r may not make call c wait. */
 static uint64_t call_limit(struct sl_call *c, const struct sl_rule *r)
 {
-	return sl_decide_limit(r, c->start_ns, call_timeout(c));
+	return sl_decide_limit(r, c->start_ns, sl__call_timeout(c));
 }
 
 /* The errno of a refusal by rule r: EAGAIN when the socket timeout, not
@@ -147,55 +107,7 @@ static int call_errno(struct sl_call *c, const struct sl_rule *r, bool never)
 {
 	if (never || r->action != SL_ACTION_DELAY) /* no timeout to read */
 		return sl_rule_errno(r, c->op);
-	return sl_decide_errno(r, c->op, c->start_ns, call_timeout(c), never);
-}
-
-/* True if every handler installed for an asynchronous signal has
- * SA_RESTART (see the file comment). */
-static bool sig_all_restart(void)
-{
-	for (int s = 1; s < NSIG; s++) {
-		struct sigaction sa;
-		if (s == SIGSEGV || s == SIGBUS || s == SIGFPE || s == SIGILL || s == SIGTRAP ||
-		    s == SIGSYS || sigaction(s, NULL, &sa) != 0)
-			continue;
-		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
-		    !(sa.sa_flags & SA_RESTART))
-			return false;
-	}
-	return true;
-}
-
-/* True if a wait of call c that a signal interrupted is to be resumed, as
- * the kernel would restart the call. errno is preserved. */
-static bool call_restarts(struct sl_call *c)
-{
-	if (sl__sandboxed()) /* sigaction is not ours to call there */
-		return true;
-	int saved = errno;
-	bool r = call_timeout(c) == UINT64_MAX && sig_all_restart();
-	errno = saved;
-	return r;
-}
-
-/* Sleep until t, counting the time slept. Returns 0 or EINTR. A sleep the
- * system refuses (a seccomp filter: ENOSYS, EPERM, EACCES) makes the call
- * pass through (c->passing) and returns 0. */
-static int call_sleep(struct sl_call *c, uint64_t t)
-{
-	uint64_t before = sl__clock_ns();
-	if (t <= before)
-		return 0;
-	int e;
-	while ((e = sl__sleep_until(t)) == EINTR && call_restarts(c))
-		;
-	uint64_t after = sl__clock_ns();
-	c->waited_ns += after > before ? after - before : 0;
-	if (e != 0 && e != EINTR) {
-		c->passing = true;
-		e = 0;
-	}
-	return e;
+	return sl_decide_errno(r, c->op, c->start_ns, sl__call_timeout(c), never);
 }
 
 /* True if call c passes through from now on: checks once per call, when a
@@ -211,26 +123,11 @@ static bool call_passes(struct sl_call *c)
 	return c->passing;
 }
 
-static void stats_max(_Atomic uint64_t *m, uint64_t v)
-{
-	/* Relaxed: a statistic, read at exit only. */
-	uint64_t cur = atomic_load_explicit(m, memory_order_relaxed);
-	while (cur < v && !atomic_compare_exchange_weak_explicit(m, &cur, v, memory_order_relaxed,
-								 memory_order_relaxed))
-		;
-}
-
-static void stats_add(_Atomic uint64_t *m, uint64_t v)
-{
-	/* Relaxed: a statistic, read at exit only. */
-	atomic_fetch_add_explicit(m, v, memory_order_relaxed);
-}
-
 static void dry_run_note(struct sl_call *c, unsigned i, bool refuse, uint64_t wait_ns)
 {
 	/* A would-be delay is counted once per call, by sl__call_end. */
 	if (refuse)
-		stats_add(&sl__st.stats[i].refused, 1);
+		sl_count_refused(&sl__st.stats[i]);
 	else
 		c->delayed_rules |= (uint32_t)1 << i;
 	sl_log(SL_LOG_INFO, "dry-run: rule %u would %s %s on fd %d (wait %llu us)", i + 1,
@@ -340,7 +237,7 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, s
 		}
 		if (at != UINT64_MAX) {
 			c->delayed_rules |= (uint32_t)1 << i;
-			if (call_sleep(c, at) == EINTR)
+			if (sl__call_sleep(c, at) == EINTR)
 				return EINTR;
 			if (c->passing)
 				return 0;
@@ -351,7 +248,7 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, s
 			d = sl_limiter_acquire(l, n, now, 0);
 			continue;
 		}
-		stats_add(&sl__st.stats[i].refused, 1);
+		sl_count_refused(&sl__st.stats[i]);
 		sl_log(SL_LOG_DEBUG, "rule %u refuses %s on fd %d", i + 1, sl_op_name(c->op),
 		       c->fd);
 		return call_errno(c, r, a.never);
@@ -393,7 +290,7 @@ int sl__admit(struct sl_call *c, uint32_t rules, uint64_t n, struct sl_grant *g)
 		if (c->defer && sl__call_nb(c) != 0)
 			c->ready_ns = due;
 		else
-			err = call_sleep(c, due);
+			err = sl__call_sleep(c, due);
 	}
 	if (err != 0 || c->passing) {
 		sl__grant_refund(c, g, n);
@@ -483,12 +380,12 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 		/* at is UINT64_MAX when no wait helps (on-error=closed). */
 		if (!wait || r->action == SL_ACTION_REJECT || at > call_limit(c, r) ||
 		    at == UINT64_MAX) {
-			stats_add(&sl__st.stats[worst].refused, 1);
+			sl_count_refused(&sl__st.stats[worst]);
 			*err = call_errno(c, r, false);
 			return 0;
 		}
 		c->delayed_rules |= (uint32_t)1 << worst;
-		if (call_sleep(c, at) == EINTR) {
+		if (sl__call_sleep(c, at) == EINTR) {
 			*err = EINTR;
 			return 0;
 		}
@@ -521,7 +418,7 @@ void sl__charge(struct sl_call *c, uint32_t rules, uint64_t n)
 void sl__stats_bytes(uint32_t rules, uint64_t n)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		stats_add(&sl__st.stats[__builtin_ctz(rest)].bytes, n);
+		sl_count_add(&sl__st.stats[__builtin_ctz(rest)].bytes, n);
 }
 
 void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t bytes)
@@ -529,12 +426,8 @@ void sl__call_end_bytes(struct sl_call *c, uint32_t rules, bool ok, uint64_t byt
 	if (__builtin_expect(c->credit_rules != 0, 0)) /* a turn's units left */
 		sl__fair_return(c);
 	sl__stats_end(rules, ok, bytes);
-	for (uint32_t rest = rules & c->delayed_rules; rest != 0; rest &= rest - 1) {
-		struct sl_rstats *s = &sl__st.stats[__builtin_ctz(rest)];
-		stats_add(&s->delayed, 1);
-		stats_add(&s->delay_ns, c->waited_ns);
-		stats_max(&s->max_delay_ns, c->waited_ns);
-	}
+	for (uint32_t rest = rules & c->delayed_rules; rest != 0; rest &= rest - 1)
+		sl_count_delayed(&sl__st.stats[__builtin_ctz(rest)], c->waited_ns);
 	/* Last, a tail call: the hot path (nothing pinned) stays a leaf. */
 	if (c->pinned != 0) /* per=peer: the call is done with its limiters */
 		sl__peer_unpin_call(c);
