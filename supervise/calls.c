@@ -65,3 +65,14 @@ void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c)
 	while (s->calls_hi > 0 && !s->calls[s->calls_hi - 1].used)
 		s->calls_hi--;
 }
+
+bool sl_sup_call_wait(struct sl_sup_call *c, enum sl_sup_verdict v, uint64_t now_ns,
+		      uint64_t wait_ns)
+{
+	c->due_ns = now_ns + wait_ns;
+	c->wait = SL_SUP_WAIT_TIME;
+	if (v != SL_SUP_GO)
+		return false;
+	c->go_ns = c->due_ns;
+	return wait_ns == 0;
+}

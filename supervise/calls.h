@@ -10,6 +10,7 @@
 
 #include <linux/seccomp.h>
 
+#include "admit.h"
 #include "state.h"
 
 /* A free call slot (zeroed, used, dup -1) or NULL when SL_SUP_CALLS_MAX calls
@@ -18,5 +19,10 @@ struct sl_sup_call *sl_sup_call_new(struct sl_sup *s, const struct seccomp_notif
 				    struct sl_sup_thread *th);
 /* Release a call: refund what it still holds, close its dup. */
 void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c);
+
+/* Call c after the engine's verdict v at now_ns (admit.h: GO or RETRY, with
+ * wait_ns): stepped again at its deadline; true if a GO's slot is now. */
+bool sl_sup_call_wait(struct sl_sup_call *c, enum sl_sup_verdict v, uint64_t now_ns,
+		      uint64_t wait_ns);
 
 #endif /* SLUICE_SUPERVISE_CALLS_H */

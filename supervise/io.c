@@ -128,28 +128,19 @@ static bool take_piece(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes, 
 		       bool *answered)
 {
 	*answered = false;
-	if (c->granted) {
-		c->due_ns = c->go_ns;
-		c->wait = SL_SUP_WAIT_TIME;
-		return now_ns >= c->go_ns;
-	}
+	if (c->granted)
+		return sl_sup_call_wait(c, SL_SUP_GO, now_ns,
+					c->go_ns > now_ns ? c->go_ns - now_ns : 0);
 	uint64_t wait = 0;
 	int err = 0;
-	switch (sl_sup_admit(s, c, bytes, c->done == 0 ? 1 : 0, now_ns, &wait, &err)) {
-	case SL_SUP_GO:
-		c->granted = true;
-		c->grant_bytes = bytes;
-		c->go_ns = c->due_ns = now_ns + wait;
-		c->wait = SL_SUP_WAIT_TIME;
-		return wait == 0;
-	case SL_SUP_RETRY:
-		c->due_ns = now_ns + wait;
-		c->wait = SL_SUP_WAIT_TIME;
-		return false;
-	default:
+	enum sl_sup_verdict v = sl_sup_admit(s, c, bytes, c->done == 0 ? 1 : 0, now_ns, &wait,
+					     &err);
+	if (v == SL_SUP_REFUSE) {
 		*answered = finish(s, c, err);
 		return false;
 	}
+	c->granted = v == SL_SUP_GO;
+	return sl_sup_call_wait(c, v, now_ns, wait);
 }
 
 /* Wait for the socket (a blocking call), until SO_*TIMEO if set. */

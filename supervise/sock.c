@@ -137,20 +137,30 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 	close(fd);
 }
 
+/* Our duplicate of the fd that notification req's call names (args[0]),
+ * its thread in *th, its family and type bits; -1 after letting the call
+ * continue when the thread passes (gone, SLUICE_ONLY/SKIP) or the fd is
+ * not there (the kernel gives the caller EBADF). */
+static int target_fd(struct sl_sup *s, const struct seccomp_notif *req, struct sl_sup_thread **th,
+		     unsigned *fam, unsigned *type)
+{
+	*th = sl_sup_thread_of(s, (pid_t)req->pid);
+	int dup = *th == NULL || (*th)->proc->pass ? -1
+						   : sl_sup_getfd(s, *th, (int)req->data.args[0]);
+	if (dup < 0)
+		sl_sup_continue(s, req->id);
+	else
+		sl_sup_classify(dup, fam, type, NULL);
+	return dup;
+}
+
 void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 {
-	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL || th->proc->pass) {
-		sl_sup_continue(s, req->id);
-		return;
-	}
-	int dup = sl_sup_getfd(s, th, (int)req->data.args[0]);
-	if (dup < 0) {
-		sl_sup_continue(s, req->id); /* the kernel gives the caller EBADF */
-		return;
-	}
+	struct sl_sup_thread *th;
 	unsigned fam, type;
-	sl_sup_classify(dup, &fam, &type, NULL);
+	int dup = target_fd(s, req, &th, &fam, &type);
+	if (dup < 0)
+		return;
 	/* A TCP socket already connecting or connected (a connect interrupted
 	 * by a signal and called again, a polling connect): the kernel answers
 	 * it (EALREADY, EISCONN) uncharged, as the shim does. */
@@ -198,25 +208,14 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 static bool take_one(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns, int *err)
 {
 	*err = 0;
-	if (c->granted) {
-		c->due_ns = c->go_ns;
-		c->wait = SL_SUP_WAIT_TIME;
-		return now_ns >= c->go_ns;
-	}
+	if (c->granted)
+		return sl_sup_call_wait(c, SL_SUP_GO, now_ns,
+					c->go_ns > now_ns ? c->go_ns - now_ns : 0);
 	uint64_t wait = 0;
-	switch (sl_sup_admit(s, c, 0, 1, now_ns, &wait, err)) {
-	case SL_SUP_GO:
+	enum sl_sup_verdict v = sl_sup_admit(s, c, 0, 1, now_ns, &wait, err);
+	if (v == SL_SUP_GO)
 		c->granted = true; /* even for dry-run rules: the wait is over */
-		c->go_ns = c->due_ns = now_ns + wait;
-		c->wait = SL_SUP_WAIT_TIME;
-		return wait == 0;
-	case SL_SUP_RETRY:
-		c->due_ns = now_ns + wait;
-		c->wait = SL_SUP_WAIT_TIME;
-		return false;
-	default:
-		return true;
-	}
+	return v == SL_SUP_REFUSE || sl_sup_call_wait(c, v, now_ns, wait);
 }
 
 /* A slot of the call's conns rules: false while it must wait (deadline
@@ -253,18 +252,11 @@ bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_n
 
 void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
 {
-	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL || th->proc->pass) {
-		sl_sup_continue(s, req->id);
-		return;
-	}
-	int dup = sl_sup_getfd(s, th, (int)req->data.args[0]);
-	if (dup < 0) {
-		sl_sup_continue(s, req->id);
-		return;
-	}
+	struct sl_sup_thread *th;
 	unsigned fam, type;
-	sl_sup_classify(dup, &fam, &type, NULL);
+	int dup = target_fd(s, req, &th, &fam, &type);
+	if (dup < 0)
+		return;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct sl_addr local = {0};
