@@ -42,12 +42,13 @@
  *                 (the server's script);
  *   scope.c/h     the limiter of a rule for one call: per=thread slots, per=fd
  *                 rows, the per=peer table and its pins;
- *   fd.c/h        the fd byte the wrappers test, fd classification, the
- *                 connection records that hold conns slots, and the hooks run
- *                 when an fd number stops meaning its socket;
+ *   fd.c/h        the fd byte the wrappers test, fd classification, and the
+ *                 hooks run when an fd number stops meaning its socket;
+ *                 conn.c/h: the records of conns slots; fdscan.c/h: the scan
+ *                 at start and the identity check;
  *   act.c/h       one call in progress (struct sl_call, call.h; the limiter
  *                 of each rule, rule_lim.h): acquire, sleep to absolute
- *                 deadlines, refuse, refund, socket timeouts, EINTR;
+ *                 deadlines (wait.c/h: timeouts, EINTR), refuse, refund;
  *   nb.c/h        non-blocking calls: a wait becomes EAGAIN or a partial
  *                 count, and the fd is held back until its tokens are there;
  *   fair.c/h      the turns of non-blocking fds waiting for one byte
