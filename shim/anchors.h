@@ -10,7 +10,7 @@
 #define SLUICE_SHIM_ANCHORS_H
 
 extern const int sl__wrap_send_anchor, sl__wrap_recv_anchor, sl__wrap_sock_anchor,
-	sl__wrap_sockopt_anchor, sl__poll_anchor, sl__epoll_anchor, sl__wrap_fd_anchor,
-	sl__exit_anchor;
+	sl__wrap_sockopt_anchor, sl__poll_anchor, sl__epoll_anchor, sl__epwait_anchor,
+	sl__wrap_fd_anchor, sl__exit_anchor;
 
 #endif /* SLUICE_SHIM_ANCHORS_H */

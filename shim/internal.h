@@ -81,8 +81,9 @@
  *   wrap_splice.c splice into or out of a socket, as a send or a receive;
  *   hup.c/h       RDHUP/HUP not reported where a read may be cut short;
  *   poll.c        poll, ppoll, select, pselect for held-back fds;
- *   epoll.c       epoll_*: registrations mirrored, held-back directions taken
- *                 out of the kernel's interest set until they are ready;
+ *   epoll.c       epoll_create/ctl: registrations mirrored (epoll_tab.h),
+ *                 held-back directions out of the kernel's interest set
+ *                 until they are ready; epwait.c: epoll_wait and friends;
  *   exec.c        execve, execv, execvp, execvpe, posix_spawn(p): a warning
  *                 before running a program the shim cannot throttle;
  *   init.c        the constructor, the destructor and the fork handler.
