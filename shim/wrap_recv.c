@@ -22,6 +22,7 @@
 #include "nb.h"
 #include "real.h"
 #include "xfer.h"
+#include "xfer_recv.h"
 
 const int sl__wrap_recv_anchor = 1;
 

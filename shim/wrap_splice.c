@@ -19,6 +19,7 @@
 #include "fd.h"
 #include "real.h"
 #include "xfer.h"
+#include "xfer_recv.h"
 
 SL_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t n,
 			 unsigned int flags)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xfer.h - the transfer engine of both directions (xfer.c), and the send
- * fast path every send wrapper inlines.
+ * fast path every send wrapper inlines (the receive one: xfer_recv.h).
  *
  * A wrapper whose fd's pass bit is clear describes its call in a struct
  * sl_io and hands it to sl__send or sl__recv. The engine calls the real
@@ -424,116 +424,6 @@ static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io
 	if (rec == NULL)
 		return sl__io_xfer(io, 0, io->total);
 	return sl__send_rec(io, rec);
-}
-
-/* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
- * and the receive fast path for more than one rule (xfer.c). */
-bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now);
-void sl__fast_charge_lim(int fd, unsigned i, uint64_t n, uint64_t now);
-bool sl__fast_recv_begin_multi(int fd, uint32_t rules, size_t total, uint64_t now);
-void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now);
-
-/* True if byte rule i (fast) would admit n units on fd at now. */
-static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigned i, uint64_t n,
-								 uint64_t now)
-{
-	const struct sl_fast_rule *d = &sl__st.fast[i];
-	uint64_t gen; /* a snapshot: a slot just retired answers as well */
-	bool yes;
-	switch (d->how) {
-	case SL_FAST_PROC_BUCKET:
-		yes = sl_fast_peek_gcra(&sl__fast_slot(d->lim, &gen)->u.gcra, n, now);
-		break;
-	case SL_FAST_PROC_FIXED:
-		yes = sl_fast_peek_fixed(&sl__fast_slot(d->lim, &gen)->u.fixed, n, now);
-		break;
-	default: {
-		const struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
-		yes = g != NULL && sl_fast_peek_gcra(g, n, now);
-		break;
-	}
-	}
-	return yes || sl__fast_peek_lim(fd, i, n, now);
-}
-
-/* Charge byte rule i (fast) n units received on fd at now. */
-static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsigned i, uint64_t n,
-								   uint64_t now)
-{
-	const struct sl_fast_rule *d = &sl__st.fast[i];
-	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
-		sl_fast_charge_tunable(d->lim, n, now);
-		return;
-	}
-	struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
-	if (g == NULL || !sl_fast_charge_gcra(g, n, now))
-		sl__fast_charge_lim(fd, i, n, now);
-}
-
-/* The receive fast path's decision for fast `rules` on fd at now: true if
- * the byte rules would admit `total` units and the message rules admitted
- * the call (their unit is taken); false, nothing taken, if the general
- * path must decide. One byte rule, the common case, inline. */
-static inline __attribute__((always_inline)) bool sl__fast_recv_begin(int fd, uint32_t rules,
-								      size_t total, uint64_t now)
-{
-	if (__builtin_expect((rules & (rules - 1)) == 0 && (rules & sl__st.byte_rules), 1))
-		return sl__fast_peek1(fd, (unsigned)__builtin_ctz(rules), total, now);
-	return sl__fast_recv_begin_multi(fd, rules, total, now);
-}
-
-/* The receive fast path's end: r is what the real call returned. The bytes
- * received are charged (as debt later calls wait for) at a new clock
- * reading, the instant they were there, as sl__charge does; a message
- * rule's unit is given back if nothing came. Returns r, errno kept. */
-static inline __attribute__((always_inline)) ssize_t
-sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
-{
-	if (__builtin_expect((rules & (rules - 1)) == 0 && (rules & sl__st.byte_rules) && r > 0,
-			     1)) {
-		const unsigned i = (unsigned)__builtin_ctz(rules);
-		sl__fast_charge1(fd, i, (uint64_t)r, sl__clock_ns());
-		sl__fast_stats1(sl__st.fast[i].stats, (uint64_t)r);
-		return r;
-	}
-	sl__fast_recv_end_multi(fd, rules, total, r, now);
-	return r;
-}
-
-/* The general path of a receive on rec's fd; now: the clock as the fast
- * path read it (0: read it). xfer.c. */
-ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t now);
-
-/* The receive side of every wrapper: record, fast path, general path (see
- * sl__send, sl__send_rec). */
-static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct sl_io *io,
-								  const struct sl_fdrec *rec)
-{
-	/* match read once: see sl__fast_send_ok. */
-	const uint32_t rules = rec->match[SL_K_RECV];
-	if ((io->flags & (MSG_PEEK | MSG_ERRQUEUE)) || rules == 0)
-		return sl__io_xfer(io, 0, io->total);
-	uint64_t now = 0;
-	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
-	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {
-		now = sl__clock_ns();
-		if (sl__fast_recv_begin(io->fd, rules, io->total, now)) {
-			sl__busy = 1;
-			ssize_t r = sl__io_xfer(io, 0, io->total);
-			sl__busy = 0;
-			return sl__fast_recv_end(io->fd, rules, io->total, r, now);
-		}
-	}
-	struct sl_io general = *io;
-	return sl__recv_general(&general, rec, now);
-}
-
-static inline __attribute__((always_inline)) ssize_t sl__recv(const struct sl_io *io)
-{
-	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_RECV);
-	if (rec == NULL)
-		return sl__io_xfer(io, 0, io->total);
-	return sl__recv_rec(io, rec);
 }
 
 #endif /* SLUICE_SHIM_XFER_H */

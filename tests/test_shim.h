@@ -37,6 +37,7 @@
 #include "../shim/state.h"
 #include "../shim/stats.h"
 #include "../shim/xfer.h"
+#include "../shim/xfer_recv.h"
 
 /* The fake clock: time stands still unless a test or a fake sleep moves
  * it. Point sl__clock_ns at fake_clock and sl__sleep_until at fake_sleep;
