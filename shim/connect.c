@@ -19,10 +19,12 @@
  * uncharged.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
 #include "act.h"
+#include "clock.h"
 #include "connect.h"
 #include "connwait.h"
 #include "fd.h"
@@ -30,7 +32,9 @@
 #include "nb.h"
 #include "ready.h"
 #include "real.h"
+#include "rule_lim.h"
 #include "sandboxed.h"
+#include "shm.h"
 #include "state.h"
 
 /* True if fd is a stream socket already connecting or connected: another
@@ -52,6 +56,42 @@ static bool tcp_started(int fd, const struct sl_fdrec *rec)
 		       ti.tcpi_state != TCP_CLOSE;
 	errno = saved;
 	return started;
+}
+
+/* True if fd is O_NONBLOCK (asked only once a conns slot is full). errno is
+ * preserved. */
+static bool fd_nonblock(int fd)
+{
+	int saved = errno;
+	int fl = SL_REAL(fcntl)(fd, F_GETFL);
+	errno = saved;
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* Take one slot of each conns rule in `conns` now, all or none (a deferred
+ * connect's try): 0 with *g filled, or EAGAIN with nothing taken. */
+static int conns_take_now(struct sl_call *c, uint32_t conns, struct sl_grant *g)
+{
+	uint64_t now = sl__clock_ns();
+	g->rules = 0;
+	g->n = 1;
+	for (uint32_t rest = conns; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_limiter *l = sl__limiter(c, i);
+		struct sl_decision d = sl_limiter_acquire(l, 1, now, 0);
+		if (d.verdict == SL_REFUSE && sl__shm_reclaim(l))
+			d = sl_limiter_acquire(l, 1, now, 0);
+		if (d.verdict != SL_ADMIT) {
+			sl__grant_refund(c, g, 1);
+			g->rules = 0;
+			return EAGAIN;
+		}
+		g->rules |= (uint32_t)1 << i;
+		g->lim[i] = l;
+		g->at_ns[i] = now;
+		sl__shm_hold(l, 1);
+	}
+	return 0;
 }
 
 static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
@@ -77,9 +117,9 @@ static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	/* A non-blocking connect whose conns slots are full waits for them
 	 * without blocking (connwait.c), if every one of its conns rules can. */
 	const bool later = conns != 0 && sl__cw_may_defer(conns);
-	err = later ? sl__cw_take(&c, conns, &gc) : sl__admit(&c, conns, 1, &gc);
+	err = later ? conns_take_now(&c, conns, &gc) : sl__admit(&c, conns, 1, &gc);
 	if (later && err != 0) {
-		if (sl__cw_nonblock(fd) && sl__cw_defer(&c, conns, sa, len)) { /* EINPROGRESS */
+		if (fd_nonblock(fd) && sl__cw_defer(&c, conns, sa, len)) { /* EINPROGRESS */
 			sl__call_end(&c, rules, true);
 			sl__busy = 0;
 			errno = EINPROGRESS;

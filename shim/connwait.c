@@ -366,38 +366,6 @@ bool sl__cw_may_defer(uint32_t conns)
 	return true;
 }
 
-bool sl__cw_nonblock(int fd)
-{
-	int saved = errno;
-	int fl = SL_REAL(fcntl)(fd, F_GETFL);
-	errno = saved;
-	return fl >= 0 && (fl & O_NONBLOCK);
-}
-
-int sl__cw_take(struct sl_call *c, uint32_t conns, struct sl_grant *g)
-{
-	uint64_t now = sl__clock_ns();
-	g->rules = 0;
-	g->n = 1;
-	for (uint32_t rest = conns; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_limiter *l = sl__limiter(c, i);
-		struct sl_decision d = sl_limiter_acquire(l, 1, now, 0);
-		if (d.verdict == SL_REFUSE && sl__shm_reclaim(l))
-			d = sl_limiter_acquire(l, 1, now, 0);
-		if (d.verdict != SL_ADMIT) {
-			sl__grant_refund(c, g, 1);
-			g->rules = 0;
-			return EAGAIN;
-		}
-		g->rules |= (uint32_t)1 << i;
-		g->lim[i] = l;
-		g->at_ns[i] = now;
-		sl__shm_hold(l, 1);
-	}
-	return 0;
-}
-
 bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, socklen_t len)
 {
 	if (cw == NULL || sa == NULL || len > (socklen_t)sizeof(struct sockaddr_storage))

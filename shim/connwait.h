@@ -21,14 +21,8 @@ int sl__cw_init_unsync(void);
 void sl__cw_after_fork_unsync(void);
 /* True if a connect may wait for every conns rule in `conns` without
  * blocking: delay with nonblock=eagain, per=process (not redis=KEY),
- * shared= or per=fd (on an O_NONBLOCK socket: sl__cw_nonblock). */
+ * shared= or per=fd (on an O_NONBLOCK socket). */
 bool sl__cw_may_defer(uint32_t conns);
-/* True if fd is O_NONBLOCK (asked only once a slot is full). errno is
- * preserved. */
-bool sl__cw_nonblock(int fd);
-/* Take one slot of each conns rule in `conns` now, all or none: 0 with *g
- * filled, or EAGAIN with nothing taken. */
-int sl__cw_take(struct sl_call *c, uint32_t conns, struct sl_grant *g);
 /* A connect whose conns slots are full: keep it in a connection record of
  * fd (a dup shares it), return EINPROGRESS, take the slots when they free
  * (in the order the connects waited) and connect then, not before

@@ -55,7 +55,6 @@
 #include "nb.h"
 #include "state.h"
 #include "xfer.h"
-#include "xfer_recv.h"
 
 /* The real transfer of a piece [off, off + len) that is not the whole call:
  * the iovecs and the message are cut to the piece. Out of line: its

@@ -12,50 +12,6 @@
 
 #include "xfer.h"
 
-/* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
- * and the receive fast path for more than one rule (xfer.c). */
-bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now);
-void sl__fast_charge_lim(int fd, unsigned i, uint64_t n, uint64_t now);
-bool sl__fast_recv_begin_multi(int fd, uint32_t rules, size_t total, uint64_t now);
-void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now);
-
-/* True if byte rule i (fast) would admit n units on fd at now. */
-static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigned i, uint64_t n,
-								 uint64_t now)
-{
-	const struct sl_fast_rule *d = &sl__st.fast[i];
-	uint64_t gen; /* a snapshot: a slot just retired answers as well */
-	bool yes;
-	switch (d->how) {
-	case SL_FAST_PROC_BUCKET:
-		yes = sl_fast_peek_gcra(&sl__fast_slot(d->lim, &gen)->u.gcra, n, now);
-		break;
-	case SL_FAST_PROC_FIXED:
-		yes = sl_fast_peek_fixed(&sl__fast_slot(d->lim, &gen)->u.fixed, n, now);
-		break;
-	default: {
-		const struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
-		yes = g != NULL && sl_fast_peek_gcra(g, n, now);
-		break;
-	}
-	}
-	return yes || sl__fast_peek_lim(fd, i, n, now);
-}
-
-/* Charge byte rule i (fast) n units received on fd at now. */
-static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsigned i, uint64_t n,
-								   uint64_t now)
-{
-	const struct sl_fast_rule *d = &sl__st.fast[i];
-	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
-		sl_fast_charge_tunable(d->lim, n, now);
-		return;
-	}
-	struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
-	if (g == NULL || !sl_fast_charge_gcra(g, n, now))
-		sl__fast_charge_lim(fd, i, n, now);
-}
-
 /* The receive fast path's decision for fast `rules` on fd at now: true if
  * the byte rules would admit `total` units and the message rules admitted
  * the call (their unit is taken); false, nothing taken, if the general
@@ -85,10 +41,6 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 	sl__fast_recv_end_multi(fd, rules, total, r, now);
 	return r;
 }
-
-/* The general path of a receive on rec's fd; now: the clock as the fast
- * path read it (0: read it). xfer.c. */
-ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t now);
 
 /* The receive side of every wrapper: record, fast path, general path (see
  * sl__send, sl__send_rec). */
