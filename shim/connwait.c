@@ -320,9 +320,12 @@ static const struct sl_conn_hooks hooks = {on_closing, on_last, on_released};
 
 int sl__cw_init_unsync(void)
 {
-	static const struct sl_ready_waiters mine = {sl__cw_hidden, sl__cw_again, sl__cw_soerror};
-	sl__ready_on_waiters_unsync(&mine);
+	static const struct sl_ready_waiters mine = {sl__cw_hidden, sl__cw_again, sl__cw_soerror},
+					     none = {NULL, NULL, NULL};
 	cw_enabled = (sl__st.eagain_rules & sl__st.conns_rules) != 0;
+	/* Asked only when connects may wait here: the wait wrappers' path is
+	 * one load otherwise. */
+	sl__ready_on_waiters_unsync(cw_enabled ? &mine : &none);
 	if (cw_enabled && cw == NULL) {
 		cw = sl__map(sizeof(*cw) * sl__fd_cap);
 		if (cw == NULL)
