@@ -34,7 +34,8 @@
  *   wake.c/h      the timerfd in every epoll set that wakes a thread
  *                 waiting while another thread's hold ends;
  *   stats.c/h     SLUICE_STATS, written at exit;
- *   lease.c/h     redis=KEY rules: units leased from Redis; lease_share.c/h
+ *   lease.c/h     redis=KEY rules: units leased from Redis (init, fork and
+ *                 exit: lease_life.c, lease_state.h); lease_share.c/h
  *                 (on-error=local falls back to the process's recent share),
  *                 lease_pool.c/h (shared= with redis=: one bank per host);
  *                 redis.c/h (the hiredis glue), redis_link.c (one interface

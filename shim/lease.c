@@ -33,7 +33,7 @@
  * refills in L / rate.
  *
  * The hot path finds a rule's current limiter with one acquire load of
- * lease_cur[i]: the bank while Redis answers; while it does not (connect
+ * sl__ls.cur[i]: the bank while Redis answers; while it does not (connect
  * or command failed or took longer than 250 ms), the rule's on-error mode:
  *   local   the process's recent share (lease_share.c): a token bucket at
  *           what Redis granted it over the last 2 to 8 s, measured when the
@@ -76,6 +76,7 @@
 
 #include "clock.h"
 #include "lease.h"
+#include "lease_state.h"
 #include "lease_pool.h"
 #include "lease_share.h"
 #include "log.h"
@@ -84,70 +85,10 @@
 #include "redis.h"
 #include "redis_link.h"
 
-#define SL_LEASE_POLL_MIN_NS 1000000ull       /* 1 ms */
-#define SL_LEASE_POLL_MAX_NS 50000000ull      /* 50 ms */
-#define SL_LEASE_TTL_MIN_NS 100000000ull      /* 100 ms */
-#define SL_LEASE_TTL_MAX_NS 2000000000ull     /* 2 s */
-#define SL_LEASE_RETRY_MIN_NS 100000ull       /* 100 us */
-#define SL_LEASE_BACKOFF_MIN_NS 50000000ull   /* 50 ms */
-#define SL_LEASE_BACKOFF_MAX_NS 1000000000ull /* 1 s */
-#define SL_LEASE_TIMEOUT_NS 250000000ull      /* connect and each command */
-#define SL_LEASE_FIRST_WAIT_NS 300000000ull   /* a call waiting for a first lease */
-#define SL_LEASE_IDLE_NS 1000000000ull        /* the thread wakes at least this often */
-#define SL_LEASE_HINT_MIN_NS 200000ull        /* retry hint for a call the bank refused */
-#define SL_LEASE_HINT_MAX_NS 5000000ull
-#define SL_LEASE_STALE_MIN_NS 20000000ull  /* a pool renewer's silence before takeover */
-#define SL_LEASE_SHARE_MIN_NS 250000000ull /* a share bucket: 1/8 of its window */
-#define SL_LEASE_SHARE_MAX_NS 1000000000ull
-
-struct lease_rule {
-	struct sl_limiter bank; /* concurrency limiter: free slots = units in hand */
-	/* The bank in use: &bank, or a host pool's in its shared segment. */
-	struct sl_limiter *bk;
-	struct sl_shm_shared *pool; /* shared=NAME with redis=KEY, else NULL */
-	uint64_t stale_ns;          /* a pool renewer silent this long is replaced */
-	bool renewing;              /* thread only: this process renews the pool */
-	uint64_t cap;               /* L */
-	uint64_t poll_ns, ttl_ns, hint_ns;
-	uint64_t worth_ns;               /* time the server's rate takes to make L units */
-	double t_us, tau_us;             /* the server's GCRA: us per unit, burst tolerance */
-	char key[SL_REDIS_KEY_MAX + 16]; /* "sluice:{KEY}" */
-	/* Renewal thread only. */
-	uint64_t retry_at_ns, last_grant_ns, last_use_ns, last_level;
-	struct sl_share share; /* what Redis granted lately */
-	/* on-error=local: the share this process falls back to (lease_share.c);
-	 * tunable, since calls may still be in it when it is retuned. */
-	struct sl_tunable share_lim;
-	uint64_t burst; /* the rule's */
-};
-
-static struct lease_rule leases[SL_MAX_RULES];
-/* The limiter each Redis rule uses now: &bank, a fallback, or &lim_dormant. */
-static struct sl_limiter *_Atomic lease_cur[SL_MAX_RULES];
-static struct sl_limiter lim_open;    /* admits everything */
-static struct sl_limiter lim_closed;  /* kind NONE: every acquire is SL_NEVER */
-static struct sl_limiter lim_dormant; /* a marker, never acquired from */
-static uint32_t lease_rules;          /* rules with redis=KEY; init only */
-static struct sl_redis lease_cfg;
-
-/* The thread's life: mutex and condition variable, never held across
- * anything slow. */
-static pthread_mutex_t lease_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t lease_cv;
-static bool lease_once;
-static bool lease_running, lease_stop; /* under lease_mu */
-static pthread_t lease_tid;
-static _Atomic uint32_t lease_wanted; /* dormant rules a call woke */
-static struct sl_rlink *lease_conn;   /* the thread's; the fork child's */
-static int lease_state;               /* thread only: 0 unknown, 1 up, -1 down */
-
-static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
-{
-	return v < lo ? lo : v > hi ? hi : v;
-}
+struct sl_lease_state sl__ls = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* Empty a bank: take every unit in it. */
-static void bank_drain(struct sl_limiter *b)
+void sl__lease_bank_drain(struct sl_limiter *b)
 {
 	for (;;) {
 		uint64_t a = sl_limiter_available(b, 0);
@@ -170,9 +111,9 @@ static void bank_deposit(struct sl_limiter *b, uint64_t g)
 
 /* Publish the limiter rule i uses from now on. Release: whatever the
  * thread did to it (a deposit) is visible to the calls that load it. */
-static void lease_set(unsigned i, struct sl_limiter *l)
+void sl__lease_set(unsigned i, struct sl_limiter *l)
 {
-	atomic_store_explicit(&lease_cur[i], l, memory_order_release);
+	atomic_store_explicit(&sl__ls.cur[i], l, memory_order_release);
 }
 
 /*
@@ -184,7 +125,7 @@ static void lease_set(unsigned i, struct sl_limiter *l)
  */
 static struct sl_limiter *lease_share(unsigned i, uint64_t now)
 {
-	struct lease_rule *ls = &leases[i];
+	struct sl_lease_rule *ls = &sl__ls.rules[i];
 	if (ls->pool != NULL)
 		/* A host pool: the host-wide limiter of shared=NAME, at the
 		 * whole rate (the share of one process says nothing here). */
@@ -220,9 +161,9 @@ static struct sl_limiter *lease_fallback(unsigned i, uint64_t now)
 {
 	switch (sl__st.policy.rules[i].on_error) {
 	case SL_ON_ERROR_OPEN:
-		return &lim_open;
+		return &sl__ls.open;
 	case SL_ON_ERROR_CLOSED:
-		return &lim_closed;
+		return &sl__ls.closed;
 	default:
 		return lease_share(i, now);
 	}
@@ -233,23 +174,23 @@ static struct sl_limiter *lease_fallback(unsigned i, uint64_t now)
 static void lease_down(const char *why)
 {
 	uint64_t now = sl__clock_ns();
-	for (uint32_t rest = lease_rules; rest != 0; rest &= rest - 1) {
+	for (uint32_t rest = sl__ls.mask; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		/* Relaxed: only this thread stores lease_cur. */
-		struct sl_limiter *cur = atomic_load_explicit(&lease_cur[i], memory_order_relaxed);
-		if (leases[i].pool != NULL && leases[i].renewing)
+		/* Relaxed: only this thread stores sl__ls.cur. */
+		struct sl_limiter *cur = atomic_load_explicit(&sl__ls.cur[i], memory_order_relaxed);
+		if (sl__ls.rules[i].pool != NULL && sl__ls.rules[i].renewing)
 			/* Release: the pool's spenders switch on it. */
-			atomic_store_explicit(&leases[i].pool->state, SL_POOL_DOWN,
+			atomic_store_explicit(&sl__ls.rules[i].pool->state, SL_POOL_DOWN,
 					      memory_order_release);
-		if (cur != leases[i].bk && cur != &lim_dormant)
+		if (cur != sl__ls.rules[i].bk && cur != &sl__ls.dormant)
 			continue;
-		lease_set(i, lease_fallback(i, now));
-		if (lease_state >= 0)
+		sl__lease_set(i, lease_fallback(i, now));
+		if (sl__ls.state >= 0)
 			sl_log(SL_LOG_WARN, "redis: %s: rule %u falls back to on-error=%s", why,
 			       i + 1,
 			       sl_on_error_name((enum sl_on_error)sl__st.policy.rules[i].on_error));
 	}
-	lease_state = -1;
+	sl__ls.state = -1;
 }
 
 /*
@@ -260,14 +201,13 @@ static void lease_down(const char *why)
  * (its units are every local process's): at most one lease per host sits
  * unspent.
  */
-static _Atomic bool lease_exiting; /* at exit: renew no pool */
 
 static bool lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur, uint64_t *next)
 {
-	struct lease_rule *ls = &leases[i];
+	struct sl_lease_rule *ls = &sl__ls.rules[i];
 	bool took = false;
 	/* Relaxed: a flag; at worst one more pass renews before it is seen. */
-	bool mine = !atomic_load_explicit(&lease_exiting, memory_order_relaxed) &&
+	bool mine = !atomic_load_explicit(&sl__ls.exiting, memory_order_relaxed) &&
 		    sl__pool_renew_role(ls->pool, (uint32_t)getpid(), now, ls->stale_ns, &took);
 	if (took)
 		sl_log(SL_LOG_INFO, "redis: rule %u: this process renews the host pool", i + 1);
@@ -280,7 +220,7 @@ static bool lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur,
 		uint32_t st = atomic_load_explicit(&ls->pool->state, memory_order_acquire);
 		struct sl_limiter *want = st == SL_POOL_DOWN ? lease_fallback(i, now) : ls->bk;
 		if (cur != want)
-			lease_set(i, want);
+			sl__lease_set(i, want);
 		if (now + ls->poll_ns < *next)
 			*next = now + ls->poll_ns;
 	}
@@ -295,10 +235,10 @@ static bool lease_pool_renewer(unsigned i, uint64_t now, struct sl_limiter *cur,
 static int lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, char *why,
 		      size_t whylen)
 {
-	struct lease_rule *ls = &leases[i];
-	/* Relaxed: only this thread stores lease_cur. */
-	struct sl_limiter *cur = atomic_load_explicit(&lease_cur[i], memory_order_relaxed);
-	if (cur == &lim_dormant && !wanted)
+	struct sl_lease_rule *ls = &sl__ls.rules[i];
+	/* Relaxed: only this thread stores sl__ls.cur. */
+	struct sl_limiter *cur = atomic_load_explicit(&sl__ls.cur[i], memory_order_relaxed);
+	if (cur == &sl__ls.dormant && !wanted)
 		return 0;
 	if (ls->pool != NULL && !lease_pool_renewer(i, now, cur, next))
 		return 0; /* another process renews the host pool */
@@ -308,15 +248,15 @@ static int lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, cha
 	if (ls->pool == NULL && cur == ls->bk && now - ls->last_use_ns >= ls->ttl_ns &&
 	    now - ls->last_grant_ns >= ls->ttl_ns) {
 		/* Unused for a TTL: the units expire, the rule sleeps. */
-		lease_set(i, &lim_dormant);
-		bank_drain(ls->bk);
+		sl__lease_set(i, &sl__ls.dormant);
+		sl__lease_bank_drain(ls->bk);
 		ls->last_level = 0;
 		sl_log(SL_LOG_DEBUG, "redis: rule %u idle: lease expired", i + 1);
 		return 0;
 	}
 	if (level * 2 <= ls->cap && now >= ls->retry_at_ns) {
 		uint64_t want = ls->cap - level, got = 0, wait_ns = 0;
-		if (sl__rlink_take(lease_conn, ls->key, ls->t_us, ls->tau_us, want, &got, &wait_ns,
+		if (sl__rlink_take(sl__ls.conn, ls->key, ls->t_us, ls->tau_us, want, &got, &wait_ns,
 				   why, whylen) < 0)
 			return -1;
 		now = sl__clock_ns();
@@ -334,16 +274,17 @@ static int lease_tend(unsigned i, uint64_t now, bool wanted, uint64_t *next, cha
 		double more = (double)wait_ns +
 			      (double)(ls->cap / 2 > 1 ? ls->cap / 2 - 1 : 0) * ls->t_us * 1000.0;
 		uint64_t most = ls->worth_ns / 2 > ls->poll_ns ? ls->worth_ns / 2 : ls->poll_ns;
-		ls->retry_at_ns = got < want ? now + clamp_u64(more < (double)most ? (uint64_t)more
-										   : most,
-							       SL_LEASE_RETRY_MIN_NS, most)
+		ls->retry_at_ns = got < want ? now + sl__lease_clamp(more < (double)most
+									     ? (uint64_t)more
+									     : most,
+								     SL_LEASE_RETRY_MIN_NS, most)
 					     : 0;
 		if (got < want && ls->retry_at_ns < *next)
 			*next = ls->retry_at_ns;
 		level = sl_limiter_available(ls->bk, now);
 	}
 	if (cur != ls->bk)
-		lease_set(i, ls->bk); /* woken, or Redis is back */
+		sl__lease_set(i, ls->bk); /* woken, or Redis is back */
 	ls->last_level = level;
 	if (now + ls->poll_ns < *next)
 		*next = now + ls->poll_ns;
@@ -354,7 +295,7 @@ static void lease_wait_until(uint64_t t_ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(t_ns / 1000000000u),
 			      .tv_nsec = (long)(t_ns % 1000000000u)};
-	pthread_cond_timedwait(&lease_cv, &lease_mu, &ts);
+	pthread_cond_timedwait(&sl__ls.cv, &sl__ls.mu, &ts);
 }
 
 static void *lease_main(void *arg)
@@ -363,35 +304,35 @@ static void *lease_main(void *arg)
 	sl__busy = 1; /* nothing this thread does is throttled */
 	char why[192];
 	uint64_t backoff = SL_LEASE_BACKOFF_MIN_NS, reconnect_at = 0;
-	pthread_mutex_lock(&lease_mu);
-	while (!lease_stop) {
-		pthread_mutex_unlock(&lease_mu);
+	pthread_mutex_lock(&sl__ls.mu);
+	while (!sl__ls.stop) {
+		pthread_mutex_unlock(&sl__ls.mu);
 		uint64_t now = sl__clock_ns(), next = now + SL_LEASE_IDLE_NS;
 		/* Relaxed: the bits carry no data; the mutex orders the wakeup. */
-		uint32_t wanted = atomic_exchange_explicit(&lease_wanted, 0, memory_order_relaxed);
-		if (lease_conn == NULL && now >= reconnect_at) {
-			lease_conn = sl__rlink_open(&lease_cfg, SL_LEASE_TIMEOUT_NS, why,
-						    sizeof(why));
-			if (lease_conn == NULL)
+		uint32_t wanted = atomic_exchange_explicit(&sl__ls.wanted, 0, memory_order_relaxed);
+		if (sl__ls.conn == NULL && now >= reconnect_at) {
+			sl__ls.conn = sl__rlink_open(&sl__ls.cfg, SL_LEASE_TIMEOUT_NS, why,
+						     sizeof(why));
+			if (sl__ls.conn == NULL)
 				lease_down(why);
 		}
-		for (uint32_t rest = lease_conn != NULL ? lease_rules : 0; rest != 0;
+		for (uint32_t rest = sl__ls.conn != NULL ? sl__ls.mask : 0; rest != 0;
 		     rest &= rest - 1) {
 			unsigned i = (unsigned)__builtin_ctz(rest);
 			if (lease_tend(i, now, (wanted >> i) & 1u, &next, why, sizeof(why)) < 0) {
-				sl__rlink_close(lease_conn);
-				lease_conn = NULL;
+				sl__rlink_close(sl__ls.conn);
+				sl__ls.conn = NULL;
 				lease_down(why);
 				break;
 			}
 		}
-		if (lease_conn != NULL) {
-			if (lease_state != 1) {
+		if (sl__ls.conn != NULL) {
+			if (sl__ls.state != 1) {
 				char where[SL_REDIS_TEXT_MAX + SL_PATH_MAX];
-				sl_redis_format(&lease_cfg, where, sizeof(where));
+				sl_redis_format(&sl__ls.cfg, where, sizeof(where));
 				sl_log(SL_LOG_INFO, "redis: leasing from %s", where);
 			}
-			lease_state = 1;
+			sl__ls.state = 1;
 			backoff = SL_LEASE_BACKOFF_MIN_NS;
 		} else {
 			if (now >= reconnect_at) {
@@ -402,44 +343,44 @@ static void *lease_main(void *arg)
 			}
 			next = reconnect_at < next ? reconnect_at : next;
 		}
-		pthread_mutex_lock(&lease_mu);
+		pthread_mutex_lock(&sl__ls.mu);
 		/* Relaxed: re-checked under the mutex that wakers signal with. */
-		if (!lease_stop && atomic_load_explicit(&lease_wanted, memory_order_relaxed) == 0)
+		if (!sl__ls.stop && atomic_load_explicit(&sl__ls.wanted, memory_order_relaxed) == 0)
 			lease_wait_until(next);
 	}
-	pthread_mutex_unlock(&lease_mu);
-	sl__rlink_close(lease_conn);
-	lease_conn = NULL;
+	pthread_mutex_unlock(&sl__ls.mu);
+	sl__rlink_close(sl__ls.conn);
+	sl__ls.conn = NULL;
 	return NULL;
 }
 
-/* Start the thread if it is not running. Call with lease_mu held. The
+/* Start the thread if it is not running. Call with sl__ls.mu held. The
  * thread blocks every signal: they belong to the program's threads. */
 static void lease_start_locked(void)
 {
-	if (lease_running || lease_stop)
+	if (sl__ls.running || sl__ls.stop)
 		return;
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int e = pthread_create(&lease_tid, NULL, lease_main, NULL);
+	int e = pthread_create(&sl__ls.tid, NULL, lease_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (e != 0) {
 		sl_log(SL_LOG_ERROR, "redis: cannot start the lease thread: %s", strerror(e));
 		return;
 	}
-	lease_running = true;
+	sl__ls.running = true;
 }
 
 /* Tell the thread that rule i wants units now (starting it if needed). */
 static void lease_kick(unsigned i)
 {
 	/* Relaxed: the mutex below orders it with the thread's check. */
-	atomic_fetch_or_explicit(&lease_wanted, 1u << i, memory_order_relaxed);
-	pthread_mutex_lock(&lease_mu);
+	atomic_fetch_or_explicit(&sl__ls.wanted, 1u << i, memory_order_relaxed);
+	pthread_mutex_lock(&sl__ls.mu);
 	lease_start_locked();
-	pthread_cond_signal(&lease_cv);
-	pthread_mutex_unlock(&lease_mu);
+	pthread_cond_signal(&sl__ls.cv);
+	pthread_mutex_unlock(&sl__ls.mu);
 }
 
 /* A call found rule i dormant: wake (or start) the thread and wait a
@@ -450,20 +391,21 @@ static struct sl_limiter *lease_wake(unsigned i)
 	uint64_t end = sl__clock_ns() + SL_LEASE_FIRST_WAIT_NS;
 	struct sl_limiter *l;
 	/* Acquire: pairs with lease_set's release. */
-	while ((l = atomic_load_explicit(&lease_cur[i], memory_order_acquire)) == &lim_dormant &&
+	while ((l = atomic_load_explicit(&sl__ls.cur[i], memory_order_acquire)) ==
+		       &sl__ls.dormant &&
 	       sl__clock_ns() < end) {
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000};
 		nanosleep(&ts, NULL);
 	}
-	return l == &lim_dormant ? leases[i].bk : l;
+	return l == &sl__ls.dormant ? sl__ls.rules[i].bk : l;
 }
 
 struct sl_limiter *sl__lease_limiter(unsigned i)
 {
 	/* Acquire: pairs with lease_set's release, so the limiter found
 	 * (and a bank's deposit) is complete. */
-	struct sl_limiter *l = atomic_load_explicit(&lease_cur[i], memory_order_acquire);
-	if (__builtin_expect(l == &lim_dormant, 0))
+	struct sl_limiter *l = atomic_load_explicit(&sl__ls.cur[i], memory_order_acquire);
+	if (__builtin_expect(l == &sl__ls.dormant, 0))
 		l = lease_wake(i);
 	return l;
 }
@@ -471,171 +413,7 @@ struct sl_limiter *sl__lease_limiter(unsigned i)
 uint64_t sl__lease_retry_ns(unsigned i)
 {
 	lease_kick(i);
-	return leases[i].hint_ns;
+	return sl__ls.rules[i].hint_ns;
 }
 
 /* Stop and join the thread (re-init only). */
-static void lease_stop_thread(void)
-{
-	pthread_mutex_lock(&lease_mu);
-	bool running = lease_running;
-	lease_stop = true;
-	pthread_cond_signal(&lease_cv);
-	pthread_mutex_unlock(&lease_mu);
-	if (running)
-		pthread_join(lease_tid, NULL);
-	pthread_mutex_lock(&lease_mu);
-	lease_running = false;
-	lease_stop = false;
-	pthread_mutex_unlock(&lease_mu);
-}
-
-/* Every rule dormant with an empty bank. */
-static void lease_reset_banks(void)
-{
-	for (uint32_t rest = lease_rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		if (leases[i].pool == NULL) /* a pool's units are the host's */
-			bank_drain(&leases[i].bank);
-		leases[i].last_level = 0;
-		leases[i].renewing = false;
-		leases[i].retry_at_ns = 0;
-		lease_set(i, &lim_dormant);
-	}
-}
-
-/* The condition variable waits on CLOCK_MONOTONIC, like sl__clock_ns. */
-static void lease_cv_init(void)
-{
-	pthread_condattr_t a;
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&lease_cv, &a);
-	pthread_condattr_destroy(&a);
-}
-
-static void lease_atfork_prepare(void)
-{
-	pthread_mutex_lock(&lease_mu);
-}
-
-static void lease_atfork_parent(void)
-{
-	pthread_mutex_unlock(&lease_mu);
-}
-
-/* The child: no thread, not the parent's connection, not its units. */
-static void lease_atfork_child(void)
-{
-	lease_running = false;
-	lease_stop = false;
-	sl__rlink_abandon(lease_conn);
-	lease_conn = NULL;
-	lease_state = 0;
-	atomic_store_explicit(&lease_wanted, 0, memory_order_relaxed);
-	lease_reset_banks();
-	/* The parent's thread may have been waiting on the condition
-	 * variable: the child's copy counts a waiter that does not exist
-	 * here, so both are made anew rather than reused. */
-	pthread_mutex_init(&lease_mu, NULL);
-	lease_cv_init();
-}
-
-/* This process stops renewing its host pools, so that another takes over
- * at once instead of after stale_ns. */
-static void lease_resign(void)
-{
-	for (uint32_t rest = lease_rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		if (leases[i].pool != NULL)
-			sl__pool_resign(leases[i].pool, (uint32_t)getpid());
-	}
-}
-
-void sl__lease_stop_unsync(void)
-{
-	lease_stop_thread();
-	lease_resign();
-	for (uint32_t rest = lease_rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		leases[i].pool = NULL; /* its segment is about to be unmapped */
-		leases[i].bk = &leases[i].bank;
-		lease_set(i, &lim_dormant);
-	}
-}
-
-/* At exit: the lease thread may still run (it is never joined at exit),
- * so only the election word is touched. */
-static void lease_atexit(void)
-{
-	/* Relaxed: see lease_pool_renewer. */
-	atomic_store_explicit(&lease_exiting, true, memory_order_relaxed);
-	lease_resign();
-}
-
-int sl__lease_init_unsync(const struct sl_policy *p)
-{
-	lease_stop_thread();
-	sl__rlink_close(lease_conn);
-	lease_conn = NULL;
-	lease_state = 0;
-	lease_rules = 0;
-	lease_cfg = p->redis;
-	for (uint32_t i = 0; i < p->n_rules && i < SL_MAX_RULES; i++) {
-		const struct sl_rule *r = &p->rules[i];
-		if (r->redis_key[0] == '\0')
-			continue;
-		struct lease_rule *ls = &leases[i];
-		memset(ls, 0, sizeof(*ls));
-		ls->cap = r->lease > r->burst ? r->lease : r->burst;
-		struct sl_params prm = {.kind = SL_KIND_CONC, .amount = ls->cap};
-		if (sl_limiter_init(&ls->bank, &prm, 0) != SL_OK)
-			return -1;
-		ls->bk = &ls->bank;
-		if (r->shared[0] != '\0') {
-			/* The host pool in shared=NAME's segment (init.c opened it). */
-			ls->pool = sl__shm_shared_seg(i);
-			if (ls->pool == NULL)
-				return -1;
-			ls->bk = &ls->pool->bank;
-		}
-		/* Worth of the lease in ns, and the server's GCRA in us. */
-		unsigned __int128 lease_ns = (unsigned __int128)ls->cap * r->period_ns / r->amount;
-		uint64_t worth = lease_ns > UINT64_MAX ? UINT64_MAX : (uint64_t)lease_ns;
-		ls->worth_ns = worth;
-		ls->poll_ns = clamp_u64(worth / 4, SL_LEASE_POLL_MIN_NS, SL_LEASE_POLL_MAX_NS);
-		ls->ttl_ns = clamp_u64(worth > UINT64_MAX / 10 ? UINT64_MAX : worth * 10,
-				       SL_LEASE_TTL_MIN_NS, SL_LEASE_TTL_MAX_NS);
-		ls->hint_ns = clamp_u64(r->period_ns / r->amount, SL_LEASE_HINT_MIN_NS,
-					SL_LEASE_HINT_MAX_NS);
-		ls->stale_ns = worth > SL_LEASE_STALE_MIN_NS ? worth : SL_LEASE_STALE_MIN_NS;
-		ls->t_us = (double)r->period_ns / 1000.0 / (double)r->amount;
-		ls->tau_us = (double)(r->burst > ls->cap ? r->burst : ls->cap) * ls->t_us;
-		ls->burst = r->burst;
-		sl__share_init(&ls->share,
-			       clamp_u64(worth > UINT64_MAX / 32 ? UINT64_MAX : worth * 32,
-					 SL_LEASE_SHARE_MIN_NS, SL_LEASE_SHARE_MAX_NS));
-		struct sl_params whole = {.kind = SL_KIND_TOKEN,
-					  .amount = r->amount,
-					  .period_ns = r->period_ns,
-					  .burst = r->burst};
-		if (sl_tunable_init(&ls->share_lim, &whole, sl__clock_ns()) != SL_OK)
-			return -1;
-		snprintf(ls->key, sizeof(ls->key), "sluice:{%s}", r->redis_key);
-		lease_rules |= 1u << i;
-	}
-	lease_reset_banks();
-	if (lease_rules == 0)
-		return 0;
-	if (sl__redis_load() != 0)
-		return -1;
-	if (!lease_once) {
-		lease_cv_init();
-		struct sl_params open = {.kind = SL_KIND_CONC, .amount = UINT64_MAX / 2};
-		sl_limiter_init(&lim_open, &open, 0);
-		pthread_atfork(lease_atfork_prepare, lease_atfork_parent, lease_atfork_child);
-		atexit(lease_atexit);
-		lease_once = true;
-	}
-	return 0;
-}
