@@ -38,9 +38,8 @@
  *                 exit: lease_life.c, lease_state.h); lease_share.c/h
  *                 (on-error=local falls back to the process's recent share),
  *                 lease_pool.c/h (shared= with redis=: one bank per host);
- *                 redis.c/h (the hiredis glue), redis_link.c (one interface
- *                 over redis_cluster.c and redis_sentinel.c), redis_gcra.c
- *                 (the server's script);
+ *                 redis.c/h (hiredis), redis_link.c/h (one interface over
+ *                 redis_cluster.c, redis_sentinel.c), redis_gcra.c (script);
  *   scope.c/h     the limiter of a rule for one call: per=thread slots, per=fd
  *                 rows, the per=peer table and its pins;
  *   fd.c/h        the fd byte the wrappers test, fd classification, and the
