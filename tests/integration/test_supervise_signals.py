@@ -25,9 +25,19 @@ def result(out):
     return json.loads(lines[-1]) if lines else {}
 
 
+def default_signals():
+    """A test started in the background by a shell has SIGINT and SIGQUIT
+    ignored, and so would the launcher and its program (natively too):
+    start them with the default dispositions."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM, signal.SIGUSR1,
+                signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def launch(args):
     return subprocess.Popen([SLUICE, "--supervise"] + args, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env_clean())
+                            stderr=subprocess.PIPE, text=True, env=env_clean(),
+                            preexec_fn=default_signals)
 
 
 def usr_during_download(prog):
