@@ -29,7 +29,11 @@
 #define SL__REDIS_DEFAULT_PORT 6379
 #define SL__REDIS_SENTINEL_PORT 26379
 #define SL__REDIS_DB_MAX 1000000u
-#define SL__REDIS_TEXT_MAX 1024 /* longest SLUICE_REDIS value */
+/* The longest SLUICE_REDIS value, NUL included: at least the longest
+ * canonical text (SL_REDIS_TEXT_MAX), which must parse back, and a unix://
+ * path with its options. */
+#define SL__REDIS_TEXT_MAX                                                                         \
+	(SL_REDIS_TEXT_MAX > SL_PATH_MAX + 64 ? SL_REDIS_TEXT_MAX : SL_PATH_MAX + 64)
 
 /* Decimal digits filling s[pos, end), at most max. */
 static int parse_uint(const struct sl__ctx *c, size_t pos, size_t end, uint32_t max,

@@ -278,6 +278,31 @@ static void test_policy_error_long_value(void **state)
 			    "KiB, MB, MiB, GB, GiB)");
 }
 
+/* The canonical text of the longest SLUICE_REDIS parses back: 8 sentinels
+ * of 255-byte names (no port given: each gets ":26379" in the canonical
+ * form, 2,186 bytes where the value was 2,138). */
+static void test_policy_redis_longest_canonical(void **state)
+{
+	static char value[SL_REDIS_TEXT_MAX], text[SL_REDIS_TEXT_MAX], err[SL_ERR_MAX];
+	struct sl_policy p, q;
+
+	(void)state;
+	strcpy(value, "redis+sentinel://");
+	for (int i = 0; i < SL_REDIS_NODES_MAX; i++) {
+		size_t n = strlen(value);
+		memset(value + n, 'a' + i, SL_REDIS_HOST_MAX - 1);
+		value[n + SL_REDIS_HOST_MAX - 1] = '\0';
+		strcat(value, i + 1 < SL_REDIS_NODES_MAX ? "," : "/master");
+	}
+	sl_policy_init(&p);
+	assert_dec_equal(sl_policy_parse_var(&p, "SLUICE_REDIS", value, err, sizeof err), 0);
+	size_t len = sl_redis_format(&p.redis, text, sizeof text);
+	assert_true(len > 1023 && len < sizeof text);
+	sl_policy_init(&q);
+	assert_dec_equal(sl_policy_parse_var(&q, "SLUICE_REDIS", text, err, sizeof err), 0);
+	assert_dec_equal(q.redis.n_nodes, SL_REDIS_NODES_MAX);
+}
+
 static void test_policy_rule_parse_names_variable(void **state)
 {
 	struct sl_rule r, before;
@@ -403,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_policy_format_truncates),
 		cmocka_unit_test(test_policy_error_buffer),
 		cmocka_unit_test(test_policy_error_long_value),
+		cmocka_unit_test(test_policy_redis_longest_canonical),
 		cmocka_unit_test(test_policy_rule_parse_names_variable),
 		cmocka_unit_test(test_policy_equal_ignores_explicit_opts),
 		cmocka_unit_test(test_policy_rule_defaults),
