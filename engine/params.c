@@ -69,3 +69,19 @@ uint64_t sl_piece_max(const struct sl_rule *r, const struct sl_params *p)
 	}
 	return m == 0 ? 1 : m;
 }
+
+uint64_t sl_piece_of(const struct sl_policy *p, uint32_t rules,
+		     struct sl_params (*now)(void *ctx, unsigned i), void *ctx)
+{
+	uint64_t piece = UINT64_MAX;
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &p->rules[i];
+		if (r->unit != SL_UNIT_BYTES || r->action == SL_ACTION_DRYRUN)
+			continue;
+		const struct sl_params prm = now(ctx, i);
+		uint64_t m = sl_piece_max(r, &prm);
+		piece = m < piece ? m : piece;
+	}
+	return piece;
+}

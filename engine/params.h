@@ -31,4 +31,12 @@ struct sl_params sl_params_now(const struct sl_rule *r, const struct sl_limiter 
  */
 uint64_t sl_piece_max(const struct sl_rule *r, const struct sl_params *p);
 
+/* The largest piece a transfer under `rules` may be charged at once: the
+ * smallest sl_piece_max of its byte rules, leaving out dry-run ones (a
+ * dry-run rule never splits a transfer); UINT64_MAX if none is left.
+ * now(ctx, i) gives rule i's parameters now (sl_params_now of the limiter
+ * the call uses). */
+uint64_t sl_piece_of(const struct sl_policy *p, uint32_t rules,
+		     struct sl_params (*now)(void *ctx, unsigned i), void *ctx);
+
 #endif /* SLUICE_ENGINE_PARAMS_H */

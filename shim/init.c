@@ -199,14 +199,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 						    .lim = st->rule_lim[i],
 						    .stats = &st->stats[i]};
 	}
-	st->piece_min = UINT64_MAX;
-	for (uint32_t rest = st->byte_rules; rest != 0; rest &= rest - 1) {
-		/* Dry-run rules never split a transfer (xfer.c: piece_of). */
-		if (p->rules[__builtin_ctz(rest)].action == SL_ACTION_DRYRUN)
-			continue;
-		uint64_t m = sl__piece_max((unsigned)__builtin_ctz(rest));
-		st->piece_min = m < st->piece_min ? m : st->piece_min;
-	}
+	st->piece_min = sl__piece_of(st->byte_rules);
 	st->fd_lims = remap(st->fd_lims, &fd_lims_bytes, (size_t)sl__fd_cap * st->n_fd_rules);
 	st->thread_lims = remap(st->thread_lims, &thread_lims_bytes,
 				(size_t)SL_THREAD_SLOTS * st->n_thread_rules);

@@ -75,6 +75,17 @@ uint64_t sl__piece_max(unsigned i)
 	return sl_piece_max(&sl__st.policy.rules[i], &p);
 }
 
+static struct sl_params rule_now(void *ctx, unsigned i)
+{
+	(void)ctx;
+	return sl__rule_now(i);
+}
+
+uint64_t sl__piece_of(uint32_t rules)
+{
+	return sl_piece_of(&sl__st.policy, rules, rule_now, NULL);
+}
+
 void sl__rules_reset_row(struct sl_limiter *row, enum sl_scope scope)
 {
 	uint64_t now = sl__clock_ns();

@@ -103,6 +103,9 @@ void sl__limiter_reset(struct sl_limiter *l, unsigned i, uint64_t now_ns);
 struct sl_params sl__rule_now(unsigned i);
 /* Units one piece of a split transfer may take under byte rule i. */
 uint64_t sl__piece_max(unsigned i);
+/* The largest piece of a transfer under `rules` (engine/params.h:
+ * sl_piece_of, with each rule's parameters now). */
+uint64_t sl__piece_of(uint32_t rules);
 /* Reset the limiters of every rule of `scope` in one row of a scope table
  * (a thread's or an fd's), indexed by scope_slot. */
 void sl__rules_reset_row(struct sl_limiter *row, enum sl_scope scope);

@@ -100,21 +100,6 @@ __attribute__((noinline)) ssize_t sl__io_xfer_piece(const struct sl_io *whole, s
 	return sl__io_real(io, io->buf + off, len, io->buflen - off, iov, cnt, &m, off == 0);
 }
 
-/* The smallest piece any of the byte rules allows; dry-run rules never
- * split a transfer. */
-static uint64_t piece_of(uint32_t bytes)
-{
-	uint64_t p = UINT64_MAX;
-	for (uint32_t rest = bytes; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		if (sl__st.policy.rules[i].action == SL_ACTION_DRYRUN)
-			continue;
-		uint64_t m = sl__piece_max(i);
-		p = m < p ? m : p;
-	}
-	return p;
-}
-
 /* Rules of `rules` with action reject. */
 uint32_t sl__rejecting(uint32_t rules)
 {
@@ -289,7 +274,7 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 	while (err == 0) {
 		/* Each piece as the bursts are now (`sluice set` may change
 		 * them), not from piece_min, which that may have made stale. */
-		uint64_t piece = stream && bytes != 0 ? piece_of(bytes) : UINT64_MAX;
+		uint64_t piece = stream && bytes != 0 ? sl__piece_of(bytes) : UINT64_MAX;
 		size_t want = io->total - done;
 		want = want < piece ? want : (size_t)piece;
 		if (reject != 0 && stream && want > 0) {

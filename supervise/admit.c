@@ -302,20 +302,22 @@ void sl_sup_refund(struct sl_sup *s, struct sl_sup_call *c, uint64_t bytes)
 	c->granted = false;
 }
 
+struct piece_ctx {
+	struct sl_sup *s;
+	struct sl_sup_call *c;
+	uint64_t now_ns;
+};
+
+/* Rule i's parameters now: `sluice set` may have retuned its limiter. */
+static struct sl_params rule_now(void *ctx, unsigned i)
+{
+	struct piece_ctx *x = ctx;
+	return sl_params_now(&x->s->policy.rules[i], sl_sup_lim_of(x->s, x->c, i, x->now_ns));
+}
+
 uint64_t sl_sup_piece_cap(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
-	uint64_t cap = SL_SUP_PIECE_MAX;
-	for (uint32_t rest = c->rules; rest != 0; rest &= rest - 1) {
-		unsigned i = (unsigned)__builtin_ctz(rest);
-		const struct sl_rule *r = &s->policy.rules[i];
-		if (r->unit != SL_UNIT_BYTES || r->action == SL_ACTION_DRYRUN)
-			continue;
-		/* The limiter's parameters now: `sluice set` may have retuned
-		 * it (engine/params.h). */
-		const struct sl_params p = sl_params_now(r, sl_sup_lim_of(s, c, i, now_ns));
-		uint64_t m = sl_piece_max(r, &p);
-		if (m < cap)
-			cap = m;
-	}
-	return cap;
+	struct piece_ctx x = {s, c, now_ns};
+	uint64_t cap = sl_piece_of(&s->policy, c->rules, rule_now, &x);
+	return cap < SL_SUP_PIECE_MAX ? cap : SL_SUP_PIECE_MAX;
 }

@@ -128,6 +128,23 @@ static void test_engine_piece(void **state)
 	assert_dec_equal(prm.kind, SL_KIND_WARMUP);
 }
 
+static struct sl_params rule_now(void *ctx, unsigned i)
+{
+	return sl_params_now(&((const struct sl_policy *)ctx)->rules[i], NULL);
+}
+
+/* A transfer's piece: the smallest of its byte rules' but dry-run ones. */
+static void test_engine_piece_of(void **state)
+{
+	(void)state;
+	struct sl_policy p = policy_of("send:1MiB/s,burst=64KiB;send:1MiB/s,algo=sliding;"
+				       "send:10B/s,action=dry-run;send:5/s");
+	assert_dec_equal(sl_piece_of(&p, 0xf, rule_now, &p), 10485);
+	assert_dec_equal(sl_piece_of(&p, 0x1, rule_now, &p), 65536);
+	assert_dec_equal(sl_piece_of(&p, 0xc, rule_now, &p), UINT64_MAX); /* dry-run, calls */
+	assert_dec_equal(sl_piece_of(&p, 0, rule_now, &p), UINT64_MAX);
+}
+
 /* Police, then the engine's answer, as both front ends ask. */
 static struct sl_answer ask(const struct sl_rule *r, struct sl_limiter *l, uint64_t n, uint64_t now,
 			    uint64_t start)
@@ -269,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_engine_addr),
 		cmocka_unit_test(test_engine_match),
 		cmocka_unit_test(test_engine_piece),
+		cmocka_unit_test(test_engine_piece_of),
 		cmocka_unit_test(test_engine_decide_delay),
 		cmocka_unit_test(test_engine_decide_retry),
 		cmocka_unit_test(test_engine_decide_dry),
