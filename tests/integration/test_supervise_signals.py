@@ -40,6 +40,17 @@ def launch(args):
                             preexec_fn=default_signals)
 
 
+def wait_end(p):
+    """Wait (at most 5 s) for the launcher; its seconds from now."""
+    t0 = time.monotonic()
+    try:
+        p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+    return time.monotonic() - t0
+
+
 def usr_during_download(prog):
     data = os.urandom(3 * MiB)
     src = Server("source", data)
@@ -74,14 +85,8 @@ def usr_during_download(prog):
 def ends_with(sig, want, busybox):
     p = launch(["--send", "1MiB/s", "--", busybox, "sleep", "8"])
     time.sleep(0.5)
-    t0 = time.monotonic()
     os.kill(p.pid, sig)
-    try:
-        p.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-    took = time.monotonic() - t0
+    took = wait_end(p)
     name = signal.Signals(sig).name
     # The launcher re-raises the program's signal: Popen reports -SIG, a
     # shell $? of 128 + SIG.
@@ -95,15 +100,9 @@ def killed(busybox):
     time.sleep(0.5)
     kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
     check(len(kids) == 1, "the program is the launcher's child (%r)" % kids)
-    t0 = time.monotonic()
     for k in kids:
         os.kill(int(k), signal.SIGKILL)
-    try:
-        p.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-    took = time.monotonic() - t0
+    took = wait_end(p)
     check(p.returncode in (-signal.SIGKILL, 137), "program SIGKILLed: the launcher's status %s "
           "(wants 137)" % p.returncode)
     check(took < 2, "program SIGKILLed: the launcher ended in %.2f s" % took)
