@@ -53,15 +53,18 @@ case "$jobs" in '' | *[!0-9]* | 0) echo "run-tests.sh: SL_TEST_JOBS=$jobs: want 
 #                     (lintian, the cluster and fairness tests), 2 of 5 runs
 #   test_supervise_go.py  8 MiB at 2 MiB/s in 4.20 s where it wants 4.11 s
 #                     (within 3 %) beside the same, 2 of 5 runs
+#   test_redis_cluster.py  605 connects in one 1 s window during the cluster
+#                     failover (wants at most 550) beside the first wave, 1
+#                     of 5 CI runs; 510 and 511 alone
 #   test_modes_ab.py  the two modes must agree within 3 %: beside other
 #                     suites a preloaded 2 MiB download at 1 MiB/s took
 #                     2.27 s against 2.08 s supervised (quiet: 2.00 / 2.00)
 alone=" test_install.sh test_cli.py test_shim_warmup.py test_supervise_static.py test_real_sshd.py \
 test_stat_listen.py test_redis_sentinel.py test_shim_accept.py test_vfork.py test_redis.py \
-test_supervise_go.py test_modes_ab.py "
+test_supervise_go.py test_modes_ab.py test_redis_cluster.py "
 # Started first (the longest of the others, 15 to 50 s each), so that
 # none of them begins last and holds up the end: only the order changes.
-first=" test_redis_cluster.py test_eventloop_fair.py test_deb.sh test_redis_pool.py \
+first=" test_eventloop_fair.py test_deb.sh test_redis_pool.py \
 test_proxy_haproxy.py test_examples.py "
 
 passed=0
