@@ -18,6 +18,7 @@
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -123,6 +124,14 @@ struct sl_rconn *sl__redis_open(const struct sl_redis *cfg, uint64_t timeout_ns,
 		       : sl__redis_open_at(cfg, cfg->host, cfg->port, timeout_ns, why, whylen);
 }
 
+void *sl__redis_zalloc(size_t size, char *why, size_t whylen)
+{
+	void *p = calloc(1, size);
+	if (p == NULL)
+		snprintf(why, whylen, "out of memory");
+	return p;
+}
+
 struct sl_rconn *sl__redis_open_at(const struct sl_redis *cfg, const char *host, uint16_t port,
 				   uint64_t timeout_ns, char *why, size_t whylen)
 {
@@ -203,13 +212,38 @@ static int redis_script_load(struct sl_rconn *c, char *why, size_t whylen)
 	return ok ? 0 : -1;
 }
 
-int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us, uint64_t want,
-		   uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+/* The one-connection topology (redis://, unix://): its state is the
+ * connection. */
+static int one_open(void *t, const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+		    size_t whylen)
 {
-	return sl__redis_take_at(c, false, key, t_us, tau_us, want, got, wait_ns, why, whylen) < 0
-		       ? -1
-		       : 0;
+	struct sl_rconn **c = t;
+	*c = sl__redis_open(cfg, timeout_ns, why, whylen);
+	return *c != NULL ? 0 : -1;
 }
+
+static int one_take(void *t, const char *key, double t_us, double tau_us, uint64_t want,
+		    uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+{
+	return sl__redis_take_at(*(struct sl_rconn **)t, false, key, t_us, tau_us, want, got,
+				 wait_ns, why, whylen);
+}
+
+static void one_close(void *t, bool abandon)
+{
+	struct sl_rconn *c = *(struct sl_rconn **)t;
+	if (abandon)
+		sl__redis_abandon(c);
+	else
+		sl__redis_close(c);
+}
+
+const struct sl_rtopo sl__rtopo_one = {
+	.size = sizeof(struct sl_rconn *),
+	.reach = one_open,
+	.take = one_take,
+	.drop = one_close,
+};
 
 struct sl_hreply *sl__redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
 				size_t whylen)

@@ -31,15 +31,6 @@ void sl__redis_close(struct sl_rconn *c);
 /* The child after fork: close our copy of the socket, leave the memory
  * (the parent's thread may have been using it when fork happened). */
 void sl__redis_abandon(struct sl_rconn *c);
-/*
- * Lease up to `want` units of limiter `key` (EVALSHA, loading the script
- * first if needed and again on NOSCRIPT). On success returns 0 with *got
- * units granted and, if fewer than want, *wait_ns until one more would be.
- * Returns -1 (reason in why) when the connection failed or timed out: it
- * must then be closed.
- */
-int sl__redis_take(struct sl_rconn *c, const char *key, double t_us, double tau_us, uint64_t want,
-		   uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
 /* Script loads so far (SCRIPT LOAD replies), for logs and tests. */
 uint64_t sl__redis_script_loads(void);
 

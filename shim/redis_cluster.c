@@ -215,27 +215,20 @@ static int cluster_refresh(struct sl_cluster *cl, char *why, size_t whylen)
 	return -1;
 }
 
-struct sl_cluster *sl__cluster_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
-				    size_t whylen)
+static int cluster_open(void *t, const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+			size_t whylen)
 {
-	struct sl_cluster *cl = calloc(1, sizeof(*cl));
-	if (cl == NULL) {
-		snprintf(why, whylen, "out of memory");
-		return NULL;
-	}
+	struct sl_cluster *cl = t;
 	cl->cfg = cfg;
 	cl->timeout_ns = timeout_ns;
 	memset(cl->slot_node, SL_CLUSTER_NONE, sizeof(cl->slot_node));
-	if (cluster_refresh(cl, why, whylen) < 0) {
-		sl__cluster_close(cl, false);
-		return NULL;
-	}
-	return cl;
+	return cluster_refresh(cl, why, whylen);
 }
 
-int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double tau_us,
-		     uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+static int cluster_take(void *t, const char *key, double t_us, double tau_us, uint64_t want,
+			uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
+	struct sl_cluster *cl = t;
 	uint16_t slot = sl__cluster_slot(key, strlen(key));
 	unsigned ask = SL_CLUSTER_NONE; /* the node an ASK sent us to */
 	for (int hop = 0; hop < SL_CLUSTER_HOPS; hop++) {
@@ -291,16 +284,20 @@ int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double
 	return SL_REDIS_EIO;
 }
 
-void sl__cluster_close(struct sl_cluster *cl, bool abandon)
+static void cluster_close(void *t, bool abandon)
 {
-	if (cl == NULL)
-		return;
+	struct sl_cluster *cl = t;
 	for (unsigned i = 0; i < cl->n_nodes; i++) {
 		if (abandon)
 			sl__redis_abandon(cl->nodes[i].conn);
 		else
 			sl__redis_close(cl->nodes[i].conn);
 	}
-	if (!abandon)
-		free(cl);
 }
+
+const struct sl_rtopo sl__rtopo_cluster = {
+	.size = sizeof(struct sl_cluster),
+	.reach = cluster_open,
+	.take = cluster_take,
+	.drop = cluster_close,
+};

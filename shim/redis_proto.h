@@ -36,7 +36,7 @@ struct sl_hreply {
 	struct sl_hreply **element;
 };
 
-/* sl__redis_take's answers besides 0. */
+/* sl__redis_take_at's answers besides 0. */
 #define SL_REDIS_EIO (-1)    /* the connection failed: close it */
 #define SL_REDIS_EREPLY (-2) /* the server answered with an error: text in why */
 
@@ -52,8 +52,16 @@ struct sl_rconn *sl__redis_open_at(const struct sl_redis *auth, const char *host
 struct sl_hreply *sl__redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
 				size_t whylen);
 void sl__redis_free_reply(struct sl_hreply *r);
-/* sl__redis_take with ASKING sent right before each EVALSHA when `asking`
- * (a cluster's ASK redirect). 0, SL_REDIS_EIO or SL_REDIS_EREPLY. */
+/* calloc(1, size), or NULL with "out of memory" in why. */
+void *sl__redis_zalloc(size_t size, char *why, size_t whylen);
+/*
+ * Lease up to `want` units of limiter `key` (EVALSHA, loading the script
+ * first if needed and again on NOSCRIPT), with ASKING sent right before
+ * each EVALSHA when `asking` (a cluster's ASK redirect). On success returns
+ * 0 with *got units granted and, if fewer than want, *wait_ns until one
+ * more would be; SL_REDIS_EIO when the connection failed or timed out (it
+ * must then be closed), SL_REDIS_EREPLY for an error reply (reason in why).
+ */
 int sl__redis_take_at(struct sl_rconn *c, bool asking, const char *key, double t_us, double tau_us,
 		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
 
@@ -68,18 +76,24 @@ uint16_t sl__cluster_slot(const char *key, size_t len);
  */
 int sl__cluster_redirect_parse(const char *err, uint16_t *slot, char *host, size_t hostlen,
 			       uint16_t *port);
-struct sl_cluster *sl__cluster_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
-				    size_t whylen);
-int sl__cluster_take(struct sl_cluster *cl, const char *key, double t_us, double tau_us,
-		     uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
-void sl__cluster_close(struct sl_cluster *cl, bool abandon);
 
-/* ---- Sentinel (redis_sentinel.c) ---- */
-struct sl_sentinel;
-struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
-				      size_t whylen);
-int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, double tau_us,
-		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
-void sl__sentinel_close(struct sl_sentinel *s, bool abandon);
+/* ---- Topologies: what a link (redis_link.c) reaches its server through ---- */
+
+/* One form of SLUICE_REDIS: one connection (redis.c), a Redis Cluster's
+ * nodes (redis_cluster.c), or the master Sentinel names (redis_sentinel.c).
+ * Its state is `size` bytes, zeroed by the link, passed to each call. */
+struct sl_rtopo {
+	size_t size;
+	/* Connect: 0, or -1 with the reason in why. drop follows either. */
+	int (*reach)(void *t, const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+		     size_t whylen);
+	/* As sl__redis_take_at: 0, SL_REDIS_EIO or SL_REDIS_EREPLY. */
+	int (*take)(void *t, const char *key, double t_us, double tau_us, uint64_t want,
+		    uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen);
+	/* Close its connections; abandon (a fork child): the sockets only,
+	 * as sl__redis_abandon does. The link frees t. */
+	void (*drop)(void *t, bool abandon);
+};
+extern const struct sl_rtopo sl__rtopo_one, sl__rtopo_cluster, sl__rtopo_sentinel;
 
 #endif /* SLUICE_SHIM_REDIS_PROTO_H */

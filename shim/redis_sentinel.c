@@ -156,21 +156,13 @@ static int sentinel_find(struct sl_sentinel *s, char *why, size_t whylen)
 	return -1;
 }
 
-struct sl_sentinel *sl__sentinel_open(const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
-				      size_t whylen)
+static int sentinel_open(void *t, const struct sl_redis *cfg, uint64_t timeout_ns, char *why,
+			 size_t whylen)
 {
-	struct sl_sentinel *s = calloc(1, sizeof(*s));
-	if (s == NULL) {
-		snprintf(why, whylen, "out of memory");
-		return NULL;
-	}
+	struct sl_sentinel *s = t;
 	s->cfg = cfg;
 	s->timeout_ns = timeout_ns;
-	if (sentinel_find(s, why, whylen) < 0) {
-		sl__sentinel_close(s, false);
-		return NULL;
-	}
-	return s;
+	return sentinel_find(s, why, whylen);
 }
 
 /* Every SL_SENTINEL_RECHECK_NS: does the sentinel still name our master?
@@ -197,9 +189,10 @@ static void sentinel_recheck(struct sl_sentinel *s)
 	s->conn = NULL;
 }
 
-int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, double tau_us,
-		      uint64_t want, uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
+static int sentinel_take(void *t, const char *key, double t_us, double tau_us, uint64_t want,
+			 uint64_t *got, uint64_t *wait_ns, char *why, size_t whylen)
 {
+	struct sl_sentinel *s = t;
 	sentinel_recheck(s);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if (s->conn == NULL && sentinel_find(s, why, whylen) < 0)
@@ -218,16 +211,21 @@ int sl__sentinel_take(struct sl_sentinel *s, const char *key, double t_us, doubl
 	return SL_REDIS_EIO;
 }
 
-void sl__sentinel_close(struct sl_sentinel *s, bool abandon)
+static void sentinel_close(void *t, bool abandon)
 {
-	if (s == NULL)
-		return;
+	struct sl_sentinel *s = t;
 	if (abandon) {
 		sl__redis_abandon(s->conn);
 		sl__redis_abandon(s->sconn);
-		return;
+	} else {
+		sl__redis_close(s->conn);
+		sl__redis_close(s->sconn);
 	}
-	sl__redis_close(s->conn);
-	sl__redis_close(s->sconn);
-	free(s);
 }
+
+const struct sl_rtopo sl__rtopo_sentinel = {
+	.size = sizeof(struct sl_sentinel),
+	.reach = sentinel_open,
+	.take = sentinel_take,
+	.drop = sentinel_close,
+};
