@@ -104,6 +104,18 @@ static uint32_t hold_rules(uint32_t rules)
 	return m;
 }
 
+/* The end of an accept that returns connection r: its conns slots (gc) go
+ * to the fd, the call ends admitted, errno is e. */
+static int accepted(struct sl_call *c, uint32_t rules, const struct sl_grant *gc, int r, int e)
+{
+	struct sl_limiter *lims[SL_MAX_RULES];
+	sl__fd_set_conn(r, lims, sl__grant_conns(gc, lims));
+	sl__call_end(c, rules, true);
+	sl__busy = 0;
+	errno = e;
+	return r;
+}
+
 /* Connections one accept call may hold before it gives up with EAGAIN. */
 #define SL_AH_PER_CALL 16
 
@@ -186,14 +198,8 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 			sl__sleep_until(due);
 		else
 			sl__grant_refund(&c, &g2, 1);
-		if (err == 0) {
-			struct sl_limiter *lims[SL_MAX_RULES];
-			sl__fd_set_conn(r, lims, sl__grant_conns(&gc, lims));
-			sl__call_end(&c, rules, true);
-			sl__busy = 0;
-			errno = e;
-			return r;
-		}
+		if (err == 0)
+			return accepted(&c, rules, &gc, r, e);
 		g2.rules = 0;
 	}
 	bool intr = err == EINTR;
@@ -214,12 +220,7 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 		reset_conn(r);
 		return sl__call_fail(&c, rules, err);
 	}
-	struct sl_limiter *lims[SL_MAX_RULES];
-	sl__fd_set_conn(r, lims, sl__grant_conns(&gc, lims));
-	sl__call_end(&c, rules, true);
-	sl__busy = 0;
-	errno = e;
-	return r;
+	return accepted(&c, rules, &gc, r, e);
 }
 
 int sl__accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)

@@ -120,9 +120,9 @@ static int earliest(int lfd, uint64_t now)
 	return best;
 }
 
-uint64_t sl__ah_next(uint64_t now)
+uint64_t sl__ah_next(uint64_t now, uint64_t before)
 {
-	uint64_t t = UINT64_MAX;
+	uint64_t t = before;
 	for (unsigned i = 0; sl__ah_on() && i < SL_AH_MAX; i++)
 		if (atomic_load_explicit(&tab[i].state, memory_order_acquire) == AH_HELD &&
 		    tab[i].due > now && tab[i].due < t)

@@ -27,11 +27,11 @@ bool sl__ah_hold(int lfd, int fd, uint64_t due, const struct sockaddr *addr, soc
  * as accept4(lfd, sa, len, flags) would return it (flags < 0: accept), or
  * -1 if there is none. errno is preserved. */
 int sl__ah_take(int lfd, uint64_t now, struct sockaddr *sa, socklen_t *len, int flags);
-/* The earliest instant after now a held connection is due (UINT64_MAX:
- * none): the wait wrappers wake then, and report its listener readable
- * (one already due and not taken, its listener not in the set waited on,
- * does not make them spin). */
-uint64_t sl__ah_next(uint64_t now);
+/* The earlier of `before` and the earliest instant after now a held
+ * connection is due: the wait wrappers wake then, and report its listener
+ * readable (one already due and not taken, its listener not in the set
+ * waited on, does not make them spin). */
+uint64_t sl__ah_next(uint64_t now, uint64_t before);
 /* Whether lfd has a held connection due at now. */
 bool sl__ah_due(int lfd, uint64_t now);
 /* Register the forget hook (a closed listener closes what it held).

@@ -291,6 +291,18 @@ static void brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b,
 	}
 }
 
+/* The shortest slow-call threshold (slow=) of the breakers of `rules`;
+ * UINT64_MAX if none has one. */
+static uint64_t brk_slow_ns(uint32_t rules)
+{
+	uint64_t slow = UINT64_MAX;
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		const uint64_t s = brk_rules[__builtin_ctz(rest)].spec.slow_ns;
+		slow = s != 0 && s < slow ? s : slow;
+	}
+	return slow;
+}
+
 /* Report one outcome to the breakers of `rules`. */
 static void brk_report(uint32_t rules, uint32_t probes, struct sl_breaker *const *bs, bool failure,
 		       uint64_t now)
@@ -397,12 +409,7 @@ int sl__break_connect(int fd, const struct sockaddr *sa, socklen_t len)
 		errno = e;
 		return r;
 	}
-	const uint64_t end = sl__clock_ns();
-	uint64_t slow = UINT64_MAX;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const uint64_t s = brk_rules[__builtin_ctz(rest)].spec.slow_ns;
-		slow = s != 0 && s < slow ? s : slow;
-	}
+	const uint64_t end = sl__clock_ns(), slow = brk_slow_ns(rules);
 	if (r == 0) {
 		brk_report(rules, probes, bs, end - now > slow, end);
 	} else if (sl__call_refused) {
@@ -446,12 +453,7 @@ void sl__break_soerror(int fd, int err)
 	const uint32_t rules = atomic_exchange_explicit(&pd->rules, 0, memory_order_acq_rel);
 	if (rules == 0)
 		return;
-	const uint64_t now = sl__clock_ns();
-	uint64_t slow = UINT64_MAX;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const uint64_t s = brk_rules[__builtin_ctz(rest)].spec.slow_ns;
-		slow = s != 0 && s < slow ? s : slow;
-	}
+	const uint64_t now = sl__clock_ns(), slow = brk_slow_ns(rules);
 	brk_report(rules, pd->probes, pd->b, err != 0 || now - pd->start_ns > slow, now);
 }
 

@@ -61,11 +61,11 @@
 #define CW_STARTING_NS 100000u
 
 enum cw_state {
-	CW_HELD = 0,
-	CW_PENDING = 1,
-	CW_STARTING = 2,
-	CW_FAILED = 3,
-	CW_SPENT = 4,
+	CW_HELD, /* first: a zeroed record is held */
+	CW_PENDING,
+	CW_STARTING,
+	CW_FAILED,
+	CW_SPENT,
 };
 
 /* Which process made a record: 0 in the first process, one more in each

@@ -93,11 +93,7 @@ int sl__ep_init_unsync(bool on)
  * before the lock for a fork's copy of memory. */
 static void ep_raise_hi(int fd)
 {
-	uint32_t hi = atomic_load_explicit(&sl__ep_hi, memory_order_relaxed);
-	while (hi < (uint32_t)fd + 1 &&
-	       !atomic_compare_exchange_weak_explicit(&sl__ep_hi, &hi, (uint32_t)fd + 1,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
+	sl__fd_raise_hi(&sl__ep_hi, fd);
 }
 
 void sl__ep_after_fork_unsync(void)

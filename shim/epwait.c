@@ -168,8 +168,7 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, u
 		sl__wake_enter();
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
 		if (sl__ah_on()) { /* held connections (acchold.c) */
-			uint64_t h = sl__ah_next(now);
-			next = h < next ? h : next;
+			next = sl__ah_next(now, next);
 			/* One already due on this epoll set: report it now, do
 			 * not wait (ev is scratch until the wait fills it). */
 			if (max > 0 && ep_inject(epfd, ev, 0, max) > 0)

@@ -193,11 +193,7 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 		return st == FAIR_KEPT
 			       ? later(c, atomic_load_explicit(&r->turn_ns, memory_order_relaxed))
 			       : 0;
-	uint32_t hi = atomic_load_explicit(&fd_hi, memory_order_relaxed);
-	while (hi < (uint32_t)c->fd + 1 &&
-	       !atomic_compare_exchange_weak_explicit(&fd_hi, &hi, (uint32_t)c->fd + 1,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
+	sl__fd_raise_hi(&fd_hi, c->fd);
 	uint64_t t = 0;
 	r->n = 0;
 	for (; rules != 0 && r->n < FAIR_RULES; rules &= rules - 1) {

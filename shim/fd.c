@@ -214,11 +214,7 @@ static uint8_t rec_pass(const struct sl_fdrec *r)
 static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint8_t b)
 {
 	/* Relaxed: only bounds the scan after fork (one thread then). */
-	uint32_t hi = atomic_load_explicit(&busy_hi, memory_order_relaxed);
-	while (hi <= (uint32_t)fd &&
-	       !atomic_compare_exchange_weak_explicit(&busy_hi, &hi, (uint32_t)fd + 1,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
+	sl__fd_raise_hi(&busy_hi, fd);
 	for (int spins = 0;; spins++) {
 		if (b & SL_FDB_READY)
 			return &sl__fdrecs[fd];

@@ -126,4 +126,16 @@ void sl__fdtab_classify_pending(void);
 /* The child after fork: clear the BUSY bits of threads that are gone. */
 void sl__fdtab_after_fork_unsync(void);
 
+/* Raise *hi to at least fd + 1: a table's bound on the fds it has seen,
+ * for the scans that clear it (a re-init, the child after fork). Relaxed:
+ * a bound only, ordered by what its caller does next. */
+static inline void sl__fd_raise_hi(_Atomic uint32_t *hi, int fd)
+{
+	uint32_t h = atomic_load_explicit(hi, memory_order_relaxed);
+	while (h < (uint32_t)fd + 1 &&
+	       !atomic_compare_exchange_weak_explicit(hi, &h, (uint32_t)fd + 1,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
 #endif /* SLUICE_SHIM_FD_H */

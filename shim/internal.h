@@ -12,7 +12,7 @@
  * the bottom up:
  *
  *   real.c/h      the table of real libc functions (struct sl_real), and the
- *                 one list (SL_REAL_LIST) every wrapper is generated from;
+ *                 one list (SL_REAL_LIST) wrap_gen.h makes the wrappers of;
  *   log.c/h       sl_log: level test first, stack buffer, the real write;
  *                 SLUICE_LOG_FILE and SLUICE_STATS opened safely (no links,
  *                 owner checked, 0600); sandboxed.h: the seccomp flag;

@@ -127,8 +127,7 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t deadline, const sigs
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
 		if (sl__ah_on()) { /* held connections (acchold.c) */
-			uint64_t h = sl__ah_next(now);
-			next = h < next ? h : next;
+			next = sl__ah_next(now, next);
 			/* One already due: report it now, do not wait. */
 			for (nfds_t i = 0; i < n && next > now; i++)
 				if (fds[i].fd >= 0 && (fds[i].events & POLLIN) &&
@@ -216,8 +215,7 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t deadline, const sig
 	for (;;) {
 		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
 		if (sl__ah_on()) { /* held connections (acchold.c) */
-			uint64_t h = sl__ah_next(now);
-			next = h < next ? h : next;
+			next = sl__ah_next(now, next);
 			/* One already due: report it now, do not wait. */
 			for (int fd = 0; s->user[0] != NULL && fd < nfds && next > now; fd++)
 				if (FD_ISSET(fd, s->user[0]) && sl__ah_due(fd, now))

@@ -78,11 +78,7 @@ static _Atomic bool eagain_on;
 static void note_fd(int fd)
 {
 	/* Relaxed: only bounds how much a test's re-init clears. */
-	uint32_t hi = atomic_load_explicit(&fd_hi, memory_order_relaxed);
-	while (hi < (uint32_t)fd + 1 &&
-	       !atomic_compare_exchange_weak_explicit(&fd_hi, &hi, (uint32_t)fd + 1,
-						      memory_order_relaxed, memory_order_relaxed))
-		;
+	sl__fd_raise_hi(&fd_hi, fd);
 }
 
 /* The readiness hook (epoll.c's), or NULL. */

@@ -46,13 +46,16 @@ int sl__sandbox_enter(const char *how)
 	return was;
 }
 
-void sl__sandbox_leave(int was)
+long sl__sandbox_done(int was, long r)
 {
-	if (was)
-		return;
+	if (r >= 0 || was)
+		return r;
+	const int e = errno;
 	atomic_store_explicit(&sl__sandbox_on, 0, memory_order_relaxed);
 	if (sl__st.rec != NULL)
 		atomic_store_explicit(&sl__st.rec->sandboxed, 0, memory_order_relaxed);
+	errno = e;
+	return r;
 }
 
 void sl__sandbox_reset_unsync(void)
@@ -80,13 +83,7 @@ SL_EXPORT int prctl(int option, ...)
 	if (!prctl_sandboxes(option, a2))
 		return SL_REAL(prctl)(option, a2, a3, a4, a5);
 	int was = sl__sandbox_enter("prctl(PR_SET_SECCOMP)");
-	int r = SL_REAL(prctl)(option, a2, a3, a4, a5);
-	if (r < 0) {
-		int e = errno;
-		sl__sandbox_leave(was);
-		errno = e;
-	}
-	return r;
+	return (int)sl__sandbox_done(was, SL_REAL(prctl)(option, a2, a3, a4, a5));
 }
 
 /* glibc has no seccomp(): programs and libseccomp use syscall(), which
@@ -96,13 +93,8 @@ SL_EXPORT int seccomp(unsigned int op, unsigned int flags, void *args);
 SL_EXPORT int seccomp(unsigned int op, unsigned int flags, void *args)
 {
 	int was = sl__sandbox_enter("seccomp()");
-	long r = SL_REAL(syscall)(SYS_seccomp, (long)op, (long)flags, (long)args, 0L, 0L, 0L);
-	if (r < 0) {
-		int e = errno;
-		sl__sandbox_leave(was);
-		errno = e;
-	}
-	return (int)r;
+	return (int)sl__sandbox_done(was, SL_REAL(syscall)(SYS_seccomp, (long)op, (long)flags,
+							   (long)args, 0L, 0L, 0L));
 }
 
 bool sl__sandbox_syscall(long nr, long a1, long a2)

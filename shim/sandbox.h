@@ -25,11 +25,12 @@
 
 /* A seccomp filter (or strict mode) is about to be installed by the calling
  * thread, `how` naming the call (for a debugger: nothing is logged, see
- * sandbox.c). Returns what sl__sandbox_leave needs. */
+ * sandbox.c). Returns what sl__sandbox_done needs. */
 int sl__sandbox_enter(const char *how);
-/* The call of sl__sandbox_enter failed (r < 0): the process is not
- * sandboxed after all, unless it was before (was = the value returned). */
-void sl__sandbox_leave(int was);
+/* The call sl__sandbox_enter announced returned r: if it failed (r < 0),
+ * the process is not sandboxed after all, unless it was before (was = the
+ * value sl__sandbox_enter returned). Returns r; errno is kept. */
+long sl__sandbox_done(int was, long r);
 /* True if syscall(nr, a1, a2, ...) installs a seccomp filter or strict
  * mode (SYS_seccomp, or SYS_prctl with PR_SET_SECCOMP). */
 bool sl__sandbox_syscall(long nr, long a1, long a2);

@@ -59,17 +59,20 @@ static int newfd_pair_done(int r, const int *fd)
 	return r;
 }
 
+/* An exported definition of name, declared first: glibc declares some of
+ * these calls, not all. */
+#define EXPORT_DEF(ret, name, params)                                                              \
+	SL_EXPORT ret name params;                                                                 \
+	SL_EXPORT ret name params
 #define WRAP_NEWFD(ret, name, params, args, fd)                                                    \
-	SL_EXPORT ret name params; /* glibc declares some, not all */                              \
-	SL_EXPORT ret name params                                                                  \
+	EXPORT_DEF(ret, name, params)                                                              \
 	{                                                                                          \
 		return newfd_done(SL_REAL(name) args);                                             \
 	}
 /* open's and openat's mode is there only when flags create a file
  * (O_CREAT, O_TMPFILE: glibc's __OPEN_NEEDS_MODE), as glibc reads it. */
 #define WRAP_NEWFD_MODE(ret, name, params, args, fd)                                               \
-	SL_EXPORT ret name params; /* glibc declares some, not all */                              \
-	SL_EXPORT ret name params                                                                  \
+	EXPORT_DEF(ret, name, params)                                                              \
 	{                                                                                          \
 		mode_t mode = 0;                                                                   \
 		if (__OPEN_NEEDS_MODE(flags)) {                                                    \
@@ -81,17 +84,11 @@ static int newfd_pair_done(int r, const int *fd)
 		return newfd_done(SL_REAL(name) args);                                             \
 	}
 #define WRAP_NEWFD_PAIR(ret, name, params, args, fd)                                               \
-	SL_EXPORT ret name params; /* glibc declares some, not all */                              \
-	SL_EXPORT ret name params                                                                  \
+	EXPORT_DEF(ret, name, params)                                                              \
 	{                                                                                          \
 		return newfd_pair_done(SL_REAL(name) args, fd);                                    \
 	}
-#define WRAP_SEND(ret, name, params, args, fd)
-#define WRAP_SEND_TFO(ret, name, params, args, fd)
-#define WRAP_RECV(ret, name, params, args, fd)
-#define WRAP_OWN(ret, name, params, args, fd)
-#define WRAP(ret, name, params, args, shape, fd) WRAP_##shape(ret, name, params, args, fd)
-SL_REAL_LIST(WRAP)
+#include "wrap_gen.h"
 
 /* The real syscall() with the caller's six arguments. */
 static long raw(long nr, const long *a)
@@ -239,13 +236,7 @@ SL_EXPORT long syscall(long nr, ...)
 		if (sl__sandbox_syscall(nr, a[0], a[1])) {
 			int was = sl__sandbox_enter(nr == SYS_seccomp ? "syscall(SYS_seccomp)"
 								      : "syscall(SYS_prctl)");
-			long r = raw(nr, a);
-			if (r < 0) {
-				int e = errno;
-				sl__sandbox_leave(was);
-				errno = e;
-			}
-			return r;
+			return sl__sandbox_done(was, raw(nr, a));
 		}
 		return raw(nr, a);
 	default: {

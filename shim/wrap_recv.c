@@ -26,23 +26,32 @@
 
 const int sl__wrap_recv_anchor = 1;
 
+/* The call described for sl__recv; inlined into each slow_NAME below. */
+static inline __attribute__((always_inline)) ssize_t recv_buf(enum sl_io_how how, int fd, void *buf,
+							      size_t n, size_t buflen, int flags,
+							      struct sockaddr *from,
+							      socklen_t *fromlen)
+{
+	struct sl_io io = {.how = how,
+			   .fd = fd,
+			   .buf = buf,
+			   .total = n,
+			   .buflen = buflen,
+			   .flags = flags,
+			   .addr = from,
+			   .addrlenp = fromlen};
+	return sl__recv(&io);
+}
+
 static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, int flags)
 {
-	struct sl_io io = {.how = SL_IO_RECV, .fd = fd, .buf = buf, .total = n, .flags = flags};
-	return sl__recv(&io);
+	return recv_buf(SL_IO_RECV, fd, buf, n, 0, flags, NULL, NULL);
 }
 
 static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t n, int flags,
 						       struct sockaddr *from, socklen_t *fromlen)
 {
-	struct sl_io io = {.how = SL_IO_RECVFROM,
-			   .fd = fd,
-			   .buf = buf,
-			   .total = n,
-			   .flags = flags,
-			   .addr = from,
-			   .addrlenp = fromlen};
-	return sl__recv(&io);
+	return recv_buf(SL_IO_RECVFROM, fd, buf, n, 0, flags, from, fromlen);
 }
 
 static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg, int flags)
@@ -61,34 +70,21 @@ static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg
 
 static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n)
 {
-	struct sl_io io = {.how = SL_IO_READ, .fd = fd, .buf = buf, .total = n};
-	return sl__recv(&io);
+	return recv_buf(SL_IO_READ, fd, buf, n, 0, 0, NULL, NULL);
 }
 
 static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt)
 {
-	/* The record first: iov is read only for a socket a rule may match. */
-	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_RECV);
-	if (rec == NULL || sl__bad_iov(iov, cnt))
-		return SL_REAL(readv)(fd, iov, cnt);
-	struct sl_io io = {.how = SL_IO_READV,
-			   .fd = fd,
-			   .iov = iov,
-			   .iovcnt = cnt,
-			   .total = sl__iov_total(iov, (size_t)cnt)};
-	return sl__recv_rec(&io, rec);
+	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt);
 }
 
+/* The fortified calls: the real one when n is past the buffer (it aborts),
+ * or for an fd no rule matches. */
 static __attribute__((noinline)) ssize_t slow___read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__read_chk)(fd, buf, n, buflen);
-	struct sl_io io = {.how = SL_IO_READ_CHK,
-			   .fd = fd,
-			   .buf = buf,
-			   .total = n,
-			   .buflen = buflen};
-	return sl__recv(&io);
+	return recv_buf(SL_IO_READ_CHK, fd, buf, n, buflen, 0, NULL, NULL);
 }
 
 static __attribute__((noinline)) ssize_t slow___recv_chk(int fd, void *buf, size_t n, size_t buflen,
@@ -96,13 +92,7 @@ static __attribute__((noinline)) ssize_t slow___recv_chk(int fd, void *buf, size
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
-	struct sl_io io = {.how = SL_IO_RECV_CHK,
-			   .fd = fd,
-			   .buf = buf,
-			   .total = n,
-			   .buflen = buflen,
-			   .flags = flags};
-	return sl__recv(&io);
+	return recv_buf(SL_IO_RECV_CHK, fd, buf, n, buflen, flags, NULL, NULL);
 }
 
 static __attribute__((noinline)) ssize_t slow___recvfrom_chk(int fd, void *buf, size_t n,
@@ -112,28 +102,13 @@ static __attribute__((noinline)) ssize_t slow___recvfrom_chk(int fd, void *buf, 
 {
 	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
 		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
-	struct sl_io io = {.how = SL_IO_RECVFROM_CHK,
-			   .fd = fd,
-			   .buf = buf,
-			   .total = n,
-			   .buflen = buflen,
-			   .flags = flags,
-			   .addr = from,
-			   .addrlenp = fromlen};
-	return sl__recv(&io);
+	return recv_buf(SL_IO_RECVFROM_CHK, fd, buf, n, buflen, flags, from, fromlen);
 }
 
 /* The exported shells of the RECV shape. */
 #define WRAP_RECV(ret, name, params, args, fd)                                                     \
 	SL_WRAP_SHELL(ret, name, params, args, fd, SL_K_RECV, true)
-#define WRAP_SEND(ret, name, params, args, fd)
-#define WRAP_SEND_TFO(ret, name, params, args, fd)
-#define WRAP_OWN(ret, name, params, args, fd)
-#define WRAP_NEWFD(ret, name, params, args, fd)
-#define WRAP_NEWFD_MODE(ret, name, params, args, fd)
-#define WRAP_NEWFD_PAIR(ret, name, params, args, fd)
-#define WRAP(ret, name, params, args, shape, fd) WRAP_##shape(ret, name, params, args, fd)
-SL_REAL_LIST(WRAP)
+#include "wrap_gen.h"
 
 /* At most as many messages as message rules allow now (waiting for one);
  * bytes are charged after the fact. */

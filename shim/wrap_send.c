@@ -6,7 +6,7 @@
  *
  * A generated wrapper's fast path is the fd's pass bit and a tail call to
  * libc; past it, slow_NAME below describes the call in a struct sl_io for
- * sl__send (xfer.h), whose file comment (xfer.c) gives the semantics.
+ * sl__send (xfer_recv.h), whose file comment (xfer.c) gives the semantics.
  * sendto and sendmsg with MSG_FASTOPEN always come here (their shape is
  * SEND_TFO): such a call connects the socket, which is then classified
  * again (connect rules and conns do not see such a connection).
@@ -19,30 +19,35 @@
 #include "fd.h"
 #include "real.h"
 #include "xfer.h"
+#include "xfer_recv.h"
 
 const int sl__wrap_send_anchor = 1;
 
-static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size_t n, int flags)
+/* The call described for sl__send; inlined into each slow_NAME below. */
+static inline __attribute__((always_inline)) ssize_t send_buf(enum sl_io_how how, int fd,
+							      const void *buf, size_t n, int flags,
+							      const struct sockaddr *to,
+							      socklen_t tolen)
 {
-	struct sl_io io = {.how = SL_IO_SEND,
-			   .fd = fd,
-			   .buf = (char *)buf,
-			   .total = n,
-			   .flags = flags};
-	return sl__send(&io);
-}
-
-static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
-						     const struct sockaddr *to, socklen_t tolen)
-{
-	struct sl_io io = {.how = SL_IO_SENDTO,
+	struct sl_io io = {.how = how,
 			   .fd = fd,
 			   .buf = (char *)buf,
 			   .total = n,
 			   .flags = flags,
 			   .addr = (struct sockaddr *)to,
 			   .addrlen = tolen};
-	ssize_t r = sl__send(&io);
+	return sl__send(&io);
+}
+
+static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size_t n, int flags)
+{
+	return send_buf(SL_IO_SEND, fd, buf, n, flags, NULL, 0);
+}
+
+static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
+						     const struct sockaddr *to, socklen_t tolen)
+{
+	ssize_t r = send_buf(SL_IO_SENDTO, fd, buf, n, flags, to, tolen);
 	if (flags & MSG_FASTOPEN) /* it connected the socket: classify it again */
 		sl__fd_invalidate(fd);
 	return r;
@@ -70,22 +75,12 @@ static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghd
 
 static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, size_t n)
 {
-	struct sl_io io = {.how = SL_IO_WRITE, .fd = fd, .buf = (char *)buf, .total = n};
-	return sl__send(&io);
+	return send_buf(SL_IO_WRITE, fd, buf, n, 0, NULL, 0);
 }
 
 static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt)
 {
-	/* The record first: iov is read only for a socket a rule may match. */
-	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_SEND);
-	if (rec == NULL || sl__bad_iov(iov, cnt))
-		return SL_REAL(writev)(fd, iov, cnt);
-	struct sl_io io = {.how = SL_IO_WRITEV,
-			   .fd = fd,
-			   .iov = iov,
-			   .iovcnt = cnt,
-			   .total = sl__iov_total(iov, (size_t)cnt)};
-	return sl__send_rec(&io, rec);
+	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt);
 }
 
 /* sendfile and sendfile64: one shape, declared for both names. */
@@ -108,13 +103,7 @@ SLOW_SENDFILE(sendfile64, SL_IO_SENDFILE64)
 	SL_WRAP_SHELL(ret, name, params, args, fd, SL_K_SEND, true)
 #define WRAP_SEND_TFO(ret, name, params, args, fd)                                                 \
 	SL_WRAP_SHELL(ret, name, params, args, fd, SL_K_SEND, !(flags & MSG_FASTOPEN))
-#define WRAP_RECV(ret, name, params, args, fd)
-#define WRAP_OWN(ret, name, params, args, fd)
-#define WRAP_NEWFD(ret, name, params, args, fd)
-#define WRAP_NEWFD_MODE(ret, name, params, args, fd)
-#define WRAP_NEWFD_PAIR(ret, name, params, args, fd)
-#define WRAP(ret, name, params, args, shape, fd) WRAP_##shape(ret, name, params, args, fd)
-SL_REAL_LIST(WRAP)
+#include "wrap_gen.h"
 
 /* sendmmsg sends one message per real call (through sendmsg above) so that
  * each can be charged and waited for. Returns the messages sent, or -1 if
