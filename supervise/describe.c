@@ -72,84 +72,62 @@ static uint64_t sock_timeout(int fd, int opt)
 	return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000u;
 }
 
-static enum parse parse_send(struct sl_sup_call *c)
+/* The address a send names (sendto's, sendmsg's msg_name), into c->dest. */
+static enum parse read_dest(struct sl_sup_call *c, uint64_t ptr, size_t len)
 {
-	const __u64 *a = c->req.data.args;
-	struct msghdr mh;
-	c->niov = 1;
-	switch (c->req.data.nr) {
-	case SYS_write:
-		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
-		break;
-	case SYS_sendto:
-		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
-		c->flags = (int)a[3];
-		if (a[4] != 0 && (uint32_t)a[5] != 0) {
-			c->destlen = (uint32_t)a[5] < sizeof(c->dest) ? (socklen_t)a[5]
-								      : sizeof(c->dest);
-			if (sl_sup_mem_read((pid_t)c->req.pid, a[4], &c->dest, c->destlen) !=
-			    (ssize_t)c->destlen)
-				return PARSE_CONTINUE;
-		}
-		break;
-	case SYS_writev:
-		return read_iov(c, a[1], a[2]);
-	case SYS_pwritev2:
-		if (a[3] != UINT64_MAX || a[5] != 0)
-			return PARSE_CONTINUE; /* an offset on a socket: ESPIPE */
-		return read_iov(c, a[1], a[2]);
-	case SYS_sendmsg:
-	case SYS_sendmmsg:
-		if (c->req.data.nr == SYS_sendmmsg && (uint32_t)a[2] == 0)
-			return PARSE_CONTINUE;
-		c->flags = (int)(c->req.data.nr == SYS_sendmsg ? a[2] : a[3]);
-		if (read_msghdr(c, a[1], &mh) != PARSE_OK)
-			return PARSE_CONTINUE;
-		if (mh.msg_name != NULL && mh.msg_namelen > 0) {
-			c->destlen = mh.msg_namelen < sizeof(c->dest) ? mh.msg_namelen
-								      : sizeof(c->dest);
-			if (sl_sup_mem_read((pid_t)c->req.pid, (uint64_t)(uintptr_t)mh.msg_name,
-					    &c->dest, c->destlen) != (ssize_t)c->destlen)
-				return PARSE_CONTINUE;
-		}
-		break;
-	default:
-		return PARSE_CONTINUE;
-	}
-	return PARSE_OK;
+	if (ptr == 0 || len == 0)
+		return PARSE_OK;
+	c->destlen = len < sizeof(c->dest) ? (socklen_t)len : sizeof(c->dest);
+	return sl_sup_mem_read((pid_t)c->req.pid, ptr, &c->dest, c->destlen) == (ssize_t)c->destlen
+		       ? PARSE_OK
+		       : PARSE_CONTINUE;
 }
 
-static enum parse parse_recv(struct sl_sup_call *c)
+/* The buffers, flags and address of a send (out) or a receive call. */
+static enum parse parse_call(struct sl_sup_call *c, bool out)
 {
 	const __u64 *a = c->req.data.args;
+	const long nr = (long)c->req.data.nr;
 	struct msghdr mh;
 	c->niov = 1;
-	switch (c->req.data.nr) {
+	switch (nr) {
+	case SYS_write:
 	case SYS_read:
 		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
-		break;
+		return PARSE_OK;
+	case SYS_sendto:
 	case SYS_recvfrom:
 		c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)a[2]};
 		c->flags = (int)a[3];
+		if (out)
+			return read_dest(c, a[4], (uint32_t)a[5]);
 		c->name_ptr = a[4] != 0 && a[5] != 0 ? a[4] : 0;
 		c->namelen_ptr = c->name_ptr != 0 ? a[5] : 0;
 		break;
-	case SYS_readv:
-		return read_iov(c, a[1], a[2]);
+	case SYS_pwritev2:
 	case SYS_preadv2:
 		if (a[3] != UINT64_MAX || a[5] != 0)
-			return PARSE_CONTINUE;
+			return PARSE_CONTINUE; /* an offset on a socket: ESPIPE */
 		return read_iov(c, a[1], a[2]);
+	case SYS_writev:
+	case SYS_readv:
+		return read_iov(c, a[1], a[2]);
+	case SYS_sendmsg:
+	case SYS_sendmmsg:
 	case SYS_recvmsg:
-	case SYS_recvmmsg:
-		if (c->req.data.nr == SYS_recvmmsg && (uint32_t)a[2] == 0)
+	case SYS_recvmmsg: {
+		const bool mm = nr == SYS_sendmmsg || nr == SYS_recvmmsg;
+		if (mm && (uint32_t)a[2] == 0)
 			return PARSE_CONTINUE;
-		c->flags = (int)(c->req.data.nr == SYS_recvmsg ? a[2] : a[3]);
+		c->flags = (int)(mm ? a[3] : a[2]);
 		if (read_msghdr(c, a[1], &mh) != PARSE_OK)
 			return PARSE_CONTINUE;
+		if (out)
+			return read_dest(c, (uint64_t)(uintptr_t)mh.msg_name, mh.msg_namelen);
 		c->name_ptr = (uint64_t)(uintptr_t)mh.msg_name;
 		c->destlen = mh.msg_name != NULL ? mh.msg_namelen : 0; /* its room */
 		break;
+	}
 	default:
 		return PARSE_CONTINUE;
 	}
@@ -181,7 +159,7 @@ struct sl_sup_call *sl_sup_describe(struct sl_sup *s, const struct seccomp_notif
 	}
 	c->kind = (uint8_t)kind;
 	c->dup = dup;
-	enum parse p = kind == SL_SUP_SEND ? parse_send(c) : parse_recv(c);
+	enum parse p = parse_call(c, kind == SL_SUP_SEND);
 	/* The memory read above is the calling thread's only if its call is
 	 * still waiting (its tid cannot have been reused then). */
 	if (p != PARSE_OK || !sl_sup_valid(s, req->id))

@@ -38,28 +38,14 @@
 
 void sl_sup_traps_of(const struct sl_policy *p, struct sl_sup_traps *t)
 {
-	*t = (struct sl_sup_traps){0};
-	for (uint32_t i = 0; i < p->n_rules; i++) {
-		switch (p->rules[i].op) {
-		case SL_OP_CONNECT:
-			t->connect = true;
-			break;
-		case SL_OP_ACCEPT:
-			t->accept = true;
-			break;
-		case SL_OP_SEND:
-			t->send = true;
-			break;
-		case SL_OP_RECV:
-			t->recv = true;
-			break;
-		case SL_OP_CONNS:
-			t->connect = t->accept = true;
-			break;
-		default:
-			break;
-		}
-	}
+	uint32_t ops = 0; /* bit 1 << op of each rule's op */
+	for (uint32_t i = 0; i < p->n_rules; i++)
+		ops |= 1u << p->rules[i].op;
+	const uint32_t conns = 1u << SL_OP_CONNS;
+	t->connect = ops & ((1u << SL_OP_CONNECT) | conns);
+	t->accept = ops & ((1u << SL_OP_ACCEPT) | conns);
+	t->send = ops & (1u << SL_OP_SEND);
+	t->recv = ops & (1u << SL_OP_RECV);
 	t->place = t->send || t->recv;
 }
 
@@ -104,6 +90,54 @@ static void trap_splice(struct prog *p)
 	emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
 }
 
+/* Every system call the filter may trap, in the order it tests them: the
+ * calls a program makes most come first, as every test before its own is
+ * paid by each write(2) to a file. The data calls (up to splice) are
+ * trapped for high fds only, the others whenever their group is on. */
+static const struct {
+	unsigned nr;
+	enum sl_sup_on on;
+} trapped[] = {
+	{__NR_write, SL_SUP_ON_SEND},     {__NR_read, SL_SUP_ON_RECV},
+	{__NR_writev, SL_SUP_ON_SEND},    {__NR_sendto, SL_SUP_ON_SEND},
+	{__NR_sendmsg, SL_SUP_ON_SEND},   {__NR_sendmmsg, SL_SUP_ON_SEND},
+	{__NR_pwritev2, SL_SUP_ON_SEND},  {__NR_sendfile, SL_SUP_ON_SENDFILE},
+	{__NR_readv, SL_SUP_ON_RECV},     {__NR_recvfrom, SL_SUP_ON_RECV},
+	{__NR_recvmsg, SL_SUP_ON_RECV},   {__NR_recvmmsg, SL_SUP_ON_RECV},
+	{__NR_preadv2, SL_SUP_ON_RECV},   {__NR_splice, SL_SUP_ON_SENDFILE},
+	{__NR_socket, SL_SUP_ON_SOCKET},  {__NR_accept, SL_SUP_ON_ACCEPT},
+	{__NR_accept4, SL_SUP_ON_ACCEPT}, {__NR_connect, SL_SUP_ON_CONNECT},
+};
+
+enum sl_sup_on sl_sup_on_of(long nr)
+{
+	for (size_t i = 0; i < sizeof(trapped) / sizeof(trapped[0]); i++)
+		if (trapped[i].nr == (unsigned long)nr)
+			return trapped[i].on;
+	return SL_SUP_ON_NONE;
+}
+
+/* Whether the traps t catch system call nr (its entry: on). */
+static bool traps_catch(const struct sl_sup_traps *t, unsigned nr, enum sl_sup_on on)
+{
+	switch (on) {
+	case SL_SUP_ON_SEND:
+		return t->send;
+	case SL_SUP_ON_RECV:
+		return t->recv;
+	case SL_SUP_ON_SENDFILE: /* splice either way, sendfile out */
+		return t->send || (nr == __NR_splice && t->recv);
+	case SL_SUP_ON_SOCKET:
+		return t->place;
+	case SL_SUP_ON_ACCEPT:
+		return t->place || t->accept;
+	case SL_SUP_ON_CONNECT:
+		return t->connect;
+	default:
+		return false;
+	}
+}
+
 int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *ins, int max)
 {
 	struct prog p = {ins, 0, max};
@@ -115,40 +149,22 @@ int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *ins, i
 	emit(&p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF_NR));
 	emit(&p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, 1));
 	emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, enosys));
-	/* The calls a program makes most come first: every instruction before
-	 * its test is paid by each write(2) to a file. */
-	if (t->send)
-		trap_fd(&p, __NR_write, 0);
-	if (t->recv)
-		trap_fd(&p, __NR_read, 0);
-	if (t->send) {
-		trap_fd(&p, __NR_writev, 0);
-		trap_fd(&p, __NR_sendto, 0);
-		trap_fd(&p, __NR_sendmsg, 0);
-		trap_fd(&p, __NR_sendmmsg, 0);
-		trap_fd(&p, __NR_pwritev2, 0);
-		trap_fd(&p, __NR_sendfile, 0);
+	for (size_t i = 0; i < sizeof(trapped) / sizeof(trapped[0]); i++) {
+		const unsigned nr = trapped[i].nr;
+		if (nr == __NR_socket) { /* the data calls end here */
+			emit(&p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
+							      __NR_io_uring_setup, 0, 1));
+			emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, enosys));
+		}
+		if (!traps_catch(t, nr, trapped[i].on))
+			continue;
+		if (nr == __NR_splice)
+			trap_splice(&p);
+		else if (trapped[i].on <= SL_SUP_ON_SENDFILE)
+			trap_fd(&p, nr, 0);
+		else
+			trap(&p, nr);
 	}
-	if (t->recv) {
-		trap_fd(&p, __NR_readv, 0);
-		trap_fd(&p, __NR_recvfrom, 0);
-		trap_fd(&p, __NR_recvmsg, 0);
-		trap_fd(&p, __NR_recvmmsg, 0);
-		trap_fd(&p, __NR_preadv2, 0);
-	}
-	if (t->send || t->recv)
-		trap_splice(&p);
-	emit(&p,
-	     (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1));
-	emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, enosys));
-	if (t->place)
-		trap(&p, __NR_socket);
-	if (t->place || t->accept) {
-		trap(&p, __NR_accept);
-		trap(&p, __NR_accept4);
-	}
-	if (t->connect)
-		trap(&p, __NR_connect);
 	emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
 	return p.n <= max ? p.n : -1;
 }

@@ -20,6 +20,21 @@ struct sl_sup_traps {
 	bool recv;    /* read, readv, recv*, preadv2, splice: fd >= base */
 };
 
+/* The handler a trapped call goes to (loop.c). */
+enum sl_sup_on {
+	SL_SUP_ON_NONE, /* not trapped: let it continue */
+	SL_SUP_ON_SEND,
+	SL_SUP_ON_RECV,
+	SL_SUP_ON_SENDFILE, /* sendfile, splice */
+	SL_SUP_ON_SOCKET,
+	SL_SUP_ON_ACCEPT,
+	SL_SUP_ON_CONNECT,
+};
+
+/* The handler of system call nr, by the one table the filter is built
+ * from. */
+enum sl_sup_on sl_sup_on_of(long nr);
+
 /* The traps a policy needs. */
 void sl_sup_traps_of(const struct sl_policy *p, struct sl_sup_traps *t);
 

@@ -12,7 +12,8 @@
  * waits, and then lets the call continue or performs it on the program's
  * behalf. The files split by idea:
  *   kernel.c    the kernel's seccomp and pidfd features, checked at start;
- *   filter.c    the classic BPF program: which calls are trapped;
+ *   filter.c    the table of trapped calls: the classic BPF program built
+ *               from it, and each call's handler (loop.c dispatches by it);
  *   launch.c    fork, filter, listener handoff over SCM_RIGHTS, exec, reap;
  *   loop.c      the notification loop: held calls, their deadlines and fds;
  *   target.c    the supervised threads and processes: pidfds, their fds

@@ -24,10 +24,12 @@
 #include "supervise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 #include <unistd.h>
 
 static bool at_least(const struct sl_sup_features *f, int major, int minor)
@@ -72,4 +74,19 @@ const char *sl_supervise_unavailable(char *buf, unsigned len)
 {
 	struct sl_sup_features f;
 	return sl_sup_features_check(&f, buf, len) == 0 ? NULL : buf;
+}
+
+bool sl_sup_proc_text(pid_t pid, const char *name, char *buf, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	int fd = cap > 1 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return true;
 }

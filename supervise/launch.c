@@ -54,6 +54,29 @@ struct helper_arg {
 	int sock;    /* to the parent */
 };
 
+/* The message that carries the listener: one byte (WAIT_KILLABLE_RECV
+ * accepted) and one fd (SCM_RIGHTS). */
+struct fd_msg {
+	char byte;
+	struct iovec iov;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr mh;
+};
+
+static void fd_msg_init(struct fd_msg *m, char byte)
+{
+	memset(m, 0, sizeof(*m));
+	m->byte = byte;
+	m->iov = (struct iovec){&m->byte, 1};
+	m->mh = (struct msghdr){.msg_iov = &m->iov,
+				.msg_iovlen = 1,
+				.msg_control = m->ctl.buf,
+				.msg_controllen = sizeof(m->ctl.buf)};
+}
+
 /* The helper thread: outside the filter, it passes the listener on. */
 static void *helper_main(void *v)
 {
@@ -65,23 +88,14 @@ static void *helper_main(void *v)
 	while (n < 0 && errno == EINTR);
 	if (n != sizeof(msg))
 		return NULL;
-	char byte = (char)msg[1];
-	struct iovec iov = {&byte, 1};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	memset(&ctl, 0, sizeof(ctl));
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = ctl.buf,
-			    .msg_controllen = sizeof(ctl.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	struct fd_msg m;
+	fd_msg_init(&m, (char)msg[1]);
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m.mh);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &msg[0], sizeof(int));
-	while (sendmsg(a->sock, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+	while (sendmsg(a->sock, &m.mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
 		;
 	return NULL;
 }
@@ -143,26 +157,18 @@ static void child_main(int sock, struct sock_fprog *prog, bool killable, char *c
  * before sending it. */
 static int receive_listener(int sock, bool *killable)
 {
-	char byte = 0;
-	struct iovec iov = {&byte, 1};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = ctl.buf,
-			    .msg_controllen = sizeof(ctl.buf)};
+	struct fd_msg m;
+	fd_msg_init(&m, 0);
 	ssize_t n;
 	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+		n = recvmsg(sock, &m.mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&mh) : NULL;
+	struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&m.mh) : NULL;
 	if (cm == NULL || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int)))
 		return -1;
 	int fd;
 	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	*killable = byte == 1;
+	*killable = m.byte == 1;
 	return fd;
 }
 

@@ -23,6 +23,7 @@
 #include "loop.h"
 #include "calls.h"
 #include "conns.h"
+#include "filter.h"
 #include "io.h"
 #include "notif.h"
 #include "sock.h"
@@ -59,6 +60,13 @@ bool sl_sup_step(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 	}
 }
 
+/* Each trapped call's handler (filter.c's table says which). */
+static void (*const handler[])(struct sl_sup *, const struct seccomp_notif *) = {
+	[SL_SUP_ON_SEND] = sl_sup_on_send,         [SL_SUP_ON_RECV] = sl_sup_on_recv,
+	[SL_SUP_ON_SENDFILE] = sl_sup_on_sendfile, [SL_SUP_ON_SOCKET] = sl_sup_on_socket,
+	[SL_SUP_ON_ACCEPT] = sl_sup_on_accept,     [SL_SUP_ON_CONNECT] = sl_sup_on_connect,
+};
+
 /* A new notification: dispatch it to its handler. */
 static void on_notification(struct sl_sup *s)
 {
@@ -70,41 +78,11 @@ static void on_notification(struct sl_sup *s)
 	for (unsigned i = 0; i < s->calls_hi; i++)
 		if (s->calls[i].used && s->calls[i].req.pid == req.pid)
 			sl_sup_call_free(s, &s->calls[i]);
-	switch (req.data.nr) {
-	case SYS_socket:
-		sl_sup_on_socket(s, &req);
-		break;
-	case SYS_connect:
-		sl_sup_on_connect(s, &req);
-		break;
-	case SYS_accept:
-	case SYS_accept4:
-		sl_sup_on_accept(s, &req);
-		break;
-	case SYS_write:
-	case SYS_writev:
-	case SYS_sendto:
-	case SYS_sendmsg:
-	case SYS_sendmmsg:
-	case SYS_pwritev2:
-		sl_sup_on_send(s, &req);
-		break;
-	case SYS_read:
-	case SYS_readv:
-	case SYS_recvfrom:
-	case SYS_recvmsg:
-	case SYS_recvmmsg:
-	case SYS_preadv2:
-		sl_sup_on_recv(s, &req);
-		break;
-	case SYS_sendfile:
-	case SYS_splice:
-		sl_sup_on_sendfile(s, &req);
-		break;
-	default:
+	const enum sl_sup_on on = sl_sup_on_of((long)req.data.nr);
+	if (on == SL_SUP_ON_NONE)
 		sl_sup_continue(s, req.id);
-		break;
-	}
+	else
+		handler[on](s, &req);
 }
 
 /* Re-validate held calls; forget exited threads and processes. */

@@ -137,39 +137,44 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 	close(fd);
 }
 
-/* Our duplicate of the fd that notification req's call names (args[0]),
- * its thread in *th, its family and type bits; -1 after letting the call
- * continue when the thread passes (gone, SLUICE_ONLY/SKIP) or the fd is
- * not there (the kernel gives the caller EBADF). */
-static int target_fd(struct sl_sup *s, const struct seccomp_notif *req, struct sl_sup_thread **th,
-		     unsigned *fam, unsigned *type)
+/* The socket a connect or an accept names (args[0]): the calling thread,
+ * our duplicate of the fd, its family and type bits. */
+struct target {
+	struct sl_sup_thread *th;
+	int dup;
+	unsigned fam, type;
+};
+
+/* Fill *t for notification req; false after letting the call continue
+ * when the thread passes (gone, SLUICE_ONLY/SKIP) or the fd is not there
+ * (the kernel gives the caller EBADF). */
+static bool target_of(struct sl_sup *s, const struct seccomp_notif *req, struct target *t)
 {
-	*th = sl_sup_thread_of(s, (pid_t)req->pid);
-	int dup = *th == NULL || (*th)->proc->pass ? -1
-						   : sl_sup_getfd(s, *th, (int)req->data.args[0]);
-	if (dup < 0)
+	t->th = sl_sup_thread_of(s, (pid_t)req->pid);
+	t->dup = t->th == NULL || t->th->proc->pass
+			 ? -1
+			 : sl_sup_getfd(s, t->th, (int)req->data.args[0]);
+	if (t->dup < 0)
 		sl_sup_continue(s, req->id);
 	else
-		sl_sup_classify(dup, fam, type, NULL);
-	return dup;
+		sl_sup_classify(t->dup, &t->fam, &t->type, NULL);
+	return t->dup >= 0;
 }
 
 void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 {
-	struct sl_sup_thread *th;
-	unsigned fam, type;
-	int dup = target_fd(s, req, &th, &fam, &type);
-	if (dup < 0)
+	struct target t;
+	if (!target_of(s, req, &t))
 		return;
 	/* A TCP socket already connecting or connected (a connect interrupted
 	 * by a signal and called again, a polling connect): the kernel answers
 	 * it (EALREADY, EISCONN) uncharged, as the shim does. */
 	struct tcp_info ti;
 	socklen_t til = sizeof(ti);
-	bool busy = type == SL_TYPE_STREAM && (fam & (SL_FAM_INET | SL_FAM_INET6)) &&
-		    getsockopt(dup, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 &&
+	bool busy = t.type == SL_TYPE_STREAM && (t.fam & (SL_FAM_INET | SL_FAM_INET6)) &&
+		    getsockopt(t.dup, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 &&
 		    ti.tcpi_state != TCP_CLOSE;
-	close(dup);
+	close(t.dup);
 	if (busy) {
 		sl_sup_continue(s, req->id);
 		return;
@@ -188,9 +193,9 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 	}
 	struct sl_addr a;
 	sl_addr_from(&a, (struct sockaddr *)&ss, (socklen_t)len);
-	uint32_t rules = sl_sup_match(s, SL_OP_CONNECT, fam, type, &a);
-	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &a);
-	struct sl_sup_call *c = rules | conns ? sl_sup_call_new(s, req, th) : NULL;
+	uint32_t rules = sl_sup_match(s, SL_OP_CONNECT, t.fam, t.type, &a);
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, t.fam, t.type, &a);
+	struct sl_sup_call *c = rules | conns ? sl_sup_call_new(s, req, t.th) : NULL;
 	if (c == NULL) {
 		sl_sup_continue(s, req->id);
 		return;
@@ -252,37 +257,36 @@ bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_n
 
 void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req)
 {
-	struct sl_sup_thread *th;
-	unsigned fam, type;
-	int dup = target_fd(s, req, &th, &fam, &type);
-	if (dup < 0)
+	struct target t;
+	if (!target_of(s, req, &t))
 		return;
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct sl_addr local = {0};
-	if (getsockname(dup, (struct sockaddr *)&ss, &sl) == 0)
+	if (getsockname(t.dup, (struct sockaddr *)&ss, &sl) == 0)
 		sl_addr_from(&local, (struct sockaddr *)&ss, sl);
-	uint32_t rules = sl_sup_match(s, SL_OP_ACCEPT, fam, type, &local);
-	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, fam, type, &local);
+	uint32_t rules = sl_sup_match(s, SL_OP_ACCEPT, t.fam, t.type, &local);
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, t.fam, t.type, &local);
 	int flags = req->data.nr == SYS_accept4 ? (int)req->data.args[3] : 0;
 	int accmode = 0;
 	socklen_t il = sizeof(accmode);
-	bool listening = getsockopt(dup, SOL_SOCKET, SO_ACCEPTCONN, &accmode, &il) == 0 && accmode;
+	bool listening = getsockopt(t.dup, SOL_SOCKET, SO_ACCEPTCONN, &accmode, &il) == 0 &&
+			 accmode;
 	struct sl_sup_call *c = NULL;
-	if (listening && (rules != 0 || conns != 0 || wants_place(s, fam, type)) &&
+	if (listening && (rules != 0 || conns != 0 || wants_place(s, t.fam, t.type)) &&
 	    (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == 0)
-		c = sl_sup_call_new(s, req, th);
+		c = sl_sup_call_new(s, req, t.th);
 	if (c == NULL) {
-		close(dup);
+		close(t.dup);
 		sl_sup_continue(s, req->id);
 		return;
 	}
 	c->kind = SL_SUP_ACCEPT;
 	c->rules = rules;
 	c->conns_rules = conns;
-	c->dup = dup;
+	c->dup = t.dup;
 	c->flags = flags;
-	c->nonblock = (fcntl(dup, F_GETFL) & O_NONBLOCK) != 0;
+	c->nonblock = (fcntl(t.dup, F_GETFL) & O_NONBLOCK) != 0;
 	c->name_ptr = req->data.args[1];
 	c->namelen_ptr = req->data.args[2];
 	if (sl_sup_step_accept(s, c, sl_sup_now_ns()))

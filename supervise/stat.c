@@ -14,6 +14,7 @@
  * supervisor's private memory and it is not shown.
  */
 #include "stat.h"
+#include "kernel.h"
 #include "state.h"
 
 #include <fcntl.h>
@@ -32,17 +33,8 @@ static void rec_name(char *out, size_t cap, pid_t tgid)
 
 static uint64_t start_ticks(pid_t tgid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tgid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return sl_shm_start_ticks(buf);
+	char buf[1024];
+	return sl_sup_proc_text(tgid, "stat", buf, sizeof(buf)) ? sl_shm_start_ticks(buf) : 0;
 }
 
 struct rec_new {

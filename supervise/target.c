@@ -25,6 +25,7 @@
 #include "target.h"
 #include "admit.h"
 #include "conns.h"
+#include "kernel.h"
 #include "notif.h"
 #include "stat.h"
 #include "state.h"
@@ -54,17 +55,9 @@ static bool pidfd_exited(int pidfd)
 /* The thread group of tid from /proc/TID/status, or -1. */
 static pid_t tgid_of(pid_t tid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	const char *t = strstr(buf, "\nTgid:");
+	char buf[1024];
+	const char *t = sl_sup_proc_text(tid, "status", buf, sizeof(buf)) ? strstr(buf, "\nTgid:")
+									  : NULL;
 	return t != NULL ? (pid_t)strtol(t + 6, NULL, 10) : -1;
 }
 
@@ -188,15 +181,19 @@ struct sl_sup_thread *sl_sup_thread_of(struct sl_sup *s, pid_t tid)
 	return t;
 }
 
-void sl_sup_target_sweep(struct sl_sup *s)
+/* Forget the exited threads and processes no call refers to, or, with
+ * all, every one. */
+static void forget(struct sl_sup *s, bool all)
 {
 	if (s->threads != NULL)
 		for (size_t h = 0; h < HASH_CAP; h++)
 			for (struct sl_sup_thread **pp = &s->threads[h]; *pp != NULL;) {
 				struct sl_sup_thread *t = *pp;
-				bool gone = t->tid < 0 ||
-					    pidfd_exited(t->pidfd >= 0 ? t->pidfd : t->proc->pidfd);
-				if (gone && t->refs == 0) {
+				bool gone = all || (t->refs == 0 &&
+						    (t->tid < 0 ||
+						     pidfd_exited(t->pidfd >= 0 ? t->pidfd
+										: t->proc->pidfd)));
+				if (gone) {
 					*pp = t->next;
 					thread_free(t);
 					s->n_threads--;
@@ -208,7 +205,7 @@ void sl_sup_target_sweep(struct sl_sup *s)
 		for (size_t h = 0; h < HASH_CAP; h++)
 			for (struct sl_sup_proc **pp = &s->procs[h]; *pp != NULL;) {
 				struct sl_sup_proc *p = *pp;
-				if (p->refs == 0 && pidfd_exited(p->pidfd)) {
+				if (all || (p->refs == 0 && pidfd_exited(p->pidfd))) {
 					*pp = p->next;
 					proc_free(p);
 					s->n_procs--;
@@ -216,6 +213,11 @@ void sl_sup_target_sweep(struct sl_sup *s)
 					pp = &p->next;
 				}
 			}
+}
+
+void sl_sup_target_sweep(struct sl_sup *s)
+{
+	forget(s, false);
 }
 
 int sl_sup_getfd(struct sl_sup *s, struct sl_sup_thread *t, int fd)
@@ -273,20 +275,7 @@ ssize_t sl_sup_mem_write(pid_t tid, uint64_t addr, const void *buf, size_t len)
 void sl_sup_target_free(struct sl_sup *s)
 {
 	sl_sup_conns_free();
-	if (s->threads != NULL)
-		for (size_t h = 0; h < HASH_CAP; h++)
-			while (s->threads[h] != NULL) {
-				struct sl_sup_thread *t = s->threads[h];
-				s->threads[h] = t->next;
-				thread_free(t);
-			}
-	if (s->procs != NULL)
-		for (size_t h = 0; h < HASH_CAP; h++)
-			while (s->procs[h] != NULL) {
-				struct sl_sup_proc *p = s->procs[h];
-				s->procs[h] = p->next;
-				proc_free(p);
-			}
+	forget(s, true);
 	free(s->threads);
 	free(s->procs);
 	free(s->peers);
