@@ -13,13 +13,11 @@
  *   fd       one limiter per fd and rule, reset when the fd is classified
  *            anew; conns rules have no per-fd meaning and use the process
  *            limiter;
- *   peer     a bounded hash table of SL_PEER_SLOTS (rule, remote address)
- *            entries, the port left out. Lookups probe 8 entries; a miss
- *            evicts, clock-style, an entry not used since the hand last
- *            passed, never a pinned one. With every candidate pinned, the
- *            process limiter serves the call. An evicted peer starts again
- *            with a full bucket, so eviction can only loosen the limit for
- *            peers beyond the table's size.
+ *   peer     a bounded table of SL_PEER_SLOTS (rule, remote address)
+ *            entries, the port left out; which entry a peer uses and which
+ *            one a newcomer takes over (clock-style, never a pinned one)
+ *            is engine/peers.c's, as in the supervisor. With every
+ *            candidate pinned, the process limiter serves the call.
  *
  * Pins: an entry's limiter is used outside the lock (a call sleeps on it,
  * holds a grant it may refund, a connection holds a conns slot of it), so
@@ -34,22 +32,22 @@
  * the child never inherits it locked.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "call.h"
 #include "clock.h"
 #include "log.h"
+#include "peers.h"
 #include "scope.h"
 #include "state.h"
 
 struct peer_ent {
-	struct sl_limiter lim;   /* first: sl__peer_pin finds the entry from it */
-	_Atomic uint32_t pins;   /* calls, connections and fds using lim */
-	_Atomic uint32_t fdpins; /* of which fds (sl__peer_fd_lim) */
-	uint32_t rule_plus1;     /* 0: empty */
-	uint32_t ref;            /* clock bit */
-	struct sl_addr key;      /* port zero */
+	struct sl_limiter lim;    /* first: sl__peer_pin finds the entry from it */
+	_Atomic uint32_t pins;    /* calls, connections and fds using lim */
+	_Atomic uint32_t fdpins;  /* of which fds (sl__peer_fd_lim) */
+	struct sl_peer_slot slot; /* the key and clock bit (engine/peers.h) */
 };
 
 static struct peer_ent *peers; /* [SL_PEER_SLOTS] */
@@ -175,15 +173,6 @@ static int tslot_get(void)
 	return -1;
 }
 
-static uint32_t peer_hash(unsigned rule, const struct sl_addr *k)
-{
-	uint32_t h = 2166136261u ^ rule;
-	const uint8_t *p = (const uint8_t *)k;
-	for (size_t i = 0; i < sizeof(*k); i++)
-		h = (h ^ p[i]) * 16777619u;
-	return h;
-}
-
 /* True if e may be in use outside the lock: pinned, or holding conns
  * slots. Under the lock. */
 static bool peer_pinned(const struct peer_ent *e)
@@ -248,40 +237,28 @@ void sl__peer_unpin_call(struct sl_call *c)
 /* The entry of rule i for the peer address `addr` (its port left out),
  * found or made (evicting one clock-style), pinned once more; NULL if every
  * entry around the address's home is pinned. */
+static bool peer_busy(const void *e, void *ctx)
+{
+	(void)ctx;
+	return peer_pinned(e);
+}
+
 static struct peer_ent *peer_find_pin(unsigned i, const struct sl_addr *addr)
 {
-	struct sl_addr key = *addr;
-	key.port = 0;
-	uint32_t h = peer_hash(i, &key);
-	struct peer_ent *found = NULL, *victim = NULL;
+	const struct sl_peer_table t = {.base = peers,
+					.n = SL_PEER_SLOTS,
+					.stride = sizeof(struct peer_ent),
+					.slot_off = offsetof(struct peer_ent, slot),
+					.busy = peer_busy};
+	bool fresh;
 	peer_lock_take();
-	for (unsigned pass = 0; pass < 2 && found == NULL && victim == NULL; pass++) {
-		for (unsigned p = 0; p < 8; p++) {
-			struct peer_ent *e = &peers[(h + p) % SL_PEER_SLOTS];
-			if (e->rule_plus1 == i + 1 && memcmp(&e->key, &key, sizeof(key)) == 0) {
-				found = e;
-				break;
-			}
-			if (pass == 0 && e->rule_plus1 == 0 && victim == NULL)
-				victim = e;
-			else if (pass == 1 && victim == NULL && e->ref == 0 && !peer_pinned(e))
-				victim = e;
-			else if (pass == 1)
-				e->ref = 0; /* the clock hand passes: not used since */
-		}
-	}
-	if (found == NULL && victim != NULL) {
-		/* Unpinned: no other thread reads it (see the file comment). */
-		victim->rule_plus1 = i + 1;
-		victim->key = key;
-		sl__limiter_reset(&victim->lim, i, sl__clock_ns());
-		found = victim;
-	}
-	if (found != NULL) {
-		found->ref = 1;
+	const long k = sl_peer_find(&t, i, 0, addr, &fresh);
+	struct peer_ent *found = k >= 0 ? &peers[k] : NULL;
+	if (fresh) /* unpinned: no other thread reads it (see the file comment) */
+		sl__limiter_reset(&found->lim, i, sl__clock_ns());
+	if (found != NULL)
 		/* Relaxed: under the lock, which every evictor takes. */
 		atomic_fetch_add_explicit(&found->pins, 1, memory_order_relaxed);
-	}
 	peer_lock_drop();
 	return found;
 }
@@ -344,7 +321,7 @@ struct sl_limiter *sl__peer_fd_lim(int fd, unsigned i, const struct sl_addr *pee
 	 * decides this call. */
 	struct sl_addr now_peer = *peer;
 	now_peer.port = 0;
-	if (memcmp(&now_peer, &found->key, sizeof(now_peer)) != 0) {
+	if (memcmp(&now_peer, &found->slot.key, sizeof(now_peer)) != 0) {
 		uint32_t expect = mine;
 		if (atomic_compare_exchange_strong_explicit(slot, &expect, 0, memory_order_acq_rel,
 							    memory_order_relaxed))

@@ -11,8 +11,8 @@
  *   fd       one per rule and fd of a process, reset when the supervisor
  *            places a new socket at that number;
  *   peer     a bounded table of SL_SUP_PEERS (process, rule, address without
- *            port) entries; a miss evicts the least recently used of the
- *            8 probed. An evicted peer starts again with a full bucket.
+ *            port) entries; which entry a peer uses and which one a
+ *            newcomer takes over is engine/peers.c's, as in the preload.
  *
  * A grant is what one piece of a call took: units of every matched rule,
  * recorded in the call so that what the piece did not move goes back
@@ -24,16 +24,17 @@
 #include "stat.h"
 #include "state.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "match.h"
 #include "params.h"
+#include "peers.h"
 #include "shm_format.h"
 
 #define SL_SUP_PEERS 1024
-#define PEER_PROBES 8
 
 struct sl_sup_fdrow {
 	uint32_t init; /* limiters initialised, by rule */
@@ -42,10 +43,7 @@ struct sl_sup_fdrow {
 
 struct sl_sup_peer {
 	struct sl_limiter lim;
-	pid_t tgid;
-	uint32_t rule_plus1; /* 0: empty */
-	uint64_t used;       /* s->peer_clock at the last use */
-	struct sl_addr key;  /* port 0 */
+	struct sl_peer_slot slot; /* owner: the process (engine/peers.h) */
 };
 
 uint32_t sl_sup_match(const struct sl_sup *s, enum sl_op op, unsigned fam, unsigned type,
@@ -71,32 +69,17 @@ static struct sl_limiter *peer_lim(struct sl_sup *s, struct sl_sup_call *c, unsi
 {
 	if (s->peers == NULL && (s->peers = calloc(SL_SUP_PEERS, sizeof(*s->peers))) == NULL)
 		return NULL;
-	struct sl_addr key = c->peer;
-	key.port = 0;
-	pid_t tgid = c->th->proc->tgid;
-	uint32_t h = 2166136261u;
-	for (size_t k = 0; k < sizeof(key); k++)
-		h = (h ^ ((const uint8_t *)&key)[k]) * 16777619u;
-	h = (h ^ (uint32_t)tgid ^ (i << 24)) * 16777619u;
-	struct sl_sup_peer *victim = NULL;
-	s->peer_clock++;
-	for (unsigned k = 0; k < PEER_PROBES; k++) {
-		struct sl_sup_peer *e = &s->peers[(h + k) % SL_SUP_PEERS];
-		if (e->rule_plus1 == i + 1 && e->tgid == tgid &&
-		    memcmp(&e->key, &key, sizeof(key)) == 0) {
-			e->used = s->peer_clock;
-			return &e->lim;
-		}
-		if (victim == NULL || e->rule_plus1 == 0 ||
-		    (victim->rule_plus1 != 0 && e->used < victim->used))
-			victim = e;
-	}
-	victim->rule_plus1 = i + 1;
-	victim->tgid = tgid;
-	victim->key = key;
-	victim->used = s->peer_clock;
-	lim_init(s, &victim->lim, i, now_ns);
-	return &victim->lim;
+	const struct sl_peer_table t = {.base = s->peers,
+					.n = SL_SUP_PEERS,
+					.stride = sizeof(*s->peers),
+					.slot_off = offsetof(struct sl_sup_peer, slot)};
+	bool fresh;
+	const long k = sl_peer_find(&t, i, (uint32_t)c->th->proc->tgid, &c->peer, &fresh);
+	if (k < 0)
+		return NULL;
+	if (fresh)
+		lim_init(s, &s->peers[k].lim, i, now_ns);
+	return &s->peers[k].lim;
 }
 
 /* The limiter of rule i for call c, initialised on first use; NULL if there

@@ -133,7 +133,6 @@ struct sl_sup {
 	size_t procs_cap, n_procs;
 	/* admit.c: per=peer limiters */
 	struct sl_sup_peer *peers;
-	uint64_t peer_clock;
 	struct sl_shm_shared *shared[SL_MAX_RULES]; /* shared=NAME segments, by rule */
 };
 

@@ -20,6 +20,7 @@
 #include "../engine/decide.h"
 #include "../engine/match.h"
 #include "../engine/params.h"
+#include "../engine/peers.h"
 
 #define T0 (1000 * SEC)
 
@@ -280,6 +281,98 @@ static void test_engine_count(void **state)
 	assert_dec_equal(atomic_load(&st.max_delay_ns), 5 * MS);
 }
 
+/* ---- the per=peer table ------------------------------------------------ */
+
+struct peer_entry {
+	int busy;
+	struct sl_peer_slot slot;
+};
+
+static bool entry_busy(const void *e, void *ctx)
+{
+	(void)ctx;
+	return ((const struct peer_entry *)e)->busy != 0;
+}
+
+static struct sl_addr peer_v4(uint8_t last, uint16_t port)
+{
+	struct sl_addr a = {.family = 4, .port = port};
+	a.addr[0] = 10;
+	a.addr[3] = last;
+	return a;
+}
+
+static long peer_find(const struct sl_peer_table *t, unsigned rule, uint32_t owner, uint8_t last,
+		      bool *fresh)
+{
+	struct sl_addr a = peer_v4(last, 4000 + last);
+	return sl_peer_find(t, rule, owner, &a, fresh);
+}
+
+/* Keys: rule, owner and the address without its port. */
+static void test_engine_peers_keys(void **state)
+{
+	(void)state;
+	struct peer_entry e[64] = {0};
+	const struct sl_peer_table t =
+		{e, 64, sizeof(e[0]), offsetof(struct peer_entry, slot), entry_busy, NULL};
+	bool fresh;
+	struct sl_addr a80 = peer_v4(1, 80), a443 = peer_v4(1, 443);
+	long k = sl_peer_find(&t, 0, 0, &a80, &fresh);
+	assert_true(k >= 0 && fresh);
+	assert_dec_equal(e[k].slot.key.port, 0);
+	assert_dec_equal(sl_peer_find(&t, 0, 0, &a443, &fresh), k); /* another port */
+	assert_false(fresh);
+	long other_owner = sl_peer_find(&t, 0, 7, &a80, &fresh);
+	assert_true(fresh && other_owner != k);
+	long other_rule = sl_peer_find(&t, 1, 0, &a80, &fresh);
+	assert_true(fresh && other_rule != k && other_rule != other_owner);
+	assert_dec_equal(sl_peer_find(&t, 1, 0, &a443, &fresh), other_rule);
+	assert_false(fresh);
+}
+
+/* A full neighbourhood: the clock hand takes an entry not used since it
+ * passed, never a busy one; with every one busy there is none. */
+static void test_engine_peers_evict(void **state)
+{
+	(void)state;
+	struct peer_entry e[SL_PEER_PROBES] = {0}; /* the probes cover the table */
+	const struct sl_peer_table t = {e,
+					SL_PEER_PROBES,
+					sizeof(e[0]),
+					offsetof(struct peer_entry, slot),
+					entry_busy,
+					NULL};
+	bool fresh;
+	bool taken[SL_PEER_PROBES] = {false};
+	for (uint8_t i = 1; i <= SL_PEER_PROBES; i++) { /* fills the table */
+		long k = peer_find(&t, 0, 0, i, &fresh);
+		assert_true(k >= 0 && fresh && !taken[k]);
+		taken[k] = true;
+	}
+	/* A ninth: every entry used, so the hand clears them all and takes
+	 * the first it passed; a tenth then takes one the hand cleared, not
+	 * the ninth's, which was used since. */
+	long k9 = peer_find(&t, 0, 0, 9, &fresh);
+	assert_true(k9 >= 0 && fresh);
+	long k10 = peer_find(&t, 0, 0, 10, &fresh);
+	assert_true(k10 >= 0 && fresh && k10 != k9);
+	assert_dec_equal(peer_find(&t, 0, 0, 9, &fresh), k9);
+	assert_false(fresh);
+	/* Busy entries are never taken over. */
+	for (unsigned i = 0; i < SL_PEER_PROBES; i++)
+		e[i].busy = (long)i != k9;
+	long k11 = peer_find(&t, 0, 0, 11, &fresh);
+	assert_dec_equal(k11, k9);
+	assert_true(fresh);
+	e[k9].busy = 1;
+	assert_dec_equal(peer_find(&t, 0, 0, 12, &fresh), -1);
+	assert_false(fresh);
+	/* A busy entry is still found by its own key. */
+	assert_dec_equal(peer_find(&t, 0, 0, 11, &fresh), k11);
+	assert_false(fresh);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +384,8 @@ int main(void)
 		cmocka_unit_test(test_engine_decide_retry),
 		cmocka_unit_test(test_engine_decide_dry),
 		cmocka_unit_test(test_engine_count),
+		cmocka_unit_test(test_engine_peers_keys),
+		cmocka_unit_test(test_engine_peers_evict),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
