@@ -99,7 +99,7 @@ void sl_sup_warn(const char *fmt, ...)
 struct rig {
 	struct sl_sup s;
 	char dir[64];
-	int lis;      /* a listener on 127.0.0.1 */
+	int lis; /* a listener on 127.0.0.1 */
 	uint16_t port;
 	uint64_t next_id;
 };
@@ -287,8 +287,8 @@ static void test_step_send_short_counts(void **state)
 	assert_dec_equal(fake.a[0].at, T0);
 	assert_null(held(r));
 	/* The program writes the rest: held until its tokens are there. */
-	struct seccomp_notif q2 =
-	    req_of(r, SYS_sendto, 600, (uintptr_t)(buf + 100), sizeof(buf) - 100, 0);
+	struct seccomp_notif q2 = req_of(r, SYS_sendto, 600, (uintptr_t)(buf + 100),
+					 sizeof(buf) - 100, 0);
 	on_notif(r, &q2);
 	assert_dec_equal(fake.n, 1);
 	assert_dec_equal(held(r)->due_ns, T0 + 100 * MS);
@@ -437,8 +437,8 @@ static void test_step_recv_pieces(void **state)
 	const uint64_t at[] = {T0, T0 + 100 * MS, T0 + 150 * MS};
 	const int64_t count[] = {100, 100, 50};
 	for (int i = 0; i < 3; i++) {
-		struct seccomp_notif q =
-		    req_of(r, SYS_read, 600, (uintptr_t)(got + have), sizeof(got) - have, 0);
+		struct seccomp_notif q = req_of(r, SYS_read, 600, (uintptr_t)(got + have),
+						sizeof(got) - have, 0);
 		on_notif(r, &q);
 		if (fake.n == i) { /* held: its tokens come later */
 			assert_dec_equal(held(r)->due_ns, at[i]);
@@ -475,8 +475,8 @@ static void test_step_connect_rate(void **state)
 		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		assert_dec_equal(dup3(s, 610 + i, O_CLOEXEC), 610 + i);
 		close(s);
-		struct seccomp_notif q =
-		    req_of(r, SYS_connect, (uint64_t)(610 + i), (uintptr_t)&a, sizeof(a), 0);
+		struct seccomp_notif q = req_of(r, SYS_connect, (uint64_t)(610 + i), (uintptr_t)&a,
+						sizeof(a), 0);
 		on_notif(r, &q);
 		if (i == 1) {
 			assert_dec_equal(fake.n, 1);
@@ -501,13 +501,13 @@ static void test_step_dispatch(void **state)
 		long nr;
 		enum sl_sup_on on;
 	} want[] = {
-	    {SYS_write, SL_SUP_ON_SEND},	  {SYS_sendmmsg, SL_SUP_ON_SEND},
-	    {SYS_pwritev2, SL_SUP_ON_SEND},	  {SYS_read, SL_SUP_ON_RECV},
-	    {SYS_recvmmsg, SL_SUP_ON_RECV},	  {SYS_preadv2, SL_SUP_ON_RECV},
-	    {SYS_sendfile, SL_SUP_ON_SENDFILE}, {SYS_splice, SL_SUP_ON_SENDFILE},
-	    {SYS_socket, SL_SUP_ON_SOCKET},	  {SYS_accept4, SL_SUP_ON_ACCEPT},
-	    {SYS_connect, SL_SUP_ON_CONNECT},	  {SYS_openat, SL_SUP_ON_NONE},
-	    {SYS_close, SL_SUP_ON_NONE},	  {-1, SL_SUP_ON_NONE},
+		{SYS_write, SL_SUP_ON_SEND},        {SYS_sendmmsg, SL_SUP_ON_SEND},
+		{SYS_pwritev2, SL_SUP_ON_SEND},     {SYS_read, SL_SUP_ON_RECV},
+		{SYS_recvmmsg, SL_SUP_ON_RECV},     {SYS_preadv2, SL_SUP_ON_RECV},
+		{SYS_sendfile, SL_SUP_ON_SENDFILE}, {SYS_splice, SL_SUP_ON_SENDFILE},
+		{SYS_socket, SL_SUP_ON_SOCKET},     {SYS_accept4, SL_SUP_ON_ACCEPT},
+		{SYS_connect, SL_SUP_ON_CONNECT},   {SYS_openat, SL_SUP_ON_NONE},
+		{SYS_close, SL_SUP_ON_NONE},        {-1, SL_SUP_ON_NONE},
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		assert_dec_equal(sl_sup_on_of(want[i].nr), want[i].on);
@@ -516,15 +516,15 @@ static void test_step_dispatch(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_step_send_pieces),
-	    cmocka_unit_test(test_step_send_short_counts),
-	    cmocka_unit_test(test_step_send_nonblock_held),
-	    cmocka_unit_test(test_step_send_reject),
-	    cmocka_unit_test(test_step_send_cancelled),
-	    cmocka_unit_test(test_step_send_unplaced_continues),
-	    cmocka_unit_test(test_step_recv_pieces),
-	    cmocka_unit_test(test_step_connect_rate),
-	    cmocka_unit_test(test_step_dispatch),
+		cmocka_unit_test(test_step_send_pieces),
+		cmocka_unit_test(test_step_send_short_counts),
+		cmocka_unit_test(test_step_send_nonblock_held),
+		cmocka_unit_test(test_step_send_reject),
+		cmocka_unit_test(test_step_send_cancelled),
+		cmocka_unit_test(test_step_send_unplaced_continues),
+		cmocka_unit_test(test_step_recv_pieces),
+		cmocka_unit_test(test_step_connect_rate),
+		cmocka_unit_test(test_step_dispatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
