@@ -6,7 +6,7 @@
  *
  * A generated wrapper's fast path is the fd's pass bit and a tail call to
  * libc; past it, slow_NAME below describes the call in a struct sl_io for
- * sl__send (xfer_recv.h), whose file comment (xfer.c) gives the semantics.
+ * sl__send (xfer.h), whose file comment (xfer.c) gives the semantics.
  * sendto and sendmsg with MSG_FASTOPEN always come here (their shape is
  * SEND_TFO): such a call connects the socket, which is then classified
  * again (connect rules and conns do not see such a connection).

@@ -418,6 +418,12 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 	return sl__send_general(&general, now);
 }
 
+static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io *io)
+{
+	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_SEND);
+	return rec != NULL ? sl__send_rec(io, rec) : sl__io_xfer(io, 0, io->total);
+}
+
 /* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
  * and the receive fast path for more than one rule (xfer.c). */
 bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now);

@@ -2,9 +2,8 @@
 /*
  * xfer_recv.h - the receive side of the transfer engine (xfer.h): the fast
  * path of a receive every rule would admit whole (peek the limiters, receive,
- * charge what came at a second clock reading), inline in the wrappers, the
- * general path's entry (xfer.c), and sl__xfer: the one entry of the send and
- * the receive wrappers.
+ * charge what came at a second clock reading), inline in the wrappers, and
+ * the general path's entry (xfer.c); readv and writev's common entry.
  *
  * API: as xfer.h.
  */
@@ -67,26 +66,11 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 	return sl__recv_general(&general, rec, now);
 }
 
-/* The one entry of every transfer wrapper, k its direction (SL_K_SEND or
- * SL_K_RECV): the record (sl__xfer_rec: the pass test is there), then that
- * direction's fast path and general path. */
-static inline __attribute__((always_inline)) ssize_t sl__xfer(const struct sl_io *io,
-							      enum sl_kind_call k)
-{
-	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, k);
-	if (rec == NULL)
-		return sl__io_xfer(io, 0, io->total);
-	return k == SL_K_SEND ? sl__send_rec(io, rec) : sl__recv_rec(io, rec);
-}
-
-static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io *io)
-{
-	return sl__xfer(io, SL_K_SEND);
-}
-
+/* The one entry of every receive wrapper (as sl__send, xfer.h). */
 static inline __attribute__((always_inline)) ssize_t sl__recv(const struct sl_io *io)
 {
-	return sl__xfer(io, SL_K_RECV);
+	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_RECV);
+	return rec != NULL ? sl__recv_rec(io, rec) : sl__io_xfer(io, 0, io->total);
 }
 
 /* writev and readv (how): the record first, as iov is read only for a
