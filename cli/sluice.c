@@ -67,6 +67,7 @@ enum {
 	OPT_VERSION,
 	OPT_SUPERVISE,
 	OPT_PRELOAD,
+	OPT_TRAP_STDIO,
 };
 
 /* The variable each rate flag sets, indexed by enum sl_op. */
@@ -87,6 +88,7 @@ static const struct option long_opts[] = {
 	{"check", no_argument, NULL, OPT_CHECK},
 	{"supervise", no_argument, NULL, OPT_SUPERVISE},
 	{"preload", no_argument, NULL, OPT_PRELOAD},
+	{"trap-stdio", no_argument, NULL, OPT_TRAP_STDIO},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
@@ -178,6 +180,9 @@ static void usage(FILE *out)
 	      "                  (chosen by itself for static and Go programs)\n"
 	      "                           e.g. sluice --supervise --recv 1MiB/s -- ./static\n"
 	      "      --preload   always use the preloaded library (never supervise)\n"
+	      "      --trap-stdio  supervised mode: throttle sockets moved to fds 0-2 too\n"
+	      "                  (inetd-style servers; each of their stdio calls is trapped)\n"
+	      "                  e.g. sluice --supervise --trap-stdio --send 1MiB/s -- httpd\n"
 	      "  -h, --help      print this help\n"
 	      "      --version   print the version\n"
 	      "\n"
@@ -420,7 +425,7 @@ static int check_program(const char *name, const char *lib, enum mode mode, bool
 
 int main(int argc, char **argv)
 {
-	bool verbose = false, check = false, supervise = false;
+	bool verbose = false, check = false, supervise = false, trap_stdio = false;
 	enum mode mode = MODE_AUTO;
 	int c;
 
@@ -470,6 +475,9 @@ int main(int argc, char **argv)
 				return usage_error();
 			}
 			mode = c == OPT_SUPERVISE ? MODE_SUPERVISE : MODE_PRELOAD;
+			break;
+		case OPT_TRAP_STDIO:
+			trap_stdio = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -526,7 +534,8 @@ int main(int argc, char **argv)
 	}
 	if (supervise) {
 		fflush(NULL);
-		return sl_supervise_run(prog, &policy, verbose);
+		const struct sl_supervise_opts o = {.verbose = verbose, .trap_stdio = trap_stdio};
+		return sl_supervise_run(prog, &policy, &o);
 	}
 
 	char preload[ENV_VALUE_MAX];

@@ -16,6 +16,10 @@
  *   write, writev, sendto, sendmsg,           placed there): file and pipe
  *   sendmmsg, pwritev2, sendfile (send)       I/O is never trapped
  *   splice                                    trapped when either fd >= 512
+ *   the send and receive calls on fds 0-2     trapped too with --trap-stdio
+ *   dup, dup2, dup3, fcntl(F_DUPFD*)          trapped for fd >= 512 when
+ *                                             sockets are placed (a socket
+ *                                             moved below 512 is warned of)
  *   everything else                           allowed
  *
  * The fd test reads the low 32 bits of the first argument, as the kernel
@@ -26,6 +30,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <stddef.h>
@@ -61,33 +66,56 @@ static void emit(struct prog *p, struct sock_filter f)
 	p->n++;
 }
 
+/* The instructions, as they read. */
+#define JEQ(k, jt, jf) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (k), (jt), (jf))
+#define JGE(k, jt, jf) BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, (k), (jt), (jf))
+#define LD(off) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, (off))
+#define RET(v) BPF_STMT(BPF_RET | BPF_K, (v))
+#define NOTIF RET(SECCOMP_RET_USER_NOTIF)
+#define ALLOW RET(SECCOMP_RET_ALLOW)
+
+/* Emit a test of system call nr: `if (nr == NR) { body }`, the body's n
+ * instructions ending in returns (the JEQ skips them when nr differs). */
+static void emit_test(struct prog *p, unsigned nr, const struct sock_filter *body, unsigned n)
+{
+	emit(p, (struct sock_filter)JEQ(nr, 0, n));
+	for (unsigned i = 0; i < n; i++)
+		emit(p, body[i]);
+}
+#define TEST(p, nr, ...)                                                                           \
+	do {                                                                                       \
+		const struct sock_filter body_[] = {__VA_ARGS__};                                  \
+		emit_test(p, nr, body_, sizeof(body_) / sizeof(body_[0]));                         \
+	} while (0)
+
 /* if (nr == NR) return NOTIF */
 static void trap(struct prog *p, unsigned nr)
 {
-	emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
+	TEST(p, nr, NOTIF);
 }
 
-/* if (nr == NR) return arg(i) >= base ? NOTIF : ALLOW */
-static void trap_fd(struct prog *p, unsigned nr, unsigned arg)
+/* if (nr == NR) return arg(i) >= base || arg(i) < low ? NOTIF : ALLOW */
+static void trap_fd(struct prog *p, unsigned nr, unsigned arg, unsigned low)
 {
-	emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 4));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF_ARG(arg)));
-	emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SL_SUP_FD_BASE, 0, 1));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+	if (low != 0)
+		TEST(p, nr, LD(OFF_ARG(arg)), JGE(SL_SUP_FD_BASE, 1, 0), JGE(low, 1, 0), NOTIF,
+		     ALLOW);
+	else
+		TEST(p, nr, LD(OFF_ARG(arg)), JGE(SL_SUP_FD_BASE, 0, 1), NOTIF, ALLOW);
+}
+
+/* fcntl(fd, F_DUPFD or F_DUPFD_CLOEXEC, ...) of a high fd: NOTIF. */
+static void trap_fcntl_dup(struct prog *p)
+{
+	TEST(p, __NR_fcntl, LD(OFF_ARG(0)), JGE(SL_SUP_FD_BASE, 0, 3), LD(OFF_ARG(1)),
+	     JEQ(F_DUPFD, 2, 0), JEQ(F_DUPFD_CLOEXEC, 1, 0), ALLOW, NOTIF);
 }
 
 /* splice(fd_in, off_in, fd_out, ...): trapped if either fd is high. */
 static void trap_splice(struct prog *p)
 {
-	emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_splice, 0, 6));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF_ARG(0)));
-	emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SL_SUP_FD_BASE, 3, 0));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF_ARG(2)));
-	emit(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, SL_SUP_FD_BASE, 1, 0));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
-	emit(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
+	TEST(p, __NR_splice, LD(OFF_ARG(0)), JGE(SL_SUP_FD_BASE, 3, 0), LD(OFF_ARG(2)),
+	     JGE(SL_SUP_FD_BASE, 1, 0), ALLOW, NOTIF);
 }
 
 /* Every system call the filter may trap, in the order it tests them: the
@@ -107,6 +135,8 @@ static const struct {
 	{__NR_preadv2, SL_SUP_ON_RECV},   {__NR_splice, SL_SUP_ON_SENDFILE},
 	{__NR_socket, SL_SUP_ON_SOCKET},  {__NR_accept, SL_SUP_ON_ACCEPT},
 	{__NR_accept4, SL_SUP_ON_ACCEPT}, {__NR_connect, SL_SUP_ON_CONNECT},
+	{__NR_dup, SL_SUP_ON_DUP},        {__NR_dup2, SL_SUP_ON_DUP},
+	{__NR_dup3, SL_SUP_ON_DUP},       {__NR_fcntl, SL_SUP_ON_DUP},
 };
 
 enum sl_sup_on sl_sup_on_of(long nr)
@@ -115,6 +145,11 @@ enum sl_sup_on sl_sup_on_of(long nr)
 		if (trapped[i].nr == (unsigned long)nr)
 			return trapped[i].on;
 	return SL_SUP_ON_NONE;
+}
+
+bool sl_sup_traps_fd(const struct sl_sup_traps *t, long fd)
+{
+	return fd >= SL_SUP_FD_BASE || (t->stdio && fd >= 0 && fd < 3);
 }
 
 /* Whether the traps t catch system call nr (its entry: on). */
@@ -133,6 +168,8 @@ static bool traps_catch(const struct sl_sup_traps *t, unsigned nr, enum sl_sup_o
 		return t->place || t->accept;
 	case SL_SUP_ON_CONNECT:
 		return t->connect;
+	case SL_SUP_ON_DUP: /* a placed socket moved: supervise/sock.c says where */
+		return t->place;
 	default:
 		return false;
 	}
@@ -143,28 +180,29 @@ int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *ins, i
 	struct prog p = {ins, 0, max};
 	const uint32_t enosys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
 
-	emit(&p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF_ARCH));
-	emit(&p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0));
-	emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, enosys));
-	emit(&p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, OFF_NR));
-	emit(&p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, 1));
-	emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, enosys));
+	const struct sock_filter head[] = {
+		LD(OFF_ARCH), JEQ(AUDIT_ARCH_X86_64, 1, 0), RET(enosys), /* another ABI */
+		LD(OFF_NR),   JGE(X32_BIT, 0, 1),           RET(enosys), /* x32 */
+	};
+	for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+		emit(&p, head[i]);
 	for (size_t i = 0; i < sizeof(trapped) / sizeof(trapped[0]); i++) {
 		const unsigned nr = trapped[i].nr;
-		if (nr == __NR_socket) { /* the data calls end here */
-			emit(&p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-							      __NR_io_uring_setup, 0, 1));
-			emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, enosys));
-		}
+		if (nr == __NR_socket) /* the data calls end here */
+			TEST(&p, __NR_io_uring_setup, RET(enosys));
 		if (!traps_catch(t, nr, trapped[i].on))
 			continue;
 		if (nr == __NR_splice)
 			trap_splice(&p);
+		else if (nr == __NR_fcntl)
+			trap_fcntl_dup(&p);
 		else if (trapped[i].on <= SL_SUP_ON_SENDFILE)
-			trap_fd(&p, nr, 0);
+			trap_fd(&p, nr, 0, t->stdio ? 3 : 0); /* as sl_sup_traps_fd */
+		else if (trapped[i].on == SL_SUP_ON_DUP)
+			trap_fd(&p, nr, 0, 0);
 		else
 			trap(&p, nr);
 	}
-	emit(&p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+	emit(&p, (struct sock_filter)ALLOW);
 	return p.n <= max ? p.n : -1;
 }

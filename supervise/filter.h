@@ -18,6 +18,8 @@ struct sl_sup_traps {
 	bool accept;  /* accept, accept4 (rate or conns) */
 	bool send;    /* write, writev, send*, pwritev2, sendfile, splice: fd >= base */
 	bool recv;    /* read, readv, recv*, preadv2, splice: fd >= base */
+	bool stdio;   /* the send and receive calls above on fds 0-2 too
+		       * (--trap-stdio: inetd-style servers move sockets there) */
 };
 
 /* The handler a trapped call goes to (loop.c). */
@@ -29,11 +31,16 @@ enum sl_sup_on {
 	SL_SUP_ON_SOCKET,
 	SL_SUP_ON_ACCEPT,
 	SL_SUP_ON_CONNECT,
+	SL_SUP_ON_DUP, /* dup, dup2, dup3, fcntl(F_DUPFD*) of an fd >= base */
 };
 
 /* The handler of system call nr, by the one table the filter is built
  * from. */
 enum sl_sup_on sl_sup_on_of(long nr);
+
+/* Whether the send and receive calls of fd are trapped: fd >= base, or
+ * fds 0-2 under --trap-stdio. */
+bool sl_sup_traps_fd(const struct sl_sup_traps *t, long fd);
 
 /* The traps a policy needs. */
 void sl_sup_traps_of(const struct sl_policy *p, struct sl_sup_traps *t);

@@ -43,6 +43,7 @@
  */
 #include "io.h"
 #include "describe.h"
+#include "filter.h"
 #include "admit.h"
 #include "calls.h"
 #include "notif.h"
@@ -336,7 +337,7 @@ void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
 		      req->data.nr == SYS_splice ? (int)req->data.args[2] : -1};
 	enum sl_op ops[2] = {req->data.nr == SYS_splice ? SL_OP_RECV : SL_OP_SEND, SL_OP_SEND};
 	for (int i = 0; i < 2 && th != NULL && !th->proc->pass; i++) {
-		if (fds[i] < SL_SUP_FD_BASE)
+		if (!sl_sup_traps_fd(&s->traps, fds[i]))
 			continue;
 		int dup = sl_sup_getfd(s, th, fds[i]);
 		if (dup < 0)

@@ -45,7 +45,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FILTER_MAX 128
+#define FILTER_MAX 256
 
 int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask);
 
@@ -218,7 +218,8 @@ static int wait_status_exit(int status)
 	return 1;
 }
 
-int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
+int sl_supervise_run(char *const *argv, const struct sl_policy *p,
+		     const struct sl_supervise_opts *o)
 {
 	char err[512];
 	struct sl_sup *s = calloc(1, sizeof(*s));
@@ -233,8 +234,9 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
 	if (check_rules(p) != 0)
 		return 2;
 	s->policy = *p;
-	s->verbose = verbose;
+	s->verbose = o->verbose;
 	sl_sup_traps_of(p, &s->traps);
+	s->traps.stdio = o->trap_stdio && (s->traps.send || s->traps.recv);
 	if (sl_sup_shared_open_all(s, sl_sup_now_ns(), err, sizeof(err)) != 0) {
 		fprintf(stderr, "sluice: %s\n", err);
 		return 2;
@@ -294,7 +296,7 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose)
 	uint64_t wake = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
 	s->feat.sync_wakeup = s->feat.sync_wakeup &&
 			      ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, wake) == 0;
-	if (verbose)
+	if (o->verbose)
 		fprintf(stderr,
 			"sluice: supervised mode (Linux %d.%d): sockets at fd >= %d; "
 			"wait-killable %s, sync wake-up %s, thread pidfds %s\n",

@@ -65,6 +65,7 @@ static void (*const handler[])(struct sl_sup *, const struct seccomp_notif *) = 
 	[SL_SUP_ON_SEND] = sl_sup_on_send,         [SL_SUP_ON_RECV] = sl_sup_on_recv,
 	[SL_SUP_ON_SENDFILE] = sl_sup_on_sendfile, [SL_SUP_ON_SOCKET] = sl_sup_on_socket,
 	[SL_SUP_ON_ACCEPT] = sl_sup_on_accept,     [SL_SUP_ON_CONNECT] = sl_sup_on_connect,
+	[SL_SUP_ON_DUP] = sl_sup_on_dup,
 };
 
 /* A new notification: dispatch it to its handler. */

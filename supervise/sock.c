@@ -21,6 +21,7 @@
  * rule's slot, then accepts.
  */
 #include "sock.h"
+#include "filter.h"
 #include "admit.h"
 #include "calls.h"
 #include "conns.h"
@@ -386,4 +387,57 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 	close(fd);
 	sl_sup_conns_hold(c, placed);
 	return true;
+}
+
+/* The fd a dup or an F_DUPFD from `min` would take in p: the lowest free
+ * one (-1 if it cannot be told). */
+static int lowest_free(const struct sl_sup_proc *p, int min)
+{
+	for (int n = min; p->fddir >= 0 && n < SL_SUP_FD_BASE; n++) {
+		char name[16];
+		struct stat st;
+		snprintf(name, sizeof(name), "%d", n);
+		if (fstatat(p->fddir, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			return errno == ENOENT ? n : -1;
+	}
+	return -1;
+}
+
+void sl_sup_on_dup(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	struct target t;
+	if (!target_of(s, req, &t))
+		return;
+	close(t.dup);
+	const long nr = (long)req->data.nr;
+	struct sl_sup_proc *p = t.th->proc;
+	const char *how = nr == SYS_dup     ? "dup"
+			  : nr == SYS_fcntl ? "fcntl(F_DUPFD)"
+			  : nr == SYS_dup2  ? "dup2"
+					    : "dup3";
+	int to = nr == SYS_dup2 || nr == SYS_dup3 ? (int)req->data.args[1]
+		 : nr == SYS_fcntl                ? lowest_free(p, (int)req->data.args[2])
+						  : lowest_free(p, 0);
+	/* Where the socket lands is trapped (high, or fds 0-2 under
+	 * --trap-stdio), or no send or receive rule can match it. */
+	bool throttled = wants_place(s, t.fam, t.type);
+	bool trapped = (to >= 0 && sl_sup_traps_fd(&s->traps, to)) ||
+		       (nr == SYS_fcntl && req->data.args[2] >= SL_SUP_FD_BASE);
+	if (throttled && !trapped && !s->moved_warned) {
+		char where[32];
+		if (to >= 0)
+			snprintf(where, sizeof(where), "fd %d", to);
+		else
+			snprintf(where, sizeof(where), "a lower fd");
+		sl_sup_warn(
+			"process %d (%s): %s moves socket %d to %s, where its sends and receives "
+			"pass unthrottled: supervised mode traps them on fds %d and up%s",
+			(int)p->tgid, p->comm, how, (int)(uint32_t)req->data.args[0], where,
+			SL_SUP_FD_BASE,
+			s->traps.stdio
+				? " and 0-2"
+				: " (--trap-stdio adds fds 0-2, where inetd-style servers move theirs)");
+		s->moved_warned = true; /* once: a forking server moves one in each child */
+	}
+	sl_sup_continue(s, req->id);
 }

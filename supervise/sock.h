@@ -20,6 +20,10 @@ struct sl_sup_thread;
 void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req);
 void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req);
 void sl_sup_on_accept(struct sl_sup *s, const struct seccomp_notif *req);
+/* dup, dup2, dup3, fcntl(F_DUPFD*) of an fd >= SL_SUP_FD_BASE: the call
+ * continues; warned of once per process when it moves a throttled socket
+ * where its I/O is not trapped. */
+void sl_sup_on_dup(struct sl_sup *s, const struct seccomp_notif *req);
 /* Advance a held connect or accept (sl_sup_step): true when it is done. */
 bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);

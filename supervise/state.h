@@ -126,6 +126,7 @@ struct sl_sup {
 	unsigned n_calls;          /* used slots */
 	unsigned calls_hi;         /* slots below this may be used */
 	bool full_warned;
+	bool moved_warned; /* a socket moved where it is not trapped (sock.c) */
 	/* target.c */
 	struct sl_sup_thread **threads; /* open hash on tid */
 	size_t threads_cap, n_threads;

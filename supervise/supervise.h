@@ -23,7 +23,12 @@ struct sl_policy;
  * reason printed on stderr), 126/127 when the program cannot be run.
  * Not thread-safe; call it once, from the launcher's main thread.
  */
-int sl_supervise_run(char *const *argv, const struct sl_policy *p, bool verbose);
+struct sl_supervise_opts {
+	bool verbose;
+	bool trap_stdio; /* trap the sends and receives of fds 0-2 too */
+};
+int sl_supervise_run(char *const *argv, const struct sl_policy *p,
+		     const struct sl_supervise_opts *o);
 
 /* The reason supervised mode cannot run here, or NULL if it can (a cheap
  * check for --check and -v). */

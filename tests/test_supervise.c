@@ -6,6 +6,7 @@
  * argument: every wait below is exact).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <stdlib.h>
@@ -48,13 +49,28 @@ static uint32_t bpf_run(const struct sock_filter *ins, int n, const struct secco
 	return 0;
 }
 
+/* The filter's answer to nr(a0, a1, a2) under policy p (with --trap-stdio
+ * if stdio). */
+static uint32_t verdict3(const struct sl_policy *p, bool stdio, uint32_t nr, uint64_t a0,
+			 uint64_t a1, uint64_t a2)
+{
+	struct sl_sup_traps t;
+	struct sock_filter ins[256];
+	sl_sup_traps_of(p, &t);
+	t.stdio = stdio;
+	int n = sl_sup_filter_build(&t, ins, 256);
+	assert_true(n > 0);
+	struct seccomp_data d = {.nr = (int)nr, .arch = AUDIT_ARCH_X86_64, .args = {a0, a1, a2}};
+	return bpf_run(ins, n, &d);
+}
+
 static uint32_t verdict(const struct sl_policy *p, uint32_t arch, uint32_t nr, uint64_t a0,
 			uint64_t a2)
 {
 	struct sl_sup_traps t;
-	struct sock_filter ins[128];
+	struct sock_filter ins[256];
 	sl_sup_traps_of(p, &t);
-	int n = sl_sup_filter_build(&t, ins, 128);
+	int n = sl_sup_filter_build(&t, ins, 256);
 	assert_true(n > 0);
 	struct seccomp_data d = {.nr = (int)nr, .arch = arch, .args = {a0, 0, a2}};
 	return bpf_run(ins, n, &d);
@@ -84,6 +100,38 @@ static void test_supervise_filter_send(void **state)
 	assert_dec_equal(verdict(&p, X86, SYS_splice, 700, 3), NOTIF); /* fd_in high */
 	assert_dec_equal(verdict(&p, X86, SYS_splice, 3, 4), ALLOW);
 	assert_dec_equal(verdict(&p, X86, SYS_getpid, 0, 0), ALLOW);
+}
+
+/* A placed socket moved (dup, dup2, dup3, fcntl(F_DUPFD*) of fd >= 512) is
+ * seen; --trap-stdio traps the sends and receives of fds 0-2 too. */
+static void test_supervise_filter_moves(void **state)
+{
+	(void)state;
+	struct sl_policy p = policy_of("send:1MiB/s;recv:1MiB/s");
+	assert_dec_equal(verdict3(&p, false, SYS_dup2, 600, 1, 0), NOTIF);
+	assert_dec_equal(verdict3(&p, false, SYS_dup3, 600, 0, 0), NOTIF);
+	assert_dec_equal(verdict3(&p, false, SYS_dup, 600, 0, 0), NOTIF);
+	assert_dec_equal(verdict3(&p, false, SYS_dup2, 5, 1, 0), ALLOW); /* not ours */
+	assert_dec_equal(verdict3(&p, false, SYS_fcntl, 600, F_DUPFD, 0), NOTIF);
+	assert_dec_equal(verdict3(&p, false, SYS_fcntl, 600, F_DUPFD_CLOEXEC, 3), NOTIF);
+	assert_dec_equal(verdict3(&p, false, SYS_fcntl, 600, F_GETFL, 0), ALLOW);
+	assert_dec_equal(verdict3(&p, false, SYS_fcntl, 5, F_DUPFD, 0), ALLOW);
+	assert_dec_equal(verdict3(&p, false, SYS_write, 1, 0, 0), ALLOW);
+	assert_dec_equal(verdict3(&p, false, SYS_read, 0, 0, 0), ALLOW);
+	for (uint64_t fd = 0; fd < 3; fd++) {
+		assert_dec_equal(verdict3(&p, true, SYS_write, fd, 0, 0), NOTIF);
+		assert_dec_equal(verdict3(&p, true, SYS_read, fd, 0, 0), NOTIF);
+		assert_dec_equal(verdict3(&p, true, SYS_sendfile, fd, 9, 0), NOTIF);
+	}
+	assert_dec_equal(verdict3(&p, true, SYS_write, 3, 0, 0), ALLOW);
+	assert_dec_equal(verdict3(&p, true, SYS_write, 511, 0, 0), ALLOW);
+	assert_dec_equal(verdict3(&p, true, SYS_write, 512, 0, 0), NOTIF);
+	assert_dec_equal(verdict3(&p, true, SYS_writev, 0xffffffffu, 0, 0), NOTIF); /* fd -1 */
+	assert_dec_equal(verdict3(&p, true, SYS_dup2, 600, 1, 0), NOTIF);
+	assert_dec_equal(verdict3(&p, true, SYS_openat, 1, 0, 0), ALLOW);
+	/* No byte rule: no socket is placed, none is moved. */
+	p = policy_of("connect:10/s");
+	assert_dec_equal(verdict3(&p, false, SYS_dup2, 600, 1, 0), ALLOW);
 }
 
 static void test_supervise_filter_refusals(void **state)
@@ -298,6 +346,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_supervise_filter_send),
+		cmocka_unit_test(test_supervise_filter_moves),
 		cmocka_unit_test(test_supervise_filter_refusals),
 		cmocka_unit_test(test_supervise_match),
 		cmocka_unit_test(test_supervise_admit_token),

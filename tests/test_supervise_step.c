@@ -493,6 +493,35 @@ static void test_step_connect_rate(void **state)
 	rig_free(r);
 }
 
+/* A throttled socket moved below 512: the call continues (the kernel
+ * moves it), warned of once for the whole program; not under --trap-stdio
+ * when it lands on fds 0-2, nor when it lands high. */
+static void test_step_dup_warns(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("send:1000B/s", true);
+	int peer = rig_pair(r, 600, false);
+	struct seccomp_notif q = req_of(r, SYS_dup2, 600, 700, 0, 0); /* high: trapped */
+	sl_sup_on_dup(&r->s, &q);
+	assert_dec_equal(fake.warnings, 0);
+	r->s.traps.stdio = true;
+	q = req_of(r, SYS_dup2, 600, 1, 0, 0);
+	sl_sup_on_dup(&r->s, &q);
+	assert_dec_equal(fake.warnings, 0);
+	r->s.traps.stdio = false;
+	for (int i = 0; i < 3; i++) {
+		q = req_of(r, SYS_dup3, 600, 1, 0, 0);
+		sl_sup_on_dup(&r->s, &q);
+	}
+	assert_dec_equal(fake.warnings, 1);
+	assert_dec_equal(fake.n, 5);
+	for (int i = 0; i < fake.n; i++)
+		assert_true(fake.a[i].cont);
+	close(peer);
+	close(600);
+	rig_free(r);
+}
+
 /* The dispatch table: every trapped call has its handler, others none. */
 static void test_step_dispatch(void **state)
 {
@@ -506,7 +535,8 @@ static void test_step_dispatch(void **state)
 		{SYS_recvmmsg, SL_SUP_ON_RECV},     {SYS_preadv2, SL_SUP_ON_RECV},
 		{SYS_sendfile, SL_SUP_ON_SENDFILE}, {SYS_splice, SL_SUP_ON_SENDFILE},
 		{SYS_socket, SL_SUP_ON_SOCKET},     {SYS_accept4, SL_SUP_ON_ACCEPT},
-		{SYS_connect, SL_SUP_ON_CONNECT},   {SYS_openat, SL_SUP_ON_NONE},
+		{SYS_connect, SL_SUP_ON_CONNECT},   {SYS_dup2, SL_SUP_ON_DUP},
+		{SYS_fcntl, SL_SUP_ON_DUP},         {SYS_openat, SL_SUP_ON_NONE},
 		{SYS_close, SL_SUP_ON_NONE},        {-1, SL_SUP_ON_NONE},
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
@@ -524,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_step_send_unplaced_continues),
 		cmocka_unit_test(test_step_recv_pieces),
 		cmocka_unit_test(test_step_connect_rate),
+		cmocka_unit_test(test_step_dup_warns),
 		cmocka_unit_test(test_step_dispatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,8 +3,8 @@
 """A supervised server's counters in `sluice stat`, as the preload counts
 them (engine/count.h): busybox httpd (static) under `--conns 2`, five
 requests, then `sluice stat --json` shows the conns rule's five calls
-admitted (it showed 0). Not its sends: each request's child dup2()s the
-socket onto fds 0 and 1, below the fds supervised mode traps (README)."""
+admitted (it showed 0). Its sends, which each request's child makes on fds
+0 and 1 (it dup2()s the socket there): test_supervise_stdio.py."""
 import json
 import os
 import shutil
