@@ -199,7 +199,7 @@ static void usage(FILE *out)
 	fputs("\nStatic and Go programs make system calls without libc, so LD_PRELOAD cannot\n"
 	      "reach them: for those sluice stays as a supervisor (seccomp user notification,\n"
 	      "Linux 5.14+) and holds their connect, accept, send and recv calls itself.\n"
-	      "Not yet supervised: redis= rules and shared= conns (refused), SLUICE_STATS.\n"
+	      "Not yet supervised: redis= rules and shared= conns (refused).\n"
 	      "sluice stat and sluice set work for both modes.\n"
 	      "\nOn a non-blocking socket (O_NONBLOCK, MSG_DONTWAIT) a delay never sleeps in the\n"
 	      "call unless nonblock=sleep: send/recv move what the limit allows now or fail\n"

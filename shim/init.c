@@ -41,6 +41,8 @@
 #include "init.h"
 #include "lease.h"
 #include "log.h"
+#include "privfile.h"
+#include "stats_json.h"
 #include "ready.h"
 #include "real.h"
 #include "scope.h"
@@ -278,7 +280,7 @@ static void init_policy(struct sl_policy *p)
 static int file_check(const char *var, char *path_field, const char *path, bool warn)
 {
 	char bad[128];
-	if (sl__file_check(path, bad, sizeof(bad)) == 0)
+	if (sl_file_check(path, bad, sizeof(bad)) == 0)
 		return 0;
 	sl__log_write(warn ? SL_LOG_WARN : SL_LOG_ERROR,
 		      "%s=%s: the file %s; refusing to write there (use a path in a directory only "
@@ -294,7 +296,7 @@ static int files_check_unsync(struct sl_policy *p)
 {
 	bool warn = p->config_error == SL_CONFIG_ERROR_WARN;
 	char stats[SL_PATH_MAX + 32];
-	sl__stats_path(p->stats_file, stats, sizeof(stats));
+	sl_stats_path(p->stats_file, (int)getpid(), stats, sizeof(stats));
 	int rc = 0;
 	if (p->log_file[0] != '\0' && file_check("SLUICE_LOG_FILE", p->log_file, p->log_file, warn))
 		rc = -1;

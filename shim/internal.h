@@ -14,7 +14,7 @@
  *   real.c/h      the table of real libc functions (struct sl_real), and the
  *                 one list (SL_REAL_LIST) wrap_gen.h makes the wrappers of;
  *   log.c/h       sl_log: level test first, stack buffer, the real write;
- *                 SLUICE_LOG_FILE and SLUICE_STATS opened safely (no links,
+ *                 SLUICE_LOG_FILE opened safely (common/privfile.c: no links,
  *                 owner checked, 0600); sandboxed.h: the seccomp flag;
  *   clock.c/h     CLOCK_MONOTONIC in ns (the TSC on a fitted line behind a
  *                 seqlock, seqlock.h), and the sleep hook;
@@ -33,7 +33,7 @@
  *   wrap_raw.c/h  syscall()'s I/O numbers made through the wrappers;
  *   wake.c/h      the timerfd in every epoll set that wakes a thread
  *                 waiting while another thread's hold ends;
- *   stats.c/h     SLUICE_STATS, written at exit;
+ *   stats.c/h     SLUICE_STATS, written at exit (common/stats_json.c);
  *   lease.c/h     redis=KEY rules: units leased from Redis (init, fork and
  *                 exit: lease_life.c, lease_state.h); lease_share.c/h
  *                 (on-error=local falls back to the process's recent share),

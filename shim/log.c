@@ -14,24 +14,11 @@
  * log.c and real.c call each other, and must (see real.c): the real write
  * comes from real.c, which logs a symbol the C library lacks.
  *
- * The files sluice writes, SLUICE_LOG_FILE and SLUICE_STATS, are opened here
- * so that another local user cannot make the shim write into a file of
- * their choosing or read what it writes.
- *
- * Every open is O_WRONLY|O_APPEND|O_CREAT|O_NOFOLLOW|O_CLOEXEC|O_NOCTTY|
- * O_NONBLOCK, mode 0600 for a new file (a planted symbolic link fails with
- * ELOOP, a FIFO without reader with ENXIO, a terminal never becomes the
- * controlling one), then fstat: the file must be a regular file owned by
- * the effective user with a single link (a hard link planted in a sticky
- * directory such as /tmp would otherwise lead to a file of the user that
- * lives elsewhere). A refused file is never written. At start each path is
- * checked the same way without creating anything (O_PATH; init.c makes a
- * refusal a configuration error). The reason of a refusal goes to the
- * caller's buffer, its error sink: opening logs nothing. Only the last
- * component is protected by O_NOFOLLOW: a
- * directory on the way that another user controls is out of reach of any
- * check here, hence the documented advice to use a private directory
- * ($XDG_RUNTIME_DIR) or "%p" names.
+ * SLUICE_LOG_FILE is opened as SLUICE_STATS is, by common/privfile.c, so
+ * that another local user cannot make the shim write into a file of their
+ * choosing or read what it writes; at start each path is checked the same
+ * way without creating anything (init.c makes a refusal a configuration
+ * error).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,68 +29,9 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "privfile.h"
 #include "sandboxed.h"
 #include "real.h"
-
-/* Why the file open as fd (fstat'ed into st) must not be written, or NULL. */
-static const char *file_refusal(const struct stat *st, char *buf, size_t cap)
-{
-	if (S_ISLNK(st->st_mode))
-		return "is a symbolic link";
-	if (!S_ISREG(st->st_mode))
-		return "is not a regular file";
-	if (st->st_uid != geteuid()) {
-		snprintf(buf, cap, "belongs to user %u, not to you (user %u)", (unsigned)st->st_uid,
-			 (unsigned)geteuid());
-		return buf;
-	}
-	if (st->st_nlink > 1)
-		return "has other hard links";
-	return NULL;
-}
-
-int sl__file_open_private(const char *path, char *why, size_t cap)
-{
-	int fd = open(path,
-		      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
-			      O_NONBLOCK,
-		      0600);
-	if (fd < 0) {
-		int e = errno;
-		snprintf(why, cap, "%s", e == ELOOP ? "is a symbolic link" : strerror(e));
-		errno = e;
-		return -1;
-	}
-	struct stat st;
-	char buf[96];
-	const char *bad = fstat(fd, &st) != 0 ? strerror(errno)
-					      : file_refusal(&st, buf, sizeof(buf));
-	if (bad != NULL) {
-		snprintf(why, cap, "%s", bad);
-		SL_REAL(close)(fd);
-		errno = EACCES;
-		return -1;
-	}
-	return fd;
-}
-
-int sl__file_check(const char *path, char *why, size_t cap)
-{
-	int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	char buf[96];
-	const char *bad = NULL;
-	if (fd < 0)
-		bad = errno == ENOENT ? NULL : strerror(errno);
-	else
-		bad = fstat(fd, &st) != 0 ? strerror(errno) : file_refusal(&st, buf, sizeof(buf));
-	if (fd >= 0)
-		SL_REAL(close)(fd);
-	if (bad == NULL)
-		return 0;
-	snprintf(why, cap, "%s", bad);
-	return -1;
-}
 
 int sl__log_level = SL_LOG_ERROR;
 static char log_path[SL_PATH_MAX];
@@ -147,7 +75,7 @@ static void log_vwrite(int level, const char *fmt, va_list ap)
 	char why[128];
 	if (log_path[0] != '\0') {
 		/* A refused file (above) is never written: stderr instead. */
-		fd = sl__file_open_private(log_path, why, sizeof(why));
+		fd = sl_file_open_private(log_path, why, sizeof(why));
 		if (fd < 0)
 			fd = 2;
 	}

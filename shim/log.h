@@ -21,13 +21,6 @@ void sl__log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * hashes at `set` (zeroed storage of the caller's): a warning given once per
  * key. Past a full set nothing is new (no flood of warnings). */
 bool sl__log_first(_Atomic uint64_t *set, unsigned n, const char *key);
-/* SLUICE_LOG_FILE and SLUICE_STATS, opened so that another local user cannot
- * redirect or read them: open path for appending, safely: the fd, or -1 with
- * the reason in why (nothing is logged). */
-int sl__file_open_private(const char *path, char *why, size_t cap);
-/* Whether path may be opened so, without creating it: 0 (it may, or it does
- * not exist yet), or -1 with the reason in why. */
-int sl__file_check(const char *path, char *why, size_t cap);
 #define sl_log(level, ...)                                                                         \
 	do {                                                                                       \
 		if ((int)(level) <= sl__log_level)                                                 \

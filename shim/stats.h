@@ -13,8 +13,6 @@
 void sl__stats_reset(void);
 /* Write SLUICE_STATS (the destructor; tests call it). */
 void sl__stats_write(void);
-/* PATH src with "%p" replaced by the pid. */
-void sl__stats_path(const char *src, char *out, size_t cap);
 /* What writes more members into the object (",\"breakers\":[...]"): at
  * most len - 1 bytes into buf, NUL-terminated, returning their length.
  * Set at start (init.c: the breakers), so that this file calls up to no

@@ -10,11 +10,13 @@
  * the process's per=process limiters in it (tunable, so `sluice set`
  * changes them in place) and counts every matched call in it. The record is
  * removed when the supervisor forgets the process (it exited) and at the
- * end. If the segment cannot be made, the process's limiters live in the
+ * end; then, with SLUICE_STATS, the process's line is appended as the
+ * preload appends it (common/stats_json.h), from the record's counters. If the segment cannot be made, the process's limiters live in the
  * supervisor's private memory and it is not shown.
  */
 #include "stat.h"
 #include "kernel.h"
+#include "notif.h"
 #include "state.h"
 
 #include <fcntl.h>
@@ -23,8 +25,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "privfile.h"
 #include "segment.h"
 #include "shm_format.h"
+#include "stats_json.h"
 
 static void rec_name(char *out, size_t cap, pid_t tgid)
 {
@@ -85,10 +89,38 @@ void sl_sup_stat_open(const struct sl_sup *s, struct sl_sup_proc *p, uint64_t no
 	p->rec_size = seg.size;
 }
 
-void sl_sup_stat_close(struct sl_sup_proc *p)
+/* SLUICE_STATS: p's line, appended when the supervisor forgets it (the
+ * process ended), from its record's counters; warned of once if the file
+ * is refused. */
+static void stats_write(const struct sl_sup *s, const struct sl_sup_proc *p)
+{
+	static char buf[32768];
+	static bool warned;
+	const char *file = s->policy.stats_file;
+	if (file[0] == '\0' || p->pass)
+		return;
+	size_t len = sl_stats_json(buf, sizeof(buf) - 3, (int)p->tgid, p->comm, &s->policy,
+				   sl_shm_stat_stats(p->rec), p->rec->n_rules);
+	buf[len++] = '}';
+	buf[len++] = '\n';
+	char path[SL_PATH_MAX + 32], why[128];
+	sl_stats_path(file, (int)p->tgid, path, sizeof(path));
+	int fd = sl_file_open_private(path, why, sizeof(why));
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len) {
+		if (!warned)
+			sl_sup_warn("SLUICE_STATS=%s: cannot write %s: %s", file, path,
+				    fd < 0 ? why : "short write");
+		warned = true;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+void sl_sup_stat_close(const struct sl_sup *s, struct sl_sup_proc *p)
 {
 	if (p->rec == NULL)
 		return;
+	stats_write(s, p);
 	char name[32];
 	rec_name(name, sizeof(name), p->tgid);
 	sl_seg_unlink(name);

@@ -18,8 +18,8 @@ struct sl_limiter;
 /* Create and publish p's record, its per=process limiters initialised at
  * now_ns; p->rec stays NULL if that fails. */
 void sl_sup_stat_open(const struct sl_sup *s, struct sl_sup_proc *p, uint64_t now_ns);
-/* Remove p's record. */
-void sl_sup_stat_close(struct sl_sup_proc *p);
+/* Remove p's record, first writing its SLUICE_STATS line if asked. */
+void sl_sup_stat_close(const struct sl_sup *s, struct sl_sup_proc *p);
 /* The record's limiter of rule i (retuned by `sluice set`), or NULL. */
 struct sl_limiter *sl_sup_stat_lim(struct sl_sup_proc *p, unsigned i);
 /* The counters (engine/count.h, as the preload counts): rule i refused a

@@ -61,9 +61,9 @@ static pid_t tgid_of(pid_t tid)
 	return t != NULL ? (pid_t)strtol(t + 6, NULL, 10) : -1;
 }
 
-static void proc_free(struct sl_sup_proc *p)
+static void proc_free(const struct sl_sup *s, struct sl_sup_proc *p)
 {
-	sl_sup_stat_close(p);
+	sl_sup_stat_close(s, p);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	if (p->fddir >= 0)
@@ -207,7 +207,7 @@ static void forget(struct sl_sup *s, bool all)
 				struct sl_sup_proc *p = *pp;
 				if (all || (p->refs == 0 && pidfd_exited(p->pidfd))) {
 					*pp = p->next;
-					proc_free(p);
+					proc_free(s, p);
 					s->n_procs--;
 				} else {
 					pp = &p->next;
