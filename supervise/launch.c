@@ -250,12 +250,6 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p,
 	}
 	struct sock_fprog prog = {(unsigned short)n, ins};
 
-	/* Our own fds: one duplicate and one pidfd per held call and thread. */
-	struct rlimit nofile;
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-		struct rlimit raised = {nofile.rlim_max, nofile.rlim_max};
-		setrlimit(RLIMIT_NOFILE, &raised);
-	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
 		perror("sluice: --supervise: prctl(PR_SET_CHILD_SUBREAPER)");
 		return 2;
@@ -283,6 +277,14 @@ int sl_supervise_run(char *const *argv, const struct sl_policy *p,
 		child_main(sv[1], &prog, s->feat.wait_killable, argv, &oldmask);
 	}
 	close(sv[1]);
+	/* Our own fds (one duplicate and one pidfd per held call and thread):
+	 * the hard limit, raised after the fork so that the program keeps the
+	 * soft limit it was given. */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		struct rlimit raised = {nofile.rlim_max, nofile.rlim_max};
+		setrlimit(RLIMIT_NOFILE, &raised);
+	}
 	bool killable = false;
 	s->listener = receive_listener(sv[0], &killable);
 	close(sv[0]);

@@ -21,6 +21,7 @@
  * rule's slot, then accepts.
  */
 #include "sock.h"
+#include "kernel.h"
 #include "filter.h"
 #include "admit.h"
 #include "calls.h"
@@ -60,16 +61,31 @@ void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_addr *peer
 	}
 }
 
+/* The soft RLIMIT_NOFILE of process tgid (at most 2^20), 0 if unknown:
+ * from /proc/TGID/limits, which any process may read (prlimit() on a
+ * process that dropped to another user needs CAP_SYS_RESOURCE), else
+ * prlimit(). */
+static unsigned long nofile_of(pid_t tgid)
+{
+	char buf[4096];
+	unsigned long soft = 0;
+	const char *l = sl_sup_proc_text(tgid, "limits", buf, sizeof(buf))
+				? strstr(buf, "\nMax open files")
+				: NULL;
+	struct rlimit rl;
+	if (l == NULL || sscanf(l + 15, " %lu", &soft) != 1) /* after "\nMax open files" */
+		soft = prlimit(tgid, RLIMIT_NOFILE, NULL, &rl) == 0 ? (unsigned long)rl.rlim_cur
+								    : 0;
+	return soft > (1ul << 20) ? (1ul << 20) : soft;
+}
+
 int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd, bool cloexec)
 {
 	struct sl_sup_proc *p = th->proc;
 	struct seccomp_notif_addfd add = {.id = id,
 					  .srcfd = (uint32_t)srcfd,
 					  .newfd_flags = cloexec ? O_CLOEXEC : 0};
-	struct rlimit rl;
-	unsigned long hi = 0;
-	if (p->fddir >= 0 && prlimit(p->tgid, RLIMIT_NOFILE, NULL, &rl) == 0)
-		hi = rl.rlim_cur > (1u << 20) ? (1u << 20) : (unsigned long)rl.rlim_cur;
+	unsigned long hi = p->fddir >= 0 ? nofile_of(p->tgid) : 0;
 	for (unsigned long tries = 0; hi > SL_SUP_FD_BASE && tries < hi - SL_SUP_FD_BASE; tries++) {
 		int n = p->next_fd >= SL_SUP_FD_BASE && (unsigned long)p->next_fd < hi
 				? p->next_fd
