@@ -107,6 +107,8 @@ int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int sr
 			sl_sup_fd_reset(p, r);
 			return r;
 		}
+		if (errno == EBUSY)
+			continue; /* another thread's open is installing n: the next one */
 		if (errno != EBADF && errno != EMFILE)
 			return -errno; /* ENOENT: the call is gone */
 		break;
@@ -150,8 +152,10 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 		sl_sup_answer(s, req->id, 0, errno);
 		return;
 	}
-	sl_sup_place(s, th, req->id, fd, (type & SOCK_CLOEXEC) != 0);
+	int r = sl_sup_place(s, th, req->id, fd, (type & SOCK_CLOEXEC) != 0);
 	close(fd);
+	if (r < 0 && r != -ENOENT) /* never left unanswered: the thread would hang */
+		sl_sup_answer(s, req->id, 0, -r);
 }
 
 /* The socket a connect or an accept names (args[0]): the calling thread,
@@ -401,7 +405,9 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 		placed = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
 	}
 	close(fd);
-	sl_sup_conns_hold(c, placed);
+	if (placed < 0 && placed != -ENOENT) /* never left unanswered */
+		sl_sup_answer(s, c->req.id, 0, -placed);
+	sl_sup_conns_hold(c, placed); /* fd < 0: its slot goes back */
 	return true;
 }
 
