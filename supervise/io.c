@@ -211,6 +211,16 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 	}
 }
 
+/* Consume the k bytes of a stream the call delivered: MSG_TRUNC discards
+ * them in the kernel on TCP; a unix stream refuses that (EFAULT, nothing
+ * consumed: the same bytes were delivered again and again), so they are
+ * read into piece_buf, whose copy was delivered already. */
+static void consume(struct sl_sup_call *c, uint64_t k)
+{
+	if (recv(c->dup, NULL, k, MSG_TRUNC | MSG_DONTWAIT) < 0 && errno == EFAULT)
+		recv(c->dup, piece_buf, k, MSG_DONTWAIT);
+}
+
 bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
 	bool waitall = (c->flags & MSG_WAITALL) && c->stream && !c->nonblock &&
@@ -289,7 +299,7 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		if (waitall && c->done + k < c->total && k > 0) {
 			/* Completed inside one call: only death can end it
 			 * before the answer, and then the data has no reader. */
-			recv(c->dup, NULL, k, MSG_TRUNC | MSG_DONTWAIT);
+			consume(c, k);
 			c->done += k;
 			now_ns = sl_sup_now_ns();
 			continue;
@@ -323,7 +333,7 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		/* Consumed only now: an answer that did not arrive (the call was
 		 * cancelled) leaves the data for the retry. */
 		if (c->stream)
-			recv(c->dup, NULL, k, MSG_TRUNC | MSG_DONTWAIT);
+			consume(c, k);
 		else
 			recv(c->dup, piece_buf, 1, MSG_DONTWAIT);
 		return true;

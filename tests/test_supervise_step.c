@@ -460,6 +460,41 @@ static void test_step_recv_pieces(void **state)
 	rig_free(r);
 }
 
+/* A unix stream (family=unix): what was delivered is consumed once. A
+ * unix socket refuses the MSG_TRUNC discard TCP takes, and the same bytes
+ * used to be delivered again and again. */
+static void test_step_recv_unix_once(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("recv:1000B/s,burst=100B,family=unix", true);
+	int sv[2];
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_dec_equal(dup3(sv[0], 600, O_CLOEXEC), 600);
+	close(sv[0]);
+	unsigned char sent[250], got[250];
+	pattern(sent, sizeof(sent), 7);
+	assert_dec_equal(write(sv[1], sent, sizeof(sent)), sizeof(sent));
+	size_t have = 0;
+	for (int i = 0; i < 3 && have < sizeof(got); i++) {
+		struct seccomp_notif q = req_of(r, SYS_read, 600, (uintptr_t)(got + have),
+						sizeof(got) - have, 0);
+		on_notif(r, &q);
+		if (fake.n == i)
+			assert_true(step_due(r));
+		assert_dec_equal(fake.n, i + 1);
+		assert_true(fake.a[i].val > 0);
+		have += (size_t)fake.a[i].val;
+	}
+	assert_dec_equal(have, sizeof(sent));
+	assert_memory_equal(got, sent, sizeof(sent));
+	char more;
+	assert_dec_equal(recv(600, &more, 1, MSG_DONTWAIT), -1);
+	assert_dec_equal(errno, EAGAIN);
+	close(sv[1]);
+	close(600);
+	rig_free(r);
+}
+
 /* ---- connect ---------------------------------------------------------- */
 
 /* connect:2/s, burst 1: the first connect continues at once, the second
@@ -553,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_step_send_cancelled),
 		cmocka_unit_test(test_step_send_unplaced_continues),
 		cmocka_unit_test(test_step_recv_pieces),
+		cmocka_unit_test(test_step_recv_unix_once),
 		cmocka_unit_test(test_step_connect_rate),
 		cmocka_unit_test(test_step_dup_warns),
 		cmocka_unit_test(test_step_dispatch),
