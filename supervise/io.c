@@ -363,3 +363,14 @@ void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
 	}
 	sl_sup_continue(s, req->id);
 }
+
+bool sl_sup_interrupt(struct sl_sup *s, struct sl_sup_call *c)
+{
+	if ((c->kind == SL_SUP_SEND || c->kind == SL_SUP_RECV) && c->done > 0)
+		return finish(s, c, 0); /* a partial count, as the kernel's */
+	if (c->granted)
+		sl_sup_refund(s, c, UINT64_MAX);
+	c->granted = false;
+	sl_sup_continue(s, c->req.id);
+	return true;
+}

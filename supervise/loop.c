@@ -129,6 +129,34 @@ static void on_signal(int sfd, pid_t child, int *child_status)
 			*child_status = status;
 }
 
+/* A call held while its socket is not ready (SL_SUP_WAIT_IO) would have
+ * been interrupted natively by a signal its thread catches (alarm(1) over
+ * an idle connection, a server's SIGTERM handler): with WAIT_KILLABLE_RECV
+ * the kernel keeps such a signal until the answer, so its thread's pending
+ * signals are looked at, 10 ms after the wait began, then twice as long
+ * each time up to every 100 ms. */
+#define SIG_GAP_MIN_NS 10000000ull
+#define SIG_GAP_MAX_NS 100000000ull
+
+static void signals(struct sl_sup *s, uint64_t now)
+{
+	if (!s->feat.wait_killable)
+		return; /* without it the signal itself cancels the notification */
+	for (unsigned i = 0; i < s->calls_hi; i++) {
+		struct sl_sup_call *c = &s->calls[i];
+		if (!c->used || c->wait != SL_SUP_WAIT_IO || c->sig_ns == 0 || c->sig_ns > now)
+			continue;
+		if (c->th->tid > 0 && sl_sup_signal_waiting(c->th->tid)) {
+			if (sl_sup_interrupt(s, c))
+				sl_sup_call_free(s, c);
+			continue;
+		}
+		c->sig_gap_ns = c->sig_gap_ns * 2 < SIG_GAP_MAX_NS ? c->sig_gap_ns * 2
+								   : SIG_GAP_MAX_NS;
+		c->sig_ns = now + c->sig_gap_ns;
+	}
+}
+
 int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 {
 	(void)oldmask;
@@ -156,6 +184,7 @@ int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 			if (!c->used || c->due_ns > now)
 				continue; /* an IO wait's due_ns is its timeout */
 			c->wait = SL_SUP_WAIT_NONE;
+			c->sig_ns = 0;
 			if (sl_sup_step(s, c, now))
 				sl_sup_call_free(s, c);
 			else
@@ -173,6 +202,12 @@ int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 			if (c->wait == SL_SUP_WAIT_IO) {
 				pfd_call[n] = i;
 				pfd[n++] = (struct pollfd){.fd = c->dup, .events = c->events};
+				if (c->sig_ns == 0) {
+					c->sig_gap_ns = SIG_GAP_MIN_NS;
+					c->sig_ns = now + c->sig_gap_ns;
+				}
+				if (c->sig_ns < next)
+					next = c->sig_ns;
 			}
 		}
 		now = sl_sup_now_ns();
@@ -198,11 +233,13 @@ int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 			    c->dup != pfd[k].fd)
 				continue;
 			c->wait = SL_SUP_WAIT_NONE;
+			c->sig_ns = 0;
 			if (sl_sup_step(s, c, now))
 				sl_sup_call_free(s, c);
 		}
 	timers:
 		now = sl_sup_now_ns();
+		signals(s, now);
 		if (now >= next_sweep) {
 			sweep(s);
 			next_sweep = now + SL_SUP_SWEEP_NS;

@@ -106,6 +106,7 @@ struct sl_sup_call {
 	uint64_t name_ptr, namelen_ptr; /* where a receive's source goes */
 	uint64_t msg_ptr;               /* recvmsg/recvmmsg: the header */
 	uint64_t timeout_ns;            /* SO_SNDTIMEO/SO_RCVTIMEO, 0: none */
+	uint64_t sig_ns, sig_gap_ns;    /* SL_SUP_WAIT_IO: next look for a signal (loop.c) */
 	/* conns rules of a connect or accept (conns.c). */
 	uint32_t conns_rules; /* matched */
 	uint32_t conns_held;  /* slots taken, not yet handed to a connection */

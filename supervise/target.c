@@ -283,3 +283,19 @@ void sl_sup_target_free(struct sl_sup *s)
 	s->procs = NULL;
 	s->peers = NULL;
 }
+
+/* The hexadecimal mask after `key` in a /proc status text, 0 if absent. */
+static uint64_t status_mask(const char *text, const char *key)
+{
+	const char *l = strstr(text, key);
+	return l != NULL ? strtoull(l + strlen(key), NULL, 16) : 0;
+}
+
+bool sl_sup_signal_waiting(pid_t tid)
+{
+	char buf[2048];
+	if (!sl_sup_proc_text(tid, "status", buf, sizeof(buf)))
+		return false;
+	uint64_t pending = status_mask(buf, "\nSigPnd:") | status_mask(buf, "\nShdPnd:");
+	return (pending & status_mask(buf, "\nSigCgt:") & ~status_mask(buf, "\nSigBlk:")) != 0;
+}

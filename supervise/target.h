@@ -34,4 +34,8 @@ ssize_t sl_sup_mem_writev(pid_t tid, const struct iovec *remote, int n, const vo
 			  size_t len);
 ssize_t sl_sup_mem_write(pid_t tid, uint64_t addr, const void *buf, size_t len);
 
+/* Whether thread tid has a signal pending that it catches and does not
+ * block: one that would interrupt a blocking call natively. */
+bool sl_sup_signal_waiting(pid_t tid);
+
 #endif /* SLUICE_SUPERVISE_TARGET_H */

@@ -6,8 +6,13 @@ program's handlers during a throttled download, which completes intact;
 INT, QUIT and HUP sent to the launcher of `busybox sleep 8` end it at once
 with 130, 131 and 129, as they would end the program itself; a SIGKILLed
 program's launcher exits 137. (A terminal's Ctrl-C reaches the program's
-process group itself and is not passed on a second time.)"""
+process group itself and is not passed on a second time.) A held read of an
+idle connection is interrupted by the program's own caught signal (its 20 ms
+SIGALRM timer, no SA_RESTART): EINTR, as natively, where it used to wait for
+data that never came."""
 import hashlib
+import socket
+import threading
 import json
 import os
 import shutil
@@ -108,9 +113,36 @@ def killed(busybox):
     check(took < 2, "program SIGKILLed: the launcher ended in %.2f s" % took)
 
 
+def idle_read(prog):
+    lis = socket.socket()
+    lis.bind(("127.0.0.1", 0))
+    lis.listen(4)
+    held = []
+
+    def serve():  # accept, send nothing, close after 5 s
+        c, _ = lis.accept()
+        held.append(c)
+        time.sleep(5)
+        c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    t0 = time.monotonic()
+    p = launch(["--recv", "1MiB/s", "--", prog, "idle", str(lis.getsockname()[1]), "-"])
+    out, err = p.communicate(timeout=30)
+    took = time.monotonic() - t0
+    r = result(out)
+    print("measured: idle read under --recv: %r in %.3f s" % (r, took))
+    check(p.returncode == 0 and r.get("eintr") == 1 and r.get("bytes") == 0,
+          "a held read of an idle connection ends with EINTR on the program's SIGALRM (%r, %r)"
+          % (r, err[-300:]))
+    check(took < 3, "... within 3 s (%.2f s; the server sends nothing for 5 s)" % took)
+    lis.close()
+
+
 def body():
     prog = build_c()
     usr_during_download(prog)
+    idle_read(prog)
     busybox = shutil.which("busybox")
     if busybox is None:
         print("not run: the busybox cases (Debian: busybox, which scripts/deps.sh test installs)")

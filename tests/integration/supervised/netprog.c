@@ -14,6 +14,8 @@
  *                                   (int $0x80): prints their results
  *   netprog nodump PORT SIZE        PR_SET_DUMPABLE 0, then upload
  *   netprog small PORT N            connect, N 1-byte write()s (bench)
+ *   netprog idle PORT -             connect, one read() of a connection
+ *                                   that sends nothing (a signal ends it)
  * Prints one JSON line: {"elapsed": seconds, "bytes": n, "calls": n,
  * "short": n, "fd": first socket fd, "eintr": n, "usr1": n, "usr2": n}.
  * SIGALRM fires every 20 ms (SA_RESTART off) while it runs, so held calls
@@ -216,6 +218,18 @@ int main(int argc, char **argv)
 			}
 		}
 		close(out);
+		close(fd);
+	} else if (strcmp(mode, "idle") == 0) {
+		/* One read of a connection that sends nothing: natively the
+		 * 20 ms timer's SIGALRM (no SA_RESTART) ends it with EINTR. */
+		int fd = dial(port);
+		firstfd = fd;
+		ssize_t n = read(fd, buf, 1);
+		if (n < 0 && errno == EINTR)
+			eintr++;
+		else if (n > 0)
+			bytes += (unsigned long)n;
+		calls++;
 		close(fd);
 	} else {
 		fprintf(stderr, "netprog: unknown mode %s\n", mode);
