@@ -104,6 +104,17 @@ static bool script_interpreter(const char *path, char *interp, size_t len)
 	}
 }
 
+/* Whether exec of the file would change the user or group we run as. */
+static bool sets_uid(const struct stat *st)
+{
+	return (st->st_mode & S_ISUID) && st->st_uid != geteuid();
+}
+
+static bool sets_gid(const struct stat *st)
+{
+	return (st->st_mode & S_ISGID) && (st->st_mode & S_IXGRP) && st->st_gid != getegid();
+}
+
 /* Warnings about privileges of the ELF file at path, named `label` in the
  * messages. Set-ID bits only matter when they would change the identity the
  * program runs as (that is what makes the loader enter secure mode), so a
@@ -116,14 +127,14 @@ static int warn_privileges(FILE *out, const char *path, const char *label)
 
 	if (stat(path, &st) != 0)
 		return 0;
-	if ((st.st_mode & S_ISUID) && st.st_uid != geteuid()) {
+	if (sets_uid(&st)) {
 		fprintf(out,
 			"sluice: warning: %s cannot be throttled: it is set-user-ID "
 			"(uid %u), so the loader ignores LD_PRELOAD\n",
 			label, (unsigned)st.st_uid);
 		n++;
 	}
-	if ((st.st_mode & S_ISGID) && (st.st_mode & S_IXGRP) && st.st_gid != getegid()) {
+	if (sets_gid(&st)) {
 		fprintf(out,
 			"sluice: warning: %s cannot be throttled: it is set-group-ID "
 			"(gid %u), so the loader ignores LD_PRELOAD\n",
@@ -220,4 +231,22 @@ const char *sl__cli_preload_blind(const char *path)
 		memcpy(cur, next, sizeof(cur));
 	}
 	return NULL;
+}
+
+int sl__cli_warn_supervised(FILE *out, const char *path)
+{
+	struct stat st;
+	char caps[64];
+	const char *what = NULL;
+	if (stat(path, &st) == 0 && (sets_uid(&st) || sets_gid(&st)))
+		what = "is set-user-ID or set-group-ID";
+	else if (getxattr(path, "security.capability", caps, sizeof(caps)) > 0)
+		what = "has file capabilities";
+	if (what == NULL)
+		return 0;
+	fprintf(out,
+		"sluice: warning: %s %s: supervised mode runs it with no_new_privs, so it runs "
+		"without those privileges (as you)\n",
+		path, what);
+	return 1;
 }

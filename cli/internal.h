@@ -51,6 +51,10 @@ int sl__cli_resolve_program(const char *name, char *out, size_t outlen);
  * Returns the number of warnings printed.
  */
 int sl__cli_warn_unthrottlable(FILE *out, const char *path, const char *lib);
+/* The warning for a program supervised mode runs without its privileges
+ * (set-ID bits, file capabilities: no_new_privs ignores them); 1 if
+ * given, 0 if not. */
+int sl__cli_warn_supervised(FILE *out, const char *path);
 
 /*
  * Why LD_PRELOAD cannot reach the program at `path` (already resolved;

@@ -414,6 +414,7 @@ static int check_program(const char *name, const char *lib, enum mode mode, bool
 	if (*supervise) {
 		if (mode == MODE_SUPERVISE && verbose)
 			fprintf(stderr, "sluice: supervised mode (--supervise)\n");
+		sl__cli_warn_supervised(stderr, path);
 		return 0;
 	}
 	if (verbose)

@@ -7,7 +7,9 @@
   worker does) is still throttled when the supervisor lacks
   CAP_SYS_RESOURCE (as in a default container): its fd limit is read from
   /proc/PID/limits, where prlimit() on another user's process fails and
-  the worker used to pass unthrottled with a warning."""
+  the worker used to pass unthrottled with a warning;
+- a set-user-ID program is run without its privileges (no_new_privs), and
+  the launcher says so instead of nothing."""
 import os
 import shutil
 import stat
@@ -39,9 +41,20 @@ def body():
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         print("SKIP: the privilege drop needs root and setpriv")
         return
-    # A static client the dropped user can run.
     d = tempfile.mkdtemp(prefix="sl-privdrop.")
     os.chmod(d, 0o755)
+    # A set-user-ID program (of another user): warned of.
+    suid = os.path.join(d, "true")
+    shutil.copy(busybox, suid)
+    os.chown(suid, 65534, 65534)
+    os.chmod(suid, 0o4755)
+    r = subprocess.run([SLUICE, "--supervise", "--send", "1MiB/s", "--", suid],
+                       capture_output=True, text=True, env=env_clean(), timeout=30)
+    check(r.returncode == 0 and "is set-user-ID" in r.stderr and "no_new_privs" in r.stderr,
+          "a set-user-ID program: warned that it runs without its privileges (%r)"
+          % r.stderr[-300:])
+    os.unlink(suid)
+    # A static client the dropped user can run.
     prog = os.path.join(d, "netprog")
     shutil.copy(build_c(), prog)
     os.chmod(prog, 0o755)
