@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # instructions.sh [--explain CASE] [LIB] - workload 7 of make bench alone:
 # instructions added per 1-byte call (callgrind), one row per rule and call,
-# beside trickle's and issue 13's budget, printed as Markdown (20-45 s).
+# beside trickle's and the project's target, printed as Markdown (20-45 s).
 # --explain CASE (a row's case, e.g. send, "send per=fd", recv, writev,
 # "recv two-rules"; see instructions.csv) prints instead where that row's
 # instructions go, function by function.

@@ -194,7 +194,8 @@ int sl__cli_set(int argc, char **argv)
 	struct sl_policy p;
 	char err[SL_ERR_MAX];
 	sl_policy_init(&p);
-	if (sl_policy_parse_var(&p, "SLUICE_RULES", argv[2], err, sizeof(err)) != 0) {
+	/* Named as typed: OP:SPEC (the variable it would be is not the user's). */
+	if (sl_rules_parse_text(&p, "OP:SPEC", argv[2], err, sizeof(err)) != 0) {
 		fprintf(stderr, "sluice set: %s\n", err);
 		return 2;
 	}

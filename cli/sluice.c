@@ -248,6 +248,55 @@ static int usage_error(void)
 	return EXIT_USAGE;
 }
 
+/* An option getopt does not know: named, with the nearest one's name. */
+static int unknown_option(const char *arg)
+{
+	const char *names[sizeof(long_opts) / sizeof(long_opts[0])];
+	size_t n = 0;
+	for (const struct option *o = long_opts; o->name != NULL; o++)
+		names[n++] = o->name;
+	if (strncmp(arg, "--", 2) != 0) {
+		fprintf(stderr, "sluice: unknown option '%s'\n", arg);
+		return usage_error();
+	}
+	const char *name = arg + 2;
+	size_t len = strcspn(name, "=");
+	const char *near = sl_policy_suggest(names, n, name, len);
+	if (near != NULL)
+		fprintf(stderr, "sluice: unknown option '--%.*s' (did you mean --%s?)\n", (int)len,
+			name, near);
+	else
+		fprintf(stderr, "sluice: unknown option '--%.*s'\n", (int)len, name);
+	return usage_error();
+}
+
+/* An option that takes a value given none (at the end, or before "--" or
+ * another option). */
+static int missing_value(const char *arg)
+{
+	static const char *const example[][2] = {
+		{"--connect", "10/s"},
+		{"--accept", "5/s"},
+		{"--send", "1MiB/s"},
+		{"--recv", "1MiB/s"},
+		{"--conns", "4"},
+		{"--rules", "'connect:5/s;recv:1MiB/s'"},
+		{"--break", "errors=5,window=10s,open=5s"},
+		{"--stats", "\"$XDG_RUNTIME_DIR/s-%p.json\""},
+	};
+	size_t len = strcspn(arg, "=");
+	const char *eg = NULL;
+	for (size_t i = 0; i < sizeof(example) / sizeof(example[0]); i++)
+		if (strlen(example[i][0]) == len && strncmp(arg, example[i][0], len) == 0)
+			eg = example[i][1];
+	if (eg != NULL)
+		fprintf(stderr, "sluice: %.*s: missing value (e.g. %.*s %s)\n", (int)len, arg,
+			(int)len, arg, eg);
+	else
+		fprintf(stderr, "sluice: %.*s: missing value\n", (int)len, arg);
+	return usage_error();
+}
+
 /* A rate flag given twice: which one was meant is a guess, so neither is;
  * two limits of one kind go in --rules. */
 static int repeated_flag(enum sl_op op, const char *first, const char *second)
@@ -439,8 +488,14 @@ int main(int argc, char **argv)
 		return sl__cli_rm(argc - 1, argv + 1);
 
 	const char *given[SL_OP_COUNT] = {NULL};
-	while ((c = getopt_long(argc, argv, "+vh", long_opts, NULL)) != -1) {
+	opterr = 0; /* its messages name argv[0] and suggest nothing: ours below */
+	while ((c = getopt_long(argc, argv, "+:vh", long_opts, NULL)) != -1) {
 		int rc = 0;
+		/* "--send --", "--send --recv ...": the value is missing. */
+		if (optarg != NULL && optarg[0] == '-' && optarg[1] == '-')
+			return missing_value(strchr(argv[optind - 1], '=') != NULL
+						     ? argv[optind - 1]
+						     : argv[optind - 2]);
 		switch (c) {
 		case OPT_CONNECT:
 		case OPT_ACCEPT:
@@ -486,8 +541,10 @@ int main(int argc, char **argv)
 		case OPT_VERSION:
 			printf("sluice %s\n", SL_VERSION);
 			return 0;
+		case ':':
+			return missing_value(argv[optind - 1]);
 		default:
-			return usage_error();
+			return unknown_option(argv[optind - 1]);
 		}
 		if (rc != 0)
 			return EXIT_USAGE;

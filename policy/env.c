@@ -304,6 +304,23 @@ static int parse_var(struct sl_policy *p, const char *name, size_t name_len, con
 	return 0;
 }
 
+int sl_rules_parse_text(struct sl_policy *p, const char *label, const char *text, char *err,
+			size_t errlen)
+{
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	struct sl__ctx c = {.var = label,
+			    .value = text,
+			    .len = strlen(text),
+			    .err = err,
+			    .errlen = errlen};
+	struct sl_policy tmp = *p;
+	if (parse_rules(&tmp, &c) < 0)
+		return -1;
+	*p = tmp;
+	return 0;
+}
+
 void sl_policy_init(struct sl_policy *p)
 {
 	memset(p, 0, sizeof *p);

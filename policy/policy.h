@@ -300,6 +300,10 @@ struct sl_policy {
 /* Fill *p with defaults (no rules, log level error, exit on config error). */
 void sl_policy_init(struct sl_policy *p);
 
+/* The name of names[0..n) nearest to s[0..len) (within two edits, case
+ * ignored), for a "did you mean" hint; NULL if none is near. */
+const char *sl_policy_suggest(const char *const *names, size_t n, const char *s, size_t len);
+
 /*
  * Parse one SLUICE_* variable (name without '=', value) into *p, appending
  * rules. Returns 0 on success; -1 on error with one line in err (never
@@ -307,6 +311,12 @@ void sl_policy_init(struct sl_policy *p);
  * unchanged. An unknown SLUICE_ name is an error (usually a typo).
  */
 int sl_policy_parse_var(struct sl_policy *p, const char *name, const char *value, char *err,
+			size_t errlen);
+
+/* Rules in SLUICE_RULES's syntax (OP:SPEC;...) from text that is no
+ * variable (`sluice set PID SPEC`): as sl_policy_parse_var, its errors
+ * naming the text `label` ("OP:SPEC="recv:1MB": at column 9: ..."). */
+int sl_rules_parse_text(struct sl_policy *p, const char *label, const char *text, char *err,
 			size_t errlen);
 
 /*

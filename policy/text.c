@@ -97,6 +97,11 @@ const char *sl__suggest(const char *const *names, size_t n, const char *s, size_
 	return best;
 }
 
+const char *sl_policy_suggest(const char *const *names, size_t n, const char *s, size_t len)
+{
+	return sl__suggest(names, n, s, len);
+}
+
 const char *sl__did_you_mean(char *buf, size_t size, const char *suggestion)
 {
 	if (suggestion == NULL)

@@ -302,7 +302,7 @@ def _cell(rows, tool, case):
 
 def table(rows, lib=""):
     """The Markdown table of the rows measure() returned."""
-    L = ["| call | rule (never reached) | sluice | trickle | budget (issue 13) | verdict |",
+    L = ["| call | rule (never reached) | sluice | trickle | target | verdict |",
          "|---|---|---|---|---|---|"]
     for c in cases():
         s = [r for r in rows if r["tool"] == "sluice" and r["case"] == c["name"]]

@@ -122,7 +122,7 @@ def targets(env, res):
         for kind, limit in overhead.AB_BUDGET.items():
             s = _median(rows, "ratio", tool="sluice", kind=kind)
             t = _median(rows, "ratio", tool="trickle", kind=kind)
-            out.append(("%s: with / without <= %.2f (issue 13)" % (overhead.KIND_TEXT[kind], limit),
+            out.append(("%s: with / without <= %.2f (target)" % (overhead.KIND_TEXT[kind], limit),
                         _f(s), _f(t) if t is not None else "n/a",
                         _ab_verdict(s, limit)))
     rows = res.get("threads")
@@ -140,7 +140,7 @@ def targets(env, res):
             c1 = _median(rows, "cpu_ms_per_mib", tool="sluice", rate=rate, threads=1)
             t8 = _median(rows, "cpu_ms_per_mib", tool="trickle", rate=rate, threads=8)
             t1 = _median(rows, "cpu_ms_per_mib", tool="trickle", rate=rate, threads=1)
-            out.append(("CPU per MiB, 8 threads vs 1 <= %.2f at %s (issue 13)" % (
+            out.append(("CPU per MiB, 8 threads vs 1 <= %.2f at %s (target)" % (
                 THREADS_CPU_BUDGET, workloads.rate_spec(rate)),
                 _f(c8 / c1 if c8 and c1 else None, 2),
                 _f(t8 / t1 if t8 and t1 else None, 2),
@@ -214,7 +214,7 @@ def summary(env, res, wall):
         L += [threads_line(res["threads"], THREAD_RATES(env)), ""]
     if "instructions" in res:
         L += ["### 7. Instructions per call added, every scope and both directions "
-              "(callgrind; issue 13's budgets)", ""]
+              "(callgrind; against the project's targets)", ""]
         L += instructions.table(res["instructions"]) + [""]
     t = targets(env, res)
     if t:

@@ -127,6 +127,32 @@ class Cli(unittest.TestCase):
             self.check(r, 2)
             self.assertIn("sluice --help", r.stderr)
 
+    def test_usage_error_messages_name_and_suggest(self):
+        # Exact lines: named `sluice:` (not the path it was run by), the
+        # nearest flag suggested, a missing value called missing.
+        cases = [
+            (["--snd", "1MiB/s", "--", "true"],
+             "sluice: unknown option '--snd' (did you mean --send?)"),
+            (["--sned=1MiB/s", "true"], "sluice: unknown option '--sned' (did you mean --send?)"),
+            (["--frobnicate", "true"], "sluice: unknown option '--frobnicate'"),
+            (["-x", "true"], "sluice: unknown option '-x'"),
+            (["--send", "--", "true"], "sluice: --send: missing value (e.g. --send 1MiB/s)"),
+            (["--send", "--recv", "1MiB/s", "true"],
+             "sluice: --send: missing value (e.g. --send 1MiB/s)"),
+            (["--conns"], "sluice: --conns: missing value (e.g. --conns 4)"),
+        ]
+        for args, first in cases:
+            r = run(args)
+            self.check(r, 2)
+            self.assertEqual(r.stderr.splitlines(),
+                             [first, "Try 'sluice --help' for more information."], args)
+
+    def test_set_error_names_what_was_typed(self):
+        r = run(["set", str(os.getpid()), "recv:1MB"])
+        self.check(r, 2)
+        self.assertEqual(r.stderr, "sluice set: OP:SPEC=\"recv:1MB\": at column 9: expected '/' "
+                         "and a period after '1MB' (e.g. 1MB/s)\n")
+
     # -- validation and canonical output ---------------------------------------
 
     def test_check_prints_canonical_rules(self):
