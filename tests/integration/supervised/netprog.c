@@ -16,7 +16,8 @@
  *   netprog small PORT N            connect, N 1-byte write()s (bench)
  *   netprog idle PORT -             connect, one read() of a connection
  *                                   that sends nothing (a signal ends it)
- * Prints one JSON line: {"elapsed": seconds, "bytes": n, "calls": n,
+ * Prints one JSON line: {"start": CLOCK_MONOTONIC seconds at the start,
+ * "elapsed": seconds, "bytes": n, "calls": n,
  * "short": n, "fd": first socket fd, "eintr": n, "usr1": n, "usr2": n}.
  * SIGALRM fires every 20 ms (SA_RESTART off) while it runs, so held calls
  * meet signals; SIGUSR1 and SIGUSR2 are counted (SA_RESTART).
@@ -116,7 +117,7 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			if (write(fd, "x", 1) == 1)
 				bytes++;
-		printf("{\"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n", now() - t0,
+		printf("{\"start\": %.6f, \"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n", now() - t0,
 		       bytes, n, fd);
 		return 0;
 	}
@@ -240,8 +241,8 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru);
 	double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
 		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-	printf("{\"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"short\": %ld, \"fd\": %ld, "
+	printf("{\"start\": %.6f, \"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"short\": %ld, \"fd\": %ld, "
 	       "\"eintr\": %ld, \"alarms\": %d, \"usr1\": %d, \"usr2\": %d, \"cpu\": %.6f}\n",
-	       el, bytes, calls, shorts, firstfd, eintr, (int)alarms, (int)usr1, (int)usr2, cpu);
+	       t0, el, bytes, calls, shorts, firstfd, eintr, (int)alarms, (int)usr1, (int)usr2, cpu);
 	return 0;
 }
