@@ -38,6 +38,7 @@ struct sl_sup_call *sl_sup_call_new(struct sl_sup *s, const struct seccomp_notif
 	memset(c, 0, offsetof(struct sl_sup_call, riov));
 	c->used = true;
 	c->dup = -1;
+	c->src_fd = -1;
 	c->req = *req;
 	c->th = th;
 	c->start_ns = sl_sup_now_ns();
@@ -58,7 +59,10 @@ void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c)
 	sl_sup_conns_drop(c);
 	if (c->dup >= 0)
 		close(c->dup);
+	if (c->src_fd >= 0)
+		close(c->src_fd);
 	c->dup = -1;
+	c->src_fd = -1;
 	c->used = false;
 	c->th->refs--;
 	s->n_calls--;

@@ -22,7 +22,8 @@
  *   conns.c     conns rules: slots held until the connection's fd closes;
  *   stat.c      the status record `sluice stat` reads; shared.c: shared=;
  *   sock.c      socket, accept, connect: sockets placed at fd >= 512;
- *   io.c        the send and receive families, performed by the supervisor.
+ *   io.c        the send and receive families, performed by the supervisor;
+ *               source.c: sendfile and splice into a socket, as sends.
  *
  * Design: the program's sockets are created by the supervisor (socket and
  * accept emulated, the fd installed with SECCOMP_IOCTL_NOTIF_ADDFD at a free

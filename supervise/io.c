@@ -37,9 +37,10 @@
  * SL_SUP_CALLS_MAX, and by Go's own limit of 10,000 threads).
  *
  * sendmsg/recvmsg with control messages take their units and then continue
- * in the kernel (the count is the requested one). sendfile and splice on a
- * throttled socket fail with EINVAL, which makes Go, busybox and most
- * programs fall back to read and write.
+ * in the kernel (the count is the requested one). sendfile and splice into
+ * a throttled socket are sends whose pieces come from the file or the pipe
+ * (source.c); a splice out of one fails with EINVAL, on which Go, busybox
+ * and most programs fall back to read.
  */
 #include "io.h"
 #include "describe.h"
@@ -48,6 +49,7 @@
 #include "calls.h"
 #include "notif.h"
 #include "sock.h"
+#include "source.h"
 #include "stat.h"
 #include "state.h"
 #include "target.h"
@@ -76,6 +78,8 @@ static char piece_buf[SL_SUP_PIECE_MAX];
 
 static ssize_t read_piece(struct sl_sup_call *c, uint64_t len)
 {
+	if (c->src_fd >= 0) /* sendfile, splice (source.c) */
+		return sl_sup_src_peek(c, piece_buf, len);
 	static struct iovec sl[SL_SUP_IOV_MAX];
 	int k = sl__iov_slice(c->riov, c->niov, (size_t)c->done, (size_t)len, sl, SL_SUP_IOV_MAX);
 	return sl_sup_mem_readv((pid_t)c->req.pid, sl, k, piece_buf, len);
@@ -119,6 +123,8 @@ static bool finish(struct sl_sup *s, struct sl_sup_call *c, int err)
 			v = 1;
 		}
 	}
+	if (c->src_fd >= 0)
+		sl_sup_src_finish(c);
 	sl_sup_answer(s, c->req.id, v, err);
 	return true;
 }
@@ -177,8 +183,13 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		if (!sl_sup_valid(s, c->req.id))
 			return true; /* cancelled: the grant goes back */
 		if (k <= 0) {
+			int e = k < 0 && c->src_fd >= 0 ? errno : EFAULT;
 			sl_sup_refund(s, c, UINT64_MAX);
-			return finish(s, c, EFAULT);
+			if (k == 0 && c->src_fd >= 0 && c->src_pipe && c->done == 0) {
+				sl_sup_continue(s, c->req.id); /* an empty pipe: the kernel waits */
+				return true;
+			}
+			return finish(s, c, k == 0 && c->src_fd >= 0 ? 0 : e); /* EOF: the count */
 		}
 		struct iovec iov = {piece_buf, (size_t)k};
 		struct msghdr mh = {.msg_name = c->destlen ? &c->dest : NULL,
@@ -202,6 +213,8 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 			return finish(s, c, e);
 		}
 		sl_sup_refund(s, c, piece - (uint64_t)r);
+		if (c->src_fd >= 0)
+			sl_sup_src_consume(c, (uint64_t)r);
 		c->granted = false;
 		c->done += (uint64_t)r;
 		sl_sup_stat_bytes(c->th->proc, c->rules, (uint64_t)r);
@@ -340,30 +353,6 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 	}
 }
 
-void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
-{
-	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	int fds[2] = {(int)req->data.args[0],
-		      req->data.nr == SYS_splice ? (int)req->data.args[2] : -1};
-	enum sl_op ops[2] = {req->data.nr == SYS_splice ? SL_OP_RECV : SL_OP_SEND, SL_OP_SEND};
-	for (int i = 0; i < 2 && th != NULL && !th->proc->pass; i++) {
-		if (!sl_sup_traps_fd(&s->traps, fds[i]))
-			continue;
-		int dup = sl_sup_getfd(s, th, fds[i]);
-		if (dup < 0)
-			continue;
-		unsigned fam, type;
-		struct sl_addr peer;
-		sl_sup_classify(dup, &fam, &type, &peer);
-		close(dup);
-		if (fam != 0 && sl_sup_match(s, ops[i], fam, type, &peer) != 0) {
-			sl_sup_answer(s, req->id, 0, EINVAL); /* programs fall back to write */
-			return;
-		}
-	}
-	sl_sup_continue(s, req->id);
-}
-
 bool sl_sup_interrupt(struct sl_sup *s, struct sl_sup_call *c)
 {
 	if ((c->kind == SL_SUP_SEND || c->kind == SL_SUP_RECV) && c->done > 0)
@@ -373,4 +362,89 @@ bool sl_sup_interrupt(struct sl_sup *s, struct sl_sup_call *c)
 	c->granted = false;
 	sl_sup_continue(s, c->req.id);
 	return true;
+}
+
+enum hold { HELD, REFUSE, PASS };
+
+/* Hold the call as a send from source fd `in` (offset at target address
+ * offp, 0: the file's own) into throttled socket `sock` (our duplicates,
+ * the call's from then on), under rules: HELD (held or answered); REFUSE,
+ * a source sluice does not move (EINVAL); PASS, the kernel answers it
+ * (a bad offset, nothing to move, no free call slot). */
+static enum hold hold(struct sl_sup *s, const struct seccomp_notif *req, struct sl_sup_thread *th,
+		      int sock, int in, uint64_t offp, uint64_t n, uint32_t rules)
+{
+	struct stat st;
+	if (fstat(in, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)))
+		return REFUSE;
+	int64_t pos = 0;
+	if (S_ISREG(st.st_mode)) {
+		if (offp != 0 ? sl_sup_mem_read((pid_t)req->pid, offp, &pos, sizeof(pos)) !=
+					(ssize_t)sizeof(pos)
+			      : (pos = (int64_t)lseek(in, 0, SEEK_CUR)) < 0)
+			return PASS; /* the kernel's EFAULT */
+	} else if (offp != 0) {
+		return PASS; /* an offset on a pipe: the kernel's ESPIPE */
+	}
+	struct sl_sup_call *c = n != 0 ? sl_sup_call_new(s, req, th) : NULL;
+	if (c == NULL)
+		return PASS;
+	c->kind = SL_SUP_SEND;
+	c->dup = sock;
+	c->src_fd = in;
+	c->src_pipe = S_ISFIFO(st.st_mode);
+	c->src_pos = pos;
+	c->src_off_ptr = offp;
+	c->total = n;
+	c->rules = rules;
+	c->stream = true;
+	c->nonblock = (fcntl(sock, F_GETFL) & O_NONBLOCK) != 0;
+	if (sl_sup_step_send(s, c, sl_sup_now_ns()))
+		sl_sup_call_free(s, c);
+	return HELD;
+}
+
+void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
+{
+	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
+	const bool splice = req->data.nr == SYS_splice;
+	const __u64 *a = req->data.args;
+	/* sendfile(out, in, off, n); splice(in, off_in, out, off_out, n, flags) */
+	int fds[2] = {(int)a[0], splice ? (int)a[2] : -1};
+	enum sl_op ops[2] = {splice ? SL_OP_RECV : SL_OP_SEND, SL_OP_SEND};
+	for (int i = 0; i < 2 && th != NULL && !th->proc->pass; i++) {
+		if (!sl_sup_traps_fd(&s->traps, fds[i]))
+			continue;
+		int dup = sl_sup_getfd(s, th, fds[i]);
+		if (dup < 0)
+			continue;
+		unsigned fam, type;
+		struct sl_addr peer;
+		sl_sup_classify(dup, &fam, &type, &peer);
+		uint32_t rules = fam != 0 ? sl_sup_match(s, ops[i], fam, type, &peer) : 0;
+		if (rules == 0) {
+			close(dup);
+			continue;
+		}
+		/* The socket is the output: a send from the source. */
+		bool out = splice ? i == 1 : i == 0;
+		int in = out && type == SL_TYPE_STREAM && (!splice || a[3] == 0)
+				 ? sl_sup_getfd(s, th, splice ? fds[0] : (int)a[1])
+				 : -1;
+		enum hold h = in >= 0 ? hold(s, req, th, dup, in, splice ? a[1] : a[2],
+					     splice ? a[4] : a[3], rules)
+				      : REFUSE;
+		if (h == HELD)
+			return;
+		if (in >= 0)
+			close(in);
+		close(dup);
+		if (h == PASS || (out && splice && a[3] != 0)) /* off_out on a socket: ESPIPE */
+			sl_sup_continue(s, req->id);
+		else
+			sl_sup_answer(s, req->id, 0,
+				      EINVAL); /* programs fall back to read, write */
+		return;
+	}
+	sl_sup_continue(s, req->id);
 }

@@ -18,7 +18,6 @@ struct sl_sup_call;
  * it (a call slot). */
 void sl_sup_on_send(struct sl_sup *s, const struct seccomp_notif *req);
 void sl_sup_on_recv(struct sl_sup *s, const struct seccomp_notif *req);
-void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req);
 /* Advance a held transfer (sl_sup_step): true when it is done. */
 bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);

@@ -27,6 +27,7 @@
 #include "io.h"
 #include "notif.h"
 #include "sock.h"
+#include "source.h"
 #include "state.h"
 #include "target.h"
 

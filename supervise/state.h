@@ -107,6 +107,11 @@ struct sl_sup_call {
 	uint64_t msg_ptr;               /* recvmsg/recvmmsg: the header */
 	uint64_t timeout_ns;            /* SO_SNDTIMEO/SO_RCVTIMEO, 0: none */
 	uint64_t sig_ns, sig_gap_ns;    /* SL_SUP_WAIT_IO: next look for a signal (loop.c) */
+	/* sendfile and splice into the socket: their source (io.c). */
+	int src_fd;           /* our duplicate of it, or -1: the program's memory */
+	bool src_pipe;        /* a pipe (peeked with tee), else a file (pread) */
+	int64_t src_pos;      /* a file's offset where the call began */
+	uint64_t src_off_ptr; /* where the call's offset lives, 0: the file's own */
 	/* conns rules of a connect or accept (conns.c). */
 	uint32_t conns_rules; /* matched */
 	uint32_t conns_held;  /* slots taken, not yet handed to a connection */
