@@ -20,7 +20,8 @@ charged to the folder it really comes from. Besides: core/ includes only
 read the environment, resolve symbols, allocate or set errno, and engine/
 makes no system call; every source carries an SPDX line; and inside shim/
 and supervise/ no circle of includes between files (a .c with its .h is one
-file) is larger than a pair.
+file) is larger than a pair, no file is over 500 lines and internal.h over
+150.
 """
 import glob
 import os
@@ -43,6 +44,10 @@ FLOORS = {
 # does (log.c and real.c, fair.c and nb.c, redis.c and redis_proto.h), and
 # nothing larger.
 CIRCLE_BUDGET = {"shim": 2, "supervise": 2}
+# HACKING.md: one idea per file; past ~500 lines, split. Held to in the
+# front ends, and their shared header at most 150 lines.
+LINES_MAX = {"shim": 500, "supervise": 500}
+INTERNAL_MAX = 150
 INC = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 PURE_BAD = re.compile(r'\b(getenv|secure_getenv|dlsym|dlopen|environ|malloc|calloc|realloc)\b'
                       r'|\berrno\s*=[^=]')
@@ -137,6 +142,13 @@ def main():
             if folder == "engine":
                 for m in SYSCALL_BAD.finditer(code):
                     bad.append("%s: engine/ makes no system call: %r" % (rel, m.group(0)))
+    for folder, most in LINES_MAX.items():
+        for path in sources(folder):
+            n = sum(1 for _ in open(path))
+            cap = INTERNAL_MAX if os.path.basename(path) == "internal.h" else most
+            if n > cap:
+                bad.append("%s: %d lines, past %d: split it by idea (HACKING.md)"
+                           % (os.path.relpath(path, ROOT), n, cap))
     for folder, budget in CIRCLE_BUDGET.items():
         for comp in circles(folder):
             if len(comp) > budget:

@@ -291,8 +291,7 @@ static void brk_log(unsigned i, const struct sl_addr *a, struct sl_breaker *b,
 	}
 }
 
-/* The shortest slow-call threshold (slow=) of the breakers of `rules`;
- * UINT64_MAX if none has one. */
+/* The shortest slow= of the breakers of `rules` (UINT64_MAX: none). */
 static uint64_t brk_slow_ns(uint32_t rules)
 {
 	uint64_t slow = UINT64_MAX;
