@@ -8,9 +8,10 @@
  * silent client never delays another: each connection has SL_HTTP_TIMEOUT_MS
  * in total to send its request head (at most SL_HTTP_REQ_MAX bytes) and
  * take the answer, and is closed when that runs out. At most SL_HTTP_CONNS
- * are open at once; when a new one arrives with all taken, the oldest
- * connection still sending its request is closed to make room (an idle
- * connection cannot lock scrapers out). Every answer carries
+ * are open at once; when a new one arrives with all taken, what each has
+ * sent is read (a complete head is answered), then the oldest connection
+ * still sending its request is closed to make room (an idle connection
+ * cannot lock scrapers out). Every answer carries
  * "Connection: close": a scraper reconnects per scrape, which on loopback
  * costs less than rendering. Rendering reads /dev/shm like `sluice stat`
  * (stat.c) and takes about a millisecond per hundred rules.
@@ -264,8 +265,18 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 				for (int i = 0; i < SL_HTTP_CONNS && slot < 0; i++)
 					if (conns[i].fd < 0)
 						slot = i;
+				/* All taken: first what came on each one still
+				 * reading is read (a complete head is answered, not
+				 * dropped: closed with its request unread, its
+				 * client would see a reset). */
 				for (int i = 0; i < SL_HTTP_CONNS && slot < 0; i++)
-					if (conns[i].out == NULL &&
+					if (conns[i].out == NULL)
+						conn_read(&conns[i]);
+				for (int i = 0; i < SL_HTTP_CONNS && slot < 0; i++)
+					if (conns[i].fd < 0)
+						slot = i;
+				for (int i = 0; i < SL_HTTP_CONNS && slot < 0; i++)
+					if (conns[i].fd >= 0 && conns[i].out == NULL &&
 					    (oldest < 0 ||
 					     conns[i].start_ms < conns[oldest].start_ms))
 						oldest = i;
