@@ -20,7 +20,10 @@ killed on every way out.
            1000 ms): the key's master SIGKILLed 2 s into a 10 s run at
            connect:500/s,on-error=local; its replica takes over, the
            processes lease from it, nothing is refused, and the rate holds
-           within 5% (the share fallback bridges the gap).
+           within 5% above (the share fallback bridges the gap) and at most
+           12% below: until the lease thread meets the dead master its
+           process has neither leases nor its share (-9.73% once in a CI
+           run, -0.40% and -0.01% alone).
 """
 import os
 import shutil
@@ -295,7 +298,7 @@ def test_failover(srv):
         # exceed the rate by a few percent (docs/many-machines.md): the
         # bound is 1.05 x rate x t, plus a server burst and a lease each.
         check_fleet("cluster failover", results, 500, "connects", 5 + 4 * 5, tol=0.05,
-                    over=1.05)
+                    over=1.05, under=0.12)
         for r in results:
             check(r["errs"] == [], "cluster failover: nothing refused (%d)" % len(r["errs"]))
     finally:
