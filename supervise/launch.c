@@ -59,11 +59,11 @@ struct helper_arg {
 struct fd_msg {
 	char byte;
 	struct iovec iov;
-	union {
+	struct msghdr mh;
+	union { /* last: struct cmsghdr ends in a flexible array */
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} ctl;
-	struct msghdr mh;
 };
 
 static void fd_msg_init(struct fd_msg *m, char byte)
