@@ -118,8 +118,10 @@ def spaced_after_idle():
     # after each return adds scheduling jitter of either sign to one gap.
     check(min(gaps) >= 1 / rate - 0.01, "every gap %.4f s >= 1/rate (0.25 s, -10 ms of "
           "jitter)" % min(gaps))
-    check(ts[-1] >= (n - 1) / rate - 0.002, "the sixth %.4f s after the first >= %.2f s"
-          % (ts[-1], (n - 1) / rate))
+    # The same jitter on the first reading shortens the span (1.2477 s once
+    # in CI, its other four gaps exactly 0.2500 s): 10 ms of it allowed.
+    check(ts[-1] >= (n - 1) / rate - 0.01, "the sixth %.4f s after the first >= %.2f s "
+          "(-10 ms of jitter)" % (ts[-1], (n - 1) / rate))
     check(ts[-1] < (n - 1) / rate + 1.0, "and < %.2f s" % ((n - 1) / rate + 1.0))
 
 
