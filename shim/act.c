@@ -45,6 +45,7 @@
 #include "act.h"
 #include "record.h"
 #include "clock.h"
+#include "connfam.h"
 #include "count.h"
 #include "decide.h"
 #include "fair.h"
@@ -225,8 +226,9 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, s
 			}
 			return 0;
 		}
-		/* A shared conns limiter may be full of dead processes' slots. */
-		if (!a.never && sl__shm_reclaim(l)) {
+		/* A conns limiter may be full of dead processes' slots, or of
+		 * forked connections whose last holder ended unseen. */
+		if (!a.never && (sl__shm_reclaim(l) || sl__fam_sweep(i, now))) {
 			d = sl_limiter_acquire(l, n, now, 0);
 			continue;
 		}
@@ -307,6 +309,7 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			return UINT64_MAX;
 		uint64_t now = call_now(c), avail = UINT64_MAX, at = 0;
 		unsigned worst = 0;
+		bool swept = false;
 		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 			unsigned i = (unsigned)__builtin_ctz(rest);
 			const struct sl_rule *r = &sl__st.policy.rules[i];
@@ -359,6 +362,12 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 				dry_run_note(c, i, d.verdict == SL_NEVER, d.wait_ns);
 				continue;
 			}
+			/* Slots of forked connections that ended unseen: asked
+			 * again at once. */
+			if (((sl__st.conns_rules >> i) & 1) && sl__fam_sweep(i, now)) {
+				swept = true;
+				continue;
+			}
 			avail = 0;
 			uint64_t t = sl__sat_add(now, d.wait_ns ? d.wait_ns : 1000000u);
 			if (t > at) {
@@ -366,6 +375,8 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 				worst = i;
 			}
 		}
+		if (swept)
+			continue;
 		/* Fewer than the call wants cuts it short: that is acting too,
 		 * as waiting is (see admit_slow). */
 		if (avail > 0 && (avail >= c->nb_want || !call_passes(c)))

@@ -10,14 +10,21 @@
 #include <string.h>
 
 #include "conn.h"
+#include "connfam.h"
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
 
 struct conn {
 	_Atomic uint32_t refs; /* fds referring to the connection; 0 = free */
-	uint32_t n;
-	struct sl_limiter *lims[SL_CONN_RULES];
+	/* The family entry (connfam.c, index + 1) that decides when the
+	 * slots of per=process and shared= rules (fam_rules) go back since a
+	 * fork, or 0. Written only by a holder of a reference, while it
+	 * holds one. */
+	_Atomic uint32_t fam;
+	_Atomic uint32_t fam_rules;
+	_Atomic uint32_t n;
+	struct sl_limiter *_Atomic lims[SL_CONN_RULES];
 };
 
 static struct conn *conn_table; /* [sl__fd_cap] */
@@ -46,32 +53,56 @@ void sl__conn_release(struct sl_limiter *l)
 	sl__peer_unpin(l); /* last: l may be re-used once unpinned */
 }
 
+/* Copy record cn's slots: its limiters into lims, their count into *n, and
+ * its family entry. Relaxed: ordered by the caller's acquire of refs. */
+static uint32_t conn_copy(struct conn *cn, struct sl_limiter **lims, uint32_t *n)
+{
+	*n = atomic_load_explicit(&cn->n, memory_order_relaxed);
+	for (uint32_t j = 0; j < *n && j < SL_CONN_RULES; j++)
+		lims[j] = atomic_load_explicit(&cn->lims[j], memory_order_relaxed);
+	return atomic_load_explicit(&cn->fam, memory_order_relaxed);
+}
+
+/* The rule among `rules` whose limiter is l, as a bit, or 0. */
+static uint32_t rule_of(const struct sl_limiter *l, uint32_t rules)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+		if (sl__st.rule_lim[__builtin_ctz(rest)] == l)
+			return rest & -rest;
+	return 0;
+}
+
 /* Drop one reference to connection record c (index + 1); the last one
  * gives back every slot it holds. */
 void sl__conn_put(uint32_t c)
 {
 	struct conn *cn = &conn_table[c - 1];
-	/* Copied before the reference is dropped: once refs is 0 another
-	 * thread's sl__fd_set_conn may claim and rewrite the record. The
-	 * creator wrote them before publishing c (release in fd_attach),
-	 * and we hold a reference, so they are stable until the fetch_sub. */
+	/* The slots are copied while refs is 1 and ours, before the
+	 * reference is dropped: once refs is 0 another thread's
+	 * sl__fd_set_conn may claim and rewrite the record. Nobody else
+	 * changes them while we hold the only reference (a creator wrote them
+	 * before publishing c, release in fd_attach; sl__conn_share holds a
+	 * reference of its own while it sets fam). */
 	struct sl_limiter *lims[SL_CONN_RULES];
-	uint32_t n = cn->n;
-	memcpy(lims, cn->lims, sizeof(lims));
+	uint32_t n = 0, fam = 0, fam_rules = 0;
 	/* The last reference asks the hook whether the slots were taken (a
 	 * deferred connect takes them when it starts): asked while refs is
 	 * still 1, so that the record cannot be claimed again meanwhile. */
 	bool held = true, asked = false;
 	uint32_t r = atomic_load_explicit(&cn->refs, memory_order_acquire);
 	for (;;) {
-		if (r == 1 && !asked && conn_hooks != NULL) {
-			held = conn_hooks->last(c);
-			asked = true;
+		if (r == 1) {
+			fam = conn_copy(cn, lims, &n);
+			fam_rules = atomic_load_explicit(&cn->fam_rules, memory_order_relaxed);
+			if (!asked && conn_hooks != NULL) {
+				held = conn_hooks->last(c);
+				asked = true;
+			}
 		}
 		/* acq_rel: release, so that this dropper's reads of the record
 		 * happen before a later claimer rewrites it (the acquire CAS of
 		 * refs in sl__fd_set_conn); acquire, so that the last dropper's
-		 * releases come after every other dropper's reads. */
+		 * reads come after every other holder's writes. */
 		if (atomic_compare_exchange_weak_explicit(&cn->refs, &r, r - 1,
 							  memory_order_acq_rel,
 							  memory_order_acquire))
@@ -79,10 +110,42 @@ void sl__conn_put(uint32_t c)
 	}
 	if (r != 1)
 		return;
+	/* Slots a fork shares: the ones the family entry decides on here
+	 * (connfam.c) go back once the real close is done, when no process
+	 * holds the connection any more; the rest now, as without a fork. */
+	const uint32_t by_fam = fam != 0 ? sl__fam_decides(fam, fam_rules) : 0;
 	for (uint32_t i = 0; held && i < n; i++)
-		sl__conn_release(lims[i]);
+		if (rule_of(lims[i], by_fam) == 0)
+			sl__conn_release(lims[i]);
+	if (held && fam != 0)
+		sl__fam_defer(fam);
 	if (held && n != 0 && conn_hooks != NULL)
 		conn_hooks->released();
+}
+
+void sl__conn_share(int fd, uint32_t c)
+{
+	struct conn *cn = &conn_table[c - 1];
+	/* A reference of our own while the record changes, taken only if it
+	 * is still some fd's. */
+	uint32_t r = atomic_load_explicit(&cn->refs, memory_order_acquire);
+	do
+		if (r == 0)
+			return;
+	while (!atomic_compare_exchange_weak_explicit(&cn->refs, &r, r + 1, memory_order_acquire,
+						      memory_order_acquire));
+	struct sl_limiter *lims[SL_CONN_RULES];
+	uint32_t n, rules = 0;
+	if (conn_copy(cn, lims, &n) == 0 && (conn_hooks == NULL || conn_hooks->holds(c))) {
+		for (uint32_t j = 0; j < n; j++)
+			rules |= rule_of(lims[j], sl__fam_rules() & ~rules);
+		uint32_t e = rules != 0 ? sl__fam_share(fd, rules) : 0;
+		if (e != 0) {
+			atomic_store_explicit(&cn->fam_rules, rules, memory_order_relaxed);
+			atomic_store_explicit(&cn->fam, e, memory_order_relaxed);
+		}
+	}
+	sl__conn_put(c);
 }
 
 void sl__conn_ref(uint32_t c)
@@ -112,9 +175,12 @@ uint32_t sl__conn_claim(int fd, struct sl_limiter *const *lims, unsigned n)
 							     memory_order_relaxed))
 			continue;
 		struct conn *cn = &conn_table[i];
-		cn->n = n > SL_CONN_RULES ? SL_CONN_RULES : n;
-		for (unsigned j = 0; j < cn->n; j++)
-			cn->lims[j] = lims[j];
+		const uint32_t k = n > SL_CONN_RULES ? SL_CONN_RULES : n;
+		for (unsigned j = 0; j < k; j++)
+			atomic_store_explicit(&cn->lims[j], lims[j], memory_order_relaxed);
+		atomic_store_explicit(&cn->n, k, memory_order_relaxed);
+		atomic_store_explicit(&cn->fam, 0, memory_order_relaxed);
+		atomic_store_explicit(&cn->fam_rules, 0, memory_order_relaxed);
 		return i + 1;
 	}
 	return 0;

@@ -27,6 +27,9 @@ void sl__conn_ref(uint32_t c);
 void sl__conn_put(uint32_t c);
 /* fd stopped referring to record c (its close): the hooks, then the drop. */
 void sl__conn_closing(int fd, uint32_t c);
+/* Before fork: record c (fd refers to it) gets a family entry (connfam.h)
+ * for its slots of the rules a fork shares. */
+void sl__conn_share(int fd, uint32_t c);
 /* Give back one slot of conns limiter l (uncounted if l is shared). */
 void sl__conn_release(struct sl_limiter *l);
 /* What the owner of deferred connects is told about connection records. */
@@ -37,6 +40,8 @@ struct sl_conn_hooks {
 	/* The last reference to record c is being dropped: true if its slots
 	 * were taken (they are then given back). */
 	bool (*last)(uint32_t c);
+	/* Whether record c's slots are taken (not a connect still waiting). */
+	bool (*holds)(uint32_t c);
 	/* Slots were given back (a waiting connect may take them). */
 	void (*released)(void);
 };

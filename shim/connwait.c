@@ -20,15 +20,14 @@
  *             once by SO_ERROR or connect (then SPENT)
  *   SPENT     failed and reported
  *
- * Every change is a CAS (or a release store by the thread that owns the
- * STARTING state). A connect starts (a) when a slot is given back (fd.c's
- * released hook: the waiting connects are started in the order they waited,
- * from the thread that closed), (b) when the ready timer (ready.c) or a
- * poll, epoll or select that looks at the fd finds it due (every 10 ms, for
- * a shared= limiter another process frees; its deadline), or (c) on a
- * connect() or getsockopt(SO_ERROR) on it. Until it starts the fd is
- * hidden from poll and epoll (SL_HIDE_ALL). Never before the rate slot a
- * connect rule reserved for it (start_ns).
+ * Every change is a CAS (or a release store by the STARTING state's owner).
+ * A connect starts (a) when a slot is given back (fd.c's released hook: in
+ * the order they waited, from the thread that closed), (b) when the ready
+ * timer (ready.c) or a poll, epoll or select that looks at the fd finds it
+ * due (every 10 ms, for a shared= limiter another process frees; its
+ * deadline), or (c) on a connect() or getsockopt(SO_ERROR) on it. Until
+ * then the fd is hidden from poll and epoll (SL_HIDE_ALL), and never before
+ * the rate slot a connect rule reserved for it (start_ns).
  *
  * A close racing a start: the starter marks STARTING, then checks that the
  * fd it connects on still refers to the record; the closer cuts that
@@ -46,6 +45,7 @@
 #include "rule_lim.h"
 #include "act.h"
 #include "clock.h"
+#include "connfam.h"
 #include "connwait.h"
 #include "fd.h"
 #include "log.h"
@@ -96,11 +96,6 @@ static _Atomic uint32_t cw_words;                  /* 1 + the highest word set *
 static _Atomic uint32_t cw_live;                   /* records not HELD */
 static _Atomic uint64_t cw_tickets;
 static bool cw_enabled;
-
-static uint64_t min64(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
 
 /* The record fd refers to (index + 1), or 0. seq_cst: see the file comment. */
 static uint32_t fd_conn(int fd)
@@ -162,7 +157,7 @@ static uint64_t next_look(struct cw *w, uint64_t now)
 {
 	uint64_t t = now < w->start_ns ? w->start_ns
 				       : atomic_load_explicit(&w->retry_ns, memory_order_relaxed);
-	return min64(t, w->deadline_ns);
+	return t < w->deadline_ns ? t : w->deadline_ns;
 }
 
 /* Start record k's connect on fd if it is due (or, if `handed`, a slot was
@@ -279,6 +274,7 @@ static void on_released(void)
 void sl__cw_handoff(void)
 {
 	sl__cw_handoff_due = false;
+	(void)sl__fam_after_close(); /* slots a fork shared, once closed */
 	if (!live())
 		return;
 	enum { MAX = 32 };
@@ -316,7 +312,12 @@ void sl__cw_handoff(void)
 	}
 }
 
-static const struct sl_conn_hooks hooks = {on_closing, on_last, on_released};
+static bool on_holds(uint32_t k)
+{
+	return atomic_load(&cw[k - 1].state) == CW_HELD;
+}
+
+static const struct sl_conn_hooks hooks = {on_closing, on_last, on_holds, on_released};
 
 int sl__cw_init_unsync(void)
 {
@@ -446,7 +447,8 @@ uint32_t sl__cw_hidden(int fd, uint64_t now, uint64_t *until)
 	if (st != CW_PENDING && st != CW_STARTING)
 		return 0;
 	uint64_t u = st == CW_STARTING ? now + CW_STARTING_NS : next_look(w, now);
-	*until = min64(*until, u);
+	if (u < *until)
+		*until = u;
 	return SL_HIDE_ALL;
 }
 

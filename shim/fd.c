@@ -78,7 +78,7 @@ _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
 
 struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap], mmap'd by sl__fdtab_init_unsync */
 static _Atomic int big_fd_logged;
-static _Atomic uint32_t busy_hi; /* 1 + the highest fd ever classified */
+_Atomic uint32_t sl__fd_busy_hi; /* 1 + the highest fd ever classified */
 /* What other modules do when an fd number is forgotten (init only). */
 static void (*forget_hooks[6])(int fd);
 static unsigned n_forget_hooks;
@@ -214,7 +214,7 @@ static uint8_t rec_pass(const struct sl_fdrec *r)
 static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint8_t b)
 {
 	/* Relaxed: only bounds the scan after fork (one thread then). */
-	sl__fd_raise_hi(&busy_hi, fd);
+	sl__fd_raise_hi(&sl__fd_busy_hi, fd);
 	for (int spins = 0;; spins++) {
 		if (b & SL_FDB_READY)
 			return &sl__fdrecs[fd];
@@ -433,7 +433,7 @@ void sl__fdtab_after_fork_unsync(void)
 {
 	/* Only the forking thread lives on in the child: a BUSY bit another
 	 * thread held while classifying would stay set for good. */
-	const uint32_t hi = atomic_load_explicit(&busy_hi, memory_order_relaxed);
+	const uint32_t hi = atomic_load_explicit(&sl__fd_busy_hi, memory_order_relaxed);
 	for (uint32_t fd = 0; fd < hi; fd++)
 		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & SL_FDB_BUSY)
 			atomic_fetch_and_explicit(&sl__fdbits[fd], (uint8_t)~SL_FDB_BUSY,
@@ -475,20 +475,4 @@ void sl__fd_forget_range(unsigned first, unsigned last, int flags)
 	for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
 		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
 			sl__fd_forget((int)fd);
-}
-
-void sl__fdtab_classify_pending(void)
-{
-	if (!sl__st.active || sl__sandboxed() || sl__fdrecs == NULL)
-		return;
-	int saved = errno;
-	/* Relaxed: the forking thread's own view is enough; an fd another
-	 * thread classifies meanwhile is classified either way. */
-	const uint32_t hi = atomic_load_explicit(&busy_hi, memory_order_relaxed);
-	for (uint32_t fd = 0; fd < hi && fd < sl__fd_cap; fd++) {
-		uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed);
-		if ((b & SL_FDB_KEEP) && !(b & (SL_FDB_READY | SL_FDB_BUSY)))
-			(void)sl__fd_rec((int)fd);
-	}
-	errno = saved;
 }

@@ -46,6 +46,8 @@ struct sl_fdrec {
 
 extern _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
 extern struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap] */
+/* 1 + the highest fd ever classified: bounds the scans of the table. */
+extern _Atomic uint32_t sl__fd_busy_hi;
 
 /* True if a call of kind k on fd passes straight through. The relaxed load
  * is enough for the pass bit: it carries no data; the slow path re-reads
@@ -122,7 +124,10 @@ void sl__fdtab_reset_unsync(void);
  * before a seccomp filter (sandbox.c), so that a process that sandboxes
  * itself, or its child, knows them. A scan of the fd bytes; system calls
  * only for those sockets. */
-void sl__fdtab_classify_pending(void);
+void sl__fdtab_classify_pending(void); /* fdscan.c */
+/* Before fork: the conns slots of every connection a child inherits that a
+ * fork shares go to family entries (conn.h: sl__conn_share). fdscan.c. */
+void sl__fdtab_share_conns(void);
 /* The child after fork: clear the BUSY bits of threads that are gone. */
 void sl__fdtab_after_fork_unsync(void);
 

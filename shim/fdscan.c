@@ -4,13 +4,17 @@
  * start is classified (inherited sockets, before the program can install a
  * seccomp filter), and before a rule acts on an fd its identity is checked
  * (one fstat: the program may have replaced the socket behind the
- * wrappers' back, through a call sluice does not see).
+ * wrappers' back, through a call sluice does not see). And before fork
+ * (the prepare handler): sockets a connect left for later are classified,
+ * so that a child that sandboxes itself knows them, and the conns slots of
+ * connections the child inherits move where both see them (connfam.c).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "conn.h"
 #include "fd.h"
 #include "fdscan.h"
 #include "log.h"
@@ -63,5 +67,35 @@ void sl__fd_scan_unsync(void)
 			(void)sl__fd_rec((int)fd);
 	}
 	closedir(d);
+	errno = saved;
+}
+
+void sl__fdtab_share_conns(void)
+{
+	if (sl__fdrecs == NULL || sl__sandboxed())
+		return;
+	/* Relaxed: as below; a connection another thread accepts meanwhile
+	 * is the parent's alone, as it would be after the fork. */
+	const uint32_t hi = atomic_load_explicit(&sl__fd_busy_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < hi && fd < sl__fd_cap; fd++) {
+		uint32_t c = atomic_load_explicit(&sl__fdrecs[fd].conn, memory_order_acquire);
+		if (c != 0)
+			sl__conn_share((int)fd, c);
+	}
+}
+
+void sl__fdtab_classify_pending(void)
+{
+	if (!sl__st.active || sl__sandboxed() || sl__fdrecs == NULL)
+		return;
+	int saved = errno;
+	/* Relaxed: the forking thread's own view is enough; an fd another
+	 * thread classifies meanwhile is classified either way. */
+	const uint32_t hi = atomic_load_explicit(&sl__fd_busy_hi, memory_order_relaxed);
+	for (uint32_t fd = 0; fd < hi && fd < sl__fd_cap; fd++) {
+		uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed);
+		if ((b & SL_FDB_KEEP) && !(b & (SL_FDB_READY | SL_FDB_BUSY)))
+			(void)sl__fd_rec((int)fd);
+	}
 	errno = saved;
 }

@@ -33,6 +33,7 @@
 #include "acchold.h"
 #include "breaker.h"
 #include "clock.h"
+#include "connfam.h"
 #include "connwait.h"
 #include "epoll.h"
 #include "fd.h"
@@ -207,7 +208,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 				(size_t)SL_THREAD_SLOTS * st->n_thread_rules);
 	if ((st->n_fd_rules && !st->fd_lims) || (st->n_thread_rules && !st->thread_lims) ||
 	    sl__fdtab_init_unsync() != 0 || sl__scope_init_unsync() != 0 ||
-	    ready_init_unsync(st) != 0 || sl__ep_init_unsync(st->eagain_rules != 0) != 0) {
+	    ready_init_unsync(st) != 0 || sl__ep_init_unsync(st->eagain_rules != 0) != 0 ||
+	    sl__fam_init_unsync() != 0) {
 		sl_log(SL_LOG_ERROR, "cannot map memory for the limiters: %s", strerror(errno));
 		return -1;
 	}
@@ -232,6 +234,15 @@ static bool program_selected(const struct sl_policy *p)
 	const char *base = strrchr(exe, '/');
 	base = base != NULL ? base + 1 : exe;
 	return sl_policy_selects(p, base, program_invocation_short_name);
+}
+
+/* Before fork: sockets classified (fd.c), and conns slots that the child
+ * will share moved where both see them (connfam.c). */
+static void atfork_prepare(void)
+{
+	sl__fdtab_classify_pending();
+	if (sl__st.active && sl__fam_rules() != 0 && !sl__sandboxed())
+		sl__fdtab_share_conns();
 }
 
 static void atfork_child(void)
@@ -336,7 +347,7 @@ __attribute__((constructor)) static void init(void)
 		sl__fd_scan_unsync(); /* inherited sockets, before any filter */
 	}
 	if (sl__st.policy.n_rules > 0)
-		pthread_atfork(sl__fdtab_classify_pending, NULL, atfork_child);
+		pthread_atfork(atfork_prepare, NULL, atfork_child);
 	sl_log(SL_LOG_DEBUG, "loaded: %u rules, %s", sl__st.policy.n_rules,
 	       sl__st.active ? "active" : "inactive for this program");
 	sl__busy = 0;

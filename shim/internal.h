@@ -23,16 +23,15 @@
  *   shm.c/h       shared=NAME limiters, opened through common/shm_shared.c
  *                 in the user's private directory of segments
  *                 (common/segment.c; the layout: common/shm_format.h);
- *   record.c/h    this process's status record: private, published as a
- *                 segment on first need, reclaimed when its process died;
- *   exit.c        _exit and _Exit: the record goes first;
+ *   record.c/h    this process's status record: a segment from its first
+ *                 need (exit.c: _exit, _Exit remove it), reclaimed if it died;
  *   vfork.c/h     vfork and clone: a child on our memory changes no table
  *                 (sl__vm_child());
  *   wrap_cred.c   setuid and friends: the status record is made first;
  *   dlopen.c      dlopen: one warning for a library loaded RTLD_DEEPBIND;
  *   wrap_raw.c/h  syscall()'s I/O numbers made through the wrappers;
- *   wake.c/h      the timerfd in every epoll set that wakes a thread
- *                 waiting while another thread's hold ends;
+ *   wake.c/h      the timerfd in every epoll set that wakes a thread that
+ *                 waits while another thread's hold ends;
  *   stats.c/h     SLUICE_STATS, written at exit (common/stats_json.c);
  *   lease.c/h     redis=KEY rules: units leased from Redis (init, fork and
  *                 exit: lease_life.c, lease_state.h); lease_share.c/h
@@ -44,8 +43,9 @@
  *                 rows, the per=peer table and its pins;
  *   fd.c/h        the fd byte the wrappers test, fd classification, and the
  *                 hooks run when an fd number stops meaning its socket;
- *                 conn.c/h: the records of conns slots; fdscan.c/h: the scan
- *                 at start and the identity check;
+ *                 conn.c/h: conns slots' records (connfam.c/h: those a fork
+ *                 shares; sockdiag.c/h: is a socket held); fdscan.c/h: the
+ *                 scans at start and fork, the identity check;
  *   act.c/h       one call in progress (struct sl_call, call.h; the limiter
  *                 of each rule, rule_lim.h): acquire, sleep to absolute
  *                 deadlines (wait.c/h: timeouts, EINTR), refuse, refund;

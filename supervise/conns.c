@@ -13,25 +13,35 @@
  *
  * The supervisor does not trap close (nor dup2, close_range, exec, exit):
  * it remembers each connection as (process, fd, socket inode) and gives the
- * slot back once /proc/TGID/fd/FD no longer names that inode, checked at
- * every retry of a waiting call and every sweep. So a slot comes back at
- * most one backoff (50 ms) after the close when a call waits for it. A
- * connection whose fd was passed to another process (fork, SCM_RIGHTS)
- * counts until the fd that opened it is closed.
+ * slot back once no supervised process has an fd naming that inode any
+ * more, checked at every retry of a waiting call and every sweep. So a slot
+ * comes back at most one backoff (50 ms) after the last close when a call
+ * waits for it. The fd that opened it is looked at first; once it no longer
+ * names the inode, every supervised process's fds are (a fork-per-connection
+ * server closes its copy at once, and its child, or the program the child
+ * exec'd, serves the connection), and the one found is looked at first
+ * from then on. As in the preload (shim/connfam.c), a connection counts
+ * until the last process holding it closes it; one passed (SCM_RIGHTS) to a
+ * process the supervisor does not see counts until the last one it sees.
  */
 #include "conns.h"
 #include "admit.h"
 #include "state.h"
+#include "target.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct sl_sup_hold {
 	struct sl_sup_proc *proc;
 	int fd;
 	ino_t ino;
+	pid_t alt_tgid; /* another process found holding it (0: none yet) */
+	int alt_fd;
 	uint32_t rules;
 	struct sl_limiter *lim[SL_MAX_RULES];
 };
@@ -88,7 +98,15 @@ void sl_sup_conns_drop(struct sl_sup_call *c)
 	c->conns_held = 0;
 }
 
-void sl_sup_conns_hold(struct sl_sup_call *c, int fd)
+ino_t sl_sup_fd_ino(const struct sl_sup_proc *p, int fd)
+{
+	char name[16];
+	struct stat st;
+	snprintf(name, sizeof(name), "%d", fd);
+	return fd >= 0 && p->fddir >= 0 && fstatat(p->fddir, name, &st, 0) == 0 ? st.st_ino : 0;
+}
+
+void sl_sup_conns_hold(struct sl_sup_call *c, int fd, ino_t ino)
 {
 	if (c->conns_held == 0)
 		return;
@@ -96,10 +114,12 @@ void sl_sup_conns_hold(struct sl_sup_call *c, int fd)
 	char name[16];
 	struct stat st;
 	snprintf(name, sizeof(name), "%d", fd);
-	if (fd < 0 || p->fddir < 0 || fstatat(p->fddir, name, &st, 0) != 0) {
+	if (fd < 0 || (ino == 0 && (p->fddir < 0 || fstatat(p->fddir, name, &st, 0) != 0))) {
 		sl_sup_conns_drop(c); /* gone already */
 		return;
 	}
+	if (ino == 0)
+		ino = st.st_ino;
 	if (n_holds == cap_holds) {
 		size_t n = cap_holds ? cap_holds * 2 : 64;
 		struct sl_sup_hold *h = realloc(holds, n * sizeof(*h));
@@ -113,7 +133,9 @@ void sl_sup_conns_hold(struct sl_sup_call *c, int fd)
 	struct sl_sup_hold *h = &holds[n_holds++];
 	h->proc = p;
 	h->fd = fd;
-	h->ino = st.st_ino;
+	h->ino = ino;
+	h->alt_tgid = 0;
+	h->alt_fd = -1;
 	h->rules = c->conns_held;
 	for (unsigned i = 0; i < SL_MAX_RULES; i++)
 		h->lim[i] = c->conns_lim[i];
@@ -121,16 +143,99 @@ void sl_sup_conns_hold(struct sl_sup_call *c, int fd)
 	c->conns_held = 0;
 }
 
+/* Whether fd `name` of directory fddir (a /proc/TGID/fd) names inode ino. */
+static bool names(int fddir, const char *name, ino_t ino)
+{
+	struct stat st;
+	return fddir >= 0 && fstatat(fddir, name, &st, 0) == 0 && st.st_ino == ino;
+}
+
+/* Whether some fd of process tgid names ino; *fd gets the first found. */
+static bool proc_holds(pid_t tgid, ino_t ino, int *fd)
+{
+	char path[40];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)tgid);
+	int d = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (dir == NULL) {
+		if (d >= 0)
+			close(d);
+		return false;
+	}
+	bool found = false;
+	for (struct dirent *e; !found && (e = readdir(dir)) != NULL;)
+		if (e->d_name[0] != '.' && names(d, e->d_name, ino)) {
+			*fd = atoi(e->d_name);
+			found = true;
+		}
+	closedir(dir);
+	return found;
+}
+
+/* Processes one search looks at, at most (a fork bomb is not searched). */
+#define SL_SUP_TREE_MAX 4096
+
+/* Whether process tgid or one of its descendants (the children files of
+ * its threads, /proc/TGID/task/TID/children) holds ino; *budget bounds the
+ * search. The holder found goes to *alt, *fd. */
+static bool tree_holds(pid_t tgid, ino_t ino, int *budget, pid_t *alt, int *fd)
+{
+	if (--*budget < 0)
+		return false;
+	if (proc_holds(tgid, ino, fd)) {
+		*alt = tgid;
+		return true;
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)tgid);
+	DIR *tasks = opendir(path);
+	bool found = false;
+	for (struct dirent *t; tasks != NULL && !found && (t = readdir(tasks)) != NULL;) {
+		if (t->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.12s/children", (int)tgid, t->d_name);
+		FILE *f = fopen(path, "re");
+		for (int child; f != NULL && !found && fscanf(f, "%d", &child) == 1;)
+			found = tree_holds((pid_t)child, ino, budget, alt, fd);
+		if (f != NULL)
+			fclose(f);
+	}
+	if (tasks != NULL)
+		closedir(tasks);
+	return found;
+}
+
+/* Whether some supervised process still holds h's connection: the fd that
+ * opened it, the holder found last, then the opener's process and its
+ * descendants (a fork child that made no trapped call is not met
+ * otherwise), then every process met. */
+static bool held(struct sl_sup *s, struct sl_sup_hold *h)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%d", h->fd);
+	if (names(h->proc->fddir, name, h->ino))
+		return true;
+	snprintf(name, sizeof(name), "/proc/%d/fd/%d", (int)h->alt_tgid, h->alt_fd);
+	struct stat st;
+	if (h->alt_tgid != 0 && stat(name, &st) == 0 && st.st_ino == h->ino)
+		return true;
+	int budget = SL_SUP_TREE_MAX;
+	if (tree_holds(h->proc->tgid, h->ino, &budget, &h->alt_tgid, &h->alt_fd))
+		return true;
+	for (size_t b = 0; b < s->procs_cap; b++)
+		for (const struct sl_sup_proc *p = s->procs[b]; p != NULL; p = p->next)
+			if (p != h->proc && !p->pass && proc_holds(p->tgid, h->ino, &h->alt_fd)) {
+				h->alt_tgid = p->tgid;
+				return true;
+			}
+	return false;
+}
+
 void sl_sup_conns_sweep(struct sl_sup *s)
 {
-	(void)s;
 	for (size_t k = 0; k < n_holds;) {
 		struct sl_sup_hold *h = &holds[k];
-		char name[16];
-		struct stat st;
-		snprintf(name, sizeof(name), "%d", h->fd);
-		if (h->proc->fddir >= 0 && fstatat(h->proc->fddir, name, &st, 0) == 0 &&
-		    st.st_ino == h->ino) {
+		if (held(s, h)) {
 			k++;
 			continue;
 		}

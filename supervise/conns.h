@@ -7,6 +7,7 @@
 #ifndef SLUICE_SUPERVISE_CONNS_H
 #define SLUICE_SUPERVISE_CONNS_H
 
+#include <sys/types.h>
 #include <stdint.h>
 
 #include "admit.h"
@@ -17,9 +18,12 @@ struct sl_sup_call;
  * *wait_ns) or REFUSE (*err). */
 enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns,
 				      uint64_t *wait_ns, int *err);
-/* The connection is open at fd of the call's process: its slots stay taken
- * until that fd no longer names the socket. */
-void sl_sup_conns_hold(struct sl_sup_call *c, int fd);
+/* The connection (socket inode ino, or 0: the one fd names now) is open
+ * at fd of the call's process: its slots stay taken until no supervised
+ * process has an fd naming the socket. */
+void sl_sup_conns_hold(struct sl_sup_call *c, int fd, ino_t ino);
+/* The inode of what fd of process p names now, or 0. */
+ino_t sl_sup_fd_ino(const struct sl_sup_proc *p, int fd);
 /* The call ends without a connection: give its slots back. */
 void sl_sup_conns_drop(struct sl_sup_call *c);
 /* Give back the slots of connections that were closed. */

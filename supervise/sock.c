@@ -271,8 +271,12 @@ bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_n
 		sl_sup_answer(s, c->req.id, 0, err);
 		return true;
 	}
+	/* The socket's inode first: once the call goes on, the program may
+	 * fork and close its copy before we look. */
+	const int fd = (int)(uint32_t)c->req.data.args[0];
+	const ino_t ino = c->conns_held != 0 ? sl_sup_fd_ino(c->th->proc, fd) : 0;
 	if (sl_sup_continue(s, c->req.id) == 0)
-		sl_sup_conns_hold(c, (int)(uint32_t)c->req.data.args[0]);
+		sl_sup_conns_hold(c, fd, ino);
 	return true;
 }
 
@@ -404,10 +408,12 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 									 : 0};
 		placed = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add);
 	}
+	struct stat st; /* before the answer: the program may fork and close it */
+	const ino_t ino = fstat(fd, &st) == 0 ? st.st_ino : 0;
 	close(fd);
 	if (placed < 0 && placed != -ENOENT) /* never left unanswered */
 		sl_sup_answer(s, c->req.id, 0, -placed);
-	sl_sup_conns_hold(c, placed); /* fd < 0: its slot goes back */
+	sl_sup_conns_hold(c, placed, ino); /* fd < 0: its slot goes back */
 	return true;
 }
 

@@ -93,6 +93,16 @@ static bool selected(const struct sl_policy *pol, pid_t tgid)
 	return sl_policy_selects(pol, b1 != NULL ? b1 + 1 : exe, b2 != NULL ? b2 + 1 : argv0);
 }
 
+struct sl_sup_proc *sl_sup_proc_find(struct sl_sup *s, pid_t tgid)
+{
+	if (s->procs == NULL)
+		return NULL;
+	for (struct sl_sup_proc *p = s->procs[hash_pid(tgid)]; p != NULL; p = p->next)
+		if (p->tgid == tgid && !pidfd_exited(p->pidfd))
+			return p;
+	return NULL;
+}
+
 static struct sl_sup_proc *proc_of(struct sl_sup *s, pid_t tgid)
 {
 	if (s->procs == NULL && (s->procs = calloc(HASH_CAP, sizeof(*s->procs))) == NULL)

@@ -18,6 +18,8 @@
 /* The thread that made a notification, and its process; NULL if it is
  * gone (the notification is then dead too). */
 struct sl_sup_thread *sl_sup_thread_of(struct sl_sup *s, pid_t tid);
+/* The live process tgid, if the supervisor has met it, or NULL. */
+struct sl_sup_proc *sl_sup_proc_find(struct sl_sup *s, pid_t tgid);
 /* Forget threads and processes that have exited (the sweep calls it). */
 void sl_sup_target_sweep(struct sl_sup *s);
 /* Free every thread, process and peer entry (at the end). */
