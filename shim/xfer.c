@@ -15,7 +15,8 @@
  * rule says), send it, refund what the kernel did not take, repeat; the call
  * returns the full count like a slow link, or the bytes sent so far when a
  * later piece fails or is interrupted (the error is dropped, as the kernel
- * does). A short piece (non-blocking socket, buffer full) ends the call.
+ * does). A short piece (non-blocking socket, buffer full) ends the call, and
+ * so does an empty pipe after the first piece of a splice into a socket.
  * One-shot parts go with one piece: MSG_FASTOPEN, the destination address
  * and ancillary data with the first, MSG_OOB with the last; a socket that
  * MSG_FASTOPEN connected is classified again (connect rules and conns do
@@ -48,6 +49,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "act.h"
 #include "iov.h"
@@ -98,6 +100,19 @@ __attribute__((noinline)) ssize_t sl__io_xfer_piece(const struct sl_io *whole, s
 		}
 	}
 	return sl__io_real(io, io->buf + off, len, io->buflen - off, iov, cnt, &m, off == 0);
+}
+
+/* A later piece of a splice from a pipe into a socket: no more than the
+ * pipe holds now (FIONREAD), 0 if it is empty. The kernel's one call moves
+ * what is there and returns; it waits only for the first byte, so a piece
+ * after the pipe's last byte would block for ever where it would return. */
+static size_t pipe_left(const struct sl_io *io, size_t want)
+{
+	int n = 0, saved = errno;
+	if (ioctl(io->splice->in, FIONREAD, &n) != 0)
+		n = (int)(want < INT_MAX ? want : INT_MAX); /* not a pipe: as before */
+	errno = saved;
+	return (size_t)n < want ? (size_t)n : want;
 }
 
 /* Rules of `rules` with action reject. */
@@ -277,6 +292,8 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 		uint64_t piece = stream && bytes != 0 ? sl__piece_of(bytes) : UINT64_MAX;
 		size_t want = io->total - done;
 		want = want < piece ? want : (size_t)piece;
+		if (done > 0 && io->how == SL_IO_SPLICE_OUT && (want = pipe_left(io, want)) == 0)
+			break; /* the kernel's one call returns what the pipe held */
 		if (reject != 0 && stream && want > 0) {
 			c.nb_want = want;
 			uint64_t avail = sl__available(&c, reject, false, &err);
