@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 bool sl__http_is_loopback(const struct sockaddr *addr)
 {
@@ -186,4 +187,43 @@ enum sl_http_req sl__http_parse_request(const char *buf, size_t len)
 	if (path == 8 && memcmp(target, "/metrics", 8) == 0)
 		return get ? SL_HTTP_METRICS : SL_HTTP_METRICS_HEAD;
 	return SL_HTTP_NOT_FOUND;
+}
+
+bool sl__http_bearer_ok(const char *buf, size_t len, const char *token)
+{
+	static const char name[] = "authorization:";
+	const size_t tlen = strlen(token), end = head_end(buf, len);
+	if (tlen == 0 || end == 0)
+		return false;
+	bool ok = false;
+	/* Each header line after the request line. */
+	for (const char *p = memchr(buf, '\n', end); p != NULL && (size_t)(p - buf) + 1 < end;) {
+		const char *line = p + 1;
+		const char *nl = memchr(line, '\n', end - (size_t)(line - buf));
+		size_t n = nl != NULL ? (size_t)(nl - line) : end - (size_t)(line - buf);
+		if (n > 0 && line[n - 1] == '\r')
+			n--;
+		if (n >= sizeof(name) - 1 && strncasecmp(line, name, sizeof(name) - 1) == 0) {
+			const char *v = line + sizeof(name) - 1, *e = line + n;
+			while (v < e && (*v == ' ' || *v == '\t'))
+				v++;
+			while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+				e--;
+			/* "Bearer" (any case), spaces, then the token, compared
+			 * in time that does not depend on where they differ. */
+			if (e - v > 7 && strncasecmp(v, "bearer", 6) == 0 &&
+			    (v[6] == ' ' || v[6] == '\t')) {
+				v += 7;
+				while (v < e && (*v == ' ' || *v == '\t'))
+					v++;
+				size_t vl = (size_t)(e - v);
+				unsigned char diff = vl != tlen;
+				for (size_t i = 0; i < tlen; i++)
+					diff |= (unsigned char)(token[i] ^ (i < vl ? v[i] : 0));
+				ok = ok || diff == 0;
+			}
+		}
+		p = nl;
+	}
+	return ok;
 }

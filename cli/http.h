@@ -57,4 +57,9 @@ enum sl_http_req {
  */
 enum sl_http_req sl__http_parse_request(const char *buf, size_t len);
 
+/* True if the complete request head buf[0..len) has an Authorization
+ * header "Bearer TOKEN" (scheme in any case) whose TOKEN is `token`
+ * (non-empty), compared in constant time. */
+bool sl__http_bearer_ok(const char *buf, size_t len, const char *token);
+
 #endif /* SLUICE_CLI_HTTP_H */

@@ -123,9 +123,24 @@ int sl__cli_rm(int argc, char **argv);
  * buffers are static). */
 int sl__cli_stat_prometheus(FILE *out);
 
+/* Who may scrape (metrics_http.c): this user, root, the --allow-user
+ * uids; a non-loopback peer (--listen-any) only with the --token-file's
+ * bearer token. */
+struct sl_metrics_access {
+	uint32_t allow[16];
+	unsigned n_allow;
+	char token[256]; /* "" : none */
+};
+/* --allow-user NAME (a user name or a uid) and --token-file FILE into acc:
+ * 0, or 2 after a message on stderr. metrics_http.c. */
+int sl__cli_access_user(struct sl_metrics_access *acc, const char *name);
+int sl__cli_access_token(struct sl_metrics_access *acc, const char *path);
 /* Serve GET /metrics on the --listen address `listen_text` (any: allow a
  * non-loopback one) until SIGINT or SIGTERM. Returns the exit status: 0
  * after a signal, 1 if the socket cannot be set up, 2 for a bad address. */
-int sl__cli_metrics_serve(const char *listen_text, bool any);
+int sl__cli_metrics_serve(const char *listen_text, bool any, const struct sl_metrics_access *acc);
+/* The uid owning the peer socket of TCP connection fd (a peer on this
+ * host): 0, or -1 (errno) if the kernel cannot tell. peer.c. */
+int sl__cli_peer_uid(int fd, uint32_t *uid);
 
 #endif /* SLUICE_CLI_INTERNAL_H */

@@ -16,21 +16,35 @@
  * costs less than rendering. Rendering reads /dev/shm like `sluice stat`
  * (stat.c) and takes about a millisecond per hundred rules.
  *
- * Answers: 200 for GET or HEAD /metrics (any query string ignored), 404 for
- * another path, 405 for another method, 400 for a head that is not HTTP/1.x,
- * 431 for a head over SL_HTTP_REQ_MAX, 500 if the text cannot be rendered.
+ * Who: the counters are this user's, so a scraper on this host (a loopback
+ * peer) is served only if the kernel names its socket's owner (peer.c, as
+ * identd does) as this user, root, or an --allow-user; a peer on another
+ * host (--listen-any) only with the --token-file's bearer token
+ * (Prometheus's `authorization` scrape option). Decided when the
+ * connection is accepted; the request is read either way, so the client
+ * gets an answer.
+ *
+ * Answers: 200 for GET or HEAD /metrics (any query string ignored), 403 for
+ * a scraper who may not read them, 401 (WWW-Authenticate: Bearer) for a
+ * remote one without the token, 404 for another path, 405 for another
+ * method, 400 for a head that is not HTTP/1.x, 431 for a head over
+ * SL_HTTP_REQ_MAX, 500 if the text cannot be rendered (the user's private
+ * directory is unusable, say).
  */
 #include "http.h"
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,8 +53,16 @@
 #define SL_HTTP_REQ_MAX 8192
 #define SL_HTTP_TIMEOUT_MS 5000
 
+/* What a connection's peer may have (decided when it is accepted). */
+enum peer_access {
+	PEER_OK,     /* this user, root, or an --allow-user */
+	PEER_DENIED, /* another local user, or one the kernel cannot name: 403 */
+	PEER_TOKEN,  /* not on this host: only with the bearer token, else 401 */
+};
+
 struct conn {
-	int fd;            /* -1: free */
+	int fd; /* -1: free */
+	enum peer_access access;
 	uint64_t start_ms; /* accepted at; the deadline is start_ms + timeout */
 	size_t rlen;       /* request bytes read so far */
 	char *out;         /* the answer, malloc'd; NULL while reading */
@@ -73,13 +95,22 @@ static void conn_close(struct conn *c)
 
 /* Build the answer for what the head asked: c->out holds status line,
  * headers and (but for HEAD) the body. */
-static void conn_answer(struct conn *c, enum sl_http_req what)
+static void conn_answer(struct conn *c, enum sl_http_req what, const struct sl_metrics_access *acc)
 {
 	char *body = NULL;
 	size_t blen = 0;
 	const char *status = "200 OK", *type = "text/plain; version=0.0.4; charset=utf-8";
 	const char *extra = "";
-	if (what == SL_HTTP_METRICS || what == SL_HTTP_METRICS_HEAD) {
+	const bool metrics = what == SL_HTTP_METRICS || what == SL_HTTP_METRICS_HEAD;
+	if (metrics && c->access == PEER_TOKEN && acc->token[0] != '\0' &&
+	    sl__http_bearer_ok(c->req, c->rlen, acc->token))
+		c->access = PEER_OK;
+	if (metrics && c->access == PEER_DENIED) {
+		status = "403 Forbidden";
+	} else if (metrics && c->access == PEER_TOKEN) {
+		status = "401 Unauthorized";
+		extra = "WWW-Authenticate: Bearer\r\n";
+	} else if (metrics) {
 		FILE *m = open_memstream(&body, &blen);
 		if (m == NULL || sl__cli_stat_prometheus(m) != 0 || fclose(m) != 0) {
 			free(body);
@@ -120,7 +151,7 @@ static void conn_answer(struct conn *c, enum sl_http_req what)
 }
 
 /* Read what c's client sent; answer once the head is complete. */
-static void conn_read(struct conn *c)
+static void conn_read(struct conn *c, const struct sl_metrics_access *acc)
 {
 	ssize_t n = recv(c->fd, c->req + c->rlen, sizeof(c->req) - c->rlen, 0);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -133,7 +164,7 @@ static void conn_read(struct conn *c)
 	enum sl_http_req what = sl__http_parse_request(c->req, c->rlen);
 	if (what == SL_HTTP_INCOMPLETE && c->rlen < sizeof(c->req))
 		return;
-	conn_answer(c, what);
+	conn_answer(c, what, acc);
 }
 
 /* Send more of c's answer; close when all is sent. */
@@ -176,7 +207,89 @@ static void print_endpoint(const struct sockaddr_storage *ss)
 	fflush(stdout);
 }
 
-int sl__cli_metrics_serve(const char *listen_text, bool any)
+int sl__cli_access_user(struct sl_metrics_access *acc, const char *name)
+{
+	const struct passwd *pw = getpwnam(name);
+	char *end;
+	unsigned long v = strtoul(name, &end, 10);
+	if (pw == NULL && (name[0] < '0' || name[0] > '9' || *end != '\0' || v >= UINT32_MAX)) {
+		fprintf(stderr, "sluice stat: --allow-user %s: no such user (a name or a uid)\n",
+			name);
+		return 2;
+	}
+	if (acc->n_allow == sizeof(acc->allow) / sizeof(acc->allow[0])) {
+		fprintf(stderr, "sluice stat: --allow-user: at most %zu users\n",
+			sizeof(acc->allow) / sizeof(acc->allow[0]));
+		return 2;
+	}
+	acc->allow[acc->n_allow++] = pw != NULL ? (uint32_t)pw->pw_uid : (uint32_t)v;
+	return 0;
+}
+
+int sl__cli_access_token(struct sl_metrics_access *acc, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	const char *why = NULL;
+	ssize_t n = -1;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_uid != geteuid())
+		why = "not owned by you";
+	else if (st.st_mode & 077)
+		why = "readable or writable by others (chmod 600 it)";
+	else if ((n = read(fd, acc->token, sizeof(acc->token) - 1)) < 0)
+		why = strerror(errno);
+	if (fd >= 0)
+		close(fd);
+	if (why == NULL) {
+		acc->token[n] = '\0';
+		acc->token[strcspn(acc->token, "\r\n")] = '\0';
+		for (const char *p = acc->token; *p != '\0' && why == NULL; p++)
+			if (*p <= ' ' || *p == 0x7f)
+				why = "the token has a space or a control byte";
+		if (why == NULL && acc->token[0] == '\0')
+			why = "empty first line";
+	}
+	if (why != NULL) {
+		memset(acc->token, 0, sizeof(acc->token));
+		fprintf(stderr, "sluice stat: --token-file %s: %s\n", path, why);
+		return 2;
+	}
+	return 0;
+}
+
+/* Who the peer of accepted connection fd is, for acc. */
+static enum peer_access peer_access(int fd, const struct sl_metrics_access *acc)
+{
+	static bool warned;
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0)
+		return PEER_DENIED;
+	if (!sl__http_is_loopback((struct sockaddr *)&peer))
+		return PEER_TOKEN;
+	uint32_t uid;
+	if (sl__cli_peer_uid(fd, &uid) != 0) {
+		if (!warned)
+			fprintf(stderr,
+				"sluice stat: --listen: the kernel does not name a scraper's user "
+				"(NETLINK_SOCK_DIAG: %s); such scrapers get 403\n",
+				strerror(errno));
+		warned = true;
+		return PEER_DENIED;
+	}
+	if (uid == (uint32_t)geteuid() || uid == 0)
+		return PEER_OK;
+	for (unsigned i = 0; i < acc->n_allow; i++)
+		if (acc->allow[i] == uid)
+			return PEER_OK;
+	return PEER_DENIED;
+}
+
+int sl__cli_metrics_serve(const char *listen_text, bool any, const struct sl_metrics_access *acc)
 {
 	static struct conn conns[SL_HTTP_CONNS];
 	struct sockaddr_storage ss;
@@ -214,6 +327,10 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 	for (int i = 0; i < SL_HTTP_CONNS; i++)
 		conns[i].fd = -1;
 	print_endpoint(&ss);
+	if (any && acc->token[0] == '\0')
+		fputs("sluice stat: --listen-any without --token-file: scrapers on other hosts get "
+		      "401\n",
+		      stderr);
 
 	struct pollfd pfd[SL_HTTP_CONNS + 1];
 	int map[SL_HTTP_CONNS + 1];
@@ -255,7 +372,7 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 			if (c->fd < 0)
 				continue;
 			if (c->out == NULL && (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
-				conn_read(c);
+				conn_read(c, acc);
 			else if (c->out != NULL && (pfd[k].revents & (POLLOUT | POLLHUP | POLLERR)))
 				conn_write(c);
 		}
@@ -271,7 +388,7 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 				 * client would see a reset). */
 				for (int i = 0; i < SL_HTTP_CONNS && slot < 0; i++)
 					if (conns[i].out == NULL)
-						conn_read(&conns[i]);
+						conn_read(&conns[i], acc);
 				for (int i = 0; i < SL_HTTP_CONNS && slot < 0; i++)
 					if (conns[i].fd < 0)
 						slot = i;
@@ -295,7 +412,9 @@ int sl__cli_metrics_serve(const char *listen_text, bool any)
 					conn_close(&conns[oldest]);
 					slot = oldest;
 				}
-				conns[slot] = (struct conn){.fd = fd, .start_ms = mono_ms()};
+				conns[slot] = (struct conn){.fd = fd,
+							    .access = peer_access(fd, acc),
+							    .start_ms = mono_ms()};
 			}
 		}
 	}

@@ -420,14 +420,16 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 
 int sl__cli_stat_prometheus(FILE *out)
 {
-	report(out, FMT_PROM, 0);
-	return ferror(out) ? -1 : 0;
+	/* 1: the private directory cannot be read (a 500, not an empty 200). */
+	int rc = report(out, FMT_PROM, 0);
+	return rc != 0 || ferror(out) ? -1 : 0;
 }
 
 static void stat_usage(FILE *out)
 {
 	fputs("Usage: sluice stat [--json | --prometheus] [--watch[=SECONDS]] [PID]\n"
-	      "       sluice stat --listen [ADDR:]PORT [--listen-any]\n"
+	      "       sluice stat --listen [ADDR:]PORT [--listen-any] [--allow-user NAME]...\n"
+	      "                   [--token-file FILE]\n"
 	      "       sluice stat [--json] shared:NAME\n"
 	      "List the processes of this user running sluice (or only PID): each rule as it\n"
 	      "runs now (and as it started, if sluice set changed it), its counters (calls,\n"
@@ -444,6 +446,12 @@ static void stat_usage(FILE *out)
 	      "                     SIGTERM; ADDR is numeric, 127.0.0.1 if left out, [::1]\n"
 	      "                     for IPv6; port 0 lets the kernel choose (printed)\n"
 	      "  --listen-any       allow a non-loopback ADDR (0.0.0.0, [::], a LAN address)\n"
+	      "  --allow-user NAME  also serve this local user's scrapers (repeatable; by\n"
+	      "                     default only this user's and root's: the kernel names\n"
+	      "                     the owner of each loopback scraper's socket)\n"
+	      "  --token-file FILE  serve scrapers on other hosts that send Authorization:\n"
+	      "                     Bearer TOKEN, TOKEN the file's first line (the file\n"
+	      "                     yours, mode 0600 or stricter); without it they get 401\n"
 	      "  -h, --help         print this help\n"
 	      "\n"
 	      "shared:NAME shows the shared limiter NAME instead: its rule as it runs and as\n"
@@ -475,13 +483,16 @@ int sl__cli_stat(int argc, char **argv)
 		{"watch", optional_argument, NULL, 'w'},
 		{"listen", required_argument, NULL, 'l'},
 		{"listen-any", no_argument, NULL, 'a'},
+		{"allow-user", required_argument, NULL, 'u'},
+		{"token-file", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	enum fmt fmt = FMT_TEXT;
 	double watch = 0;
 	const char *listen_text = NULL;
-	bool listen_any = false, fmt_given = false;
+	bool listen_any = false, fmt_given = false, access_given = false;
+	static struct sl_metrics_access acc;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -499,6 +510,13 @@ int sl__cli_stat(int argc, char **argv)
 			break;
 		case 'a':
 			listen_any = true;
+			break;
+		case 'u':
+		case 't':
+			access_given = true;
+			if ((c == 'u' ? sl__cli_access_user(&acc, optarg)
+				      : sl__cli_access_token(&acc, optarg)) != 0)
+				return 2;
 			break;
 		case 'w': {
 			char *end = NULL;
@@ -539,8 +557,9 @@ int sl__cli_stat(int argc, char **argv)
 		}
 		pid = (int)v;
 	}
-	if (listen_any && listen_text == NULL) {
-		fputs("sluice stat: --listen-any needs --listen ADDR:PORT\n", stderr);
+	if ((listen_any || access_given) && listen_text == NULL) {
+		fprintf(stderr, "sluice stat: %s needs --listen ADDR:PORT\n",
+			listen_any ? "--listen-any" : "--allow-user/--token-file");
 		return 2;
 	}
 	if (listen_text != NULL) {
@@ -550,7 +569,7 @@ int sl__cli_stat(int argc, char **argv)
 			      stderr);
 			return 2;
 		}
-		return sl__cli_metrics_serve(listen_text, listen_any);
+		return sl__cli_metrics_serve(listen_text, listen_any, &acc);
 	}
 	/* Only where a person reads the listing: not for usage errors, not for
 	 * a --listen server. */

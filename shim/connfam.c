@@ -8,7 +8,7 @@
  * done. So before fork (sl__fam_share, from the prepare handler) each
  * connection that holds a slot of a per=process or shared= conns rule gets
  * an entry in this table, shared memory that every fork child inherits,
- * naming the socket (sockdiag.h), the rules and the process that took the
+ * naming the socket (sockalive.h), the rules and the process that took the
  * slots (the owner). From then on, when a process drops its last fd of the
  * connection (conn.c), it asks the kernel, once the real close is done,
  * whether any process still holds the socket, and the one that finds it
@@ -47,7 +47,7 @@
 #include "log.h"
 #include "sandboxed.h"
 #include "shm.h"
-#include "sockdiag.h"
+#include "sockalive.h"
 #include "state.h"
 
 /* An entry's state word: its state in the low bits, and above them a

@@ -44,7 +44,7 @@
  *   fd.c/h        the fd byte the wrappers test, fd classification, and the
  *                 hooks run when an fd number stops meaning its socket;
  *                 conn.c/h: conns slots' records (connfam.c/h: those a fork
- *                 shares; sockdiag.c/h: is a socket held); fdscan.c/h: the
+ *                 shares; sockalive.c/h: is a socket held); fdscan.c/h: the
  *                 scans at start and fork, the identity check;
  *   act.c/h       one call in progress (struct sl_call, call.h; the limiter
  *                 of each rule, rule_lim.h): acquire, sleep to absolute

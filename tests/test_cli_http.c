@@ -192,6 +192,35 @@ static void test_http_loopback(void **state)
 
 /* assert_dec_equal's failure message: expressions, then both values in
  * decimal, signed or unsigned by the operands' type. */
+static void test_http_bearer(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *head;
+		const char *token;
+		bool ok;
+	} cases[] = {
+		{"GET /metrics HTTP/1.1\r\nAuthorization: Bearer abc\r\n\r\n", "abc", true},
+		{"GET /metrics HTTP/1.1\r\nauthorization:bearer   abc  \r\n\r\n", "abc", true},
+		{"GET /metrics HTTP/1.1\nHost: x\nAUTHORIZATION: BEARER abc\n\n", "abc", true},
+		{"GET /metrics HTTP/1.1\r\nAuthorization: Bearer abcd\r\n\r\n", "abc", false},
+		{"GET /metrics HTTP/1.1\r\nAuthorization: Bearer ab\r\n\r\n", "abc", false},
+		{"GET /metrics HTTP/1.1\r\nAuthorization: Basic abc\r\n\r\n", "abc", false},
+		{"GET /metrics HTTP/1.1\r\nAuthorization: Bearerabc\r\n\r\n", "abc", false},
+		{"GET /metrics HTTP/1.1\r\nX-Authorization: Bearer abc\r\n\r\n", "abc", false},
+		{"GET /Authorization: Bearer abc HTTP/1.1\r\n\r\n", "abc", false},
+		{"GET /metrics HTTP/1.1\r\nAuthorization: Bearer abc\r\n", "abc", false},
+		{"GET /metrics HTTP/1.1\r\n\r\nAuthorization: Bearer abc\r\n\r\n", "abc", false},
+		{"GET /metrics HTTP/1.1\r\nAuthorization: Bearer \r\n\r\n", "", false},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bool got = sl__http_bearer_ok(cases[i].head, strlen(cases[i].head), cases[i].token);
+		if (got != cases[i].ok)
+			fail_msg("case %zu (%s): %d, expected %d", i, cases[i].head, got,
+				 cases[i].ok);
+	}
+}
+
 static void test_assert_dec_message(void **state)
 {
 	(void)state;
@@ -223,6 +252,7 @@ int main(void)
 		cmocka_unit_test(test_http_request_every_prefix),
 		cmocka_unit_test(test_http_request_long_line),
 		cmocka_unit_test(test_http_loopback),
+		cmocka_unit_test(test_http_bearer),
 		cmocka_unit_test(test_assert_dec_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

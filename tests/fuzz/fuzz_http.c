@@ -48,6 +48,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (p == SL_HTTP_METRICS || p == SL_HTTP_METRICS_HEAD)
 				fail("request: a prefix of a bad head was served");
 		}
+		/* The bearer check: never a match for an empty token, nor for a
+		 * head that holds no "Bearer tok1" line. */
+		if (sl__http_bearer_ok(text, n, ""))
+			fail("bearer: an empty token matched");
+		if (sl__http_bearer_ok(text, n, "tok1") && memmem(text, n, "tok1", 4) == NULL)
+			fail("bearer: matched a token the head does not hold");
 	} else {
 		text[n] = '\0';
 		bool any = (mode & 2) != 0;

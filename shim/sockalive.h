@@ -1,28 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sockdiag.h - whether a socket still exists in some process, asked of the
+ * sockalive.h - whether a socket still exists in some process, asked of the
  * kernel's socket diagnostics (NETLINK_SOCK_DIAG, what ss(8) reads) by the
- * socket's identity (sockdiag.c). A connection whose fds live in several
+ * socket's identity (sockalive.c; the request: common/sockdiag.h). A connection whose fds live in several
  * processes (a fork) is gone when no process holds it any more: the kernel
  * then reports its TCP socket without an inode (orphaned, closing) or not
  * at all, and a unix socket not at all.
  *
  * API: thread-safe; each query makes its own netlink socket.
  */
-#ifndef SLUICE_SHIM_SOCKDIAG_H
-#define SLUICE_SHIM_SOCKDIAG_H
+#ifndef SLUICE_SHIM_SOCKALIVE_H
+#define SLUICE_SHIM_SOCKALIVE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Who a connected stream socket is: its inode and, for TCP, its four-tuple
- * (addresses as getsockname/getpeername give them, in network order). */
-struct sl_sockid {
-	uint64_t ino;
-	uint16_t family; /* AF_INET, AF_INET6 (TCP) or AF_UNIX (stream) */
-	uint16_t lport, rport;
-	uint8_t laddr[16], raddr[16];
-};
+#include "sockdiag.h"
 
 /* The identity of connected socket fd: false (errno) if fd is not a TCP or
  * unix stream socket, or not connected. */
@@ -31,4 +24,4 @@ bool sl__sockid_of(int fd, struct sl_sockid *id);
  * kernel cannot tell (errno). */
 int sl__sock_alive(const struct sl_sockid *id);
 
-#endif /* SLUICE_SHIM_SOCKDIAG_H */
+#endif /* SLUICE_SHIM_SOCKALIVE_H */
