@@ -37,8 +37,8 @@
  *                 exit: lease_life.c, lease_state.h); lease_share.c/h
  *                 (on-error=local falls back to the process's recent share),
  *                 lease_pool.c/h (shared= with redis=: one bank per host);
- *                 redis.c/h (hiredis), redis_link.c/h (one interface over
- *                 redis_cluster.c, redis_sentinel.c), redis_gcra.c (script);
+ *                 redis.c/h (hiredis; fds kept from the program: ownfd.c/h),
+ *                 redis_link.c/h (over redis_cluster.c, redis_sentinel.c);
  *   scope.c/h     the limiter of a rule for one call: per=thread slots, per=fd
  *                 rows, the per=peer table and its pins;
  *   fd.c/h        the fd byte the wrappers test, fd classification, and the

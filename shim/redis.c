@@ -14,36 +14,62 @@
  * the only user of a connection, runs with sl__busy set (every wrapper
  * passes straight through), and the socket's fd is marked in the fd table
  * as passing every kind of call, in case another thread ever touches it.
+ * The fd is the library's own (ownfd.h): high, close-on-exec, out of reach
+ * of the program's close, close_range and dup2.
  * Nothing here prints the password: AUTH's error replies do not contain it.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fd.h"
 #include "log.h"
+#include "ownfd.h"
 #include "real.h"
 #include "redis.h"
 #include "redis_proto.h"
 
 #define SL_HIREDIS_SONAME "libhiredis.so.0.14"
 
-/* hiredis 0.14: the leading fields of redisContext (redisReply's are in
- * redis_proto.h). */
+/* hiredis 0.14: the leading fields of redisReader and redisContext
+ * (redisReply's are in redis_proto.h). */
+struct sl_rreader {
+	int err;
+	char errstr[128];
+	char *buf;
+	size_t pos, len; /* unread: buf[pos..len) */
+};
 struct sl_rconn {
 	int err;
 	char errstr[128];
 	int fd;
+	int flags;
+	char *obuf;
+	struct sl_rreader *reader;
 };
+#define SL_HR_ERR_PROTOCOL 4 /* hiredis's REDIS_ERR_PROTOCOL */
+
+/* One reply may bring at most this many bytes and take at most the
+ * connection's timeout in all (hiredis 0.14 has neither limit: a server
+ * answering "$2000000000" and streaming grew a throttled program by 3 GB in
+ * 8 s). Sluice's replies are small: EVALSHA's seven integers, a SHA1, a
+ * topology (CLUSTER SLOTS of a large cluster: some 100 KiB). */
+#define SL_REDIS_REPLY_MAX (1u << 20)
 
 #define SL_HIREDIS_LIST(X)                                                                         \
 	X(struct sl_rconn *, redisConnectWithTimeout, (const char *, int, const struct timeval))   \
 	X(struct sl_rconn *, redisConnectUnixWithTimeout, (const char *, const struct timeval))    \
 	X(int, redisSetTimeout, (struct sl_rconn *, const struct timeval))                         \
-	X(void *, redisCommandArgv, (struct sl_rconn *, int, const char **, const size_t *))       \
+	X(int, redisAppendCommandArgv, (struct sl_rconn *, int, const char **, const size_t *))    \
+	X(int, redisBufferWrite, (struct sl_rconn *, int *))                                       \
+	X(int, redisBufferRead, (struct sl_rconn *))                                               \
+	X(int, redisGetReplyFromReader, (struct sl_rconn *, void **))                              \
 	X(void, freeReplyObject, (void *))                                                         \
 	X(void, redisFree, (struct sl_rconn *))
 
@@ -90,6 +116,64 @@ uint64_t sl__redis_script_loads(void)
 	return atomic_load_explicit(&script_loads, memory_order_relaxed);
 }
 
+static uint64_t reply_timeout_ns = 2000000000u; /* the connections' timeout */
+/* Held while a connection's fd is used: a program's dup2 onto it waits,
+ * then moves it (ownfd.h). */
+static pthread_mutex_t redis_io = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Mark c broken by a reply over the limits (said once per process): its
+ * caller drops it, which is the rule's on-error path. */
+static void *reply_refused(struct sl_rconn *c, const char *what)
+{
+	static _Atomic int warned;
+	c->err = SL_HR_ERR_PROTOCOL;
+	snprintf(c->errstr, sizeof(c->errstr), "a reply %s", what);
+	if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+		sl_log(SL_LOG_WARN,
+		       "Redis sent a reply %s: the connection is dropped and the rule's "
+		       "on-error applies",
+		       what);
+	return NULL;
+}
+
+/* hiredis's redisGetReply, bounded: the command written, then reads until
+ * a reply is complete, refused once it brought SL_REDIS_REPLY_MAX bytes
+ * (each read adds at most 16 KiB to the reader) or took longer than the
+ * connection's timeout in all. */
+static void *get_reply(struct sl_rconn *c)
+{
+	int done = 0;
+	do
+		if (sl_h.redisBufferWrite(c, &done) != 0)
+			return NULL;
+	while (!done);
+	const uint64_t deadline = mono_ns() + reply_timeout_ns;
+	size_t got = 0;
+	for (;;) {
+		void *reply = NULL;
+		if (sl_h.redisGetReplyFromReader(c, &reply) != 0)
+			return NULL;
+		if (reply != NULL)
+			return reply;
+		const size_t before = c->reader->len - c->reader->pos;
+		if (sl_h.redisBufferRead(c) != 0)
+			return NULL;
+		const size_t after = c->reader->len - c->reader->pos;
+		got += after > before ? after - before : 0;
+		if (got > SL_REDIS_REPLY_MAX)
+			return reply_refused(c, "over 1 MiB");
+		if (mono_ns() > deadline)
+			return reply_refused(c, "slower than the connection's timeout");
+	}
+}
+
 /* Run one command; NULL (reason in why) if the connection failed. */
 static struct sl_hreply *redis_cmd(struct sl_rconn *c, int argc, const char **argv, char *why,
 				   size_t whylen)
@@ -97,7 +181,14 @@ static struct sl_hreply *redis_cmd(struct sl_rconn *c, int argc, const char **ar
 	size_t lens[8];
 	for (int i = 0; i < argc && i < 8; i++)
 		lens[i] = strlen(argv[i]);
-	struct sl_hreply *r = sl_h.redisCommandArgv(c, argc, argv, lens);
+	struct sl_hreply *r = NULL;
+	pthread_mutex_lock(&redis_io);
+	if (c->fd < 0) /* the program dup2()ed over it and no number was left */
+		snprintf(c->errstr, sizeof(c->errstr), "connection lost"),
+			c->err = SL_HR_ERR_PROTOCOL;
+	else if (sl_h.redisAppendCommandArgv(c, argc, argv, lens) == 0)
+		r = get_reply(c);
+	pthread_mutex_unlock(&redis_io);
 	if (r == NULL)
 		snprintf(why, whylen, "%s", c->err != 0 ? c->errstr : "no reply");
 	return r;
@@ -137,6 +228,7 @@ struct sl_rconn *sl__redis_open_at(const struct sl_redis *cfg, const char *host,
 {
 	struct timeval tv = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
 			     .tv_usec = (suseconds_t)(timeout_ns % 1000000000u / 1000u)};
+	reply_timeout_ns = timeout_ns != 0 ? timeout_ns : 2000000000u; /* one for all */
 	struct sl_rconn *c = port == 0 ? sl_h.redisConnectUnixWithTimeout(host, tv)
 				       : sl_h.redisConnectWithTimeout(host, port, tv);
 	if (c == NULL) {
@@ -148,7 +240,11 @@ struct sl_rconn *sl__redis_open_at(const struct sl_redis *cfg, const char *host,
 		sl_h.redisFree(c);
 		return NULL;
 	}
-	if ((unsigned)c->fd < sl__fd_cap)
+	/* Out of the program's way (ownfd.h): high, close-on-exec, never
+	 * closed or replaced by the program; where that cannot be, marked
+	 * as passing every call as before. Not under redis_io: a move takes
+	 * ownfd's lock, then redis_io. */
+	if (!sl__own_take(&c->fd, &redis_io) && (unsigned)c->fd < sl__fd_cap)
 		/* Release: like a classification, publishes "pass every call"
 		 * (pairs with the acquire in sl__fd_get; the fast path's relaxed
 		 * load needs nothing more). */
@@ -177,15 +273,20 @@ struct sl_rconn *sl__redis_open_at(const struct sl_redis *cfg, const char *host,
 
 void sl__redis_close(struct sl_rconn *c)
 {
-	if (c != NULL)
-		sl_h.redisFree(c); /* closes the socket through our close(): forgotten */
+	if (c == NULL)
+		return;
+	pthread_mutex_lock(&redis_io);
+	sl__own_drop(c->fd);
+	sl_h.redisFree(c); /* closes the socket through our close(): forgotten */
+	pthread_mutex_unlock(&redis_io);
 }
 
 void sl__redis_abandon(struct sl_rconn *c)
 {
-	if (c == NULL)
+	if (c == NULL || c->fd < 0)
 		return;
 	int fd = c->fd;
+	sl__own_drop(fd);
 	SL_REAL(close)(fd);
 	sl__fd_forget(fd);
 }

@@ -119,13 +119,6 @@ static long raw_done(long nr, const long *a, long r)
 	case SYS_dup:
 		sl__fd_dup((int)a[0], (int)r);
 		break;
-#ifdef SYS_dup2
-	case SYS_dup2:
-#endif
-	case SYS_dup3:
-		if (a[0] != a[1])
-			sl__fd_dup((int)a[0], (int)a[1]);
-		break;
 	case SYS_fcntl:
 		if (a[1] == F_DUPFD || a[1] == F_DUPFD_CLOEXEC)
 			sl__fd_dup((int)a[0], (int)r);
@@ -203,22 +196,16 @@ SL_EXPORT long syscall(long nr, ...)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
 	switch (nr) {
-	case SYS_close: {
-		if (!sl__fd_known((int)a[0]) || sl__vm_child())
-			return raw(nr, a);
-		sl__fd_forget((int)a[0]);
-		long r = raw(nr, a);
-		sl__cw_after_close(); /* as close(): waiting connects get the slot */
-		return r;
-	}
-	case SYS_close_range: {
-		if (sl__vm_child())
-			return raw(nr, a);
-		sl__fd_forget_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
-		long r = raw(nr, a);
-		sl__cw_after_close();
-		return r;
-	}
+	case SYS_close: /* the wrappers: the library's own fds, the tables */
+		return close((int)a[0]);
+	case SYS_close_range:
+		return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+#ifdef SYS_dup2
+	case SYS_dup2:
+		return dup2((int)a[0], (int)a[1]);
+#endif
+	case SYS_dup3:
+		return dup3((int)a[0], (int)a[1], (int)a[2]);
 #ifdef SYS_vfork
 	case SYS_vfork: /* (from C, only a child that execs at once survives it) */
 		sl__vm_note_clone(CLONE_VM);

@@ -17,6 +17,7 @@
  * exec) each of them is the real call alone: the tables are the parent's.
  */
 #undef _FORTIFY_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include "connect.h"
 #include "connwait.h"
 #include "fd.h"
+#include "ownfd.h"
 #include "real.h"
 #include "vfork.h"
 
@@ -72,8 +74,19 @@ SL_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 	return r;
 }
 
+/* Whether fd is the library's own (ownfd.h): not the program's to close. */
+static bool own(int fd)
+{
+	return __builtin_expect(atomic_load_explicit(&sl__own_n, memory_order_relaxed) != 0, 0) &&
+	       sl__own_is(fd);
+}
+
 SL_EXPORT int close(int fd)
 {
+	if (own(fd)) { /* as if it were not open, which for the program it is not */
+		errno = EBADF;
+		return -1;
+	}
 	if (!sl__fd_known(fd) || sl__vm_child())
 		return SL_REAL(close)(fd);
 	sl__fd_forget(fd);
@@ -89,7 +102,9 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	if (sl__vm_child())
 		return SL_REAL(close_range)(first, last, flags);
 	sl__fd_forget_range(first, last, flags);
-	int r = SL_REAL(close_range)(first, last, flags);
+	int r = atomic_load_explicit(&sl__own_n, memory_order_relaxed) != 0
+			? sl__own_close_range(first, last, flags)
+			: SL_REAL(close_range)(first, last, flags);
 	sl__cw_after_close();
 	return r;
 }
@@ -104,6 +119,8 @@ SL_EXPORT int dup(int fd)
 
 SL_EXPORT int dup2(int oldfd, int newfd)
 {
+	if (own(newfd) && oldfd != newfd)
+		sl__own_yield(newfd);
 	int r = SL_REAL(dup2)(oldfd, newfd);
 	if (r >= 0 && oldfd != newfd && !sl__vm_child())
 		sl__fd_dup(oldfd, newfd);
@@ -112,6 +129,8 @@ SL_EXPORT int dup2(int oldfd, int newfd)
 
 SL_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
+	if (own(newfd) && oldfd != newfd)
+		sl__own_yield(newfd);
 	int r = SL_REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && !sl__vm_child())
 		sl__fd_dup(oldfd, newfd);
