@@ -8,7 +8,7 @@ and ask the kernel nothing after it.
 A private sshd (own host key, key auth for root, UsePAM=no, StrictModes no,
 everything under a 0700 temp dir) listens on a loopback port the kernel
 chose, under each of --send 1MiB/s, --recv 1MiB/s, --connect 10/s,
---accept 5/s:
+--accept 5/s, and --conns 1 (preloaded and supervised):
   login    `ssh ... echo hi` prints hi (three times under --accept; and
            once more with SLUICE_LOG=debug into a file);
   scp      a 4 MiB file copied from sshd (--send: the direction it limits)
@@ -17,6 +17,10 @@ chose, under each of --send 1MiB/s, --recv 1MiB/s, --connect 10/s,
            login, sftp set-up and teardown cancel out; the faster of two
            runs of each); sha256 equal. Under --connect and
            --accept the copy from sshd is checked for its bytes only.
+  conns    3 logins at once running `sleep 1; echo hi` end one at a time
+           (the third not before 3 s: sshd re-execs per connection and
+           closes its copy, shim/connfam.c and supervise/conns.c keep the
+           slot; before, all three ended at ~1.4 s).
 Skips (exit 77, not a pass) only if sshd cannot run on this machine at all
 (not installed, not root, or `sshd -t` refuses the configuration).
 """
@@ -109,6 +113,24 @@ class Sshd:
                            capture_output=True, text=True, timeout=60)
         return p.returncode == 0, time.monotonic() - t0
 
+    def sessions(self, n, cmd):
+        """n logins at once running cmd; the sorted seconds each took to end
+        well (printing cmd's output), from the common start."""
+        out, t0 = [], time.monotonic()
+
+        def one():
+            p = subprocess.run(["ssh"] + self.ssh_opts() + ["-p", str(self.port),
+                                                            "root@127.0.0.1", cmd],
+                               capture_output=True, text=True, timeout=60)
+            if p.returncode == 0 and p.stdout.strip() == "hi":
+                out.append(time.monotonic() - t0)
+        ts = [threading.Thread(target=one) for _ in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(90)
+        return sorted(out)
+
     def stop(self):
         self.proc.stop()
         self.thread.join(5)
@@ -165,12 +187,22 @@ def main():
         log = os.path.join(d, "sluice.log")
         for flags, env in ((["--send", "1MiB/s"], None), (["--recv", "1MiB/s"], None),
                            (["--connect", "10/s"], None), (["--accept", "5/s"], None),
-                           (["--connect", "10/s"], {"SLUICE_LOG": "debug", "SLUICE_LOG_FILE": log})):
+                           (["--connect", "10/s"], {"SLUICE_LOG": "debug", "SLUICE_LOG_FILE": log}),
+                           (["--conns", "1"], None), (["--supervise", "--conns", "1"], None)):
             what = " ".join(flags) + (" SLUICE_LOG=debug" if env else "")
             s = Sshd(d, flags, env)
             try:
                 check(s.port is not None, "%s: sshd listening (%r)" % (what, s.log[:1]))
                 if s.port is None:
+                    continue
+                if "--conns" in flags:
+                    # sshd forks per connection, re-execs, and closes its own
+                    # copy: the slot is held until the session ends.
+                    t = s.sessions(3, "sleep 1; echo hi")
+                    print("measured: %s: 3 sessions of 1 s at once end at %s"
+                          % (what, ", ".join("%.3f" % x for x in t)))
+                    check(len(t) == 3 and t[2] >= 3.0 and t[1] >= 2.0 and t[2] <= 30,
+                          "%s: 3 sessions of 1 s, one at a time (%s)" % (what, t))
                     continue
                 for i in range(3 if flags[0] == "--accept" else 1):
                     ok, err = s.login()
