@@ -23,8 +23,8 @@ struct conn {
 	 * holds one. */
 	_Atomic uint32_t fam;
 	_Atomic uint32_t fam_rules;
-	_Atomic uint32_t n;
-	struct sl_limiter *_Atomic lims[SL_CONN_RULES];
+	uint32_t n;
+	struct sl_limiter *lims[SL_CONN_RULES];
 };
 
 static struct conn *conn_table; /* [sl__fd_cap] */
@@ -53,16 +53,6 @@ void sl__conn_release(struct sl_limiter *l)
 	sl__peer_unpin(l); /* last: l may be re-used once unpinned */
 }
 
-/* Copy record cn's slots: its limiters into lims, their count into *n, and
- * its family entry. Relaxed: ordered by the caller's acquire of refs. */
-static uint32_t conn_copy(struct conn *cn, struct sl_limiter **lims, uint32_t *n)
-{
-	*n = atomic_load_explicit(&cn->n, memory_order_relaxed);
-	for (uint32_t j = 0; j < *n && j < SL_CONN_RULES; j++)
-		lims[j] = atomic_load_explicit(&cn->lims[j], memory_order_relaxed);
-	return atomic_load_explicit(&cn->fam, memory_order_relaxed);
-}
-
 /* The rule among `rules` whose limiter is l, as a bit, or 0. */
 static uint32_t rule_of(const struct sl_limiter *l, uint32_t rules)
 {
@@ -77,14 +67,15 @@ static uint32_t rule_of(const struct sl_limiter *l, uint32_t rules)
 void sl__conn_put(uint32_t c)
 {
 	struct conn *cn = &conn_table[c - 1];
-	/* The slots are copied while refs is 1 and ours, before the
-	 * reference is dropped: once refs is 0 another thread's
-	 * sl__fd_set_conn may claim and rewrite the record. Nobody else
-	 * changes them while we hold the only reference (a creator wrote them
-	 * before publishing c, release in fd_attach; sl__conn_share holds a
-	 * reference of its own while it sets fam). */
+	/* Copied before the reference is dropped: once refs is 0 another
+	 * thread's sl__fd_set_conn may claim and rewrite the record. The
+	 * creator wrote them before publishing c (release in fd_attach),
+	 * and we hold a reference, so they are stable until the fetch_sub.
+	 * fam is read while refs is 1 and ours: sl__conn_share sets it
+	 * holding a reference of its own (released before we see 1). */
 	struct sl_limiter *lims[SL_CONN_RULES];
-	uint32_t n = 0, fam = 0, fam_rules = 0;
+	uint32_t n = cn->n, fam = 0, fam_rules = 0;
+	memcpy(lims, cn->lims, sizeof(lims));
 	/* The last reference asks the hook whether the slots were taken (a
 	 * deferred connect takes them when it starts): asked while refs is
 	 * still 1, so that the record cannot be claimed again meanwhile. */
@@ -92,7 +83,7 @@ void sl__conn_put(uint32_t c)
 	uint32_t r = atomic_load_explicit(&cn->refs, memory_order_acquire);
 	for (;;) {
 		if (r == 1) {
-			fam = conn_copy(cn, lims, &n);
+			fam = atomic_load_explicit(&cn->fam, memory_order_relaxed);
 			fam_rules = atomic_load_explicit(&cn->fam_rules, memory_order_relaxed);
 			if (!asked && conn_hooks != NULL) {
 				held = conn_hooks->last(c);
@@ -134,11 +125,11 @@ void sl__conn_share(int fd, uint32_t c)
 			return;
 	while (!atomic_compare_exchange_weak_explicit(&cn->refs, &r, r + 1, memory_order_acquire,
 						      memory_order_acquire));
-	struct sl_limiter *lims[SL_CONN_RULES];
-	uint32_t n, rules = 0;
-	if (conn_copy(cn, lims, &n) == 0 && (conn_hooks == NULL || conn_hooks->holds(c))) {
-		for (uint32_t j = 0; j < n; j++)
-			rules |= rule_of(lims[j], sl__fam_rules() & ~rules);
+	uint32_t rules = 0;
+	if (atomic_load_explicit(&cn->fam, memory_order_relaxed) == 0 &&
+	    (conn_hooks == NULL || conn_hooks->holds(c))) {
+		for (uint32_t j = 0; j < cn->n; j++)
+			rules |= rule_of(cn->lims[j], sl__fam_rules() & ~rules);
 		uint32_t e = rules != 0 ? sl__fam_share(fd, rules) : 0;
 		if (e != 0) {
 			atomic_store_explicit(&cn->fam_rules, rules, memory_order_relaxed);
@@ -175,10 +166,9 @@ uint32_t sl__conn_claim(int fd, struct sl_limiter *const *lims, unsigned n)
 							     memory_order_relaxed))
 			continue;
 		struct conn *cn = &conn_table[i];
-		const uint32_t k = n > SL_CONN_RULES ? SL_CONN_RULES : n;
-		for (unsigned j = 0; j < k; j++)
-			atomic_store_explicit(&cn->lims[j], lims[j], memory_order_relaxed);
-		atomic_store_explicit(&cn->n, k, memory_order_relaxed);
+		cn->n = n > SL_CONN_RULES ? SL_CONN_RULES : n;
+		for (unsigned j = 0; j < cn->n; j++)
+			cn->lims[j] = lims[j];
 		atomic_store_explicit(&cn->fam, 0, memory_order_relaxed);
 		atomic_store_explicit(&cn->fam_rules, 0, memory_order_relaxed);
 		return i + 1;

@@ -111,15 +111,12 @@ void sl_sup_conns_hold(struct sl_sup_call *c, int fd, ino_t ino)
 	if (c->conns_held == 0)
 		return;
 	struct sl_sup_proc *p = c->th->proc;
-	char name[16];
-	struct stat st;
-	snprintf(name, sizeof(name), "%d", fd);
-	if (fd < 0 || (ino == 0 && (p->fddir < 0 || fstatat(p->fddir, name, &st, 0) != 0))) {
+	if (ino == 0)
+		ino = sl_sup_fd_ino(p, fd);
+	if (fd < 0 || ino == 0) {
 		sl_sup_conns_drop(c); /* gone already */
 		return;
 	}
-	if (ino == 0)
-		ino = st.st_ino;
 	if (n_holds == cap_holds) {
 		size_t n = cap_holds ? cap_holds * 2 : 64;
 		struct sl_sup_hold *h = realloc(holds, n * sizeof(*h));
