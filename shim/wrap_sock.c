@@ -83,7 +83,10 @@ static bool own(int fd)
 
 SL_EXPORT int close(int fd)
 {
-	if (own(fd)) { /* as if it were not open, which for the program it is not */
+	/* As if it were not open, which for the program it is not (a vfork
+	 * child's close would only touch its own fd table: it too is told
+	 * EBADF, and exec closes the fd). */
+	if (own(fd)) {
 		errno = EBADF;
 		return -1;
 	}
@@ -119,7 +122,8 @@ SL_EXPORT int dup(int fd)
 
 SL_EXPORT int dup2(int oldfd, int newfd)
 {
-	if (own(newfd) && oldfd != newfd)
+	/* Not from a vfork child: its fd table is its own, our memory is not. */
+	if (own(newfd) && oldfd != newfd && !sl__vm_child())
 		sl__own_yield(newfd);
 	int r = SL_REAL(dup2)(oldfd, newfd);
 	if (r >= 0 && oldfd != newfd && !sl__vm_child())
@@ -129,7 +133,8 @@ SL_EXPORT int dup2(int oldfd, int newfd)
 
 SL_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	if (own(newfd) && oldfd != newfd)
+	/* Not from a vfork child: its fd table is its own, our memory is not. */
+	if (own(newfd) && oldfd != newfd && !sl__vm_child())
 		sl__own_yield(newfd);
 	int r = SL_REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && !sl__vm_child())
