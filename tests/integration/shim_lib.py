@@ -34,6 +34,16 @@ def check(cond, what):
         failures.append(what)
 
 
+def read_all(s):
+    """Everything a socket sends until EOF."""
+    chunks = []
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
 def finish():
     """Exit 0 if every check passed."""
     if failures:

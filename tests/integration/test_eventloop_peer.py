@@ -22,17 +22,9 @@ import time
 
 import eventloop_lib as el
 from eventloop_lib import check, finish
+from shim_lib import read_all
 
 REQ = b"GET /small HTTP/1.0\r\nHost: localhost\r\n\r\n"
-
-
-def read_all(s):
-    chunks = []
-    while True:
-        b = s.recv(65536)
-        if not b:
-            return b"".join(chunks)
-        chunks.append(b)
 
 
 def flood(port, out):

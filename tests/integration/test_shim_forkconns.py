@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 
-from shim_lib import BUILD, ROOT, check, child_env, finish
+from shim_lib import BUILD, ROOT, check, child_env, finish, read_all
 
 SLUICE = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "sluice")
 
@@ -100,12 +100,7 @@ def client(port, request, t0, out, i):
     """One request; its answer (to EOF) and when it ended, into out[i]."""
     s = socket.create_connection(("127.0.0.1", port), timeout=20)
     s.sendall(request)
-    data = b""
-    while True:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        data += chunk
+    data = read_all(s)
     out[i] = (time.monotonic() - t0, data)
     s.close()
 
