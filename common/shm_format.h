@@ -47,7 +47,7 @@
 #define SL_SHM_DIR "/dev/shm"
 #define SL_SHM_MAGIC_SHARED 0x48534c53u /* "SLSH" little-endian */
 #define SL_SHM_MAGIC_STAT 0x54534c53u   /* "SLST" */
-#define SL_SHM_VERSION 2u
+#define SL_SHM_VERSION 3u
 #define SL_SHM_HOLDERS 64u            /* processes tracked per shared conns limiter */
 #define SL_SHM_RECLAIMING 0xffffffffu /* holder pid while its slots are given back */
 #define SL_SHM_PROGRAM_MAX 64u
@@ -145,7 +145,7 @@ _Static_assert(offsetof(struct sl_shm_shared, renewer) == 64 + 256 + 576 + 8 * S
 _Static_assert(offsetof(struct sl_shm_shared, bank) % SL_CACHELINE == 0, "sl_shm_shared layout");
 _Static_assert(sizeof(struct sl_shm_shared) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS + 64 + 192,
 	       "sl_shm_shared layout");
-_Static_assert(sizeof(struct sl_rstats) == 56, "sl_rstats layout");
+_Static_assert(sizeof(struct sl_rstats) == 112, "sl_rstats layout");
 _Static_assert(offsetof(struct sl_shm_shared, set_ns) == 56, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_stat, program) == 128, "sl_shm_stat layout");
 _Static_assert(sizeof(struct sl_shm_stat) % SL_CACHELINE == 0, "sl_shm_stat layout");

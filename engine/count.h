@@ -9,7 +9,13 @@
  *   refused          calls the rule refused (dry-run: would have);
  *   delayed          calls the rule made wait (dry-run: would have), with
  *                    the call's whole wait in delay_ns and max_delay_ns;
- *   bytes            bytes moved by admitted calls.
+ *   bytes            bytes moved by admitted calls;
+ *   wait_le[k]       delayed calls whose wait was at most 10^k ms
+ *                    (k = 0..4: 1 ms to 10 s), a histogram `sluice stat`
+ *                    shows with delayed as its total;
+ *   redis_fallback   a redis=KEY rule: 1 while its calls use the on-error
+ *                    fallback (Redis does not answer), 0 while they use
+ *                    leases; redis_fallbacks counts the switches to it.
  *
  * API: relaxed atomics (statistics: nothing is published through them),
  * any thread; inline, the preload's hot path counts with them.
@@ -21,6 +27,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#define SL_WAIT_BUCKETS 5
+
 /* Counters of one rule in one process. Written with relaxed atomics by the
  * process (or its supervisor) only; read by `sluice stat`. */
 struct sl_rstats {
@@ -31,7 +39,21 @@ struct sl_rstats {
 	_Atomic uint64_t delay_ns; /* total time waited */
 	_Atomic uint64_t max_delay_ns;
 	_Atomic uint64_t bytes; /* bytes transferred by admitted calls */
+	/* Written off the hot path only: at the end of a wait, and by the
+	 * Redis lease thread. */
+	_Atomic uint64_t wait_le[SL_WAIT_BUCKETS];
+	_Atomic uint64_t redis_fallback;
+	_Atomic uint64_t redis_fallbacks;
 };
+
+/* The histogram's upper bounds, ns: 1 ms, 10 ms, 100 ms, 1 s, 10 s. */
+static inline uint64_t sl_wait_bound_ns(unsigned k)
+{
+	uint64_t b = 1000000u;
+	while (k-- > 0)
+		b *= 10u;
+	return b;
+}
 
 static inline void sl_count_add(_Atomic uint64_t *v, uint64_t n)
 {
@@ -58,6 +80,11 @@ static inline void sl_count_delayed(struct sl_rstats *s, uint64_t waited_ns)
 {
 	sl_count_add(&s->delayed, 1);
 	sl_count_add(&s->delay_ns, waited_ns);
+	for (unsigned k = 0; k < SL_WAIT_BUCKETS; k++)
+		if (waited_ns <= sl_wait_bound_ns(k)) {
+			sl_count_add(&s->wait_le[k], 1);
+			break;
+		}
 	uint64_t cur = atomic_load_explicit(&s->max_delay_ns, memory_order_relaxed);
 	while (cur < waited_ns &&
 	       !atomic_compare_exchange_weak_explicit(&s->max_delay_ns, &cur, waited_ns,

@@ -47,6 +47,9 @@ void sl__stats_reset(void)
 		atomic_store_explicit(&s->delay_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->max_delay_ns, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->bytes, 0, memory_order_relaxed);
+		for (unsigned k = 0; k < SL_WAIT_BUCKETS; k++)
+			atomic_store_explicit(&s->wait_le[k], 0, memory_order_relaxed);
+		atomic_store_explicit(&s->redis_fallbacks, 0, memory_order_relaxed);
 	}
 }
 

@@ -279,6 +279,20 @@ static void test_engine_count(void **state)
 	assert_dec_equal(atomic_load(&st.delayed), 2);
 	assert_dec_equal(atomic_load(&st.delay_ns), 7 * MS);
 	assert_dec_equal(atomic_load(&st.max_delay_ns), 5 * MS);
+	/* The histogram: each wait in the first band whose bound holds it,
+	 * bounds included; over 10 s in none (the rest of delayed). */
+	const uint64_t waits[] = {0,         MS,         MS + 1,         10 * MS,   100 * MS + 1,
+				  1000 * MS, 10000 * MS, 10000 * MS + 1, 60000 * MS};
+	struct sl_rstats h;
+	memset(&h, 0, sizeof(h));
+	for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++)
+		sl_count_delayed(&h, waits[i]);
+	const uint64_t want[SL_WAIT_BUCKETS] = {2, 2, 0, 2, 1};
+	for (unsigned k = 0; k < SL_WAIT_BUCKETS; k++)
+		assert_dec_equal(atomic_load(&h.wait_le[k]), want[k]);
+	assert_dec_equal(atomic_load(&h.delayed), 9);
+	assert_dec_equal(sl_wait_bound_ns(0), MS);
+	assert_dec_equal(sl_wait_bound_ns(4), 10000 * MS);
 }
 
 /* ---- the per=peer table ------------------------------------------------ */
