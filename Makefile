@@ -105,6 +105,9 @@ $(BUILD)/obj/%.o: %.c $(BUILD)/flags.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
+# The page is assembled into the launcher (.incbin), which -MMD cannot see.
+$(BUILD)/obj/cli/dashboard.o: cli/dashboard.html
+
 # Everything is hidden unless a header says otherwise: the core exports its
 # documented API (sluice_core.h), the shim the interposed libc names.
 $(BUILD)/obj/shim/%.o $(BUILD)/obj/core/%.o $(BUILD)/obj/policy/%.o $(BUILD)/obj/engine/%.o \

@@ -2,9 +2,10 @@
 /*
  * http.c - parse the --listen address and a scraper's request head (http.h).
  *
- * The metrics endpoint serves one document, so the request parser only has
- * to tell "GET /metrics" from everything else, strictly: a head that is not
- * an HTTP/1.x request line is refused with 400 rather than guessed at.
+ * The server has three documents (/metrics, the page at /, its data at
+ * /api/stat), so the request parser only has to tell their GET and HEAD
+ * from everything else, strictly: a head that is not an HTTP/1.x request
+ * line is refused with 400 rather than guessed at.
  */
 #include "http.h"
 
@@ -186,44 +187,105 @@ enum sl_http_req sl__http_parse_request(const char *buf, size_t len)
 		path = tlen;
 	if (path == 8 && memcmp(target, "/metrics", 8) == 0)
 		return get ? SL_HTTP_METRICS : SL_HTTP_METRICS_HEAD;
+	if (path == 1 || (path == 11 && memcmp(target, "/index.html", 11) == 0))
+		return get ? SL_HTTP_PAGE : SL_HTTP_PAGE_HEAD;
+	if (path == 9 && memcmp(target, "/api/stat", 9) == 0)
+		return get ? SL_HTTP_API : SL_HTTP_API_HEAD;
 	return SL_HTTP_NOT_FOUND;
 }
 
-bool sl__http_bearer_ok(const char *buf, size_t len, const char *token)
+/* The value of header `name` (lower case, with its colon) in the complete
+ * head buf[0..end), trimmed, in *v and *vlen; false if there is none. The
+ * first such header counts. */
+static bool header_value(const char *buf, size_t end, const char *name, const char **v,
+			 size_t *vlen)
 {
-	static const char name[] = "authorization:";
-	const size_t tlen = strlen(token), end = head_end(buf, len);
-	if (tlen == 0 || end == 0)
-		return false;
-	bool ok = false;
-	/* Each header line after the request line. */
+	const size_t nlen = strlen(name);
 	for (const char *p = memchr(buf, '\n', end); p != NULL && (size_t)(p - buf) + 1 < end;) {
 		const char *line = p + 1;
 		const char *nl = memchr(line, '\n', end - (size_t)(line - buf));
 		size_t n = nl != NULL ? (size_t)(nl - line) : end - (size_t)(line - buf);
 		if (n > 0 && line[n - 1] == '\r')
 			n--;
-		if (n >= sizeof(name) - 1 && strncasecmp(line, name, sizeof(name) - 1) == 0) {
-			const char *v = line + sizeof(name) - 1, *e = line + n;
-			while (v < e && (*v == ' ' || *v == '\t'))
-				v++;
-			while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+		if (n >= nlen && strncasecmp(line, name, nlen) == 0) {
+			const char *b = line + nlen, *e = line + n;
+			while (b < e && (*b == ' ' || *b == '\t'))
+				b++;
+			while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
 				e--;
-			/* "Bearer" (any case), spaces, then the token, compared
-			 * in time that does not depend on where they differ. */
-			if (e - v > 7 && strncasecmp(v, "bearer", 6) == 0 &&
-			    (v[6] == ' ' || v[6] == '\t')) {
-				v += 7;
-				while (v < e && (*v == ' ' || *v == '\t'))
-					v++;
-				size_t vl = (size_t)(e - v);
-				unsigned char diff = vl != tlen;
-				for (size_t i = 0; i < tlen; i++)
-					diff |= (unsigned char)(token[i] ^ (i < vl ? v[i] : 0));
-				ok = ok || diff == 0;
-			}
+			*v = b;
+			*vlen = (size_t)(e - b);
+			return true;
 		}
 		p = nl;
 	}
-	return ok;
+	return false;
+}
+
+bool sl__http_host_loopback(const char *buf, size_t len, const char *self)
+{
+	const size_t end = head_end(buf, len);
+	const char *v;
+	size_t n;
+	if (end == 0)
+		return false;
+	if (!header_value(buf, end, "host:", &v, &n))
+		return true; /* HTTP/1.0 without a name: nothing to rebind */
+	char host[64];
+	size_t h = n;
+	if (n > 0 && v[0] == '[') {
+		const char *close = memchr(v, ']', n);
+		if (close == NULL)
+			return false;
+		h = (size_t)(close - v) + 1;
+	} else {
+		const char *colon = memchr(v, ':', n);
+		h = colon != NULL ? (size_t)(colon - v) : n;
+	}
+	/* After the name: nothing, or ":" and a port. */
+	if (h < n && (v[h] != ':' || h + 1 == n || h + 6 < n))
+		return false;
+	for (size_t i = h + 1; i < n; i++)
+		if (v[i] < '0' || v[i] > '9')
+			return false;
+	if (h == 0 || h >= sizeof(host))
+		return false;
+	memcpy(host, v, h);
+	host[h] = '\0';
+	const size_t ll = strlen(".localhost");
+	if (strcasecmp(host, "localhost") == 0 ||
+	    (h > ll && strcasecmp(host + h - ll, ".localhost") == 0) ||
+	    (self != NULL && self[0] != '\0' && strcasecmp(host, self) == 0))
+		return true;
+	struct sockaddr_in a4 = {.sin_family = AF_INET};
+	struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+	if (inet_pton(AF_INET, host, &a4.sin_addr) == 1)
+		return sl__http_is_loopback((struct sockaddr *)&a4);
+	if (h > 2 && host[0] == '[') {
+		host[h - 1] = '\0';
+		return inet_pton(AF_INET6, host + 1, &a6.sin6_addr) == 1 &&
+		       sl__http_is_loopback((struct sockaddr *)&a6);
+	}
+	return false;
+}
+
+bool sl__http_bearer_ok(const char *buf, size_t len, const char *token)
+{
+	const size_t tlen = strlen(token), end = head_end(buf, len);
+	const char *v;
+	size_t n;
+	if (tlen == 0 || end == 0 || !header_value(buf, end, "authorization:", &v, &n))
+		return false;
+	/* "Bearer" (any case), spaces, then the token, compared in time that
+	 * does not depend on where they differ. */
+	if (n <= 7 || strncasecmp(v, "bearer", 6) != 0 || (v[6] != ' ' && v[6] != '\t'))
+		return false;
+	size_t k = 7;
+	while (k < n && (v[k] == ' ' || v[k] == '\t'))
+		k++;
+	size_t vl = n - k;
+	unsigned char diff = vl != tlen;
+	for (size_t i = 0; i < tlen; i++)
+		diff |= (unsigned char)(token[i] ^ (i < vl ? v[k + i] : 0));
+	return diff == 0;
 }

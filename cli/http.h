@@ -41,9 +41,13 @@ enum sl_http_req {
 	SL_HTTP_INCOMPLETE,   /* no blank line yet: read more */
 	SL_HTTP_METRICS,      /* GET /metrics (a query string is ignored) */
 	SL_HTTP_METRICS_HEAD, /* HEAD /metrics */
-	SL_HTTP_NOT_FOUND,    /* GET or HEAD of another path */
-	SL_HTTP_BAD_METHOD,   /* another method */
-	SL_HTTP_BAD,          /* not an HTTP/1.x request line */
+	SL_HTTP_PAGE,         /* GET / or /index.html: the live page */
+	SL_HTTP_PAGE_HEAD,
+	SL_HTTP_API, /* GET /api/stat: the page's data, JSON */
+	SL_HTTP_API_HEAD,
+	SL_HTTP_NOT_FOUND,  /* GET or HEAD of another path */
+	SL_HTTP_BAD_METHOD, /* another method */
+	SL_HTTP_BAD,        /* not an HTTP/1.x request line */
 };
 
 /*
@@ -56,6 +60,14 @@ enum sl_http_req {
  * bounds how much it reads).
  */
 enum sl_http_req sl__http_parse_request(const char *buf, size_t len);
+
+/* True unless the complete request head buf[0..len) names, in its Host
+ * header, a host other than "localhost" or a name under .localhost, a
+ * 127.0.0.0/8 address, [::1] or `self` (this machine's name, or NULL),
+ * with or without a port: a page of another site the browser was lured
+ * to, whose name now resolves to 127.0.0.1 (DNS rebinding), names its own
+ * host. A head without Host (HTTP/1.0) is taken as loopback. */
+bool sl__http_host_loopback(const char *buf, size_t len, const char *self);
 
 /* True if the complete request head buf[0..len) has an Authorization
  * header "Bearer TOKEN" (scheme in any case) whose TOKEN is `token`

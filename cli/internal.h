@@ -122,6 +122,14 @@ int sl__cli_rm(int argc, char **argv);
  * to out. Returns 0, or -1 if writing failed. Not reentrant (stat.c's
  * buffers are static). */
 int sl__cli_stat_prometheus(FILE *out);
+/* The same for the page (dashboard.c): its data, {"time_ms", "host",
+ * "processes" (as --json), "shared" (as stat --json shared:NAME, each)};
+ * and its tables, one <section> per process. */
+int sl__cli_stat_api(FILE *out);
+int sl__cli_stat_html(FILE *out);
+/* The page at / (dashboard.c): the tables, and a script that charts
+ * /api/stat every second. 0, or -1 as above. */
+int sl__cli_dashboard(FILE *out);
 
 /* Who may scrape (metrics_http.c): this user, root, the --allow-user
  * uids; a non-loopback peer (--listen-any) only with the --token-file's

@@ -71,6 +71,8 @@ struct conn {
 };
 
 static volatile sig_atomic_t stop_signal;
+static bool loopback_only;  /* not --listen-any: a Host header must name loopback */
+static char self_name[256]; /* gethostname(): a Host this machine answers to */
 
 static void on_stop(int sig)
 {
@@ -93,28 +95,59 @@ static void conn_close(struct conn *c)
 	c->rlen = c->olen = c->off = 0;
 }
 
+/* The documents: what asks for each, its type and how it is rendered. */
+static const struct {
+	enum sl_http_req get, head;
+	const char *type;
+	int (*render)(FILE *out);
+} docs[] = {
+	{SL_HTTP_METRICS, SL_HTTP_METRICS_HEAD, "text/plain; version=0.0.4; charset=utf-8",
+	 sl__cli_stat_prometheus},
+	{SL_HTTP_PAGE, SL_HTTP_PAGE_HEAD, "text/html; charset=utf-8", sl__cli_dashboard},
+	{SL_HTTP_API, SL_HTTP_API_HEAD, "application/json", sl__cli_stat_api},
+};
+
+/* The page runs a script: it may talk to this server only, and nothing
+ * may frame it. */
+#define PAGE_HEADERS                                                                               \
+	"Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "                \
+	"style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'; base-uri 'none'; "         \
+	"form-action 'none'; frame-ancestors 'none'\r\n"                                           \
+	"X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
+
 /* Build the answer for what the head asked: c->out holds status line,
  * headers and (but for HEAD) the body. */
 static void conn_answer(struct conn *c, enum sl_http_req what, const struct sl_metrics_access *acc)
 {
 	char *body = NULL;
 	size_t blen = 0;
-	const char *status = "200 OK", *type = "text/plain; version=0.0.4; charset=utf-8";
+	const char *status = "200 OK", *type = "";
 	const char *extra = "";
-	const bool metrics = what == SL_HTTP_METRICS || what == SL_HTTP_METRICS_HEAD;
-	if (metrics && c->access == PEER_TOKEN && acc->token[0] != '\0' &&
+	int doc = -1;
+	for (int i = 0; i < (int)(sizeof(docs) / sizeof(docs[0])); i++)
+		if (what == docs[i].get || what == docs[i].head)
+			doc = i;
+	if (doc >= 0 && c->access == PEER_TOKEN && acc->token[0] != '\0' &&
 	    sl__http_bearer_ok(c->req, c->rlen, acc->token))
 		c->access = PEER_OK;
-	if (metrics && c->access == PEER_DENIED) {
+	if (doc >= 0 && c->access == PEER_DENIED) {
 		status = "403 Forbidden";
-	} else if (metrics && c->access == PEER_TOKEN) {
+	} else if (doc >= 0 && c->access == PEER_TOKEN) {
 		status = "401 Unauthorized";
 		extra = "WWW-Authenticate: Bearer\r\n";
-	} else if (metrics) {
+	} else if (doc >= 0 && loopback_only &&
+		   !sl__http_host_loopback(c->req, c->rlen, self_name)) {
+		/* A loopback listener asked by another name: a page of another
+		 * site, its name rebound to 127.0.0.1, reading ours. */
+		status = "403 Forbidden";
+	} else if (doc >= 0) {
 		FILE *m = open_memstream(&body, &blen);
-		if (m == NULL || sl__cli_stat_prometheus(m) != 0 || fclose(m) != 0) {
+		type = docs[doc].type;
+		extra = docs[doc].get == SL_HTTP_METRICS ? "" : PAGE_HEADERS;
+		if (m == NULL || docs[doc].render(m) != 0 || fclose(m) != 0) {
 			free(body);
 			body = NULL;
+			extra = "";
 			status = "500 Internal Server Error";
 		}
 	} else if (what == SL_HTTP_NOT_FOUND) {
@@ -134,7 +167,7 @@ static void conn_answer(struct conn *c, enum sl_http_req what, const struct sl_m
 			body = NULL;
 		blen = body != NULL ? strlen(body) : 0;
 	}
-	bool head_only = what == SL_HTTP_METRICS_HEAD;
+	bool head_only = doc >= 0 && what == docs[doc].head;
 	int n = asprintf(&c->out,
 			 "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
 			 "Cache-Control: no-store\r\nConnection: close\r\n\r\n%.*s",
@@ -197,12 +230,16 @@ static void print_endpoint(const struct sockaddr_storage *ss)
 		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
 		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
 		port = ntohs(a->sin_port);
-		printf("sluice stat: serving http://%s:%u/metrics\n", host, port);
+		printf("sluice stat: serving http://%s:%u/metrics\n"
+		       "sluice stat: the live page: http://%s:%u/\n",
+		       host, port, host, port);
 	} else {
 		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
 		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
 		port = ntohs(a->sin6_port);
-		printf("sluice stat: serving http://[%s]:%u/metrics\n", host, port);
+		printf("sluice stat: serving http://[%s]:%u/metrics\n"
+		       "sluice stat: the live page: http://[%s]:%u/\n",
+		       host, port, host, port);
 	}
 	fflush(stdout);
 }
@@ -295,6 +332,9 @@ int sl__cli_metrics_serve(const char *listen_text, bool any, const struct sl_met
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	char err[256];
+	loopback_only = !any;
+	if (gethostname(self_name, sizeof(self_name) - 1) != 0)
+		self_name[0] = '\0';
 	if (sl__http_parse_listen(listen_text, any, &ss, &sslen, err, sizeof(err)) != 0) {
 		fprintf(stderr, "sluice stat: %s\n", err);
 		return 2;

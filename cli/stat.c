@@ -16,7 +16,9 @@
  * "configured" (the rule as started) and "rule" (as now, after `sluice set`);
  * --prometheus, the text exposition format 0.0.4 (counters *_total, gauges),
  * one sample per process and rule, labelled pid, program, rule, spec.
- * --listen ADDR:PORT serves the --prometheus text over HTTP (metrics_http.c).
+ * --listen ADDR:PORT serves the --prometheus text over HTTP (metrics_http.c),
+ * the live page (dashboard.c, with FMT_HTML's tables) and its data
+ * (sl__cli_stat_api: FMT_LIST's processes and each shared limiter).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -32,7 +34,10 @@
 
 #include "internal.h"
 
-enum fmt { FMT_TEXT, FMT_JSON, FMT_PROM };
+/* FMT_LIST: the --json processes, without the object around them (the
+ * page's /api/stat); FMT_HTML: a table per process (the page without
+ * JavaScript). */
+enum fmt { FMT_TEXT, FMT_JSON, FMT_PROM, FMT_LIST, FMT_HTML };
 
 /* One rule's view, copied out of the mappings. */
 struct rule_view {
@@ -41,6 +46,9 @@ struct rule_view {
 	char shared[SL_SHARED_NAME_MAX];
 	const char *op, *scope, *action;
 	uint64_t c[7]; /* calls admitted delayed refused delay_ns max_delay_ns bytes */
+	uint64_t wait_le[SL_WAIT_BUCKETS]; /* delayed calls that waited at most 10^k ms */
+	bool redis;                        /* a redis=KEY rule: */
+	uint64_t redis_fallback, redis_fallbacks;
 	uint64_t available;
 	bool avail_known;
 	/* A warm-up rule's limiter: stored permits (coldness) and the rate
@@ -79,6 +87,10 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 					&s->delay_ns, &s->max_delay_ns, &s->bytes};
 	for (int k = 0; k < 7; k++)
 		v->c[k] = ld(f[k]);
+	for (unsigned k = 0; k < SL_WAIT_BUCKETS; k++)
+		v->wait_le[k] = ld(&s->wait_le[k]);
+	v->redis_fallback = ld(&s->redis_fallback);
+	v->redis_fallbacks = ld(&s->redis_fallbacks);
 	struct sl_rule rule;
 	v->op = v->scope = v->action = "?";
 	if (sl__cli_rule_of(text, &rule) != 0)
@@ -87,6 +99,7 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	v->scope = sl_scope_name((enum sl_scope)rule.scope);
 	v->action = sl_action_name((enum sl_action)rule.action);
 	snprintf(v->shared, sizeof(v->shared), "%s", rule.shared);
+	v->redis = rule.redis_key[0] != '\0';
 	const struct sl_tunable *t = NULL;
 	struct sl_shm_shared *seg = NULL;
 	const char *why;
@@ -168,6 +181,25 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->avail_known)
 			fprintf(out, "  available %llu", (unsigned long long)x->available);
 		fputc('\n', out);
+		if (x->c[2] > 0) {
+			/* The histogram, not cumulative: how many waited how long. */
+			static const char *const band[SL_WAIT_BUCKETS + 1] = {"<=1ms",   "<=10ms",
+									      "<=100ms", "<=1s",
+									      "<=10s",   ">10s"};
+			uint64_t below = 0;
+			fputs("    waits", out);
+			for (unsigned k = 0; k <= SL_WAIT_BUCKETS; k++) {
+				uint64_t in = k < SL_WAIT_BUCKETS ? x->wait_le[k] : x->c[2] - below;
+				below += k < SL_WAIT_BUCKETS ? in : 0;
+				fprintf(out, "  %s %llu", band[k], (unsigned long long)in);
+			}
+			fputc('\n', out);
+		}
+		if (x->redis)
+			fprintf(out, "    redis: %s, fell back %llu time%s\n",
+				x->redis_fallback ? "on its on-error fallback" : "leasing",
+				(unsigned long long)x->redis_fallbacks,
+				x->redis_fallbacks == 1 ? "" : "s");
 		if (x->warm)
 			fprintf(out, "    warm-up: stored %llu  rate %.6g/s\n",
 				(unsigned long long)x->stored, x->rate);
@@ -198,6 +230,23 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 			fputs("null", out);
 		for (int k = 0; k < 7; k++)
 			fprintf(out, ",\"%s\":%llu", counter_names[k], (unsigned long long)x->c[k]);
+		/* Delayed calls by wait, each in one band: "10" counts waits
+		 * over 1 ms and at most 10 ms. */
+		fputs(",\"waits_by_ms\":{", out);
+		uint64_t below = 0;
+		for (unsigned k = 0; k < SL_WAIT_BUCKETS; k++) {
+			fprintf(out, "\"%llu\":%llu,",
+				(unsigned long long)(sl_wait_bound_ns(k) / 1000000u),
+				(unsigned long long)x->wait_le[k]);
+			below += x->wait_le[k];
+		}
+		fprintf(out, "\"+Inf\":%llu}", (unsigned long long)(x->c[2] - below));
+		if (x->redis)
+			fprintf(out, ",\"redis\":{\"fallback\":%s,\"fallbacks\":%llu}",
+				x->redis_fallback ? "true" : "false",
+				(unsigned long long)x->redis_fallbacks);
+		else
+			fputs(",\"redis\":null", out);
 		if (x->avail_known)
 			fprintf(out, ",\"available\":%llu", (unsigned long long)x->available);
 		else
@@ -211,6 +260,72 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 	fputc(']', out);
 	sl__cli_break_json(out, brk);
 	fputc('}', out);
+}
+
+/* s with &, <, >, " and ' as character references. */
+static void html_str(FILE *out, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		switch (*s) {
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
+		case '\'':
+			fputs("&#39;", out);
+			break;
+		default:
+			fputc(*s, out);
+		}
+	}
+}
+
+static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
+		       const struct sl_shm_break *brk)
+{
+	fprintf(out, "<section class=\"proc\"><h2>pid %u <span class=\"prog\">", r->pid);
+	html_str(out, r->program);
+	fputs("</span></h2>\n<table><thead><tr><th>rule</th><th>calls</th><th>admitted</th>"
+	      "<th>delayed</th><th>refused</th><th>bytes</th><th>waited s</th><th>max wait s</th>"
+	      "<th>available</th></tr></thead><tbody>\n",
+	      out);
+	for (uint32_t i = 0; i < r->n_rules; i++) {
+		const struct rule_view *x = &v[i];
+		fputs("<tr><td class=\"spec\">", out);
+		html_str(out, x->now);
+		fprintf(out,
+			"</td><td>%llu</td><td>%llu</td><td>%llu</td><td>%llu</td><td>%llu</td>"
+			"<td>%.3f</td><td>%.3f</td><td>",
+			(unsigned long long)x->c[0], (unsigned long long)x->c[1],
+			(unsigned long long)x->c[2], (unsigned long long)x->c[3],
+			(unsigned long long)x->c[6], (double)x->c[4] / 1e9, (double)x->c[5] / 1e9);
+		if (x->avail_known)
+			fprintf(out, "%llu", (unsigned long long)x->available);
+		fputs("</td></tr>\n", out);
+	}
+	fputs("</tbody></table>\n", out);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = brk != NULL ? open_memstream(&text, &len) : NULL;
+	if (m != NULL) {
+		sl__cli_break_text(m, brk);
+		fclose(m);
+		if (text != NULL && len > 0) {
+			fputs("<pre class=\"breakers\">", out);
+			html_str(out, text);
+			fputs("</pre>\n", out);
+		}
+		free(text);
+	}
+	fputs("</section>\n", out);
 }
 
 /* Prometheus metric families: name, type, help, counter index (-1: available). */
@@ -232,6 +347,68 @@ static const struct {
 	{"sluice_warmup_rate", "gauge", "Units per second a warm-up rule admits now.", -3},
 };
 
+/* The labels of rule i of process p's samples, after the metric name. */
+static void prom_labels(FILE *out, const struct sl_shm_stat *r, uint32_t i,
+			const struct rule_view *x)
+{
+	fprintf(out, "{pid=\"%u\",program=", r->pid);
+	prom_str(out, r->program);
+	fprintf(out, ",rule=\"%u\",spec=", i + 1);
+	prom_str(out, x->now);
+}
+
+/* sluice_wait_seconds, a histogram of the waits of delayed calls (its
+ * _sum and _count are sluice_delay_seconds_total and
+ * sluice_delayed_total), and the Redis fallback of redis=KEY rules. */
+static void print_prom_waits(FILE *out, int n, struct sl_shm_stat *const *recs,
+			     struct rule_view *const *views)
+{
+	static const char *const le[SL_WAIT_BUCKETS] = {"0.001", "0.01", "0.1", "1", "10"};
+	fputs("# HELP sluice_wait_seconds How long delayed calls waited.\n"
+	      "# TYPE sluice_wait_seconds histogram\n",
+	      out);
+	for (int p = 0; p < n; p++)
+		for (uint32_t i = 0; i < recs[p]->n_rules; i++) {
+			const struct rule_view *x = &views[p][i];
+			uint64_t cum = 0;
+			for (unsigned k = 0; k <= SL_WAIT_BUCKETS; k++) {
+				cum = k < SL_WAIT_BUCKETS ? cum + x->wait_le[k] : x->c[2];
+				fputs("sluice_wait_seconds_bucket", out);
+				prom_labels(out, recs[p], i, x);
+				fprintf(out, ",le=\"%s\"} %llu\n",
+					k < SL_WAIT_BUCKETS ? le[k] : "+Inf",
+					(unsigned long long)cum);
+			}
+			fputs("sluice_wait_seconds_sum", out);
+			prom_labels(out, recs[p], i, x);
+			fprintf(out, "} %.9f\n", (double)x->c[4] / 1e9);
+			fputs("sluice_wait_seconds_count", out);
+			prom_labels(out, recs[p], i, x);
+			fprintf(out, "} %llu\n", (unsigned long long)x->c[2]);
+		}
+	static const char *const fam[2][3] = {
+		{"sluice_redis_fallback", "gauge",
+		 "1 while a redis=KEY rule uses its on-error fallback (Redis does not answer)."},
+		{"sluice_redis_fallbacks_total", "counter",
+		 "Times a redis=KEY rule fell back to its on-error mode."},
+	};
+	for (int m = 0; m < 2; m++) {
+		fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", fam[m][0], fam[m][2], fam[m][0],
+			fam[m][1]);
+		for (int p = 0; p < n; p++)
+			for (uint32_t i = 0; i < recs[p]->n_rules; i++) {
+				const struct rule_view *x = &views[p][i];
+				if (!x->redis)
+					continue;
+				fputs(fam[m][0], out);
+				prom_labels(out, recs[p], i, x);
+				fprintf(out, "} %llu\n",
+					(unsigned long long)(m == 0 ? x->redis_fallback
+								    : x->redis_fallbacks));
+			}
+	}
+}
+
 static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 		       struct rule_view *const *views)
 {
@@ -244,11 +421,8 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 				int k = prom_metrics[m].k;
 				if ((k == -1 && !x->avail_known) || (k < -1 && !x->warm))
 					continue;
-				fprintf(out, "%s{pid=\"%u\",program=", prom_metrics[m].name,
-					recs[p]->pid);
-				prom_str(out, recs[p]->program);
-				fprintf(out, ",rule=\"%u\",spec=", i + 1);
-				prom_str(out, x->now);
+				fputs(prom_metrics[m].name, out);
+				prom_labels(out, recs[p], i, x);
 				fputs("} ", out);
 				if (k == 4 || k == 5)
 					fprintf(out, "%.9f\n", (double)x->c[k] / 1e9);
@@ -326,13 +500,21 @@ static int report(FILE *out, enum fmt fmt, int only_pid)
 		progs[n] = r->program;
 		recs[n++] = r;
 	}
-	if (rc == 0 && fmt == FMT_JSON) {
-		fputs("{\"processes\":[", out);
+	if (rc == 0 && (fmt == FMT_JSON || fmt == FMT_LIST)) {
+		if (fmt == FMT_JSON)
+			fputs("{\"processes\":[", out);
 		for (int p = 0; p < n; p++)
 			print_json(out, recs[p], views[p], brks[p], p == 0);
-		fputs("]}\n", out);
+		if (fmt == FMT_JSON)
+			fputs("]}\n", out);
+	} else if (rc == 0 && fmt == FMT_HTML) {
+		if (n == 0)
+			fputs("<p>No process of this user is running sluice.</p>\n", out);
+		for (int p = 0; p < n; p++)
+			print_html(out, recs[p], views[p], brks[p]);
 	} else if (rc == 0 && fmt == FMT_PROM) {
 		print_prom(out, n, recs, views);
+		print_prom_waits(out, n, recs, views);
 		sl__cli_break_prom(out, n, bpids, progs, brks);
 	} else if (rc == 0) {
 		if (n == 0)
@@ -418,6 +600,49 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 	return 0;
 }
 
+static int each_shared(const char *name, void *arg)
+{
+	struct {
+		FILE *out;
+		int n;
+	} *a = arg;
+	const char *key = name + strlen("shared-");
+	if (*key == '\0')
+		return 0;
+	if (a->n++ > 0)
+		fputc(',', a->out);
+	if (report_shared(a->out, FMT_JSON, key) != 0)
+		fputs("null", a->out);
+	return 0;
+}
+
+int sl__cli_stat_api(FILE *out)
+{
+	struct timespec ts;
+	char host[256] = "";
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gethostname(host, sizeof(host) - 1);
+	fprintf(out, "{\"time_ms\":%llu,\"host\":",
+		(unsigned long long)ts.tv_sec * 1000u + (unsigned long long)ts.tv_nsec / 1000000u);
+	json_str(out, host);
+	fputs(",\"processes\":[", out);
+	int rc = report(out, FMT_LIST, 0);
+	struct {
+		FILE *out;
+		int n;
+	} a = {out, 0};
+	fputs("],\"shared\":[", out);
+	sl_seg_each("shared-", each_shared, &a);
+	fputs("]}\n", out);
+	return rc != 0 || ferror(out) ? -1 : 0;
+}
+
+int sl__cli_stat_html(FILE *out)
+{
+	int rc = report(out, FMT_HTML, 0);
+	return rc != 0 || ferror(out) ? -1 : 0;
+}
+
 int sl__cli_stat_prometheus(FILE *out)
 {
 	/* 1: the private directory cannot be read (a 500, not an empty 200). */
@@ -444,7 +669,8 @@ static void stat_usage(FILE *out)
 	      "  --listen [ADDR:]PORT  serve the --prometheus text at http://ADDR:PORT/metrics\n"
 	      "                     (every process, rendered per scrape) until SIGINT or\n"
 	      "                     SIGTERM; ADDR is numeric, 127.0.0.1 if left out, [::1]\n"
-	      "                     for IPv6; port 0 lets the kernel choose (printed)\n"
+	      "                     for IPv6; port 0 lets the kernel choose (printed);\n"
+	      "                     http://ADDR:PORT/ is a live page, /api/stat its JSON\n"
 	      "  --listen-any       allow a non-loopback ADDR (0.0.0.0, [::], a LAN address)\n"
 	      "  --allow-user NAME  also serve this local user's scrapers (repeatable; by\n"
 	      "                     default only this user's and root's: the kernel names\n"

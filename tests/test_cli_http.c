@@ -113,7 +113,16 @@ static const struct req_case req_cases[] = {
 	{"GET /metrics?name[]=x HTTP/1.1\r\n\r\n", SL_HTTP_METRICS},
 	{"GET /metrics HTTP/1.1\n\n", SL_HTTP_METRICS},
 	{"HEAD /metrics HTTP/1.1\r\n\r\n", SL_HTTP_METRICS_HEAD},
-	{"GET / HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
+	{"GET / HTTP/1.1\r\n\r\n", SL_HTTP_PAGE},
+	{"GET /?x=1 HTTP/1.1\r\n\r\n", SL_HTTP_PAGE},
+	{"HEAD / HTTP/1.1\r\n\r\n", SL_HTTP_PAGE_HEAD},
+	{"GET /index.html HTTP/1.1\r\n\r\n", SL_HTTP_PAGE},
+	{"GET /index.htm HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
+	{"GET // HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
+	{"GET /api/stat HTTP/1.1\r\n\r\n", SL_HTTP_API},
+	{"HEAD /api/stat?t=5 HTTP/1.1\r\n\r\n", SL_HTTP_API_HEAD},
+	{"GET /api/stats HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
+	{"GET /api/ HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
 	{"GET /metricsx HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
 	{"GET /metric HTTP/1.1\r\n\r\n", SL_HTTP_NOT_FOUND},
 	{"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", SL_HTTP_BAD_METHOD},
@@ -190,6 +199,67 @@ static void test_http_loopback(void **state)
 	assert_false(sl__http_is_loopback((struct sockaddr *)&u));
 }
 
+/* The Host check against DNS rebinding: loopback names and literals, with
+ * or without a port, pass; any other name, a malformed port or a second
+ * colon does not; no Host header passes. */
+static void test_http_host(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *host; /* NULL: no Host header */
+		bool ok;
+	} cases[] = {
+		{NULL, true},
+		{"localhost", true},
+		{"LocalHost:9464", true},
+		{"127.0.0.1", true},
+		{"127.0.0.1:9464", true},
+		{"127.255.3.4:1", true},
+		{"[::1]", true},
+		{"[::1]:9464", true},
+		{"  127.0.0.1:80  ", true},
+		{"box", true},
+		{"BOX:9464", true},
+		{"box.evil.example", false},
+		{"grafana.localhost:3000", true},
+		{".localhost", false},
+		{"evil.example", false},
+		{"evil.example:9464", false},
+		{"localhost.evil.example", false},
+		{"127.0.0.1.evil.example", false},
+		{"128.0.0.1:9464", false},
+		{"10.0.0.1", false},
+		{"[::2]:9464", false},
+		{"[::ffff:127.0.0.1]", true},
+		{"[::1", false},
+		{"127.0.0.1:", false},
+		{"127.0.0.1:99999999", false},
+		{"127.0.0.1:80:80", false},
+		{"127.0.0.1:8x", false},
+		{"", false},
+		{"0x7f000001", false},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char head[256];
+		if (cases[i].host != NULL)
+			snprintf(head, sizeof(head),
+				 "GET / HTTP/1.1\r\nAccept: */*\r\nHost: %s\r\n\r\n",
+				 cases[i].host);
+		else
+			snprintf(head, sizeof(head), "GET / HTTP/1.0\r\n\r\n");
+		print_message("host %s\n", cases[i].host != NULL ? cases[i].host : "(none)");
+		assert_int_equal(sl__http_host_loopback(head, strlen(head), "box"), cases[i].ok);
+	}
+	/* Only the head counts: a Host line in the body is not read. */
+	const char *body = "GET / HTTP/1.1\r\n\r\nHost: evil.example\r\n\r\n";
+	assert_true(sl__http_host_loopback(body, strlen(body), NULL));
+	/* An incomplete head is never loopback. */
+	assert_false(sl__http_host_loopback("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n", 35, NULL));
+	/* Without a name of its own, "box" is another host. */
+	const char *box = "GET / HTTP/1.1\r\nHost: box\r\n\r\n";
+	assert_false(sl__http_host_loopback(box, strlen(box), NULL));
+}
+
 /* assert_dec_equal's failure message: expressions, then both values in
  * decimal, signed or unsigned by the operands' type. */
 static void test_http_bearer(void **state)
@@ -253,6 +323,7 @@ int main(void)
 		cmocka_unit_test(test_http_request_long_line),
 		cmocka_unit_test(test_http_loopback),
 		cmocka_unit_test(test_http_bearer),
+		cmocka_unit_test(test_http_host),
 		cmocka_unit_test(test_assert_dec_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

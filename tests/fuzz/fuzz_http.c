@@ -8,12 +8,14 @@
  * of exactly its size so ASan sees any read past it. Properties checked:
  *   - the request classifier returns one of its enum values, and a head it
  *     calls INCOMPLETE stays INCOMPLETE or becomes complete when cut
- *     shorter (never METRICS from a prefix of a BAD head);
+ *     shorter (never a document from a prefix of a BAD head);
+ *   - the Host check passes only complete heads, and only loopback names;
  *   - the listen parser returns 0 with an AF_INET/AF_INET6 address that is
  *     loopback unless --listen-any, or -1 with a one-line message starting
  *     "--listen".
  * A violated property aborts, which libFuzzer reports with the input.
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fail("request: value out of range");
 		if (r == SL_HTTP_BAD && n > 0) {
 			enum sl_http_req p = sl__http_parse_request(text, n - 1);
-			if (p == SL_HTTP_METRICS || p == SL_HTTP_METRICS_HEAD)
+			if (p == SL_HTTP_METRICS || p == SL_HTTP_METRICS_HEAD ||
+			    p == SL_HTTP_PAGE || p == SL_HTTP_PAGE_HEAD || p == SL_HTTP_API ||
+			    p == SL_HTTP_API_HEAD)
 				fail("request: a prefix of a bad head was served");
 		}
 		/* The bearer check: never a match for an empty token, nor for a
@@ -54,6 +58,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fail("bearer: an empty token matched");
 		if (sl__http_bearer_ok(text, n, "tok1") && memmem(text, n, "tok1", 4) == NULL)
 			fail("bearer: matched a token the head does not hold");
+		/* The Host check: only a complete head can pass, and one whose
+		 * Host names a host passes only if it names a loopback one. */
+		if (sl__http_host_loopback(text, n, NULL)) {
+			if (head_end(text, n) == 0)
+				fail("host: an incomplete head passed");
+			const char *v;
+			size_t vl;
+			char low[64];
+			if (header_value(text, head_end(text, n), "host:", &v, &vl)) {
+				size_t k = vl < sizeof(low) ? vl : sizeof(low);
+				for (size_t i = 0; i < k; i++)
+					low[i] = (char)tolower((unsigned char)v[i]);
+				if (memmem(low, k, "127.", 4) == NULL &&
+				    memmem(low, k, "::", 2) == NULL &&
+				    memmem(low, k, "localhost", 9) == NULL)
+					fail("host: a non-loopback name passed");
+			}
+		}
 	} else {
 		text[n] = '\0';
 		bool any = (mode & 2) != 0;

@@ -23,6 +23,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.environ.get("SL_BUILD", "build")
 LIB = os.path.join(ROOT, BUILD, "libsluice.so") if not os.path.isabs(BUILD) \
     else os.path.join(BUILD, "libsluice.so")
+SLUICE = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "sluice")
+
+
+def debian_module(name):
+    """Import module `name`, also from Debian's python3 packages when this
+    python3 is another one (pyenv's, say); None if neither has it."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        if "/usr/lib/python3/dist-packages" not in sys.path:
+            sys.path.append("/usr/lib/python3/dist-packages")
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            return None
 
 failures = []
 

@@ -34,7 +34,7 @@ PY = "/usr/bin/python3"
 SCRAPE = r"""
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + sys.argv[2].encode() + b"\r\n")
+s.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n" + sys.argv[2].encode() + b"\r\n")
 d = b""
 while True:
     c = s.recv(65536)
