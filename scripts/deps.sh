@@ -7,7 +7,7 @@ set -eu
 
 pkgs_for() {
 	case "$1" in
-	test) echo "libcmocka-dev python3 curl iperf3 pkg-config nginx-light redis-server redis-tools wrk python3-prometheus-client libhiredis-dev lintian passwd golang-go busybox-static haproxy nodejs openssh-server openssh-client libpython3.11-testsuite bind9-dnsutils wget2 memcached python3-grpcio" ;;
+	test) echo "libcmocka-dev python3 curl iperf3 pkg-config nginx-light redis-server redis-tools wrk python3-prometheus-client libhiredis-dev lintian passwd golang-go busybox-static haproxy nodejs openssh-server openssh-client libpython3.11-testsuite bind9-dnsutils wget2 memcached python3-grpcio chromium prometheus python3-yaml" ;;
 	demo) echo "python3 curl" ;;
 	fuzz) echo "clang libclang-rt-14-dev" ;;
 	format) echo "clang-format" ;;
