@@ -39,6 +39,8 @@ struct sl_sup_call *sl_sup_call_new(struct sl_sup *s, const struct seccomp_notif
 	c->used = true;
 	c->dup = -1;
 	c->src_fd = -1;
+	c->dst_pipe = -1;
+	c->wait_fd = -1;
 	c->req = *req;
 	c->th = th;
 	c->start_ns = sl_sup_now_ns();
@@ -61,8 +63,11 @@ void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c)
 		close(c->dup);
 	if (c->src_fd >= 0)
 		close(c->src_fd);
+	if (c->dst_pipe >= 0)
+		close(c->dst_pipe);
 	c->dup = -1;
 	c->src_fd = -1;
+	c->dst_pipe = -1;
 	c->used = false;
 	c->th->refs--;
 	s->n_calls--;

@@ -39,8 +39,8 @@
  * sendmsg/recvmsg with control messages take their units and then continue
  * in the kernel (the count is the requested one). sendfile and splice into
  * a throttled socket are sends whose pieces come from the file or the pipe
- * (source.c); a splice out of one fails with EINVAL, on which Go, busybox
- * and most programs fall back to read.
+ * (source.c); a splice out of one into a pipe is a receive whose pieces go
+ * into the pipe (source.c, hold_sink; into_pipe here).
  */
 #include "io.h"
 #include "describe.h"
@@ -156,6 +156,7 @@ static bool wait_io(struct sl_sup_call *c, short events, uint64_t now_ns)
 	if (c->timeout_ns != 0 && now_ns >= c->start_ns + c->timeout_ns)
 		return false; /* timed out */
 	c->wait = SL_SUP_WAIT_IO;
+	c->wait_fd = -1;
 	c->events = events;
 	c->due_ns = c->timeout_ns != 0 ? c->start_ns + c->timeout_ns : UINT64_MAX;
 	return true;
@@ -224,6 +225,32 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 	}
 }
 
+/* A splice out of the socket finds its pipe full: EAGAIN (or the count so
+ * far) if it may not block, else it waits for room. */
+static bool pipe_full(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
+{
+	if (c->nonblock || !wait_io(c, POLLOUT, now_ns))
+		return finish(s, c, c->done > 0 ? 0 : EAGAIN);
+	c->wait_fd = c->dst_pipe;
+	return false;
+}
+
+/* Move the granted piece from the socket into the pipe (source.c). */
+static bool into_pipe(struct sl_sup *s, struct sl_sup_call *c, uint64_t piece, uint64_t now_ns)
+{
+	if (!sl_sup_valid(s, c->req.id))
+		return true;
+	ssize_t k = sl_sup_sink_move(c, piece);
+	int e = errno;
+	sl_sup_refund(s, c, k < 0 ? UINT64_MAX : piece - (uint64_t)k);
+	c->granted = false;
+	if (k < 0)
+		return e == EAGAIN ? pipe_full(s, c, now_ns) : finish(s, c, e);
+	c->done += (uint64_t)k;
+	sl_sup_stat_bytes(c->th->proc, c->rules, (uint64_t)k);
+	return finish(s, c, 0);
+}
+
 /* Consume the k bytes of a stream the call delivered: MSG_TRUNC discards
  * them in the kernel on TCP; a unix stream refuses that (EFAULT, nothing
  * consumed: the same bytes were delivered again and again), so they are
@@ -269,6 +296,10 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 				if (piece == 0)
 					piece = 1; /* queued between FIONREAD and the peek */
 			}
+			uint64_t room = c->dst_pipe >= 0 ? sl_sup_sink_room(c) : piece;
+			if (room == 0)
+				return pipe_full(s, c, now_ns);
+			piece = piece < room ? piece : room;
 			bool answered;
 			if (!take_piece(s, c, piece, now_ns, &answered))
 				return answered;
@@ -283,6 +314,8 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 			sl_sup_continue(s, c->req.id);
 			return true;
 		}
+		if (c->dst_pipe >= 0)
+			return into_pipe(s, c, piece, now_ns);
 		struct sockaddr_storage from;
 		socklen_t fromlen = sizeof(from);
 		memset(&from, 0, sizeof(from));
@@ -362,89 +395,4 @@ bool sl_sup_interrupt(struct sl_sup *s, struct sl_sup_call *c)
 	c->granted = false;
 	sl_sup_continue(s, c->req.id);
 	return true;
-}
-
-enum hold { HELD, REFUSE, PASS };
-
-/* Hold the call as a send from source fd `in` (offset at target address
- * offp, 0: the file's own) into throttled socket `sock` (our duplicates,
- * the call's from then on), under rules: HELD (held or answered); REFUSE,
- * a source sluice does not move (EINVAL); PASS, the kernel answers it
- * (a bad offset, nothing to move, no free call slot). */
-static enum hold hold(struct sl_sup *s, const struct seccomp_notif *req, struct sl_sup_thread *th,
-		      int sock, int in, uint64_t offp, uint64_t n, uint32_t rules)
-{
-	struct stat st;
-	if (fstat(in, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)))
-		return REFUSE;
-	int64_t pos = 0;
-	if (S_ISREG(st.st_mode)) {
-		if (offp != 0 ? sl_sup_mem_read((pid_t)req->pid, offp, &pos, sizeof(pos)) !=
-					(ssize_t)sizeof(pos)
-			      : (pos = (int64_t)lseek(in, 0, SEEK_CUR)) < 0)
-			return PASS; /* the kernel's EFAULT */
-	} else if (offp != 0) {
-		return PASS; /* an offset on a pipe: the kernel's ESPIPE */
-	}
-	struct sl_sup_call *c = n != 0 ? sl_sup_call_new(s, req, th) : NULL;
-	if (c == NULL)
-		return PASS;
-	c->kind = SL_SUP_SEND;
-	c->dup = sock;
-	c->src_fd = in;
-	c->src_pipe = S_ISFIFO(st.st_mode);
-	c->src_pos = pos;
-	c->src_off_ptr = offp;
-	c->total = n;
-	c->rules = rules;
-	c->stream = true;
-	c->nonblock = (fcntl(sock, F_GETFL) & O_NONBLOCK) != 0;
-	if (sl_sup_step_send(s, c, sl_sup_now_ns()))
-		sl_sup_call_free(s, c);
-	return HELD;
-}
-
-void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
-{
-	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	const bool splice = req->data.nr == SYS_splice;
-	const __u64 *a = req->data.args;
-	/* sendfile(out, in, off, n); splice(in, off_in, out, off_out, n, flags) */
-	int fds[2] = {(int)a[0], splice ? (int)a[2] : -1};
-	enum sl_op ops[2] = {splice ? SL_OP_RECV : SL_OP_SEND, SL_OP_SEND};
-	for (int i = 0; i < 2 && th != NULL && !th->proc->pass; i++) {
-		if (!sl_sup_traps_fd(&s->traps, fds[i]))
-			continue;
-		int dup = sl_sup_getfd(s, th, fds[i]);
-		if (dup < 0)
-			continue;
-		unsigned fam, type;
-		struct sl_addr peer;
-		sl_sup_classify(dup, &fam, &type, &peer);
-		uint32_t rules = fam != 0 ? sl_sup_match(s, ops[i], fam, type, &peer) : 0;
-		if (rules == 0) {
-			close(dup);
-			continue;
-		}
-		/* The socket is the output: a send from the source. */
-		bool out = splice ? i == 1 : i == 0;
-		int in = out && type == SL_TYPE_STREAM && (!splice || a[3] == 0)
-				 ? sl_sup_getfd(s, th, splice ? fds[0] : (int)a[1])
-				 : -1;
-		enum hold h = in >= 0 ? hold(s, req, th, dup, in, splice ? a[1] : a[2],
-					     splice ? a[4] : a[3], rules)
-				      : REFUSE;
-		if (h == HELD)
-			return;
-		if (in >= 0)
-			close(in);
-		close(dup);
-		if (h == PASS || (out && splice && a[3] != 0)) /* off_out on a socket: ESPIPE */
-			sl_sup_continue(s, req->id);
-		else
-			sl_sup_answer(s, req->id, 0,
-				      EINVAL); /* programs fall back to read, write */
-		return;
-	}
-	sl_sup_continue(s, req->id);
 }

@@ -202,7 +202,9 @@ int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 				next = c->due_ns;
 			if (c->wait == SL_SUP_WAIT_IO) {
 				pfd_call[n] = i;
-				pfd[n++] = (struct pollfd){.fd = c->dup, .events = c->events};
+				pfd[n++] = (struct pollfd){.fd = c->wait_fd >= 0 ? c->wait_fd
+										 : c->dup,
+							   .events = c->events};
 				if (c->sig_ns == 0) {
 					c->sig_gap_ns = SIG_GAP_MIN_NS;
 					c->sig_ns = now + c->sig_gap_ns;
@@ -231,7 +233,7 @@ int sl_sup_loop(struct sl_sup *s, pid_t child, const sigset_t *oldmask)
 		for (unsigned k = 2; k < n; k++) {
 			struct sl_sup_call *c = &s->calls[pfd_call[k]];
 			if (pfd[k].revents == 0 || !c->used || c->wait != SL_SUP_WAIT_IO ||
-			    c->dup != pfd[k].fd)
+			    (c->wait_fd >= 0 ? c->wait_fd : c->dup) != pfd[k].fd)
 				continue;
 			c->wait = SL_SUP_WAIT_NONE;
 			c->sig_ns = 0;

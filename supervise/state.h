@@ -112,6 +112,11 @@ struct sl_sup_call {
 	bool src_pipe;        /* a pipe (peeked with tee), else a file (pread) */
 	int64_t src_pos;      /* a file's offset where the call began */
 	uint64_t src_off_ptr; /* where the call's offset lives, 0: the file's own */
+	/* A splice out of the socket: the pipe it fills (our duplicate), or -1;
+	 * SL_SUP_WAIT_IO waits on wait_fd (the pipe, for room) if >= 0, else on
+	 * dup. */
+	int dst_pipe;
+	int wait_fd;
 	/* conns rules of a connect or accept (conns.c). */
 	uint32_t conns_rules; /* matched */
 	uint32_t conns_held;  /* slots taken, not yet handed to a connection */
