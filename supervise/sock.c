@@ -134,6 +134,30 @@ static bool wants_place(const struct sl_sup *s, unsigned fam, unsigned type)
 		sl_sup_may_match(s, SL_OP_RECV, fam, type));
 }
 
+/* Whether process p is in another network namespace than the supervisor
+ * (it called unshare(CLONE_NEWNET) or setns): a socket made here would be
+ * in ours, and reach what the program's namespace does not. An unprivileged
+ * supervisor cannot enter the program's (setns needs CAP_SYS_ADMIN in its
+ * own user namespace), so such sockets are the kernel's, unthrottled,
+ * with one warning. Not known (/proc/PID/ns unreadable): the same. */
+static bool other_netns(struct sl_sup_proc *p)
+{
+	static struct stat own;
+	struct stat st;
+	if (own.st_ino == 0 && stat("/proc/self/ns/net", &own) != 0)
+		return false;
+	if (p->fddir < 0 || fstatat(p->fddir, "../ns/net", &st, 0) != 0)
+		return false;
+	if (st.st_ino == own.st_ino && st.st_dev == own.st_dev)
+		return false;
+	if (!p->netns_warned)
+		sl_sup_warn("process %d (%s) is in another network namespace: its new sockets are "
+			    "made there by the kernel and pass unthrottled",
+			    (int)p->tgid, p->comm);
+	p->netns_warned = true;
+	return true;
+}
+
 void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 {
 	int domain = (int)req->data.args[0], type = (int)req->data.args[1];
@@ -143,7 +167,7 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 		return;
 	}
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
-	if (th == NULL || th->proc->pass) {
+	if (th == NULL || th->proc->pass || other_netns(th->proc)) {
 		sl_sup_continue(s, req->id);
 		return;
 	}
