@@ -38,7 +38,7 @@ struct sl_sup_proc {
 	bool unreachable; /* pidfd_getfd refused (EPERM): passes unthrottled */
 	bool pass;        /* unreachable, or left out by SLUICE_ONLY/SKIP */
 	bool low_fd_warned;
-	bool netns_warned; /* made a socket in a network namespace not ours */
+	bool netns_warned;  /* made a socket in a network namespace not ours */
 	uint32_t lims_init; /* per=process limiters initialised, by rule */
 	struct sl_limiter lims[SL_MAX_RULES];
 	struct sl_sup_fdrow **fdrows; /* per=fd limiters, indexed by fd */
