@@ -150,6 +150,14 @@ void sl__fair_settle_slow(struct sl_call *c, enum sl_dir dir)
 	if (!take(c->fd, dir, &r, c->start_ns))
 		return;
 	for (uint32_t j = 0; j < r.n; j++) {
+		/* A per=thread turn kept by another thread: its units are that
+		 * thread's limiter's, and go back there; this call asks its own
+		 * (spent here, they gave this thread another's units, and a
+		 * refund of what it left put them in the wrong limiter). */
+		if (sl__limiter(c, r.rule[j]) != r.lim[j]) {
+			sl_limiter_refund(r.lim[j], r.units[j], c->start_ns);
+			continue;
+		}
 		c->credit_rules |= (uint32_t)1 << r.rule[j];
 		c->credit[r.rule[j]] = r.units[j];
 	}

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -416,6 +417,42 @@ static void test_shim_poll_recv_turns(void **state)
 	close(lst2);
 }
 
+/* A per=thread turn is the reserving thread's: another thread's call on
+ * the fd uses its own limiter, and the turn's units go back to the
+ * reserving thread's (before, the other thread spent them on top of its
+ * own burst, and the reserving thread found them gone). */
+struct other_recv {
+	int fd;
+	char *buf;
+	ssize_t got;
+};
+
+static void *recv_in_thread(void *arg)
+{
+	struct other_recv *o = arg;
+	o->got = recv(o->fd, o->buf, 1000, 0);
+	return NULL;
+}
+
+static void test_shim_poll_turn_other_thread(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_RECV", RATE_SPEC ",per=thread");
+	set_nonblock(f->srv);
+	assert_dec_equal(send(f->cli, f->buf, 1000, 0), 1000);
+	/* This thread takes its burst and keeps a turn of 50 B at T0 + 50 ms. */
+	assert_dec_equal(recv(f->srv, f->buf, 1000, 0), 100);
+	fake_now = T0 + 50 * MS;
+	/* Another thread: its own burst only. */
+	struct other_recv o = {f->srv, f->buf, 0};
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, recv_in_thread, &o), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_dec_equal(o.got, 100);
+	/* This thread: the 50 B its turn held, given back to its limiter. */
+	assert_dec_equal(recv(f->srv, f->buf, 1000, 0), 50);
+}
+
 /* The same for two senders sharing one send limiter. */
 static void test_shim_poll_send_turns(void **state)
 {
@@ -620,6 +657,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_edge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_oneshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recv_turns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_turn_other_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_send_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recvmmsg, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_deferred_connect, setup, teardown),
