@@ -29,21 +29,22 @@
  * then the fd is hidden from poll and epoll (SL_HIDE_ALL), and never before
  * the rate slot a connect rule reserved for it (start_ns).
  *
- * A close racing a start: the starter marks STARTING, then checks that the
- * fd it connects on still refers to the record; the closer cuts that
- * reference, then waits while the record is STARTING (seq_cst on both
- * sides: one of them sees the other). So the real connect never reaches a
- * new socket that took the number. The last close waits the same way, and
- * decides with one CAS whether the slots were taken.
+ * A close racing a start (another thread's: the starter's handlers are
+ * masked): the starter marks STARTING, then checks that the fd it connects
+ * on still refers to the record; the closer cuts that reference, then
+ * waits while the record is STARTING (seq_cst on both sides: one sees the
+ * other). So the real connect never reaches a new socket that took the
+ * number. The last close waits the same way, and decides with one CAS
+ * whether the slots were taken.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/time.h>
 
 #include "rule_lim.h"
 #include "act.h"
+#include "bitset.h"
 #include "clock.h"
 #include "connfam.h"
 #include "connwait.h"
@@ -51,11 +52,11 @@
 #include "log.h"
 #include "ready.h"
 #include "real.h"
+#include "sandboxed.h"
 #include "shm.h"
 #include "state.h"
 
-/* A wait with no instant to wait for (a slot frees on a close) is looked at
- * again after this long. */
+/* A wait with no instant (a slot frees on a close) is looked at again then. */
 #define CW_RETRY_NS 10000000u
 /* A record being started by another thread hides its fd this much longer. */
 #define CW_STARTING_NS 100000u
@@ -68,8 +69,7 @@ enum cw_state {
 	CW_SPENT,
 };
 
-/* Which process made a record: 0 in the first process, one more in each
- * fork child (single-threaded when it changes). */
+/* Which process made a record: 0, one more in each fork child (set alone). */
 static uint32_t cw_gen;
 
 struct cw {
@@ -97,7 +97,7 @@ static _Atomic uint32_t cw_live;                   /* records not HELD */
 static _Atomic uint64_t cw_tickets;
 static bool cw_enabled;
 
-/* The record fd refers to (index + 1), or 0. seq_cst: see the file comment. */
+/* The record fd refers to (index + 1), or 0; seq_cst (the file comment). */
 static uint32_t fd_conn(int fd)
 {
 	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
@@ -109,19 +109,6 @@ static bool live(void)
 {
 	/* Relaxed: a hint; a record is counted before it is published. */
 	return cw != NULL && atomic_load_explicit(&cw_live, memory_order_relaxed) != 0;
-}
-
-static void bit_set(uint32_t i)
-{
-	uint32_t words = atomic_load(&cw_words), need = i / 64 + 1;
-	while (words < need && !atomic_compare_exchange_weak(&cw_words, &words, need))
-		;
-	atomic_fetch_or(&cw_bits[i / 64], (uint64_t)1 << (i % 64));
-}
-
-static void bit_clear(uint32_t i)
-{
-	atomic_fetch_and(&cw_bits[i / 64], ~((uint64_t)1 << (i % 64)));
 }
 
 /* Take one slot of each limiter of w at now, all or none. */
@@ -160,20 +147,9 @@ static uint64_t next_look(struct cw *w, uint64_t now)
 	return t < w->deadline_ns ? t : w->deadline_ns;
 }
 
-/* Start record k's connect on fd if it is due (or, if `handed`, a slot was
- * just given back). Returns the state it leaves. errno is preserved. */
-static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
+/* kick's start of record w (k) on fd, signals masked. */
+static uint32_t start(struct cw *w, uint32_t k, int fd, uint64_t now)
 {
-	struct cw *w = &cw[k - 1];
-	/* A connect the parent was waiting for when it forked: the socket is
-	 * shared, and only the parent may start it (a close in the child must
-	 * not hand it a slot of the child's copy of the limiter). */
-	if (w->gen != cw_gen)
-		return CW_PENDING;
-	if (now < w->deadline_ns &&
-	    (now < w->start_ns ||
-	     (!handed && now < atomic_load_explicit(&w->retry_ns, memory_order_relaxed))))
-		return CW_PENDING;
 	uint32_t st = CW_PENDING;
 	/* seq_cst: the check of fd below must come after the mark (the closer
 	 * cuts the fd, then looks at the mark). Acquire: the fields. */
@@ -215,7 +191,7 @@ static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
 		sl_log(SL_LOG_DEBUG, "fd %d: connect started on a free conns slot (%s)", fd,
 		       st == CW_FAILED ? strerror(e) : "in progress");
 	}
-	bit_clear(k - 1);
+	sl__bits_clear(cw_bits, k - 1);
 	if (st == CW_HELD)
 		atomic_fetch_sub_explicit(&cw_live, 1, memory_order_relaxed);
 	/* Release: err is written before FAILED is seen. */
@@ -223,6 +199,30 @@ static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
 	sl__busy = busy;
 	errno = saved;
 	sl__ready_changed(fd);
+	return st;
+}
+
+/* Start record k's connect on fd if it is due (or, if `handed`, a slot was
+ * just given back). Returns the state it leaves. errno is preserved. */
+static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
+{
+	struct cw *w = &cw[k - 1];
+	/* A connect the parent was waiting for when it forked: the socket is
+	 * shared, and only the parent may start it (a close in the child must
+	 * not hand it a slot of the child's copy of the limiter). */
+	if (w->gen != cw_gen)
+		return CW_PENDING;
+	if (now < w->deadline_ns &&
+	    (now < w->start_ns ||
+	     (!handed && now < atomic_load_explicit(&w->retry_ns, memory_order_relaxed))))
+		return CW_PENDING;
+	/* No handler of this thread runs while STARTING: one that closed fd
+	 * would wait for ever for the frame it interrupted (on_closing). */
+	sigset_t old;
+	const bool masked = sl__signals_block(&old);
+	uint32_t st = start(w, k, fd, now);
+	if (masked)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return st;
 }
 
@@ -254,7 +254,7 @@ static bool on_last(uint32_t k)
 			break;
 	}
 	if (st == CW_PENDING)
-		bit_clear(k - 1);
+		sl__bits_clear(cw_bits, k - 1);
 	atomic_fetch_sub_explicit(&cw_live, 1, memory_order_relaxed);
 	return false;
 }
@@ -425,7 +425,7 @@ bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, 
 	/* Release: the fields are complete before anyone sees PENDING; the
 	 * record is reachable from no fd yet (attached below). */
 	atomic_store_explicit(&w->state, CW_PENDING, memory_order_release);
-	bit_set(k - 1);
+	sl__bits_set(cw_bits, &cw_words, k - 1);
 	sl__fd_conn_attach(c->fd, k);
 	sl__ready_arm(c->fd, next_look(w, now));
 	sl__ready_changed(c->fd);

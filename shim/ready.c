@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "bitset.h"
 #include "call.h"
 #include "clock.h"
 #include "fd.h"
@@ -202,10 +203,7 @@ void sl__ready_arm(int fd, uint64_t at)
 	 * after the scan's reset of it, so no due fd is forgotten. The same
 	 * holds for the bound of the scan, timer_words: raised (or seen
 	 * high enough) before the bit is set. */
-	uint32_t words = atomic_load(&timer_words), need = (uint32_t)fd / 64 + 1;
-	while (words < need && !atomic_compare_exchange_weak(&timer_words, &words, need))
-		;
-	atomic_fetch_or(&timer_bits[fd / 64], (uint64_t)1 << (fd % 64));
+	sl__bits_set(timer_bits, &timer_words, (uint32_t)fd);
 	uint64_t cur = atomic_load(&timer_next);
 	while (at < cur && !atomic_compare_exchange_weak(&timer_next, &cur, at))
 		;

@@ -10,6 +10,8 @@
 #ifndef SLUICE_SHIM_SANDBOXED_H
 #define SLUICE_SHIM_SANDBOXED_H
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -23,6 +25,16 @@ extern _Atomic int sl__sandbox_on;
 static inline bool sl__sandboxed(void)
 {
 	return atomic_load_explicit(&sl__sandbox_on, memory_order_relaxed) != 0;
+}
+
+/* Block every signal in this thread, the old mask in *old: true; false,
+ * nothing done, in a sandboxed process (no call it did not make). For a
+ * section no handler of this thread may interrupt. */
+static inline bool sl__signals_block(sigset_t *old)
+{
+	sigset_t all;
+	return !sl__sandboxed() && sigfillset(&all) == 0 &&
+	       pthread_sigmask(SIG_BLOCK, &all, old) == 0;
 }
 
 #endif /* SLUICE_SHIM_SANDBOXED_H */
