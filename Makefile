@@ -10,6 +10,8 @@
 #   make unit            the same as make check
 #   make test            install missing test dependencies, build, run every test (unit + integration)
 #   make integration     install missing test dependencies, build, run only the integration tests
+#   make test-repeat [TESTS="test_a.py ..."] [N=3]   build, run integration tests N times under load
+#                        (default: the ones changed against origin/main or by the last commit)
 #   make tests           build the unit tests and the benchmarks, run nothing (needs libcmocka-dev)
 #   make demo            install curl and python3 if missing, build, show sluice throttling a download
 #   make sanitize        the suite under ASan+UBSan, the core's thread tests under TSan (asan, tsan: the same)
@@ -79,17 +81,17 @@ SHIM_A := $(BUILD)/libsluice-shim.a
 SUP_A := $(BUILD)/libsluice-supervise.a
 SHIM_SO := $(BUILD)/libsluice.so
 CLI := $(BUILD)/sluice
-TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check unit tests demo test integration sanitize asan tsan fuzz bench transparency check-layers \
+.PHONY: all check unit tests demo test integration test-repeat sanitize asan tsan fuzz bench transparency check-layers \
 	format-check deb install clean deps need-cmocka FORCE
 .DEFAULT_GOAL := all
 
 all: $(CORE_A) $(CORE_SO) $(POLICY_A) $(if $(SHIM_SRC),$(SHIM_SO)) $(if $(CLI_SRC),$(CLI)) \
 	$(BUILD)/sluice-core.pc
 
-tests: $(TESTS) $(BENCHES)
+tests: $(UNIT_TESTS) $(BENCHES)
 
 # stamp NAME VALUE: $(BUILD)/NAME.stamp holds VALUE and is rewritten only
 # when VALUE changes, so a rule depending on it reruns exactly then.
@@ -186,6 +188,17 @@ integration: deps
 	$(MAKE) all tests
 	SL_TEST_INTEGRATION_ONLY=1 scripts/run-tests.sh $(BUILD)
 
+# Integration tests again and again, to catch a flaky check before make
+# test does (scripts/repeat-tests.sh): each of TESTS N times, two copies at
+# once beside a busy loop per CPU (alone if run-tests.sh runs it alone);
+# by default the ones changed against origin/main or by the last commit,
+# and in the work tree. REPEAT_SECONDS bounds it: no run starts that would
+# end later, by the test's last time (CI: 60). Installs nothing.
+N ?= 3
+REPEAT_SECONDS ?= 0
+test-repeat: all
+	SL_REPEAT='$(N)' SL_REPEAT_SECONDS='$(REPEAT_SECONDS)' scripts/repeat-tests.sh $(BUILD) $(TESTS)
+
 # cmocka's header compiles only after the C headers it uses.
 need-cmocka:
 	@printf '#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <setjmp.h>\n#include <cmocka.h>\nint main(void) { return 0; }\n' | \
@@ -195,7 +208,7 @@ need-cmocka:
 		exit 1; }
 
 check: need-cmocka
-	$(MAKE) all $(TESTS)
+	$(MAKE) all $(UNIT_TESTS)
 	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh $(BUILD)
 	$(MAKE) check-layers
 unit: check
@@ -210,7 +223,7 @@ sanitize: deps
 	# the Redis client and lease thread too (test_redis.py: faults, fork).
 	SL_TEST_INTEGRATION_ONLY=1 SL_TEST_FILTER='test_shim_ test_redis.' scripts/run-tests.sh build/asan
 	$(MAKE) BUILD=build/tsan SAN_FLAGS='-fsanitize=thread' CFLAGS='-O1 -g' \
-		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(TESTS)))
+		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(UNIT_TESTS)))
 	SL_TEST_FILTER=thread SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/tsan
 asan: sanitize
 tsan: sanitize

@@ -18,6 +18,8 @@
 #                         the others, one at a time. SL_TEST_JOBS=1: every
 #                         test in order, one after another, output as it
 #                         comes (for a test being debugged).
+#   SL_TEST_ALONE=1       print the names in $alone below and exit
+#                         (scripts/repeat-tests.sh runs those alone too)
 set -u
 build=${1:-build}
 filter=${SL_TEST_FILTER:-}
@@ -67,6 +69,7 @@ case "$jobs" in '' | *[!0-9]* | 0) echo "run-tests.sh: SL_TEST_JOBS=$jobs: want 
 alone=" test_install.sh test_cli.py test_shim_warmup.py test_supervise_static.py test_real_sshd.py \
 test_stat_listen.py test_redis_sentinel.py test_shim_accept.py test_vfork.py test_redis.py \
 test_supervise_go.py test_modes_ab.py test_redis_cluster.py test_eventloop_fair.py "
+[ -z "${SL_TEST_ALONE:-}" ] || { echo $alone; exit 0; }
 # Started first (the longest of the others, 15 to 50 s each), so that
 # none of them begins last and holds up the end: only the order changes.
 first=" test_deb.sh test_redis_pool.py \

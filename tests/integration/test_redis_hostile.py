@@ -8,7 +8,8 @@ with "$2000000000" followed by an endless stream of bytes (then, a second
 run, with "*2000000000" and an endless stream of ":1" elements). A preloaded python
 under SLUICE_SEND=1MiB/s,redis=k,on-error=open sends to a sink for 8 s. Its
 peak RSS is at most 64 MiB above the same program's under a local rule, it logs the refused reply (one
-warning), it keeps sending (on-error=open), and it exits 0 when told.
+warning: over 1 MiB; for the array, on a loaded machine, possibly slower than the connection's timeout),
+it keeps sending (on-error=open), and it exits 0 when told.
 Before the cap the program's RSS grew by 2.8-3.0 GB in 8 s.
 """
 import os
@@ -85,9 +86,10 @@ def rss_kib(pid):
     return None
 
 
-def run(name, head, unit, control=None):
+def run(name, head, unit, control=None, reasons=("over 1 MiB",)):
     """The child against a fake Redis answering head + unit...; with
-    control=None a local rule instead (no Redis): its peak RSS."""
+    control=None a local rule instead (no Redis): its peak RSS. The refusal
+    logged must give one of `reasons`."""
     red, sink = Hostile(head, unit), Server("sink")
     rule = {"SLUICE_SEND": "1MiB/s,redis=k,on-error=open",
             "SLUICE_REDIS": "redis://127.0.0.1:%d" % red.port, "SLUICE_LOG": "warn"}
@@ -122,14 +124,20 @@ def run(name, head, unit, control=None):
     check(rc == 0, "%s: the program exited normally (rc %d)" % (name, rc))
     check(sent.isdigit() and int(sent) > 0, "%s: it kept sending (on-error=open): %s bytes"
           % (name, sent))
-    check(err.count("a reply over 1 MiB") >= 1,
+    check(any(err.count("a reply " + r) >= 1 for r in reasons),
           "%s: the refused reply is logged (%r)" % (name, err[-300:]))
 
 
 def main():
     base = run("a local rule, no Redis", b"", b"x")
     run("a 2 GB bulk", b"$2000000000\r\n", b"x", base)
-    run("an array of 2e9 integers", b"*2000000000\r\n", b":1\r\n", base)
+    # A reply is refused at 1 MiB or after the connection's timeout (250 ms),
+    # whichever comes first. 1 MiB of ":1" elements is 262144 replies for
+    # hiredis to build: 40-50 ms alone, 50-190 ms beside a second run of
+    # this test and two busy loops (make test runs it beside 3 others), and
+    # once in 10 such runs past 250 ms: the timeout refused it.
+    run("an array of 2e9 integers", b"*2000000000\r\n", b":1\r\n", base,
+        ("over 1 MiB", "slower than the connection's timeout"))
     finish()
 
 

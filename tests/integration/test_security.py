@@ -192,9 +192,15 @@ def test_squatting():
         for n in ["shared-" + name] + ["stat-%d" % (me + k) for k in range(1, 50)] + \
                  ["shared-%s.%d.tmp" % (name, me + k) for k in range(1, 50)]:
             planted.append("/dev/shm/sluice-%d-%s" % (uid, n))
-    r = run([PY, "-c", "import sys\nfor p in sys.argv[1:]: open(p, 'w').close()"]
-            + planted, role="mallory")
-    check(r.returncode == 0, "mallory planted %d old flat names" % len(planted))
+    # A name another run of this test planted (its pids are near ours when
+    # two start at once) is squatted all the same: only ours are ours to
+    # remove.
+    plant = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        open(p, 'x').close()\n"
+             "        print(p)\n    except FileExistsError:\n        pass")
+    r = run([PY, "-c", plant] + planted, role="mallory")
+    mine = r.stdout.split()
+    check(r.returncode == 0, "mallory planted %d old flat names (%d of them there already): %r" %
+          (len(planted), len(planted) - len(mine), r.stderr.strip()[-300:]))
     # mallory cannot create root's directory.
     r = run(["mkdir", "/run/sluice-x" + TAG], role="mallory")
     check(r.returncode != 0, "mallory cannot create a directory in /run")
@@ -247,8 +253,8 @@ def test_squatting():
           in r.stderr, "a planted link is refused: %r" % r.stderr.strip()[-300:])
     os.unlink(squat)
     # Temporary names are random: none of mallory's planted pid names was used.
-    check(all(os.path.getsize(p) == 0 for p in planted), "the planted files were never written")
-    for p in planted:
+    check(all(os.path.getsize(p) == 0 for p in mine), "the planted files were never written")
+    for p in mine:
         os.unlink(p)
 
 
@@ -362,12 +368,28 @@ def test_exec_record():
               extra={"SLUICE_CONNECT": "100/s"})
     up = p.stdout.readline().strip()
     rec = os.path.join(d, "stat-%d" % p.pid)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not _cmdline_has(str(p.pid), "sleep"):
-        time.sleep(0.05)
+    # Wait for the exec itself: /proc/PID/exe turning into /bin/sleep, what
+    # sluice stat compares with the record. (The cmdline said "sleep" from
+    # the start: EXEC, in python's argv, names it. Under the parallel
+    # runner python was then still between "up" and its execve when sluice
+    # stat ran, 7 of 70 runs beside 4 busy loops; it rightly listed a
+    # process that still ran with its rules.)
+    sleep_st = os.stat("/bin/sleep")
+    deadline = time.monotonic() + 30
+    exec_d = False
+    while not exec_d and time.monotonic() < deadline:
+        try:
+            exe = os.stat("/proc/%d/exe" % p.pid)
+            exec_d = (exe.st_dev, exe.st_ino) == (sleep_st.st_dev, sleep_st.st_ino)
+        except OSError:
+            pass
+        if not exec_d:
+            time.sleep(0.02)
     had = os.path.exists(rec)
+    check(up == "up" and exec_d and had, "the process exec'd /bin/sleep (within 30 s), its "
+          "record left behind: up=%r exec'd=%s record=%s" % (up, exec_d, had))
     r = run([SLUICE, "stat"], role="mallory", xdg=xdg)
-    check(up == "up" and had and ("pid %d " % p.pid) not in r.stdout and not os.path.exists(rec),
+    check(("pid %d " % p.pid) not in r.stdout and not os.path.exists(rec),
           "a record left by the image before an exec is not shown, and removed: %r" % r.stdout)
     p.kill()
     p.wait()
