@@ -46,10 +46,11 @@ bool sl__vm_child_slow(void)
 	int pid = atomic_load_explicit(&own_pid, memory_order_relaxed);
 	if (pid == 0)
 		return false; /* before the constructor: nothing is tracked yet */
-	int saved = errno;
-	bool other = getpid() != pid;
-	errno = saved;
-	return other;
+	/* getpid never fails: errno is not touched. Nor may it be: a CLONE_VM
+	 * child may run on a TLS its caller made (Chromium's chroot helper:
+	 * a zeroed buffer), where errno's address is bogus (it segfaulted
+	 * there, and the sandboxed zygote died). */
+	return getpid() != pid;
 }
 
 void sl__vm_note_clone(unsigned long flags)
@@ -71,7 +72,10 @@ void sl__vfork_init_unsync(void)
 
 /* clone(fn, stack, flags, arg, [ptid, tls, ctid]): noted, then glibc's.
  * The three optional arguments are read whatever flags say (as glibc's own
- * clone reads its registers): a missing one is a register the call ignores. */
+ * clone reads its registers): a missing one is a register the call ignores.
+ * A CLONE_VM child may run on a TLS of its caller's making (Chromium's), so
+ * what it reaches of ours (syscall, _exit) touches no TLS of libc's, errno
+ * among it (sl__vm_child_slow). */
 SL_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 {
 	va_list ap;
