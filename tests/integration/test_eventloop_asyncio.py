@@ -68,7 +68,10 @@ def run(server_flags, client_flags, label):
           "max %.2f ms" % (label, SMALL, med * 1e3, worst * 1e3))
     check(med < 0.02, "%s: the fourth connection is not held up (median %.2f ms < 20 ms)"
           % (label, med * 1e3))
-    (srv or cli).check_cpu("%s: the throttled asyncio process" % label)
+    # Its request/answer loop on the fourth connection is real work: the
+    # client used 0.243-0.275 CPU s/s here, with this build and with
+    # da14fc6's alike (2 of 3 runs over 0.25 alone); a spin uses ~1.
+    (srv or cli).check_cpu("%s: the throttled asyncio process" % label, bound=0.4)
 
 
 def main():
