@@ -30,7 +30,7 @@ import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shim_lib import SLUICE, Server, check, child_env, finish  # noqa: E402
+from shim_lib import SLUICE, Server, check, child_env, finish, sanitizer_runtime  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PAGE = 2 << 20
@@ -58,8 +58,10 @@ def clone_prog(tmp):
 
 def chromium(tmp):
     exe = shutil.which("chromium")
-    if exe is None or os.geteuid() != 0:
-        print("skip: chromium part (needs root, to run it as nobody, and chromium installed)")
+    if exe is None or os.geteuid() != 0 or sanitizer_runtime():
+        print("skip: chromium part (needs root, to run it as nobody, chromium installed, and "
+              "a build without sanitizers: their runtime preloaded into chromium is not ours "
+              "to test)")
         return False
     www = os.path.join(tmp, "www")
     os.mkdir(www)
