@@ -76,8 +76,15 @@ BURST = RATE // 200  # the policy's default burst: 5 ms of the rate
 
 def test_send(mode):
     srv = Server("sink", slow=(2048, 0.015) if "nonblock" in mode else None)
+    # With signals, waits of 100 ms (a burst of 20 KB) rather than 5 ms:
+    # a signal that comes while the sender waits for the CPU after a sleep
+    # interrupts nothing (its handler runs when sendall returns), and on a
+    # loaded machine most 5 ms sleeps end in such a wait (CI: 1 handler in
+    # 0.995 s once, under the ASan build beside 3 other tests).
+    burst = 20000 if "signal" in mode else BURST
+    spec = "%dB/s" % RATE + (",burst=%dB" % burst if burst != BURST else "")
     try:
-        rc, r, _ = run_child(None, {"SLUICE_SEND": "%dB/s" % RATE},
+        rc, r, _ = run_child(None, {"SLUICE_SEND": spec},
                              argv=[sys.executable, "-c", SENDER, str(srv.port), str(SIZE), mode])
         got = srv.wait_results(1)
     finally:
@@ -89,9 +96,9 @@ def test_send(mode):
     print("measured: send %s: %d bytes at %d B/s in %.3f s, %d calls, %d partial, %d alarms"
           % (mode, SIZE, RATE, el, r["calls"], r["partial"], r["alarms"]))
     check(got[0] == (SIZE, EXPECT), "send %s: receiver got the exact bytes" % mode)
-    check(SIZE <= RATE * el + BURST, "send %s: %d bytes <= %d B/s * %.3f s + %d"
-          % (mode, SIZE, RATE, el, BURST))
-    check(el < 3 * (SIZE - BURST) / RATE, "send %s: elapsed %.3f s < 3x the minimum" % (mode, el))
+    check(SIZE <= RATE * el + burst, "send %s: %d bytes <= %d B/s * %.3f s + %d"
+          % (mode, SIZE, RATE, el, burst))
+    check(el < 3 * (SIZE - burst) / RATE, "send %s: elapsed %.3f s < 3x the minimum" % (mode, el))
     if "nonblock" in mode:
         check(r["partial"] > 0, "send %s: the kernel took part of some sends (%d)"
               % (mode, r["partial"]))
