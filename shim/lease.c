@@ -83,6 +83,7 @@
 #include "shm.h"
 #include "state.h"
 #include "redis.h"
+#include "record.h"
 #include "redis_link.h"
 
 struct sl_lease_state sl__ls = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -114,9 +115,19 @@ static void bank_deposit(struct sl_limiter *b, uint64_t g)
 void sl__lease_set(unsigned i, struct sl_limiter *l)
 {
 	atomic_store_explicit(&sl__ls.cur[i], l, memory_order_release);
-	/* The record's redis_fallback counters are not written yet: TSan saw
-	 * this thread's write race the record's publishing copy (record.c,
-	 * rec_copy) at start. */
+	/* For `sluice stat`: on the fallback, or not (dormant counts as not:
+	 * the next call asks Redis). Only into the published record: a private
+	 * one is copied into the file by whichever thread publishes it
+	 * (record.c), and a write here would race that copy; lease_main
+	 * publishes before its first switch, so none is missed. Acquire:
+	 * pairs with the publisher's release (the record as remapped).
+	 * Relaxed: counters. */
+	struct sl_rstats *s = sl__st.stats != NULL ? &sl__st.stats[i] : NULL;
+	if (s == NULL || atomic_load_explicit(&sl__rec_state, memory_order_acquire) != SL_REC_FILE)
+		return;
+	const bool fb = l != sl__ls.rules[i].bk && l != &sl__ls.dormant;
+	if (atomic_exchange_explicit(&s->redis_fallback, fb, memory_order_relaxed) != fb && fb)
+		sl_count_add(&s->redis_fallbacks, 1);
 }
 
 /*
@@ -305,6 +316,9 @@ static void *lease_main(void *arg)
 {
 	(void)arg;
 	sl__busy = 1; /* nothing this thread does is throttled */
+	/* The record is published before any switch this thread counts in it
+	 * (sl__lease_set). */
+	sl__rec_publish();
 	char why[192];
 	uint64_t backoff = SL_LEASE_BACKOFF_MIN_NS, reconnect_at = 0;
 	pthread_mutex_lock(&sl__ls.mu);

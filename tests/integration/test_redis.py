@@ -33,7 +33,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shim_lib import Server, check, child_env, finish  # noqa: E402
+from shim_lib import SLUICE, Server, check, child_env, finish  # noqa: E402
 
 # Each child runs a loop for `dur` seconds, at most one attempt per `gap`
 # seconds, and prints one JSON line: admission times (CLOCK_MONOTONIC, the
@@ -275,9 +275,22 @@ def fault_run(redis, srv, mode, procs, script, rate=200, dur=8.0):
         elif action == "sleep":
             threading.Thread(target=lambda: redis.cmd("DEBUG", "SLEEP", "1.5", timeout=10),
                              daemon=True).start()
+        elif action.startswith("stat"):
+            marks[action] = [redis_state(p.pid) for p in ps]
     results = [collect(p)[0] for p in ps]
     text = open(log).read() if os.path.exists(log) else ""
     return [r[-1] if r else None for r in results], marks, text
+
+
+def redis_state(pid):
+    """The "redis" object of `sluice stat --json PID`'s first rule, or None."""
+    r = subprocess.run([SLUICE, "stat", "--json", str(pid)], capture_output=True, text=True,
+                       timeout=20)
+    try:
+        return json.loads(r.stdout)["processes"][0]["rules"][0]["redis"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        print("stat %d: rc=%d %r %r" % (pid, r.returncode, r.stdout[-500:], r.stderr[-500:]))
+        return None
 
 
 def count(ev, lo, hi):
@@ -332,10 +345,22 @@ def test_fault_open(redis, srv):
 
 
 def test_fault_local(redis, srv):
-    res, m, log = fault_run(redis, srv, "local", 2, [(2.0, "kill"), (4.5, "restart")])
+    res, m, log = fault_run(redis, srv, "local", 2, [(1.5, "stat up"), (2.0, "kill"),
+                                                     (4.0, "stat down"), (4.5, "restart"),
+                                                     (7.0, "stat back")])
     if None in res:
         check(False, "local: children ran")
         return
+    # What sluice stat says of each process's rule, Redis up, down, back.
+    print("measured: local: sluice stat's redis state up %s, down %s, back %s"
+          % (m["stat up"], m["stat down"], m["stat back"]))
+    check(all(s == {"fallback": False, "fallbacks": 0} for s in m["stat up"]),
+          "local: stat: leasing, no fallback yet, while Redis is up")
+    check(all(s is not None and s["fallback"] and s["fallbacks"] >= 1 for s in m["stat down"]),
+          "local: stat: on the fallback while Redis is down")
+    check(all(s is not None and not s["fallback"] and s["fallbacks"] >= 1
+              for s in m["stat back"]), "local: stat: leasing again after the restart, the "
+          "fallback counted")
     ev = sorted(t for r in res for t in r["ok"])
     span = m["restart"] - m["kill"] - 0.5
     down = count(ev, m["kill"] + 0.5, m["restart"])
