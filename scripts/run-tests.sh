@@ -20,12 +20,20 @@
 #                         comes (for a test being debugged).
 #   SL_TEST_ALONE=1       print the names in $alone below and exit
 #                         (scripts/repeat-tests.sh runs those alone too)
+#   SL_TEST_TIMEOUT=S     a test still running after S seconds (default
+#                         900; the longest take about 2 minutes under the
+#                         sanitizers) is ended, TERM then KILL 10 s later,
+#                         and fails: a hang costs minutes, not the whole
+#                         of CI's time (a fork child once waited for ever
+#                         for a lock its parent's thread held)
 set -u
 build=${1:-build}
 filter=${SL_TEST_FILTER:-}
 ncpu=$(nproc 2>/dev/null || echo 2)
 jobs=${SL_TEST_JOBS:-$((ncpu * 2 > 4 ? ncpu * 2 : 4))}
 case "$jobs" in '' | *[!0-9]* | 0) echo "run-tests.sh: SL_TEST_JOBS=$jobs: want a count of 1 or more" >&2; exit 2 ;; esac
+limit=${SL_TEST_TIMEOUT:-900}
+case "$limit" in '' | *[!0-9]* | 0) echo "run-tests.sh: SL_TEST_TIMEOUT=$limit: want seconds, 1 or more" >&2; exit 2 ;; esac
 
 # Tests that run with no other test beside them (what they do beside
 # others, seen on a 2-core machine at SL_TEST_JOBS=4):
@@ -88,6 +96,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 tally() { # name rc seconds
+	[ "$2" -ne 124 ] && [ "$2" -ne 137 ] || [ "$3" -lt "$limit" ] ||
+		echo "run-tests.sh: $1 was still running after $limit s (SL_TEST_TIMEOUT): ended"
 	if [ "$2" -eq 0 ]; then
 		passed=$((passed + 1)); echo "--- PASS $1 ($3s)"
 	elif [ "$2" -eq 77 ]; then # the test cannot run on this machine (it says why)
@@ -132,14 +142,14 @@ run_one() { # name command...
 	if [ "$jobs" -eq 1 ] || [ "$pass" = alone ]; then
 		echo "=== $name"
 		start=$(date +%s)
-		"$@"
+		timeout -k 10 "$limit" "$@"
 		tally "$name" $? $(( $(date +%s) - start ))
 		return 0
 	fi
 	while [ ${#job_name[@]} -ge "$jobs" ]; do reap; done
 	(
 		start=$(date +%s)
-		"$@" > "$logs/$name.log" 2>&1 < /dev/null
+		timeout -k 10 "$limit" "$@" > "$logs/$name.log" 2>&1 < /dev/null
 		echo "$? $(( $(date +%s) - start ))" > "$logs/$name.rc"
 	) &
 	job_name[$!]=$name

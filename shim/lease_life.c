@@ -17,6 +17,7 @@
 #include "lease.h"
 #include "lease_pool.h"
 #include "lease_state.h"
+#include "ownfd.h"
 #include "redis.h"
 
 static void lease_stop_thread(void)
@@ -73,6 +74,11 @@ static void lease_atfork_child(void)
 {
 	sl__ls.running = false;
 	sl__ls.stop = false;
+	/* The parent's thread may have been in a Redis command (redis_io
+	 * held) or moving its fd (own_lock): the child's first lease would
+	 * wait for them for ever. */
+	sl__redis_after_fork();
+	sl__own_after_fork();
 	sl__rlink_abandon(sl__ls.conn);
 	sl__ls.conn = NULL;
 	sl__ls.state = 0;

@@ -93,6 +93,11 @@ void sl__own_drop(int fd)
 		atomic_fetch_sub_explicit(&sl__own_n, 1, memory_order_relaxed);
 }
 
+void sl__own_after_fork(void)
+{
+	pthread_mutex_init(&own_lock, NULL);
+}
+
 bool sl__own_is(int fd)
 {
 	return fd >= 0 && find(fd) != NULL;

@@ -34,5 +34,8 @@ void sl__own_yield(int fd);
 /* close_range(first, last, flags) as the program asked, skipping the
  * library's fds (several real calls). */
 int sl__own_close_range(unsigned first, unsigned last, int flags);
+/* In a fork child: the table's lock made anew (a parent's thread may have
+ * held it at the fork). */
+void sl__own_after_fork(void);
 
 #endif /* SLUICE_SHIM_OWNFD_H */

@@ -281,6 +281,11 @@ void sl__redis_close(struct sl_rconn *c)
 	pthread_mutex_unlock(&redis_io);
 }
 
+void sl__redis_after_fork(void)
+{
+	pthread_mutex_init(&redis_io, NULL);
+}
+
 void sl__redis_abandon(struct sl_rconn *c)
 {
 	if (c == NULL || c->fd < 0)

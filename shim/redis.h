@@ -31,6 +31,10 @@ void sl__redis_close(struct sl_rconn *c);
 /* The child after fork: close our copy of the socket, leave the memory
  * (the parent's thread may have been using it when fork happened). */
 void sl__redis_abandon(struct sl_rconn *c);
+/* In a fork child, before anything else of this file: the lock the
+ * connections' I/O holds is made anew (a parent's thread may have held it
+ * at the fork, and that thread does not exist here). */
+void sl__redis_after_fork(void);
 /* Script loads so far (SCRIPT LOAD replies), for logs and tests. */
 uint64_t sl__redis_script_loads(void);
 

@@ -168,15 +168,19 @@ class Redis:
 def spawn(mode, port, dur, gap, sluice, extra=()):
     argv = [sys.executable, "-c", LOOP, mode, str(port), str(dur), str(gap)] + list(extra)
     return subprocess.Popen(argv, env=child_env(sluice), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def collect(p, timeout=60):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        p.kill()  # a forked grandchild, if any, ends at its own deadline
+        # The fork mode's child too: it holds the pipes (a child once hung
+        # for ever in its first lease, waiting for a lock its parent's
+        # thread held at the fork).
+        os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
+        print("child %d still running after %d s: killed" % (p.pid, timeout))
     lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     if p.returncode != 0 or not lines:
         print("child rc=%s stderr=%r" % (p.returncode, err[-2000:]))
