@@ -208,6 +208,8 @@ static uint8_t rec_pass(const struct sl_fdrec *r)
 	return pass;
 }
 
+static const struct sl_fdrec *fd_classify_owned(int fd, uint8_t b);
+
 /* The part of sl__fd_rec_miss for an fd whose record is not published: wait for
  * the thread classifying it, or classify it. b is the fd's bits as loaded.
  * Returns the record, or NULL if the call should pass through. */
@@ -215,14 +217,13 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 {
 	/* Relaxed: only bounds the scan after fork (one thread then). */
 	sl__fd_raise_hi(&sl__fd_busy_hi, fd);
-	for (int spins = 0;; spins++) {
+	for (;;) {
 		if (b & SL_FDB_READY)
 			return &sl__fdrecs[fd];
 		if (b & SL_FDB_BUSY) {
-			if (spins > 1000)
-				return NULL;
-			sched_yield();
-			b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
+			b = sl__fd_wait_classified(fd, b);
+			if (b & SL_FDB_BUSY)
+				return NULL; /* our own classification, re-entered */
 			continue;
 		}
 		/* Acquire on success: we own the record until we publish it. */
@@ -231,6 +232,17 @@ static __attribute__((noinline)) const struct sl_fdrec *fd_rec_slow(int fd, uint
 							  memory_order_acquire))
 			break;
 	}
+	const int outer = sl__fd_classifying;
+	sl__fd_classifying = fd + 1;
+	const struct sl_fdrec *rec = fd_classify_owned(fd, b);
+	sl__fd_classifying = outer;
+	return rec;
+}
+
+/* fd_rec_slow's classification of fd, BUSY set by this thread (b: the bits
+ * before). Clears BUSY on every path. */
+static const struct sl_fdrec *fd_classify_owned(int fd, uint8_t b)
+{
 	struct sl_fdrec r;
 	if (sl__sandboxed() && sl__st.active) {
 		/* No query may be made any more (sandbox.h): the fd passes

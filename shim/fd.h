@@ -68,6 +68,12 @@ static inline bool sl__fd_known(int fd)
 
 /* The part of sl__fd_rec past its inline test. */
 const struct sl_fdrec *sl__fd_rec_miss(int fd);
+/* fd + 1 while the calling thread classifies fd, else 0 (fdwait.c). */
+extern __thread int sl__fd_classifying;
+/* Waits until no other thread classifies fd (SL_FDB_BUSY in b, the bits as
+ * loaded) and returns the fd's bits; errno kept. If the calling thread is
+ * the classifier (a signal handler re-entered), returns b at once. */
+uint8_t sl__fd_wait_classified(int fd, uint8_t b);
 /* fd's published record, classifying it first if needed, or NULL if the
  * call should pass through (not a socket, no rules, fd too large). The
  * record is rewritten only when fd is reclassified (after a close, dup2
