@@ -275,7 +275,27 @@ void sl__clock_fork_child(void)
 	}
 }
 
+int sl__clock_tsc_span(uint64_t ns, uint64_t *ticks)
+{
+	/* Relaxed: a deadline's scale; a line being refitted changes mult by
+	 * the rate's drift, parts per million. */
+	if (sl__clock_ns != clock_tsc || atomic_load_explicit(&live_line.off, memory_order_relaxed))
+		return -1;
+	const uint64_t mult = atomic_load_explicit(&live_line.mult, memory_order_relaxed);
+	if (mult == 0)
+		return 0;
+	*ticks = (uint64_t)(((unsigned __int128)ns << 32) / mult);
+	return 1;
+}
+
 #else /* no TSC: clock_gettime */
+
+int sl__clock_tsc_span(uint64_t ns, uint64_t *ticks)
+{
+	(void)ns;
+	(void)ticks;
+	return -1;
+}
 
 void sl__clock_init(void)
 {

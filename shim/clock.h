@@ -23,6 +23,10 @@ extern int (*sl__sleep_until)(uint64_t deadline_ns);
 void sl__clock_init(void);
 void sl__clock_fork_child(void);
 
+/* The TSC ticks ns are worth on the clock's line: 1 (*ticks set), 0 (no
+ * line fitted yet), -1 (the clock does not read the TSC, and never will). */
+int sl__clock_tsc_span(uint64_t ns, uint64_t *ticks);
+
 /* A line from TSC ticks to CLOCK_MONOTONIC ns: base_ns + (tsc - base_tsc) *
  * mult / 2^32 for tsc in [base_tsc, base_tsc + span). mult 0: not fitted. */
 struct sl_clock_line {

@@ -169,9 +169,15 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 	out->type = r->type;
 	out->stream = r->stream;
 	out->fast = 0;
-	for (int k = 0; k < SL_K_COUNT; k++)
-		if (r->match[k] != 0 && (r->match[k] & ~sl__st.fast_rules) == 0)
+	for (int k = 0; k < SL_K_COUNT; k++) {
+		const uint32_t m = r->match[k];
+		if (m != 0 && (m & ~sl__st.fast_rules) == 0)
 			out->fast |= (uint8_t)SL_FDR_FAST(k);
+		const uint32_t credit = sl__st.credit_rules &
+					(k == SL_K_RECV ? sl__st.byte_rules : UINT32_MAX);
+		if (m != 0 && (m & (m - 1)) == 0 && (m & credit) != 0)
+			out->fast |= (uint8_t)SL_FDR_CREDIT(k);
+	}
 	out->peer = r->peer;
 	out->local = r->local;
 	out->dev = r->dev;

@@ -27,6 +27,9 @@
 #define SL_FDB_KEEP 0x80u  /* reclassify, but keep the per-fd limiters (connect) */
 
 #define SL_FDR_FAST(k) (1u << (k)) /* sl_fdrec.fast */
+/* sl_fdrec.fast: match[k] is one rule of sl__st.credit_rules (a receive:
+ * one counting bytes): it tries this thread's credit first (credit.h). */
+#define SL_FDR_CREDIT(k) (1u << (4 + (k)))
 
 struct sl_fdrec {
 	uint32_t cand[SL_K_COUNT];  /* rules whose family and type fit */
@@ -36,7 +39,8 @@ struct sl_fdrec {
 	uint8_t type;               /* SL_TYPE_* bit, 0 for other types */
 	uint8_t stream;             /* SOCK_STREAM: byte transfers may be split */
 	uint8_t fast;               /* SL_FDR_FAST(k): match[k] is not empty and all
-	                               fast rules (state.h): the fast paths apply */
+	                               fast rules (state.h): the fast paths apply;
+	                               and SL_FDR_CREDIT(k) */
 	struct sl_addr peer;        /* family 0 if not connected */
 	struct sl_addr local;
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */

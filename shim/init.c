@@ -34,6 +34,7 @@
 #include "breaker.h"
 #include "clock.h"
 #include "connfam.h"
+#include "credit.h"
 #include "connwait.h"
 #include "epoll.h"
 #include "fd.h"
@@ -112,6 +113,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 {
 	struct sl_state *st = &sl__st;
 	st->ready = false;
+	sl__credit_reset_unsync();
 	sl__sandbox_reset_unsync();
 	sl__fd_cap_init_unsync();
 	st->active = false;
@@ -122,6 +124,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	st->byte_rules = st->conns_rules = st->reject_rules = st->eagain_rules = 0;
 	st->proc_rules = st->fast_rules = st->lease_rules = 0;
 	st->fd_rules = st->thread_rules = st->peer_rules = st->late_rules = 0;
+	st->credit_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = st->n_peer_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT,
@@ -201,6 +204,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		st->fast[i] = (struct sl_fast_rule){.how = fast_how(i),
 						    .lim = st->rule_lim[i],
 						    .stats = &st->stats[i]};
+		if (SL_CREDIT_TSC && st->fast[i].how == SL_FAST_PROC_BUCKET && i < SL_CREDIT_RULES)
+			st->credit_rules |= 1u << i;
 	}
 	st->piece_min = sl__piece_of(st->byte_rules);
 	st->fd_lims = remap(st->fd_lims, &fd_lims_bytes, (size_t)sl__fd_cap * st->n_fd_rules);
@@ -254,6 +259,7 @@ static void atfork_child(void)
 		sl__shm_rec_fork_child();
 		sl__stats_reset();
 	}
+	sl__credit_reset_unsync();
 	sl__fdtab_after_fork_unsync();
 	sl__cw_after_fork_unsync();
 	sl__scope_after_fork_unsync();
@@ -358,6 +364,10 @@ __attribute__((destructor)) static void fini(void)
 {
 	int saved = errno;
 	sl__busy = 1;
+	/* This thread's credit back to a limiter other processes may share
+	 * (shared=): the other threads' is lost with them, a slice each. */
+	if (sl__st.active)
+		sl__credit_return_all(sl__clock_ns());
 	/* In a sandbox no file may be written or removed (sandbox.h): the
 	 * record stays until `sluice stat` finds its process gone. */
 	if (!sl__sandboxed()) {

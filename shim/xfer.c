@@ -57,6 +57,7 @@
 #include "nb.h"
 #include "state.h"
 #include "xfer.h"
+#include "xfer_recv.h"
 
 /* The real transfer of a piece [off, off + len) that is not the whole call:
  * the iovecs and the message are cut to the piece. Out of line: its
@@ -191,6 +192,24 @@ void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, ui
 	errno = e;
 }
 
+/* The call's units go back to the credit, the bytes that came are charged
+ * at their arrival (as the receive fast path charges them), and the credit
+ * goes back: the thread waited, or will (nothing came). */
+__attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, unsigned i, size_t total,
+							    ssize_t r)
+{
+	int e = errno;
+	sl__credit[i].units += total;
+	const uint64_t now = sl__clock_ns();
+	if (r > 0)
+		sl__fast_charge1(fd, i, (uint64_t)r, now);
+	sl__credit_return_all(now);
+	sl__busy = 0;
+	sl__stats_end(1u << i, r >= 0, r > 0 ? (uint64_t)r : 0);
+	errno = e;
+	return r;
+}
+
 /* Every rule in turn; what was taken is given back if one does not admit.
  * At most one sliding window, policed last (state.h: late_rules). */
 bool sl__fast_take_multi(int fd, uint32_t rules, size_t total, uint64_t now)
@@ -219,6 +238,10 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 						      size_t total, ssize_t r, uint64_t now)
 {
 	int e = errno;
+	if (now == 0) /* the call spent credit */
+		now = sl__clock_ns();
+	/* The socket is full: the thread will wait, without its credit. */
+	sl__credit_return_all(now);
 	sl__fast_give(fd, rules, total, r, now);
 	const uint64_t bytes = r > 0 ? (uint64_t)r : 0;
 	const struct sl_fdrec *rec;
@@ -280,6 +303,8 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 	gm.rules = g.rules = 0;
 	sl__call_begin_at(&c, io->fd, SL_OP_SEND, peer, SO_SNDTIMEO,
 			  now != 0 ? now : sl__clock_ns());
+	/* The call may wait: this thread's credit is not held meanwhile. */
+	sl__credit_return_all(c.start_ns);
 	sl__nb_begin(&c, io->flags, rules);
 	/* Skipped when empty, so that the first byte decision is taken at the
 	 * call's start (see sl__call_begin). */

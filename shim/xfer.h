@@ -22,6 +22,7 @@
 
 #include "act.h"
 #include "clock.h"
+#include "credit.h"
 #include "fair.h"
 #include "fd.h"
 #include "internal.h"
@@ -310,6 +311,16 @@ static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigne
 	return sl__fast_take_d(fd, &sl__st.fast[i], i, n, now);
 }
 
+/* sl__fast_take1 for a send: a per=process bucket through this thread's
+ * credit (credit.h) when a slice is worth taking. */
+static inline __attribute__((always_inline)) bool
+sl__fast_take_send1(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, uint64_t now)
+{
+	if (sl__credit_wanted(i, d, n))
+		return sl__credit_take(i, d, n, now, true);
+	return sl__fast_take_d(fd, d, i, n, now);
+}
+
 /* Police fast `rules` for a transfer of `total` bytes on fd at now: true if
  * every one admits it at once (then it is taken); false, having taken
  * nothing, if the general path must decide. One rule, the common case,
@@ -363,11 +374,32 @@ static inline void sl__fast_stats1(struct sl_rstats *st, uint64_t bytes)
 }
 
 /* A fast send the kernel did not take whole (r < total, or an error):
- * gives back what it did not take, holds an nb fd back if its next call's
+ * gives back what it did not take and this thread's credit (now: the
+ * clock as the fast path read it, 0 if it read none), holds an nb fd back if its next call's
  * tokens are missing, counts the call; returns r, errno as the kernel left
  * it (xfer.c). */
 ssize_t sl__fast_send_short(int fd, int flags, uint32_t rules, size_t total, ssize_t r,
 			    uint64_t now);
+
+/* The real call of a send the fast path admitted (sl__busy set) for
+ * `rules` (one: d's alone), and its end: a short one given to
+ * sl__fast_send_short, else counted. */
+static inline __attribute__((always_inline)) ssize_t sl__fast_send_out(const struct sl_io *io,
+								       uint32_t rules,
+								       const struct sl_fast_rule *d,
+								       bool one, uint64_t now)
+{
+	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	sl__busy = 0;
+	/* r < 0 too: (size_t)-1 is a total of SIZE_MAX. */
+	if (__builtin_expect(r < 0 || (size_t)r != io->total, 0))
+		return sl__fast_send_short(io->fd, io->flags, rules, io->total, r, now);
+	if (__builtin_expect(one, 1))
+		sl__fast_stats1(d->stats, (uint64_t)r);
+	else
+		sl__stats_end(rules, true, (uint64_t)r);
+	return r;
+}
 
 /* The general path of a send whose fd has a record (sl__xfer_rec); now: the
  * clock as the fast path read it (0: read it). xfer.c. */
@@ -387,31 +419,45 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 	if (__builtin_expect(sl__fast_send_ok(rec, rules, io->total,
 					      io->msg != NULL ? io->msg->msg_name : io->addr),
 			     1)) {
-		/* Kept for the general path if a rule does not admit at once:
-		 * its first decision is at this instant too (nothing here
-		 * blocks). */
-		now = sl__clock_ns();
-		/* One rule, the common case: its descriptor found once, for
-		 * the police and the stats. */
-		const bool one = (rules & (rules - 1)) == 0;
-		const unsigned i = (unsigned)__builtin_ctz(rules);
-		const struct sl_fast_rule *d = &sl__st.fast[i];
-		if (__builtin_expect(one ? sl__fast_take_d(io->fd, d, i, sl__units(i, io->total),
-							   now)
-					 : sl__fast_take_multi(io->fd, rules, io->total, now),
-				     1)) {
+		if (__builtin_expect(rec->fast & SL_FDR_CREDIT(SL_K_SEND), 1)) {
+			/* One per=process bucket rule: this thread's credit
+			 * first (credit.h). Its own copy of the call's end:
+			 * fewer registers live without a clock reading. A
+			 * record being rewritten may show the bit of one
+			 * match and the rules of another: the call is then
+			 * policed by the lowest of those rules alone, as the
+			 * fd's record said before or after (one call, on a
+			 * socket connected or closed meanwhile). */
+			const unsigned i = (unsigned)__builtin_ctz(rules);
+			const struct sl_fast_rule *d = &sl__st.fast[i];
+			const uint64_t n = sl__units(i, io->total);
+			/* Before the credit's load and store, and until the
+			 * real call is made: the sl__busy protocol above. */
 			sl__busy = 1;
-			const ssize_t r = sl__io_xfer(io, 0, io->total);
+			if (__builtin_expect(sl__credit_spend(i, d, n), 1))
+				return sl__fast_send_out(io, rules, d, true, 0);
+			now = sl__clock_ns(); /* as below */
+			if (__builtin_expect(sl__fast_take_send1(io->fd, d, i, n, now), 1))
+				return sl__fast_send_out(io, rules, d, true, now);
 			sl__busy = 0;
-			/* r < 0 too: (size_t)-1 is a total of SIZE_MAX. */
-			if (__builtin_expect(r < 0 || (size_t)r != io->total, 0))
-				return sl__fast_send_short(io->fd, io->flags, rules, io->total, r,
-							   now);
-			if (__builtin_expect(one, 1))
-				sl__fast_stats1(d->stats, (uint64_t)r);
-			else
-				sl__stats_end(rules, true, (uint64_t)r);
-			return r;
+		} else {
+			/* Kept for the general path if a rule does not admit
+			 * at once: its first decision is at this instant too
+			 * (nothing here blocks). */
+			now = sl__clock_ns();
+			/* One rule, the common case: its descriptor found
+			 * once, for the police and the stats. */
+			const bool one = (rules & (rules - 1)) == 0;
+			const unsigned i = (unsigned)__builtin_ctz(rules);
+			const struct sl_fast_rule *d = &sl__st.fast[i];
+			if (__builtin_expect(one ? sl__fast_take_d(io->fd, d, i,
+								   sl__units(i, io->total), now)
+						 : sl__fast_take_multi(io->fd, rules, io->total,
+								       now),
+					     1)) {
+				sl__busy = 1;
+				return sl__fast_send_out(io, rules, d, one, now);
+			}
 		}
 	}
 	struct sl_io general = *io;
@@ -423,53 +469,5 @@ static inline __attribute__((always_inline)) ssize_t sl__send(const struct sl_io
 	const struct sl_fdrec *rec = sl__xfer_rec(io->fd, SL_K_SEND);
 	return rec != NULL ? sl__send_rec(io, rec) : sl__io_xfer(io, 0, io->total);
 }
-
-/* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
- * and the receive fast path for more than one rule (xfer.c). */
-bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now);
-void sl__fast_charge_lim(int fd, unsigned i, uint64_t n, uint64_t now);
-bool sl__fast_recv_begin_multi(int fd, uint32_t rules, size_t total, uint64_t now);
-void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now);
-
-/* True if byte rule i (fast) would admit n units on fd at now. */
-static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigned i, uint64_t n,
-								 uint64_t now)
-{
-	const struct sl_fast_rule *d = &sl__st.fast[i];
-	uint64_t gen; /* a snapshot: a slot just retired answers as well */
-	bool yes;
-	switch (d->how) {
-	case SL_FAST_PROC_BUCKET:
-		yes = sl_fast_peek_gcra(&sl__fast_slot(d->lim, &gen)->u.gcra, n, now);
-		break;
-	case SL_FAST_PROC_FIXED:
-		yes = sl_fast_peek_fixed(&sl__fast_slot(d->lim, &gen)->u.fixed, n, now);
-		break;
-	default: {
-		const struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
-		yes = g != NULL && sl_fast_peek_gcra(g, n, now);
-		break;
-	}
-	}
-	return yes || sl__fast_peek_lim(fd, i, n, now);
-}
-
-/* Charge byte rule i (fast) n units received on fd at now. */
-static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsigned i, uint64_t n,
-								   uint64_t now)
-{
-	const struct sl_fast_rule *d = &sl__st.fast[i];
-	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
-		sl_fast_charge_tunable(d->lim, n, now);
-		return;
-	}
-	struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
-	if (g == NULL || !sl_fast_charge_gcra(g, n, now))
-		sl__fast_charge_lim(fd, i, n, now);
-}
-
-/* The general path of a receive on rec's fd; now: the clock as the fast
- * path read it (0: read it). xfer.c. */
-ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t now);
 
 #endif /* SLUICE_SHIM_XFER_H */

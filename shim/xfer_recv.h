@@ -3,7 +3,8 @@
  * xfer_recv.h - the receive side of the transfer engine (xfer.h): the fast
  * path of a receive every rule would admit whole (peek the limiters, receive,
  * charge what came at a second clock reading), inline in the wrappers, and
- * the general path's entry (xfer.c); readv and writev's common entry.
+ * the general path's entry (xfer.c), the peek and charge helpers it
+ * inlines; readv and writev's common entry.
  *
  * API: as xfer.h.
  */
@@ -11,6 +12,54 @@
 #define SLUICE_SHIM_XFER_RECV_H
 
 #include "xfer.h"
+
+/* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
+ * and the receive fast path for more than one rule (xfer.c). */
+bool sl__fast_peek_lim(int fd, unsigned i, uint64_t n, uint64_t now);
+void sl__fast_charge_lim(int fd, unsigned i, uint64_t n, uint64_t now);
+bool sl__fast_recv_begin_multi(int fd, uint32_t rules, size_t total, uint64_t now);
+void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now);
+
+/* True if byte rule i (fast) would admit n units on fd at now. */
+static inline __attribute__((always_inline)) bool sl__fast_peek1(int fd, unsigned i, uint64_t n,
+								 uint64_t now)
+{
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	uint64_t gen; /* a snapshot: a slot just retired answers as well */
+	bool yes;
+	switch (d->how) {
+	case SL_FAST_PROC_BUCKET:
+		yes = sl_fast_peek_gcra(&sl__fast_slot(d->lim, &gen)->u.gcra, n, now);
+		break;
+	case SL_FAST_PROC_FIXED:
+		yes = sl_fast_peek_fixed(&sl__fast_slot(d->lim, &gen)->u.fixed, n, now);
+		break;
+	default: {
+		const struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
+		yes = g != NULL && sl_fast_peek_gcra(g, n, now);
+		break;
+	}
+	}
+	return yes || sl__fast_peek_lim(fd, i, n, now);
+}
+
+/* Charge byte rule i (fast) n units received on fd at now. */
+static inline __attribute__((always_inline)) void sl__fast_charge1(int fd, unsigned i, uint64_t n,
+								   uint64_t now)
+{
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
+		sl_fast_charge_tunable(d->lim, n, now);
+		return;
+	}
+	struct sl_gcra *g = sl__fast_bucket_of(fd, i, d);
+	if (g == NULL || !sl_fast_charge_gcra(g, n, now))
+		sl__fast_charge_lim(fd, i, n, now);
+}
+
+/* The general path of a receive on rec's fd; now: the clock as the fast
+ * path read it (0: read it). xfer.c. */
+ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec, uint64_t now);
 
 /* The receive fast path's decision for fast `rules` on fd at now: true if
  * the byte rules would admit `total` units and the message rules admitted
@@ -42,6 +91,26 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 	return r;
 }
 
+/* A receive under one byte rule i (d) for which this thread's credit paid
+ * `total` units before the call (sl__busy set): what did not come goes
+ * back to the credit. If nothing came (an error, EAGAIN, the end), or the
+ * credit expired while the call waited for data, the call is settled in
+ * sl__fast_recv_credit_late instead. */
+ssize_t sl__fast_recv_credit_late(int fd, unsigned i, size_t total, ssize_t r);
+static inline __attribute__((always_inline)) ssize_t
+sl__fast_recv_credit(const struct sl_io *io, unsigned i, const struct sl_fast_rule *d)
+{
+	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	struct sl_credit *c = &sl__credit[i];
+	if (__builtin_expect(r > 0 && (int64_t)(sl__credit_tsc() - c->until) < 0, 1)) {
+		c->units += io->total - (size_t)r;
+		sl__busy = 0;
+		sl__fast_stats1(d->stats, (uint64_t)r);
+		return r;
+	}
+	return sl__fast_recv_credit_late(io->fd, i, io->total, r);
+}
+
 /* The receive side of every wrapper: record, fast path, general path (see
  * sl__send, sl__send_rec). */
 static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct sl_io *io,
@@ -54,7 +123,23 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 	uint64_t now = 0;
 	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
 	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {
-		now = sl__clock_ns();
+		if (__builtin_expect(rec->fast & SL_FDR_CREDIT(SL_K_RECV), 1)) {
+			/* One per=process bucket byte rule: this thread's
+			 * credit may pay for the whole buffer (credit.h);
+			 * sl__busy as for a send. */
+			const unsigned i = (unsigned)__builtin_ctz(rules);
+			const struct sl_fast_rule *d = &sl__st.fast[i];
+			sl__busy = 1;
+			if (__builtin_expect(sl__credit_spend(i, d, io->total), 1))
+				return sl__fast_recv_credit(io, i, d);
+			now = sl__clock_ns();
+			if (sl__credit_wanted(i, d, io->total) &&
+			    sl__credit_take(i, d, io->total, now, false))
+				return sl__fast_recv_credit(io, i, d);
+			sl__busy = 0;
+		} else {
+			now = sl__clock_ns();
+		}
 		if (sl__fast_recv_begin(io->fd, rules, io->total, now)) {
 			sl__busy = 1;
 			ssize_t r = sl__io_xfer(io, 0, io->total);

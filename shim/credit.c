@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * credit.c - thread-local credit (credit.h): taking a slice, giving it
+ * back, and the thread-exit and fork handlers.
+ */
+#include <pthread.h>
+
+#include "clock.h"
+#include "credit.h"
+#include "params.h"
+
+__thread struct sl_credit sl__credit[SL_CREDIT_RULES] __attribute__((tls_model("initial-exec")));
+__thread struct sl_credit_slice sl__credit_slice[SL_CREDIT_RULES]
+	__attribute__((tls_model("initial-exec")));
+int (*sl__credit_span)(uint64_t ns, uint64_t *ticks) = sl__clock_tsc_span;
+
+static pthread_key_t credit_key;
+static pthread_once_t credit_once = PTHREAD_ONCE_INIT;
+static bool credit_key_ok;
+static __thread bool credit_keyed __attribute__((tls_model("initial-exec")));
+
+/* Give back this thread's credit of fast rule i at now: to the slot it
+ * came from if the head is still at its generation (a retired slot's is
+ * dropped). The bucket never holds more than its burst (sl_gcra_refund). */
+static void credit_return(unsigned i, uint64_t now)
+{
+	struct sl_credit *c = &sl__credit[i];
+	if (c->units == 0)
+		return;
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	if (d->how == SL_FAST_PROC_BUCKET) {
+		uint64_t gen;
+		struct sl_limiter *s = sl__fast_slot(d->lim, &gen);
+		if (gen == c->gen)
+			(void)sl_fast_undo(s, c->units, now);
+	}
+	c->units = 0;
+}
+
+void sl__credit_return_all(uint64_t now)
+{
+	for (unsigned i = 0; i < SL_CREDIT_RULES; i++)
+		credit_return(i, now);
+}
+
+static void credit_exit(void *v)
+{
+	(void)v;
+	/* A thread's exit: sl__busy keeps a wrapped call the clock might make
+	 * (none today) out of the rules; a later destructor's sends are
+	 * throttled again. */
+	const int busy = sl__busy;
+	sl__busy = 1;
+	sl__credit_return_all(sl__clock_ns());
+	sl__busy = busy;
+}
+
+static void credit_key_make(void)
+{
+	credit_key_ok = pthread_key_create(&credit_key, credit_exit) == 0;
+}
+
+/* Register this thread's exit handler, once per thread. Without a key (the
+ * process has none left) the thread takes no credit. */
+static bool credit_keyed_here(void)
+{
+	if (credit_keyed)
+		return true;
+	pthread_once(&credit_once, credit_key_make);
+	if (!credit_key_ok || pthread_setspecific(credit_key, (void *)1) != 0)
+		return false;
+	credit_keyed = true;
+	return true;
+}
+
+/* The slice of rule i at its parameters now and the ns it is worth: 0 if
+ * credit cannot pay (the rate is not a plain amount per period). */
+static uint64_t slice_of(unsigned i, uint64_t *ns)
+{
+	const struct sl_params p = sl__rule_now(i);
+	if (p.amount == 0 || p.period_ns == 0)
+		return 0;
+	const uint64_t piece = sl_piece_max(&sl__st.policy.rules[i], &p) / 8;
+	/* 1 ms of the rate, rounded down; no overflow in 128 bits. */
+	const unsigned __int128 per_ms = (unsigned __int128)p.amount * 1000000u / p.period_ns;
+	const uint64_t slice = per_ms < piece ? (uint64_t)per_ms : piece;
+	*ns = (uint64_t)((unsigned __int128)slice * p.period_ns / p.amount);
+	return slice;
+}
+
+bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain)
+{
+	credit_return(i, now);
+	struct sl_credit *c = &sl__credit[i];
+	struct sl_credit_slice *k = &sl__credit_slice[i];
+	uint64_t gen;
+	struct sl_limiter *s = sl__fast_slot(d->lim, &gen);
+	if (k->gen1 != gen + 1) {
+		uint64_t ns = 0, ticks = 0;
+		const uint64_t slice = slice_of(i, &ns);
+		const int span = slice > 1 ? sl__credit_span(ns, &ticks) : -1;
+		if (span == 0) /* no line yet: ask again next time */
+			return plain && sl_fast_take_tunable_gcra(d->lim, n, now);
+		k->max_n = span > 0 && credit_keyed_here() ? slice : 0;
+		k->gen1 = gen + 1;
+		k->span = ticks;
+	}
+	const uint64_t slice = k->max_n;
+	if (n < slice && sl_fast_take_gcra(&s->u.gcra, slice, now)) {
+		if (!sl__fast_tunable_kept(d->lim, s, gen, slice, now))
+			return plain && sl_fast_take_tunable_gcra(d->lim, n, now);
+		c->units = slice - n;
+		c->gen = gen;
+		c->until = sl__credit_tsc() + k->span;
+		return true;
+	}
+	return plain && sl_fast_take_tunable_gcra(d->lim, n, now);
+}
+
+void sl__credit_reset_unsync(void)
+{
+	for (unsigned i = 0; i < SL_CREDIT_RULES; i++) {
+		sl__credit[i] = (struct sl_credit){0};
+		sl__credit_slice[i] = (struct sl_credit_slice){0};
+	}
+}

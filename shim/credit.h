@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * credit.h - thread-local credit: a send under one per=process token or
+ * leaky bucket rule spends tokens its thread took from the rule's limiter
+ * earlier, with no clock reading and no atomic (credit.c).
+ *
+ * A thread whose call the bucket admits takes, instead of the call's n
+ * units, a slice of min(piece/8, 1 ms of the rate) units (piece: what the
+ * rule may be charged at once, engine/params.h) when that is more than n
+ * and the bucket has it now; the rest is its credit. The slice counts as
+ * spent in the limiter when taken, so what all threads send is never more
+ * than the limiter admitted: burst + rate x t. What changes is which
+ * thread gets the tokens, and when they leave:
+ *   - credit is good for the time the slice is worth at the rate (at most
+ *     1 ms), read on the TSC (one unordered rdtsc): a thread idle longer
+ *     gives it back before its next call. So what leaves in any window is
+ *     at most one slice more than the limiter's own bound for it;
+ *   - it is good only at the tunable head's generation it was taken at:
+ *     `sluice set` makes every thread's credit void (not given back: the
+ *     old slot is retired);
+ *   - it goes back to the limiter when the thread's next call finds it too
+ *     small (before the call takes anew or waits), when a send is short
+ *     (the socket is full: the thread will wait), and when the thread
+ *     exits (a pthread key destructor). A fork child starts with none.
+ * No TSC (another architecture, a TSC the clock turned off, or the first
+ * 10 ms before the clock fits its line: clock.c): no credit, the calls
+ * take the fast path of xfer.h as before.
+ *
+ * Signals: the spend is a load and a store; the caller sets sl__busy
+ * before it, so a signal handler's send in between passes through (as one
+ * made during the real call does) and cannot spend the same units.
+ *
+ * Memory: 56 bytes of TLS per credit rule (8) and thread: 448 bytes.
+ *
+ * API: the calling thread's credit only, except sl__credit_reset_unsync
+ * (state init, fork child: one thread).
+ */
+#ifndef SLUICE_SHIM_CREDIT_H
+#define SLUICE_SHIM_CREDIT_H
+
+#include "internal.h"
+#include "sluice_fast.h"
+#include "state.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#define SL_CREDIT_TSC 1
+#else
+#define SL_CREDIT_TSC 0
+#endif
+
+#define SL_CREDIT_RULES 8 /* rules 0..7 may take credit (TLS per thread) */
+
+/* One rule's credit in one thread: what the spend reads. */
+struct sl_credit {
+	uint64_t units; /* left to spend (0 for a rule that takes none) */
+	uint64_t gen;   /* the tunable head's generation it was taken at */
+	uint64_t until; /* TSC: void from here */
+	uint64_t pad;
+};
+/* What a take reads. */
+struct sl_credit_slice {
+	uint64_t max_n; /* calls of fewer units use credit (0: none) */
+	uint64_t gen1;  /* the generation max_n is for, + 1 (0: none yet) */
+	uint64_t span;  /* TSC ticks a slice is good for */
+};
+
+extern __thread struct sl_credit sl__credit[SL_CREDIT_RULES]
+	__attribute__((tls_model("initial-exec")));
+extern __thread struct sl_credit_slice sl__credit_slice[SL_CREDIT_RULES]
+	__attribute__((tls_model("initial-exec")));
+
+/* The TSC now (unordered: a deadline's test needs no fence); 0 without. */
+static inline uint64_t sl__credit_tsc(void)
+{
+#if SL_CREDIT_TSC
+	return __rdtsc();
+#else
+	return 0;
+#endif
+}
+
+/* Spend n units of fast rule i (descriptor d; i in sl__st.credit_rules)
+ * from this thread's credit: true if it had them, at d's generation, not
+ * expired. */
+static inline __attribute__((always_inline)) bool
+sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n)
+{
+	struct sl_credit *c = &sl__credit[i];
+	/* Relaxed gen: a retune racing the spend lets it use the old slot's
+	 * units once more, which that slot admitted. */
+	if (c->units < n ||
+	    c->gen != atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) ||
+	    (int64_t)(sl__credit_tsc() - c->until) >= 0)
+		return false;
+	c->units -= n;
+	return true;
+}
+
+/* Whether a take of n units of rule i should go through sl__credit_take
+ * (a slice may be worth taking): a per=process bucket, a call smaller than
+ * the last slice, or none computed at this generation. */
+static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, uint64_t n)
+{
+	if (!SL_CREDIT_TSC || d->how != SL_FAST_PROC_BUCKET || i >= SL_CREDIT_RULES)
+		return false;
+	const struct sl_credit_slice *c = &sl__credit_slice[i];
+	return n < c->max_n ||
+	       c->gen1 != atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) + 1;
+}
+
+/* Take n units of fast rule i (a per=process bucket, d) at now: first this
+ * thread's old credit goes back, then a slice if it is worth taking and
+ * the bucket has it now (the rest becomes credit), else, if plain, n alone.
+ * true if n were taken; false: nothing was (the caller decides: a send's
+ * general path; a receive's peek, which takes nothing). */
+bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now,
+		     bool plain);
+
+/* Give this thread's credit of every rule back at now (a short send, a
+ * thread's exit). */
+void sl__credit_return_all(uint64_t now);
+
+/* Forget the calling thread's credit without giving it back (state init;
+ * a fork child, whose limiters are its own or its parent's). */
+void sl__credit_reset_unsync(void);
+
+/* The TSC ticks of ns for a slice's deadline: 1 (*ticks set), 0 (not
+ * now: no line fitted yet), -1 (never: no TSC). clock.c's; tests point it
+ * at fakes. */
+extern int (*sl__credit_span)(uint64_t ns, uint64_t *ticks);
+
+#endif /* SLUICE_SHIM_CREDIT_H */

@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_shim_credit_thread.c - thread-local credit (shim/credit.h): a send
+ * under one per=process bucket rule takes a slice of min(burst/8, 1 ms of
+ * the rate) and spends it on later calls without reading the clock.
+ *
+ * One thread, exact sequences at a frozen fake clock: the slice, the calls
+ * it pays, the next slice, what goes back (a short send, a call that finds
+ * its credit expired), what does not (a retune voids it), calls too large
+ * for credit. Then 8 threads: never more than the burst at a frozen clock,
+ * a retune mid-run, and every thread's credit back at its exit.
+ *
+ * The TSC is the real one; the fake span says how long a slice is good
+ * for (0 ticks: expired at the next call; 2^62: for the whole test).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "anchors.h"
+#include "credit.h"
+#include "test_assert.h"
+#include "test_shim.h"
+
+#define MS 1000000ull
+#define T0 (5 * 1000000000ull)
+#define THREADS 8
+
+static _Atomic uint64_t sent;   /* bytes the fake send was given */
+static _Atomic int short_next;  /* the next fake send returns 0 */
+static _Atomic int clock_reads; /* the frozen clock's readings */
+static uint64_t span_ticks;
+
+static uint64_t frozen_clock(void)
+{
+	atomic_fetch_add_explicit(&clock_reads, 1, memory_order_relaxed);
+	return T0;
+}
+
+static int frozen_sleep(uint64_t deadline)
+{
+	(void)deadline;
+	return 0;
+}
+
+static int fake_span(uint64_t ns, uint64_t *ticks)
+{
+	(void)ns;
+	*ticks = span_ticks;
+	return 1;
+}
+
+static ssize_t fake_send(int fd, const void *b, size_t len, int flags)
+{
+	(void)fd, (void)b, (void)flags;
+	if (atomic_exchange_explicit(&short_next, 0, memory_order_relaxed))
+		return 0;
+	atomic_fetch_add_explicit(&sent, len, memory_order_relaxed);
+	return (ssize_t)len;
+}
+
+static _Atomic long recv_give = 1; /* the fake recv returns min(len, this); < 0: EAGAIN */
+
+static ssize_t fake_recv(int fd, void *b, size_t len, int flags)
+{
+	(void)fd, (void)b, (void)flags;
+	const long g = atomic_load_explicit(&recv_give, memory_order_relaxed);
+	if (g < 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return (size_t)g < len ? (ssize_t)g : (ssize_t)len;
+}
+
+struct fix {
+	int sv[2];
+	struct sl_real saved;
+};
+static struct fix fx;
+
+static int setup(void **state)
+{
+	shim_setup(&fx.saved, T0);
+	sl__clock_ns = frozen_clock;
+	sl__sleep_until = frozen_sleep;
+	sl__credit_span = fake_span;
+	span_ticks = (uint64_t)1 << 62;
+	atomic_store(&sent, 0);
+	atomic_store(&short_next, 0);
+	atomic_store(&clock_reads, 0);
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fx.sv), 0);
+	sl__real.send = fake_send;
+	sl__real.recv = fake_recv;
+	atomic_store(&recv_give, 1);
+	*state = &fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fix *f = *state;
+	shim_teardown(&f->saved);
+	sl__credit_span = sl__clock_tsc_span;
+	close(f->sv[0]);
+	close(f->sv[1]);
+	return 0;
+}
+
+static uint64_t avail(void)
+{
+	return sl_limiter_available(sl__st.rule_lim[0], T0);
+}
+
+static void send1(int fd, ssize_t want)
+{
+	static const char b = 'x';
+	assert_dec_equal(send(fd, &b, 1, 0), want);
+}
+
+/* 1 MB/s, burst 80000 B: a slice is min(10000, 1000) = 1000 B. The first
+ * 1-byte send takes it (999 left as credit); the next 999 read no clock
+ * and leave the limiter alone; the 1001st takes the next slice. Counted
+ * call by call. */
+static void test_slice_pays_calls(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	send1(f->sv[0], 1);
+	assert_dec_equal(avail(), 79000);
+	assert_dec_equal(sl__credit[0].units, 999);
+	atomic_store(&clock_reads, 0);
+	for (int k = 0; k < 999; k++)
+		send1(f->sv[0], 1);
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(avail(), 79000);
+	assert_dec_equal(sl__credit[0].units, 0);
+	send1(f->sv[0], 1);
+	assert_dec_equal(atomic_load(&clock_reads), 1);
+	assert_dec_equal(avail(), 78000);
+	assert_dec_equal(sl__credit[0].units, 999);
+	assert_dec_equal(atomic_load(&sent), 1001);
+	const struct sl_rstats *s = &sl__st.stats[0];
+	assert_dec_equal(s->calls, 1001);
+	assert_dec_equal(s->admitted, 1001);
+	assert_dec_equal(s->bytes, 1001);
+}
+
+/* A short send (the socket full): the unsent byte and the credit go back,
+ * so the limiter is down by exactly what left. */
+static void test_short_send_returns(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	send1(f->sv[0], 1);
+	send1(f->sv[0], 1);
+	atomic_store(&short_next, 1);
+	send1(f->sv[0], 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail(), 80000 - 2);
+	assert_dec_equal(sl__st.stats[0].bytes, 2);
+	assert_dec_equal(sl__st.stats[0].calls, 3);
+}
+
+/* A slice good for 0 ticks: each call finds the last one's credit expired,
+ * gives it back and takes a fresh slice; the limiter is down by what left
+ * plus one outstanding slice. */
+static void test_expired_credit_returns(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	span_ticks = 0;
+	atomic_store(&clock_reads, 0);
+	for (int k = 1; k <= 5; k++) {
+		send1(f->sv[0], 1);
+		assert_dec_equal(avail(), 80000 - (uint64_t)k - 999);
+	}
+	assert_dec_equal(atomic_load(&clock_reads), 5);
+}
+
+/* `sluice set` (a retune) voids the credit: not spent, not given back
+ * (the retune carried the slice over as debt), and the next call takes a
+ * slice of the new parameters. */
+static void test_retune_voids(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	send1(f->sv[0], 1);
+	assert_dec_equal(avail(), 79000);
+	struct sl_params p = {.kind = SL_KIND_TOKEN,
+			      .amount = 2000000,
+			      .period_ns = 1000 * MS,
+			      .burst = 40000};
+	assert_dec_equal(sl_tunable_retune((struct sl_tunable *)(void *)sl__st.rule_lim[0], &p, T0),
+			 SL_OK);
+	const uint64_t after = avail();
+	atomic_store(&clock_reads, 0);
+	send1(f->sv[0], 1);
+	assert_dec_equal(atomic_load(&clock_reads), 1);
+	/* The new slice: min(40000/8, 2000) = 2000. */
+	assert_dec_equal(avail(), after - 2000);
+	assert_dec_equal(sl__credit[0].units, 1999);
+}
+
+/* Calls as large as the slice take their own units, no credit; so does a
+ * rule whose 1 ms of rate is less than 2 units. */
+static void test_no_credit_cases(void **state)
+{
+	struct fix *f = *state;
+	static char buf[1000];
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	assert_dec_equal(send(f->sv[0], buf, 1000, 0), 1000);
+	assert_dec_equal(avail(), 79000);
+	assert_dec_equal(sl__credit[0].units, 0);
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B,family=unix");
+	send1(f->sv[0], 1);
+	assert_dec_equal(avail(), 999);
+	assert_dec_equal(sl__credit[0].units, 0);
+}
+
+/* A message rule: the slice counts calls (min(8000/8, 1000 per ms)). */
+static void test_message_rule(void **state)
+{
+	struct fix *f = *state;
+	static char buf[100];
+	use_policy("SLUICE_SEND", "1000000/s,burst=8000,family=unix");
+	assert_dec_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_dec_equal(avail(), 7000);
+	assert_dec_equal(sl__credit[0].units, 999);
+	assert_dec_equal(send(f->sv[0], buf, 100, 0), 100);
+	assert_dec_equal(sl__credit[0].units, 998);
+}
+
+/* A receive: credit pays for the whole buffer before the call, what did
+ * not come goes back to it; EAGAIN gives it all back to the limiter (the
+ * thread will wait). */
+static void test_recv_credit(void **state)
+{
+	struct fix *f = *state;
+	char buf[10];
+	/* Names the receive wrappers' anchor: built with TSan, the runtime's
+	 * recv would satisfy the test's otherwise, and it went to the kernel
+	 * (an empty socketpair: it waited for ever). */
+	assert_dec_equal(sl__wrap_recv_anchor + sl__wrap_send_anchor, 2);
+	use_policy("SLUICE_RECV", "1000000B/s,burst=80000B,family=unix");
+	assert_dec_equal(recv(f->sv[0], buf, 10, 0), 1);
+	assert_dec_equal(avail(), 79000);
+	assert_dec_equal(sl__credit[0].units, 999);
+	atomic_store(&clock_reads, 0);
+	atomic_store(&recv_give, 4);
+	assert_dec_equal(recv(f->sv[0], buf, 10, 0), 4);
+	assert_dec_equal(sl__credit[0].units, 995);
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	atomic_store(&recv_give, -1);
+	errno = 0;
+	assert_dec_equal(recv(f->sv[0], buf, 10, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail(), 80000 - 5);
+	const struct sl_rstats *st = &sl__st.stats[0];
+	assert_dec_equal(st->calls, 3);
+	assert_dec_equal(st->admitted, 2);
+	assert_dec_equal(st->bytes, 5);
+}
+
+/* A receive whose credit expired while it waited for data: the bytes are
+ * charged when they came, the credit goes back. */
+static void test_recv_expired(void **state)
+{
+	struct fix *f = *state;
+	char buf[10];
+	use_policy("SLUICE_RECV", "1000000B/s,burst=80000B,family=unix");
+	span_ticks = 0;
+	atomic_store(&recv_give, 3);
+	assert_dec_equal(recv(f->sv[0], buf, 10, 0), 3);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail(), 80000 - 3);
+	assert_dec_equal(sl__st.stats[0].bytes, 3);
+}
+
+/* ---- 8 threads ---- */
+
+static pthread_barrier_t bar;
+static _Atomic uint64_t sent_after;
+
+struct worker {
+	int fd;
+	int first;  /* 1-byte sends before the barrier */
+	bool drain; /* then send until one is refused */
+};
+
+/* Every worker reaches both barriers whatever its sends return (a worker
+ * that left early would keep the main thread waiting for ever): what went
+ * wrong is its return value. */
+static void *worker_main(void *v)
+{
+	const struct worker *w = v;
+	static const char b = 'x';
+	void *rv = NULL;
+	for (int k = 0; k < w->first && rv == NULL; k++)
+		if (send(w->fd, &b, 1, MSG_DONTWAIT) != 1)
+			rv = (void *)1; /* refused before the limit was reached */
+	if (!w->drain)
+		return rv;
+	pthread_barrier_wait(&bar);
+	pthread_barrier_wait(&bar); /* the retune is made between the two */
+	if (rv != NULL)
+		return rv;
+	for (int k = 0; k < 200000; k++) {
+		if (send(w->fd, &b, 1, MSG_DONTWAIT) != 1)
+			return NULL;
+		atomic_fetch_add_explicit(&sent_after, 1, memory_order_relaxed);
+	}
+	return (void *)2; /* never refused: the limit did not hold */
+}
+
+static void run_workers(int fd, int first, bool drain, void (*between)(void))
+{
+	pthread_t t[THREADS];
+	struct worker w = {.fd = fd, .first = first, .drain = drain};
+	if (drain)
+		assert_dec_equal(pthread_barrier_init(&bar, NULL, THREADS + 1), 0);
+	for (int i = 0; i < THREADS; i++)
+		assert_dec_equal(pthread_create(&t[i], NULL, worker_main, &w), 0);
+	if (drain) {
+		pthread_barrier_wait(&bar);
+		between();
+		pthread_barrier_wait(&bar);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		void *rv;
+		assert_dec_equal(pthread_join(t[i], &rv), 0);
+		assert_ptr_equal(rv, NULL);
+	}
+	if (drain)
+		pthread_barrier_destroy(&bar);
+}
+
+/* 8 threads send 10 bytes each and exit: each took a slice of 1000 and
+ * gave 990 back at its exit, so the limiter is down by exactly 80. */
+static void test_threads_return_at_exit(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	run_workers(f->sv[0], 10, false, NULL);
+	assert_dec_equal(atomic_load(&sent), 80);
+	assert_dec_equal(avail(), 80000 - 80);
+}
+
+static uint64_t avail_retuned;
+
+static void retune_half(void)
+{
+	struct sl_params p = {.kind = SL_KIND_TOKEN,
+			      .amount = 500000,
+			      .period_ns = 1000 * MS,
+			      .burst = 40000};
+	assert_dec_equal(sl_tunable_retune((struct sl_tunable *)(void *)sl__st.rule_lim[0], &p, T0),
+			 SL_OK);
+	avail_retuned = avail();
+}
+
+/* At a frozen clock, 8 threads (each holding credit) and a retune between
+ * two phases: the second phase sends exactly what the new slot had (no
+ * old credit spent after the retune, none lost between threads that take
+ * and give back), and nothing ever passes the burst. */
+static void test_threads_retune_bound(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix,action=reject");
+	atomic_store(&sent_after, 0);
+	run_workers(f->sv[0], 100, true, retune_half);
+	const uint64_t before = THREADS * 100;
+	/* 8 slices of 1000 taken, 800 bytes sent: 7200 voided (debt in the new
+	 * slot: 40000 - (8000 carried over) = 32000). */
+	assert_dec_equal(avail_retuned, 40000 - THREADS * 1000);
+	print_message("measured: %llu bytes before the retune, %llu after (the new slot had %llu)\n",
+		      (unsigned long long)before, (unsigned long long)atomic_load(&sent_after),
+		      (unsigned long long)avail_retuned);
+	assert_dec_equal(atomic_load(&sent_after), avail_retuned);
+	assert_dec_equal(atomic_load(&sent), before + avail_retuned);
+	assert_true(atomic_load(&sent) <= 80000);
+	assert_dec_equal(avail(), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_slice_pays_calls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_short_send_returns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expired_credit_returns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_retune_voids, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_credit_cases, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_message_rule, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recv_credit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recv_expired, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads_return_at_exit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_threads_retune_bound, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
