@@ -32,7 +32,7 @@ os.environ.setdefault("SL_BUILD", sys.argv[1] if len(sys.argv) > 1 else "build")
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from test_redis import LOOP, Redis  # noqa: E402
 from test_redis_cluster import Cluster, key_for_slot  # noqa: E402
-from test_shim_lib import BUILD, Server, child_env, seg_path  # noqa: E402
+from shim_lib import BUILD, Server, child_env, seg_path  # noqa: E402
 
 RATE, PROCS, DUR = 1000, 4, 4.0
 

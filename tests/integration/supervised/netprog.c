@@ -117,8 +117,8 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			if (write(fd, "x", 1) == 1)
 				bytes++;
-		printf("{\"start\": %.6f, \"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n", now() - t0,
-		       bytes, n, fd);
+		printf("{\"start\": %.6f, \"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n", t0,
+		       now() - t0, bytes, n, fd);
 		return 0;
 	}
 	if (strcmp(mode, "syscalls") == 0) {
