@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "credit.h"
 #include "params.h"
+#include "sandboxed.h"
 
 __thread struct sl_credit sl__credit[SL_CREDIT_RULES] __attribute__((tls_model("initial-exec")));
 __thread struct sl_credit_slice sl__credit_slice[SL_CREDIT_RULES]
@@ -66,6 +67,11 @@ static bool credit_keyed_here(void)
 {
 	if (credit_keyed)
 		return true;
+	/* A sandboxed thread takes none: a key's value may need an allocation
+	 * (glibc: keys past the 32nd), a system call its filter did not plan
+	 * (sandbox.h). */
+	if (sl__sandboxed())
+		return false;
 	pthread_once(&credit_once, credit_key_make);
 	if (!credit_key_ok || pthread_setspecific(credit_key, (void *)1) != 0)
 		return false;

@@ -22,6 +22,8 @@
  *     small (before the call takes anew or waits), when a send is short
  *     (the socket is full: the thread will wait), and when the thread
  *     exits (a pthread key destructor). A fork child starts with none.
+ * A thread of a sandboxed process (sandbox.h) that has not taken credit
+ * before the filter takes none: its exit handler's key may allocate.
  * No TSC (another architecture, a TSC the clock turned off, or the first
  * 10 ms before the clock fits its line: clock.c): no credit, the calls
  * take the fast path of xfer.h as before.
