@@ -10,8 +10,8 @@
  * test_shim_credit_thread. Here the classifier's first query (getsockopt)
  * takes 100 ms of real time while a second thread sends on the same fd.
  *
- * Real clock and sleep (two threads read them); the rule never makes a
- * call wait, so the clock only fills the bucket.
+ * The shim's real clock and sleep (two threads use them); the rule never
+ * makes a call wait, so the clock only fills the bucket.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,19 +29,10 @@ static pthread_t first;
 static _Atomic uint64_t query_end; /* when the slow query returned */
 static _Atomic uint64_t b_end;     /* when thread B's send returned */
 
-static uint64_t real_clock(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int real_sleep(uint64_t deadline)
-{
-	const struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000u),
-				    .tv_nsec = (long)(deadline % 1000000000u)};
-	return clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-}
+/* The shim's own clock and sleep, saved in main before any setup points
+ * them at the fakes. */
+static uint64_t (*real_clock)(void);
+static int (*real_sleep)(uint64_t deadline);
 
 /* The first query on slow_fd takes 100 ms. */
 static int slow_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
@@ -77,7 +68,6 @@ static int teardown(void **state)
 {
 	(void)state;
 	shim_teardown(&saved);
-	sl__clock_ns = real_clock;
 	return 0;
 }
 
@@ -134,6 +124,8 @@ static void test_second_thread_waits_for_classification(void **state)
 
 int main(void)
 {
+	real_clock = sl__clock_ns;
+	real_sleep = sl__sleep_until;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_second_thread_waits_for_classification, setup,
 						teardown),
