@@ -8,7 +8,7 @@ other process can take the port; listen() on it later opens it.
 
   - errors=5,window=1s,open=2s,errno=EHOSTUNREACH (per=peer): the first 5
     connects fail with ECONNREFUSED (real), the next ones with EHOSTUNREACH
-    in < 50 us each, and none of those reaches the port (a listener started
+    at once (median < 50 us), and none of those reaches the port (a listener started
     on it meanwhile accepts nothing until the probe); a second destination
     is unaffected; after listen(), connects succeed again after open (2 s)
     plus one probe, and the listener then has accepted exactly the probe and
@@ -130,7 +130,12 @@ def test_count():
           % (errs, [round(d * 1e6, 1) for d in fast], r1["others"]))
     check(errs[:5] == [ECONNREFUSED] * 5, "the first 5 connects fail with ECONNREFUSED (real)")
     check(errs[5:] == [EHOSTUNREACH] * 5, "the next 5 fail with EHOSTUNREACH")
-    check(max(fast) < 50e-6, "each broken connect fails in < 50 us (max %.1f us)" % (max(fast) * 1e6))
+    # Fast means no round trip to anything: the median is a few microseconds;
+    # one call preempted on this shared machine may take longer (CI: 167 us),
+    # so the bound on each is generous and the median carries the claim.
+    check(sorted(fast)[len(fast) // 2] < 50e-6 and max(fast) < 20e-3,
+          "broken connects fail fast: median < 50 us, each < 20 ms (median %.1f us, max %.1f us)"
+          % (sorted(fast)[len(fast) // 2] * 1e6, max(fast) * 1e6))
     check(r1["others"] == [0, 0, 0], "a second destination is unaffected (per=peer)")
     later = r2["later"]
     ok_at = [t for e, _, t in later if e == 0]
@@ -178,8 +183,11 @@ def test_nonblocking():
     print("measured: non-blocking (connect, SO_ERROR): %s" % [(a, b) for a, b, _ in out])
     check(all(b == ECONNREFUSED for _, b, _ in out[:5]), "5 real failures (seen in SO_ERROR)")
     check(any(a == 115 for a, _, _ in out[:5]), "at least one went through EINPROGRESS + SO_ERROR")
-    check(all(a == EHOSTUNREACH and d < 50e-6 for a, _, d in out[5:]),
-          "then connect fails at once with EHOSTUNREACH")
+    fast = sorted(d for _, _, d in out[5:])
+    check(all(a == EHOSTUNREACH for a, _, _ in out[5:]) and fast[len(fast) // 2] < 50e-6
+          and fast[-1] < 20e-3,
+          "then connect fails at once with EHOSTUNREACH (median %.1f us, max %.1f us)"
+          % (fast[len(fast) // 2] * 1e6, fast[-1] * 1e6))
 
 
 RATIO = r'''
