@@ -44,6 +44,7 @@
 #include <linux/seccomp.h>
 
 #define SL_SUP_FD_BASE 512            /* sockets are placed at this fd or above */
+#define SL_SUP_FD_TOP 1024            /* ... and below this one while the limit allows */
 #define SL_SUP_CALLS_MAX 16384        /* calls held at once (one thread each) */
 #define SL_SUP_IOV_MAX 1024           /* UIO_MAXIOV */
 #define SL_SUP_PIECE_MAX (256u << 10) /* most bytes moved by one piece */

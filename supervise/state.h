@@ -34,7 +34,7 @@ struct sl_sup_proc {
 	pid_t tgid;
 	int pidfd;        /* process pidfd: readable once it has exited */
 	int fddir;        /* /proc/TGID/fd, to find free fd numbers */
-	int next_fd;      /* where the search for a free high fd starts */
+	int next_fd;      /* where the downward search for a free high fd starts */
 	bool unreachable; /* pidfd_getfd refused (EPERM): passes unthrottled */
 	bool pass;        /* unreachable, or left out by SLUICE_ONLY/SKIP */
 	bool low_fd_warned;

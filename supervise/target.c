@@ -130,7 +130,7 @@ static struct sl_sup_proc *proc_of(struct sl_sup *s, pid_t tgid)
 		p->comm[n > 0 ? n - (p->comm[n - 1] == '\n') : 0] = '\0';
 		close(fd);
 	}
-	p->next_fd = SL_SUP_FD_BASE;
+	p->next_fd = -1; /* sl_sup_place starts at the top */
 	p->pass = !selected(&s->policy, tgid);
 	sl_sup_stat_open(s, p, sl_sup_now_ns());
 	p->next = s->procs[h];
