@@ -183,6 +183,10 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		ssize_t k = read_piece(c, piece);
 		if (!sl_sup_valid(s, c->req.id))
 			return true; /* cancelled: the grant goes back */
+		if (k > 0 && (uint64_t)k < piece && c->src_fd < 0)
+			k = -1; /* a hole in the program's buffer: EFAULT, as the
+				 * kernel fails a copy it cannot make whole, nothing
+				 * of this piece sent (the count if earlier ones went) */
 		if (k <= 0) {
 			int e = k < 0 && c->src_fd >= 0 ? errno : EFAULT;
 			sl_sup_refund(s, c, UINT64_MAX);
@@ -354,13 +358,24 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		/* Where the source address and flags go. */
 		long nr = c->req.data.nr;
 		pid_t tid = (pid_t)c->req.pid;
+		int fault = 0;
 		if (nr == SYS_recvfrom && c->name_ptr != 0) {
+			/* The kernel's move_addr_to_user: the data is consumed
+			 * whatever happens, and a length or address it cannot
+			 * read or write makes the call fail (EFAULT, EINVAL). */
 			socklen_t room = 0;
-			if (sl_sup_mem_read(tid, c->namelen_ptr, &room, sizeof(room)) ==
-			    sizeof(room)) {
-				sl_sup_mem_write(tid, c->name_ptr, &from,
-						 room < fromlen ? room : fromlen);
-				sl_sup_mem_write(tid, c->namelen_ptr, &fromlen, sizeof(fromlen));
+			if (sl_sup_mem_read(tid, c->namelen_ptr, &room, sizeof(room)) !=
+			    sizeof(room))
+				fault = EFAULT;
+			else if ((int)room < 0)
+				fault = EINVAL;
+			else {
+				socklen_t len = room < fromlen ? room : fromlen;
+				if ((len > 0 && sl_sup_mem_write(tid, c->name_ptr, &from, len) !=
+							(ssize_t)len) ||
+				    sl_sup_mem_write(tid, c->namelen_ptr, &fromlen,
+						     sizeof(fromlen)) != sizeof(fromlen))
+					fault = EFAULT;
 			}
 		} else if (nr == SYS_recvmsg || nr == SYS_recvmmsg) {
 			socklen_t room = c->destlen;
@@ -375,7 +390,10 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 			sl_sup_mem_write(tid, c->msg_ptr + MSG_CONTROLLEN_OFF, &zero, sizeof(zero));
 			sl_sup_mem_write(tid, c->msg_ptr + MSG_FLAGS_OFF, &mflags, sizeof(mflags));
 		}
-		finish(s, c, 0);
+		if (fault != 0)
+			sl_sup_answer(s, c->req.id, 0, fault);
+		else
+			finish(s, c, 0);
 		/* Consumed only now: an answer that did not arrive (the call was
 		 * cancelled) leaves the data for the retry. */
 		if (c->stream)
