@@ -17,7 +17,8 @@
 #   make sanitize        the suite under ASan+UBSan, the core's thread tests under TSan (asan, tsan: the same)
 #   make fuzz            libFuzzer (clang) over every parser, FUZZ_SECONDS each
 #   make bench           benchmarks (never part of make test)
-#   make transparency    CPython's socket, selectors, asyncio tests with and without sluice, compared
+#   make transparency    CPython's socket, selectors, asyncio tests with and without sluice, and Go's net
+#                        tests with and without sluice --supervise, compared
 #   make check-layers    the floors core < policy < engine < common < shim|supervise < cli; SPDX lines
 #   make format-check    list the C files clang-format (.clang-format) would change; changes nothing
 #   make compile_commands.json   the compilation database for clangd and clang-tidy, from make -n
@@ -257,6 +258,7 @@ $(FUZZ_RUNS): fuzz-run-%:
 transparency: all
 	@scripts/deps.sh test
 	python3 scripts/transparency.py $(BUILD)
+	python3 scripts/transparency_go.py $(BUILD)
 
 bench: all $(BENCHES)
 	@scripts/deps.sh bench

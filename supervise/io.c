@@ -300,10 +300,12 @@ bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 				if (piece == 0)
 					piece = 1; /* queued between FIONREAD and the peek */
 			}
-			uint64_t room = c->dst_pipe >= 0 ? sl_sup_sink_room(c) : piece;
-			if (room == 0)
-				return pipe_full(s, c, now_ns);
-			piece = piece < room ? piece : room;
+			if (c->dst_pipe >= 0) {
+				uint64_t room = sl_sup_sink_room(c);
+				if (room == 0)
+					return pipe_full(s, c, now_ns);
+				piece = piece < room ? piece : room;
+			}
 			bool answered;
 			if (!take_piece(s, c, piece, now_ns, &answered))
 				return answered;

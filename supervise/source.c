@@ -146,8 +146,9 @@ static enum hold hold(struct sl_sup *s, const struct seccomp_notif *req, struct 
 		      int sock, int in, uint64_t offp, uint64_t n, uint32_t rules)
 {
 	struct stat st;
-	if (fstat(in, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)))
-		return REFUSE;
+	if (fstat(in, &st) != 0 ||
+	    !(S_ISREG(st.st_mode) || (S_ISFIFO(st.st_mode) && req->data.nr == SYS_splice)))
+		return REFUSE; /* sendfile from a pipe: the kernel's EINVAL too */
 	int64_t pos = 0;
 	if (S_ISREG(st.st_mode)) {
 		if (offp != 0 ? sl_sup_mem_read((pid_t)req->pid, offp, &pos, sizeof(pos)) !=
