@@ -6,7 +6,7 @@ made afterwards by another thread (its send got EAGAIN) used to be seen only
 at the waiter's own timeout.
 
   poller   one thread waits in epoll_wait (5 s timeout) on a socket
-           registered EPOLLOUT|EPOLLET; another sends 100 KiB and, on
+           registered EPOLLOUT|EPOLLET (and again in poll); another sends 100 KiB and, on
            EAGAIN, waits for the poller's word (gRPC's shape) under
            SLUICE_SEND=512KiB/s: at least (100 KiB - burst) / 512 KiB/s,
            at most 1 s (it took 125 s: 25 stalls of 5 s);
@@ -174,6 +174,7 @@ def test_grpc():
 
 def main():
     test_poller("epoll")
+    test_poller("poll")
     test_grpc()
     finish()
 
