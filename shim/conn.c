@@ -6,11 +6,13 @@
  * (sl_fdrec.conn, index + 1); the deferred connects of connwait.c learn of
  * closes and releases through the hooks they register here.
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 
 #include "conn.h"
 #include "connfam.h"
+#include "fd.h"
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
@@ -114,17 +116,25 @@ void sl__conn_put(uint32_t c)
 		conn_hooks->released();
 }
 
+bool sl__conn_ref_live(uint32_t c)
+{
+	struct conn *cn = &conn_table[c - 1];
+	uint32_t r = atomic_load_explicit(&cn->refs, memory_order_acquire);
+	do
+		if (r == 0)
+			return false;
+	while (!atomic_compare_exchange_weak_explicit(&cn->refs, &r, r + 1, memory_order_acquire,
+						      memory_order_acquire));
+	return true;
+}
+
 void sl__conn_share(int fd, uint32_t c)
 {
 	struct conn *cn = &conn_table[c - 1];
 	/* A reference of our own while the record changes, taken only if it
 	 * is still some fd's. */
-	uint32_t r = atomic_load_explicit(&cn->refs, memory_order_acquire);
-	do
-		if (r == 0)
-			return;
-	while (!atomic_compare_exchange_weak_explicit(&cn->refs, &r, r + 1, memory_order_acquire,
-						      memory_order_acquire));
+	if (!sl__conn_ref_live(c))
+		return;
 	uint32_t rules = 0;
 	if (atomic_load_explicit(&cn->fam, memory_order_relaxed) == 0 &&
 	    (conn_hooks == NULL || conn_hooks->holds(c))) {
@@ -139,11 +149,46 @@ void sl__conn_share(int fd, uint32_t c)
 	sl__conn_put(c);
 }
 
-void sl__conn_ref(uint32_t c)
+uint32_t sl__conn_dup_begin(int oldfd)
 {
-	/* Relaxed: taken while another fd holds one, so the record cannot be
-	 * freed under us (unless the program races close and dup). */
-	atomic_fetch_add_explicit(&conn_table[c - 1].refs, 1, memory_order_relaxed);
+	if ((unsigned)oldfd >= sl__fd_cap || sl__fdrecs == NULL)
+		return 0;
+	uint32_t c = atomic_load_explicit(&sl__fdrecs[oldfd].conn, memory_order_acquire);
+	if (c == 0 || !sl__conn_ref_live(c))
+		return 0;
+	/* seq_cst, as the closer's exchange: a close of oldfd between the
+	 * load and the reference may have let c go to another connection. */
+	if (atomic_load(&sl__fdrecs[oldfd].conn) != c) {
+		sl__conn_put(c);
+		return 0;
+	}
+	return c;
+}
+
+void sl__conn_dup(int oldfd, int newfd, uint32_t c, long r)
+{
+	const int saved = errno;
+	if (r < 0) {
+		if (c != 0)
+			sl__conn_put(c);
+		errno = saved;
+		return;
+	}
+	sl__fd_forget(newfd);
+	if ((unsigned)oldfd >= sl__fd_cap || (unsigned)newfd >= sl__fd_cap || sl__fdrecs == NULL) {
+		if (c != 0)
+			sl__conn_put(c);
+		errno = saved;
+		return;
+	}
+	if (sl__st.ready)
+		sl__fd_dup_class(oldfd, newfd);
+	if (c != 0) {
+		sl__fd_conn_attach(newfd, c); /* the reference sl__conn_dup_begin took */
+		if (conn_hooks != NULL && conn_hooks->duped != NULL)
+			conn_hooks->duped(newfd, c);
+	}
+	errno = saved;
 }
 
 void sl__conn_closing(int fd, uint32_t c)

@@ -21,8 +21,20 @@ bool sl__conn_mapped(void);
 /* Claim a free record for fd's slots of lims (at most SL_CONN_RULES): index
  * + 1 with one reference, or 0 if none is free. */
 uint32_t sl__conn_claim(int fd, struct sl_limiter *const *lims, unsigned n);
-/* One more reference to record c (a dup), taken while another is held. */
-void sl__conn_ref(uint32_t c);
+/* One more reference to record c if it is still some fd's (refs > 0):
+ * true if taken. */
+bool sl__conn_ref_live(uint32_t c);
+/* Before a dup of oldfd: a reference to the connection record oldfd refers
+ * to (index + 1), or 0, for sl__conn_dup. Taken before the real call, so
+ * that a close of oldfd racing the dup in another thread cannot drop the
+ * last reference, and with it a connect still waiting for its slot, while
+ * the new fd exists without one. */
+uint32_t sl__conn_dup_begin(int oldfd);
+/* After it: newfd (r >= 0) now refers to the same socket as oldfd: the
+ * classification (sl__fd_dup_class) and the connection c (the reference
+ * sl__conn_dup_begin took, passed on to newfd; dropped if the dup failed,
+ * r < 0). errno is preserved. */
+void sl__conn_dup(int oldfd, int newfd, uint32_t c, long r);
 /* Drop one reference to record c; the last gives back its slots. */
 void sl__conn_put(uint32_t c);
 /* fd stopped referring to record c (its close): the hooks, then the drop. */
@@ -44,6 +56,8 @@ struct sl_conn_hooks {
 	bool (*holds)(uint32_t c);
 	/* Slots were given back (a waiting connect may take them). */
 	void (*released)(void);
+	/* fd (a dup) now refers to record c too. */
+	void (*duped)(int fd, uint32_t c);
 };
 /* Register them. Init only. */
 void sl__fd_on_conn_unsync(const struct sl_conn_hooks *hooks);

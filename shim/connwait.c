@@ -48,6 +48,7 @@
 #include "clock.h"
 #include "connfam.h"
 #include "connwait.h"
+#include "cwrec.h"
 #include "fd.h"
 #include "log.h"
 #include "ready.h"
@@ -58,58 +59,16 @@
 
 /* A wait with no instant (a slot frees on a close) is looked at again then. */
 #define CW_RETRY_NS 10000000u
-/* A record being started by another thread hides its fd this much longer. */
-#define CW_STARTING_NS 100000u
-
-enum cw_state {
-	CW_HELD, /* first: a zeroed record is held */
-	CW_PENDING,
-	CW_STARTING,
-	CW_FAILED,
-	CW_SPENT,
-};
 
 /* Which process made a record: 0, one more in each fork child (set alone). */
 static uint32_t cw_gen;
 
-struct cw {
-	_Atomic uint32_t state;    /* enum cw_state */
-	_Atomic int32_t fd;        /* the fd to connect on; -1: closed (a dup
-	                             connects when it is looked at) */
-	_Atomic uint64_t retry_ns; /* looked at again then */
-	int32_t err;               /* FAILED: its error */
-	int32_t late_err;          /* the error once the deadline has passed */
-	uint64_t start_ns;         /* not started before (its rate slot) */
-	uint64_t deadline_ns;      /* max-delay or SO_SNDTIMEO */
-	uint64_t ticket;           /* the order of waiting */
-	uint32_t gen;              /* cw_gen of the process that made it */
-	uint32_t rules;            /* its conns rules (stats) */
-	uint32_t n;
-	struct sl_limiter *lims[SL_CONN_RULES];
-	socklen_t len;
-	struct sockaddr_storage addr;
-};
-
-static struct cw *cw;                              /* [sl__fd_cap], mmap'd */
+struct cw *sl__cw_tab;                             /* [sl__fd_cap], mmap'd */
 static _Atomic uint64_t cw_bits[SL_FD_LIMIT / 64]; /* PENDING records */
 static _Atomic uint32_t cw_words;                  /* 1 + the highest word set */
-static _Atomic uint32_t cw_live;                   /* records not HELD */
+_Atomic uint32_t sl__cw_live;                      /* records not HELD */
 static _Atomic uint64_t cw_tickets;
 static bool cw_enabled;
-
-/* The record fd refers to (index + 1), or 0; seq_cst (the file comment). */
-static uint32_t fd_conn(int fd)
-{
-	if ((unsigned)fd >= sl__fd_cap || sl__fdrecs == NULL)
-		return 0;
-	return atomic_load(&sl__fdrecs[fd].conn);
-}
-
-static bool live(void)
-{
-	/* Relaxed: a hint; a record is counted before it is published. */
-	return cw != NULL && atomic_load_explicit(&cw_live, memory_order_relaxed) != 0;
-}
 
 /* Take one slot of each limiter of w at now, all or none. */
 static bool take_lims(struct cw *w, uint64_t now)
@@ -139,8 +98,7 @@ static void give_back(struct cw *w)
 	}
 }
 
-/* When PENDING record w is looked at again. */
-static uint64_t next_look(struct cw *w, uint64_t now)
+uint64_t sl__cw_next_look(struct cw *w, uint64_t now)
 {
 	uint64_t t = now < w->start_ns ? w->start_ns
 				       : atomic_load_explicit(&w->retry_ns, memory_order_relaxed);
@@ -155,7 +113,7 @@ static uint32_t start(struct cw *w, uint32_t k, int fd, uint64_t now)
 	 * cuts the fd, then looks at the mark). Acquire: the fields. */
 	if (!atomic_compare_exchange_strong(&w->state, &st, CW_STARTING))
 		return st;
-	if (fd_conn(fd) != k) { /* fd was closed: a dup connects later */
+	if (sl__cw_fd_conn(fd) != k) { /* fd was closed: a dup connects later */
 		atomic_store_explicit(&w->state, CW_PENDING, memory_order_release);
 		return CW_PENDING;
 	}
@@ -167,7 +125,7 @@ static uint32_t start(struct cw *w, uint32_t k, int fd, uint64_t now)
 			atomic_store_explicit(&w->retry_ns, sl__sat_add(now, CW_RETRY_NS),
 					      memory_order_relaxed);
 			atomic_store_explicit(&w->state, CW_PENDING, memory_order_release);
-			sl__ready_arm(fd, next_look(w, now));
+			sl__ready_arm(fd, sl__cw_next_look(w, now));
 			sl__busy = busy;
 			errno = saved;
 			return CW_PENDING;
@@ -193,7 +151,7 @@ static uint32_t start(struct cw *w, uint32_t k, int fd, uint64_t now)
 	}
 	sl__bits_clear(cw_bits, k - 1);
 	if (st == CW_HELD)
-		atomic_fetch_sub_explicit(&cw_live, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&sl__cw_live, 1, memory_order_relaxed);
 	/* Release: err is written before FAILED is seen. */
 	atomic_store_explicit(&w->state, st, memory_order_release);
 	sl__busy = busy;
@@ -202,11 +160,9 @@ static uint32_t start(struct cw *w, uint32_t k, int fd, uint64_t now)
 	return st;
 }
 
-/* Start record k's connect on fd if it is due (or, if `handed`, a slot was
- * just given back). Returns the state it leaves. errno is preserved. */
-static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
+uint32_t sl__cw_kick(uint32_t k, int fd, uint64_t now, bool handed)
 {
-	struct cw *w = &cw[k - 1];
+	struct cw *w = &sl__cw_tab[k - 1];
 	/* A connect the parent was waiting for when it forked: the socket is
 	 * shared, and only the parent may start it (a close in the child must
 	 * not hand it a slot of the child's copy of the limiter). */
@@ -229,18 +185,35 @@ static uint32_t kick(uint32_t k, int fd, uint64_t now, bool handed)
 /* fd.c's hooks. */
 static void on_closing(int fd, uint32_t k)
 {
-	struct cw *w = &cw[k - 1];
+	struct cw *w = &sl__cw_tab[k - 1];
 	if (atomic_load(&w->state) == CW_HELD)
 		return;
+	/* The connect goes on on the last dup of fd if that still refers to
+	 * the record (fd's reference is cut already: seq_cst, as the
+	 * starter's check), so a waiting connect whose first fd is closed
+	 * keeps its turn; else on whichever dup is looked at first. */
+	int32_t a = fd;
+	atomic_compare_exchange_strong(&w->alt, &a, -1);
+	a = atomic_load(&w->alt);
 	int32_t f = fd;
-	atomic_compare_exchange_strong(&w->fd, &f, -1);
+	atomic_compare_exchange_strong(&w->fd, &f, a >= 0 && sl__cw_fd_conn(a) == k ? a : -1);
 	while (atomic_load(&w->state) == CW_STARTING)
 		sched_yield();
 }
 
+static void on_duped(int fd, uint32_t k)
+{
+	struct cw *w = &sl__cw_tab[k - 1];
+	if (atomic_load(&w->state) == CW_HELD)
+		return;
+	atomic_store(&w->alt, fd);
+	int32_t f = -1; /* its fd closed meanwhile (a close racing the dup) */
+	atomic_compare_exchange_strong(&w->fd, &f, fd);
+}
+
 static bool on_last(uint32_t k)
 {
-	struct cw *w = &cw[k - 1];
+	struct cw *w = &sl__cw_tab[k - 1];
 	uint32_t st = atomic_load(&w->state);
 	for (;;) {
 		if (st == CW_HELD)
@@ -255,7 +228,7 @@ static bool on_last(uint32_t k)
 	}
 	if (st == CW_PENDING)
 		sl__bits_clear(cw_bits, k - 1);
-	atomic_fetch_sub_explicit(&cw_live, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sl__cw_live, 1, memory_order_relaxed);
 	return false;
 }
 
@@ -265,7 +238,7 @@ __thread bool sl__cw_handoff_due __attribute__((tls_model("initial-exec")));
 
 static void on_released(void)
 {
-	if (live())
+	if (sl__cw_any())
 		sl__cw_handoff_due = true;
 }
 
@@ -275,7 +248,7 @@ void sl__cw_handoff(void)
 {
 	sl__cw_handoff_due = false;
 	(void)sl__fam_after_close(); /* slots a fork shared, once closed */
-	if (!live())
+	if (!sl__cw_any())
 		return;
 	enum { MAX = 32 };
 	uint32_t ks[MAX];
@@ -285,9 +258,10 @@ void sl__cw_handoff(void)
 	for (uint32_t wd = 0; wd < words; wd++)
 		for (uint64_t b = atomic_load(&cw_bits[wd]); b != 0; b &= b - 1) {
 			uint32_t i = wd * 64 + (uint32_t)__builtin_ctzll(b);
-			if (atomic_load_explicit(&cw[i].state, memory_order_acquire) != CW_PENDING)
+			if (atomic_load_explicit(&sl__cw_tab[i].state, memory_order_acquire) !=
+			    CW_PENDING)
 				continue;
-			uint64_t t = cw[i].ticket;
+			uint64_t t = sl__cw_tab[i].ticket;
 			unsigned at;
 			if (n < MAX) {
 				at = n++;
@@ -306,18 +280,18 @@ void sl__cw_handoff(void)
 		}
 	uint64_t now = sl__clock_ns();
 	for (unsigned j = 0; j < n; j++) {
-		int fd = atomic_load_explicit(&cw[ks[j] - 1].fd, memory_order_relaxed);
+		int fd = atomic_load_explicit(&sl__cw_tab[ks[j] - 1].fd, memory_order_relaxed);
 		if (fd >= 0)
-			kick(ks[j], fd, now, true);
+			sl__cw_kick(ks[j], fd, now, true);
 	}
 }
 
 static bool on_holds(uint32_t k)
 {
-	return atomic_load(&cw[k - 1].state) == CW_HELD;
+	return atomic_load(&sl__cw_tab[k - 1].state) == CW_HELD;
 }
 
-static const struct sl_conn_hooks hooks = {on_closing, on_last, on_holds, on_released};
+static const struct sl_conn_hooks hooks = {on_closing, on_last, on_holds, on_released, on_duped};
 
 int sl__cw_init_unsync(void)
 {
@@ -327,18 +301,18 @@ int sl__cw_init_unsync(void)
 	/* Asked only when connects may wait here: the wait wrappers' path is
 	 * one load otherwise. */
 	sl__ready_on_waiters_unsync(cw_enabled ? &mine : &none);
-	if (cw_enabled && cw == NULL) {
-		cw = sl__map(sizeof(*cw) * sl__fd_cap);
-		if (cw == NULL)
+	if (cw_enabled && sl__cw_tab == NULL) {
+		sl__cw_tab = sl__map(sizeof(*sl__cw_tab) * sl__fd_cap);
+		if (sl__cw_tab == NULL)
 			return -1;
-	} else if (cw != NULL) {
-		memset(cw, 0, sizeof(*cw) * sl__fd_cap); /* a re-init (tests) */
+	} else if (sl__cw_tab != NULL) {
+		memset(sl__cw_tab, 0, sizeof(*sl__cw_tab) * sl__fd_cap); /* a re-init (tests) */
 	}
 	const uint32_t words = atomic_load_explicit(&cw_words, memory_order_relaxed);
 	for (uint32_t w = 0; w < words; w++)
 		atomic_store_explicit(&cw_bits[w], 0, memory_order_relaxed);
 	atomic_store_explicit(&cw_words, 0, memory_order_relaxed);
-	atomic_store_explicit(&cw_live, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl__cw_live, 0, memory_order_relaxed);
 	sl__fd_on_conn_unsync(cw_enabled ? &hooks : NULL);
 	return 0;
 }
@@ -346,20 +320,21 @@ int sl__cw_init_unsync(void)
 void sl__cw_after_fork_unsync(void)
 {
 	cw_gen++; /* the parent's waiting connects are not this process's */
-	if (cw == NULL)
+	if (sl__cw_tab == NULL)
 		return;
 	const uint32_t words = atomic_load_explicit(&cw_words, memory_order_relaxed);
 	for (uint32_t wd = 0; wd < words; wd++)
 		for (uint64_t b = atomic_load(&cw_bits[wd]); b != 0; b &= b - 1) {
 			uint32_t st = CW_STARTING;
-			atomic_compare_exchange_strong(&cw[wd * 64 + __builtin_ctzll(b)].state, &st,
-						       CW_PENDING);
+			atomic_compare_exchange_strong(&sl__cw_tab[wd * 64 + __builtin_ctzll(b)]
+								.state,
+						       &st, CW_PENDING);
 		}
 }
 
 bool sl__cw_may_defer(uint32_t conns)
 {
-	if (!cw_enabled || cw == NULL || (conns & ~sl__st.eagain_rules) != 0)
+	if (!cw_enabled || sl__cw_tab == NULL || (conns & ~sl__st.eagain_rules) != 0)
 		return false;
 	for (uint32_t rest = conns; rest != 0; rest &= rest - 1) {
 		const struct sl_rule *r = &sl__st.policy.rules[__builtin_ctz(rest)];
@@ -372,7 +347,7 @@ bool sl__cw_may_defer(uint32_t conns)
 
 bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, socklen_t len)
 {
-	if (cw == NULL || sa == NULL || len > (socklen_t)sizeof(struct sockaddr_storage))
+	if (sl__cw_tab == NULL || sa == NULL || len > (socklen_t)sizeof(struct sockaddr_storage))
 		return false;
 	struct sl_limiter *lims[SL_CONN_RULES];
 	unsigned n = 0;
@@ -406,9 +381,10 @@ bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, 
 	uint32_t k = sl__fd_conn_claim(c->fd, lims, n);
 	if (k == 0)
 		return false;
-	struct cw *w = &cw[k - 1];
+	struct cw *w = &sl__cw_tab[k - 1];
 	const uint64_t now = sl__clock_ns();
 	atomic_store_explicit(&w->fd, c->fd, memory_order_relaxed);
+	atomic_store_explicit(&w->alt, -1, memory_order_relaxed);
 	atomic_store_explicit(&w->retry_ns, sl__sat_add(now, CW_RETRY_NS), memory_order_relaxed);
 	w->err = 0;
 	w->late_err = late_err;
@@ -421,80 +397,14 @@ bool sl__cw_defer(struct sl_call *c, uint32_t conns, const struct sockaddr *sa, 
 	memcpy(w->lims, lims, sizeof(lims[0]) * n);
 	w->len = len;
 	memcpy(&w->addr, sa, len);
-	atomic_fetch_add_explicit(&cw_live, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sl__cw_live, 1, memory_order_relaxed);
 	/* Release: the fields are complete before anyone sees PENDING; the
 	 * record is reachable from no fd yet (attached below). */
 	atomic_store_explicit(&w->state, CW_PENDING, memory_order_release);
 	sl__bits_set(cw_bits, &cw_words, k - 1);
 	sl__fd_conn_attach(c->fd, k);
-	sl__ready_arm(c->fd, next_look(w, now));
+	sl__ready_arm(c->fd, sl__cw_next_look(w, now));
 	sl__ready_changed(c->fd);
 	sl_log(SL_LOG_DEBUG, "fd %d: connect waits for a conns slot", c->fd);
 	return true;
-}
-
-uint32_t sl__cw_hidden(int fd, uint64_t now, uint64_t *until)
-{
-	if (!live())
-		return 0;
-	uint32_t k = fd_conn(fd);
-	if (k == 0)
-		return 0;
-	struct cw *w = &cw[k - 1];
-	uint32_t st = atomic_load_explicit(&w->state, memory_order_acquire);
-	if (st == CW_PENDING)
-		st = kick(k, fd, now, false);
-	if (st != CW_PENDING && st != CW_STARTING)
-		return 0;
-	uint64_t u = st == CW_STARTING ? now + CW_STARTING_NS : next_look(w, now);
-	if (u < *until)
-		*until = u;
-	return SL_HIDE_ALL;
-}
-
-/* The state of fd's record after starting it if due, or CW_HELD if fd's
- * connect does not wait here. *k gets the record. */
-static uint32_t look(int fd, uint32_t *k)
-{
-	if (!live() || (*k = fd_conn(fd)) == 0)
-		return CW_HELD;
-	uint32_t st = atomic_load_explicit(&cw[*k - 1].state, memory_order_acquire);
-	if (st == CW_PENDING)
-		st = kick(*k, fd, sl__clock_ns(), false);
-	return st;
-}
-
-/* A FAILED record's error, once (then SPENT); 0 if another thread took it. */
-static int take_err(uint32_t k)
-{
-	uint32_t st = CW_FAILED;
-	if (!atomic_compare_exchange_strong(&cw[k - 1].state, &st, CW_SPENT))
-		return 0;
-	return cw[k - 1].err;
-}
-
-bool sl__cw_again(int fd, int *ret)
-{
-	uint32_t k = 0, st = look(fd, &k);
-	/* Started or never waited here: the kernel answers; failed and
-	 * reported: a new connect, charged anew. */
-	if (k == 0 || st == CW_HELD || st == CW_SPENT)
-		return false;
-	*ret = -1;
-	if (st == CW_FAILED) {
-		int e = take_err(k);
-		errno = e != 0 ? e : EALREADY;
-	} else {
-		errno = EALREADY;
-	}
-	return true;
-}
-
-int sl__cw_soerror(int fd, int *err)
-{
-	uint32_t k = 0, st = look(fd, &k);
-	if (k == 0 || st == CW_HELD || st == CW_SPENT)
-		return 0;
-	*err = st == CW_FAILED ? take_err(k) : 0;
-	return 1;
 }

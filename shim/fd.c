@@ -377,10 +377,7 @@ static void fd_attach(int fd, uint32_t c)
 		sl__conn_put(old);
 }
 
-/* newfd (just forgotten) is a dup of oldfd: give it oldfd's classification,
- * classifying oldfd first if it is unknown and queries are allowed. Its
- * per-fd limiters start afresh, as for any socket new to its number. */
-static void fd_dup_class(int oldfd, int newfd)
+void sl__fd_dup_class(int oldfd, int newfd)
 {
 	uint8_t ob = atomic_load_explicit(&sl__fdbits[oldfd], memory_order_acquire);
 	if (!(ob & SL_FDB_READY) && !sl__sandboxed() && sl__st.active) {
@@ -403,20 +400,6 @@ static void fd_dup_class(int oldfd, int newfd)
 	/* Release: publishes the record just written (as in fd_rec_slow). */
 	atomic_fetch_or_explicit(&sl__fdbits[newfd], (uint8_t)(SL_FDB_READY | pass),
 				 memory_order_release);
-}
-
-void sl__fd_dup(int oldfd, int newfd)
-{
-	sl__fd_forget(newfd);
-	if ((unsigned)oldfd >= sl__fd_cap || (unsigned)newfd >= sl__fd_cap || sl__fdrecs == NULL)
-		return;
-	if (sl__st.ready)
-		fd_dup_class(oldfd, newfd);
-	uint32_t c = atomic_load_explicit(&sl__fdrecs[oldfd].conn, memory_order_acquire);
-	if (c == 0)
-		return;
-	sl__conn_ref(c); /* while oldfd holds one: the record stays */
-	fd_attach(newfd, c);
 }
 
 void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)

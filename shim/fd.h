@@ -102,9 +102,11 @@ void sl__fd_forget(int fd);
 /* Modules that keep state per fd number (ready.c, epoll.c) register what
  * to do when a number is forgotten. Init only; registering twice is one. */
 void sl__fd_on_forget_unsync(void (*hook)(int fd));
-/* newfd now refers to the same socket as oldfd (dup): share the connection,
- * and the classification (no query: it is the same socket). */
-void sl__fd_dup(int oldfd, int newfd);
+/* newfd (just forgotten) is a dup of oldfd: give it oldfd's classification
+ * (no query: it is the same socket), classifying oldfd first if it is
+ * unknown and queries are allowed. Its per-fd limiters start afresh, as for
+ * any socket new to its number. The dups themselves: conn.h. */
+void sl__fd_dup_class(int oldfd, int newfd);
 /* fd is a new socket (socket, socketpair, accept): forget what the number
  * meant and classify it now, while the process may still ask the kernel
  * (sandbox.h); errno is preserved. */

@@ -60,7 +60,7 @@
  *                 fast path, partial counts, the receive loop;
  *   connect.c/h   the rate and conns rules of connect;
  *   connwait.c/h  a non-blocking connect that waits for a conns slot
- *                 without blocking (its connection record, its start);
+ *                 (cwrec.h: its record; cwlook.c: what calls see of it);
  *   accept.c/h    the rate and conns rules of accept;
  *   acchold.c/h   a per=peer accept that holds a connection until its slot
  *                 while the listener stays ready for other peers;

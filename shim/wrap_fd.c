@@ -116,13 +116,6 @@ static long raw_done(long nr, const long *a, long r)
 	case SYS_connect: /* its peer changed: classify again on next use */
 		sl__fd_invalidate((int)a[0]);
 		break;
-	case SYS_dup:
-		sl__fd_dup((int)a[0], (int)r);
-		break;
-	case SYS_fcntl:
-		if (a[1] == F_DUPFD || a[1] == F_DUPFD_CLOEXEC)
-			sl__fd_dup((int)a[0], (int)r);
-		break;
 #ifdef SYS_open
 	case SYS_open:
 #endif
@@ -206,6 +199,10 @@ SL_EXPORT long syscall(long nr, ...)
 #endif
 	case SYS_dup3:
 		return dup3((int)a[0], (int)a[1], (int)a[2]);
+	case SYS_dup:
+		return dup((int)a[0]);
+	case SYS_fcntl: /* F_DUPFD: a dup */
+		return fcntl((int)a[0], (int)a[1], (unsigned long)a[2]);
 #ifdef SYS_vfork
 	case SYS_vfork: /* (from C, only a child that execs at once survives it) */
 		sl__vm_note_clone(CLONE_VM);

@@ -26,6 +26,7 @@
 #include "anchors.h"
 #include "accept.h"
 #include "breaker.h"
+#include "conn.h"
 #include "connect.h"
 #include "connwait.h"
 #include "fd.h"
@@ -112,42 +113,47 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	return r;
 }
 
+/* The dups: the connection record's reference is taken before the real
+ * call (sl__fd_dup_begin). Not from a vfork child: its fd table is its own,
+ * our memory is not. */
 SL_EXPORT int dup(int fd)
 {
+	const bool mine = !sl__vm_child();
+	const uint32_t c = mine ? sl__conn_dup_begin(fd) : 0;
 	int r = SL_REAL(dup)(fd);
-	if (r >= 0 && !sl__vm_child())
-		sl__fd_dup(fd, r);
+	if (mine)
+		sl__conn_dup(fd, r, c, r);
 	return r;
 }
 
 SL_EXPORT int dup2(int oldfd, int newfd)
 {
-	/* Not from a vfork child: its fd table is its own, our memory is not. */
-	if (own(newfd) && oldfd != newfd && !sl__vm_child())
+	const bool mine = oldfd != newfd && !sl__vm_child();
+	if (mine && own(newfd))
 		sl__own_yield(newfd);
+	const uint32_t c = mine ? sl__conn_dup_begin(oldfd) : 0;
 	int r = SL_REAL(dup2)(oldfd, newfd);
-	if (r >= 0 && oldfd != newfd && !sl__vm_child())
-		sl__fd_dup(oldfd, newfd);
+	if (mine)
+		sl__conn_dup(oldfd, newfd, c, r);
 	return r;
 }
 
 SL_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	/* Not from a vfork child: its fd table is its own, our memory is not. */
-	if (own(newfd) && oldfd != newfd && !sl__vm_child())
+	const bool mine = oldfd != newfd && !sl__vm_child();
+	if (mine && own(newfd))
 		sl__own_yield(newfd);
+	const uint32_t c = mine ? sl__conn_dup_begin(oldfd) : 0;
 	int r = SL_REAL(dup3)(oldfd, newfd, flags);
-	if (r >= 0 && !sl__vm_child())
-		sl__fd_dup(oldfd, newfd);
+	if (mine)
+		sl__conn_dup(oldfd, newfd, c, r);
 	return r;
 }
 
-/* After a successful fcntl: F_DUPFD made a new fd for the same socket. */
-static int fcntl_done(int fd, int cmd, int r)
+/* fcntl's F_DUPFD makes a new fd for the same socket, as dup. */
+static bool fcntl_dups(int cmd)
 {
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !sl__vm_child())
-		sl__fd_dup(fd, r);
-	return r;
+	return (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !sl__vm_child();
 }
 
 /* fcntl, and fcntl64 (glibc's name for it under _FILE_OFFSET_BITS=64 on
@@ -161,7 +167,12 @@ static int fcntl_done(int fd, int cmd, int r)
 		va_start(ap, cmd);                                                                 \
 		unsigned long arg = va_arg(ap, unsigned long);                                     \
 		va_end(ap);                                                                        \
-		return fcntl_done(fd, cmd, SL_REAL(name)(fd, cmd, arg));                           \
+		if (!fcntl_dups(cmd))                                                              \
+			return SL_REAL(name)(fd, cmd, arg);                                        \
+		const uint32_t c = sl__conn_dup_begin(fd);                                         \
+		int r = SL_REAL(name)(fd, cmd, arg);                                               \
+		sl__conn_dup(fd, r, c, r);                                                         \
+		return r;                                                                          \
 	}
 WRAP_FCNTL(fcntl)
 WRAP_FCNTL(fcntl64)

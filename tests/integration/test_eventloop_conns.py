@@ -10,6 +10,8 @@ The cases the reverted first attempt (358b66b) got wrong come first:
            the connect starts is held until the last fd closes;
   dupfirst the original fd of a pending connect is closed before it starts:
            the dup still gets its connect;
+  duporder ... and keeps its place: a connect that waited later does not
+           get the freed slot first (it did, 10 of 10);
   maxdelay max-delay ends a deferred connect: SO_ERROR is the rule's errno;
   sndtimeo SO_SNDTIMEO ends it too: SO_ERROR is ETIMEDOUT;
   sleep    a nonblock=sleep rate rule still sleeps when a conns rule matches;
@@ -97,6 +99,26 @@ c, _, _ = nbconnect()
 out["c_held"], _ = writable(c, 0.4)
 b2.close()
 out["c_started"], _ = writable(c, 3)
+done()
+'''),
+    "duporder": ("conns:1", r'''
+first = []
+for i in range(10):
+    a, _, _ = nbconnect(); writable(a, 2)
+    b, _, _ = nbconnect()
+    b2 = b.dup(); b.close()      # b waited first; its dup keeps its turn
+    c, _, _ = nbconnect()        # c waits after it
+    a.close()                    # the slot frees: the first waiter's
+    t0 = time.monotonic()
+    got = None
+    while got is None and time.monotonic() - t0 < 3:
+        _, w, _ = select.select([], [b2, c], [], 3)
+        if w:
+            got = "dup" if b2 in w else "later"
+    first.append(got)
+    b2.close(); c.close()
+    time.sleep(0.05)
+out["first"] = first
 done()
 '''),
     "maxdelay": ("conns:1,max-delay=300ms", r'''
@@ -322,6 +344,12 @@ def main():
     check(r.get("echo") == "x", "dupfirst: data flows on it")
     check(r.get("c_held") is False and r.get("c_started") is True,
           "dupfirst: it holds the slot until it closes")
+
+    r, n = run("duporder")
+    print("measured: duporder: which got the freed slot first: %s" % r.get("first"))
+    check(r.get("first") == ["dup"] * 10,
+          "duporder: a waiting connect whose first fd was closed keeps its turn on its dup "
+          "(10 of 10 before a later waiter): %s" % r.get("first"))
 
     r, n = run("maxdelay")
     check(r.get("rc") == "EINPROGRESS" and r.get("connect_s", 1) < 0.05,
