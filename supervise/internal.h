@@ -21,7 +21,7 @@
  *   admit.c     limiter scopes, taking and giving back units: over engine/;
  *   conns.c     conns rules: slots held until the connection's fd closes;
  *   stat.c      the status record `sluice stat` reads; shared.c: shared=;
- *   sock.c      socket, accept, connect: sockets placed at fd >= 512;
+ *   sock.c      socket, accept, connect; place.c: their fds (512-1023);
  *   io.c        the send and receive families, performed by the supervisor;
  *               source.c: sendfile and splice into a socket, as sends.
  *

@@ -27,9 +27,6 @@ void sl_sup_on_dup(struct sl_sup *s, const struct seccomp_notif *req);
 /* Advance a held connect or accept (sl_sup_step): true when it is done. */
 bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
 bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns);
-/* Install srcfd in the target at a free fd >= SL_SUP_FD_BASE and
- * answer the notification with its number: that number, or -errno. */
-int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd, bool cloexec);
 /* The socket's address family bits, type bits and peer (getpeername). */
 void sl_sup_classify(int fd, unsigned *fam, unsigned *type, struct sl_addr *peer);
 

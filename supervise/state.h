@@ -35,6 +35,7 @@ struct sl_sup_proc {
 	int pidfd;        /* process pidfd: readable once it has exited */
 	int fddir;        /* /proc/TGID/fd, to find free fd numbers */
 	int next_fd;      /* where the downward search for a free high fd starts */
+	uint32_t placed;  /* sockets placed (place.c: the search starts at the top again) */
 	bool unreachable; /* pidfd_getfd refused (EPERM): passes unthrottled */
 	bool pass;        /* unreachable, or left out by SLUICE_ONLY/SKIP */
 	bool low_fd_warned;
