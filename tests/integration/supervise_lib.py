@@ -82,7 +82,8 @@ def pattern(n):
 class Server:
     """A threaded TCP server on 127.0.0.1: `sink` hashes what it receives
     (self.digests), `source` sends `data` then closes, `count` accepts and
-    closes."""
+    closes, `ask` reads one byte: R, it sends `data` and closes, else it
+    is a sink."""
 
     def __init__(self, mode, data=b""):
         self.mode, self.data = mode, data
@@ -120,7 +121,12 @@ class Server:
 
     def handle(self, c):
         try:
-            if self.mode == "sink":
+            if self.mode == "ask":
+                c.settimeout(30)
+                ask = c.recv(1)
+            if self.mode == "ask" and ask == b"R":
+                c.sendall(self.data)
+            elif self.mode in ("sink", "ask"):
                 n, digest = drain_sha256(c)
                 with self.lock:
                     self.digests.append(digest)

@@ -14,83 +14,27 @@ a write whose buffer ends in an unmapped page sent the readable part and
 returned its count (native: EFAULT, nothing sent), and a recvfrom with a
 bad address or length pointer returned 100 (native: EFAULT, the 100 bytes
 consumed)."""
-import socket
 import subprocess
-import threading
 
-from supervise_lib import SLUICE, build_c, check, env_clean, run_main
+from supervise_lib import SLUICE, Server, build_c, check, env_clean, run_main
 
 PAYLOAD = bytes(i & 255 for i in range(16384))
 
 
-class Peer:
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.got = []
-        self.lock = threading.Lock()
-        self.live = 0
-        threading.Thread(target=self.run, daemon=True).start()
-
-    def run(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.live += 1
-            threading.Thread(target=self.handle, args=(c,), daemon=True).start()
-
-    def handle(self, c):
-        try:
-            c.settimeout(30)
-            if c.recv(1) == b"R":
-                c.sendall(PAYLOAD)
-                return
-            n = 0
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                n += len(b)
-            with self.lock:
-                self.got.append(n)
-        finally:
-            c.close()
-            with self.lock:
-                self.live -= 1
-
-    def take(self):
-        """What each sending connection delivered, once all are done."""
-        for _ in range(300):
-            with self.lock:
-                if self.live == 0:
-                    break
-            threading.Event().wait(0.01)
-        with self.lock:
-            got, self.got = sorted(self.got), []
-            return got
-
-    def close(self):
-        self.sock.close()
-
-
 def body():
     prog = build_c("badptr")
-    peer = Peer()
-    try:
-        native = subprocess.run([prog, str(peer.port)], capture_output=True, text=True,
-                                timeout=60, env=env_clean())
-        native_got = peer.take()
-        sup = subprocess.run([SLUICE, "--supervise", "--send", "10GB/s", "--recv", "10GB/s",
-                              "--", prog, str(peer.port)], capture_output=True, text=True,
-                             timeout=60, env=env_clean())
-        sup_got = peer.take()
-    finally:
-        peer.close()
+    got = []
+    for cmd in ([], [SLUICE, "--supervise", "--send", "10GB/s", "--recv", "10GB/s", "--"]):
+        peer = Server("ask", PAYLOAD)
+        try:
+            got.append(subprocess.run(cmd + [prog, str(peer.port)], capture_output=True,
+                                      text=True, timeout=60, env=env_clean()))
+            peer.wait_digests(6)
+            got[-1].sent = sorted(peer.sizes)
+        finally:
+            peer.close()
+    native, sup = got
+    native_got, sup_got = native.sent, sup.sent
     check(native.returncode == 0 and sup.returncode == 0,
           "badptr ran natively and supervised (rc %d, %d: %r)"
           % (native.returncode, sup.returncode, sup.stderr[-300:]))
