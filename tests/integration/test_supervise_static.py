@@ -190,12 +190,23 @@ def body():
     r = result(out)
     within("sh -c 'netprog': 20 connects at 20/s", r.get("elapsed", 0), 19 / 20, 0.05)
 
-    # io_uring_setup is answered ENOSYS; an i386 system call is refused.
+    # io_uring_setup is answered ENOSYS; an i386 system call is refused
+    # (a kernel without IA32 emulation kills the caller with SIGSEGV
+    # there, with or without sluice: then there is nothing to refuse).
     rc, out, err = sluice(["--send", "1MiB/s", "--", prog, "syscalls", "-", "-"])
-    r = result(out)
+    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    r = lines[0] if lines else {}
     check(r.get("io_uring_setup") == -1 and r.get("io_uring_errno") == 38,
           "io_uring_setup fails with ENOSYS (%r)" % r)
-    check(r.get("i386_getpid") == -38, "an i386 getpid (int $0x80) gets -ENOSYS (%r)" % r)
+    native = subprocess.run([prog, "syscalls", "-", "-"], capture_output=True, text=True,
+                            timeout=30)
+    if native.returncode == -11 and "i386_getpid" not in native.stdout:
+        print("note: this kernel has no i386 system calls (int $0x80 is SIGSEGV natively); "
+              "supervised: rc %d" % rc)
+    else:
+        r32 = lines[1] if len(lines) > 1 else {}
+        check(r32.get("i386_getpid") == -38,
+              "an i386 getpid (int $0x80) gets -ENOSYS (%r)" % r32)
 
     # Unprivileged (as uid 65534 when run as root): supervision needs no
     # privilege. A program that makes itself non-dumpable cannot be

@@ -11,9 +11,12 @@
  *   netprog writev PORT SIZE        upload with writev() of 3 pieces per call
  *   netprog filewrite FILE N        N 1-byte write()s to FILE (cost bench)
  *   netprog syscalls - -            io_uring_setup and an i386 getpid
- *                                   (int $0x80): prints their results
+ *                                   (int $0x80): prints their results,
+ *                                   a line each
  *   netprog nodump PORT SIZE        PR_SET_DUMPABLE 0, then upload
  *   netprog small PORT N            connect, N 1-byte write()s (bench)
+ *   netprog write8k PORT N          connect, N 8 KiB write()s, a short one
+ *                                   finished by more calls (bench)
  *   netprog idle PORT -             connect, one read() of a connection
  *                                   that sends nothing (a signal ends it)
  * Prints one JSON line: {"start": CLOCK_MONOTONIC seconds at the start,
@@ -125,11 +128,14 @@ int main(int argc, char **argv)
 		unsigned char params[120] = {0}; /* struct io_uring_params */
 		long r = syscall(SYS_io_uring_setup, 4, params);
 		int e = r < 0 ? errno : 0;
+		/* Out before the i386 call: a kernel without IA32 emulation
+		 * kills the program with SIGSEGV there. */
+		printf("{\"io_uring_setup\": %ld, \"io_uring_errno\": %d, \"pid\": %d}\n", r, e,
+		       (int)getpid());
+		fflush(stdout);
 		long r32 = 20; /* i386 getpid */
 		__asm__ volatile("int $0x80" : "+a"(r32) : : "memory");
-		printf("{\"io_uring_setup\": %ld, \"io_uring_errno\": %d, \"i386_getpid\": %ld, "
-		       "\"pid\": %d}\n",
-		       r, e, r32, (int)getpid());
+		printf("{\"i386_getpid\": %ld}\n", r32);
 		return 0;
 	}
 	if (strcmp(mode, "nodump") == 0) {
