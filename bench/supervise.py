@@ -11,6 +11,14 @@
   2. One throttled TCP send: 20,000 1-byte write()s to a loopback socket
      under --send 1GiB/s (never reached: every call is trapped, held for no
      time, and performed by the supervisor) against the bare filter.
+  2b. One trapped 8 KiB write() to a loopback TCP socket (10,000 a run,
+     the program's 20 ms timer off): unsupervised, under
+     `bare_filter --continue` (the write trapped and answered CONTINUE by a
+     supervisor that does nothing else: a bare user-notification round
+     trip, the least any supervisor can cost), and under
+     `sluice --supervise --send 10GiB/s` (never limiting; the write
+     trapped and performed by the supervisor). Medians with min-max, and
+     supervised / bare CONTINUE (the target: <= 1.5).
   3. Supervisor CPU per MiB: uploads at 10 MiB/s and 100 MiB/s, the
      launcher's CPU (its own and its reaped children's, from wait4) minus
      the program's own (getrusage in the program).
@@ -45,9 +53,11 @@ TMP = tempfile.mkdtemp(prefix="sluice-bench-sup-%d-" % os.getpid())
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_") and k != "LD_PRELOAD"}
 
 
-def run(cmd):
-    """Run cmd; (its JSON line, the launcher's CPU seconds incl. children)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV)
+def run(cmd, env=None):
+    """Run cmd (in env, or ENV); (its JSON line, the launcher's CPU seconds
+    incl. children)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         env=ENV if env is None else env)
     out = p.stdout.read().decode()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -118,6 +128,33 @@ def main():
     print("| bare filter | %.2f |" % bs)
     print("| supervised, --send 1GiB/s (trapped, performed by the supervisor) | %.2f (+%.2f) |"
           % (ss, ss - bs))
+    # 2b. one trapped 8 KiB write: unsupervised, bare CONTINUE, supervised
+    k = 10000
+    quiet = dict(ENV, NETPROG_NOALARM="1")  # no SIGALRM every 20 ms: the call alone
+    args = [prog, "write8k", str(sink.port), str(k)]
+    rows = (("unsupervised", args),
+            ("bare filter trapping the fd, answered CONTINUE (a bare user-notification "
+             "round trip)", [BARE, "--continue"] + args),
+            ("sluice --supervise --send 10GiB/s (never limiting: trapped, performed by the "
+             "supervisor)", [SLUICE, "--supervise", "--send", "10GiB/s", "--"] + args))
+    per = [[] for _ in rows]
+    for _ in range(RUNS):  # interleaved: a slow spell of the machine hits every row
+        for i, (_, cmd) in enumerate(rows):
+            r = run(cmd, quiet)[0]
+            per[i].append(r["elapsed"] * 1e6 / r["calls"])
+    med = [statistics.median(x) for x in per]
+    print()
+    print("| 8 KiB write() to a loopback TCP socket, %s a run | us per call, median "
+          "(min-max of %d runs) | ratio of medians |" % (format(k, ","), RUNS))
+    print("|---|---|---|")
+    for i, (label, _) in enumerate(rows):
+        ratio = ""
+        if i == 1:
+            ratio = "%.2f x unsupervised" % (med[1] / med[0])
+        elif i == 2:
+            ratio = "%.2f x bare CONTINUE (target <= 1.5), %.2f x unsupervised" % (
+                med[2] / med[1], med[2] / med[0])
+        print("| %s | %.2f (%.2f-%.2f) | %s |" % (label, med[i], min(per[i]), max(per[i]), ratio))
     # 3. supervisor CPU per MiB
     print()
     print("| upload | MiB | elapsed s | supervisor CPU s | CPU ms per MiB |")

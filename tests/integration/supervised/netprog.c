@@ -165,6 +165,31 @@ int main(int argc, char **argv)
 				bytes++;
 		calls = n;
 		close(fd);
+	} else if (strcmp(mode, "write8k") == 0) {
+		long n = atol(argv[3]);
+		int fd = dial(port);
+		firstfd = fd;
+		memset(buf, 'x', 8192);
+		t0 = now();
+		for (long i = 0; i < n; i++) {
+			size_t off = 0;
+			while (off < 8192) {
+				ssize_t k = write(fd, buf + off, 8192 - off);
+				if (k < 0 && errno == EINTR) {
+					eintr++;
+					continue;
+				}
+				if (k < 0) {
+					perror("write");
+					return 1;
+				}
+				calls++;
+				shorts += off + (size_t)k < 8192;
+				off += (size_t)k;
+				bytes += (unsigned long)k;
+			}
+		}
+		close(fd);
 	} else if (strcmp(mode, "upload") == 0 || strcmp(mode, "writev") == 0) {
 		unsigned long size = strtoul(argv[3], NULL, 10);
 		int fd = dial(port);
