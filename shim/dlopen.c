@@ -6,8 +6,11 @@
  * dependencies first, libc among them, before the global scope the
  * preloaded library is in: its send, recv and connect are libc's, and no
  * rule sees them (PHP loads its extensions so: its curl downloads ran
- * unthrottled, "calls": 0). The warning says which library and that
- * --supervise throttles it; the load itself is unchanged.
+ * unthrottled, "calls": 0). The first such library of a process is named
+ * in one warning that says --supervise throttles them; each later one at
+ * SLUICE_LOG=info (PHP loads its 16 extensions so: 16 warnings, most of
+ * them about libraries that make no socket call). The load itself is
+ * unchanged.
  *
  * dlopen must stay the caller's call: glibc finds the caller's link map
  * (its RUNPATH, $ORIGIN, namespace) from the return address. So on x86-64
@@ -17,6 +20,7 @@
  * not interposed, and such a library goes unwarned.
  */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -29,7 +33,8 @@ const int sl__dlopen_anchor = 1;
 #if defined(__x86_64__)
 typedef void *(*dlopen_fn)(const char *, int);
 static _Atomic(dlopen_fn) real_dlopen;
-static _Atomic uint64_t warned[16]; /* hashes of the paths warned about */
+static _Atomic uint64_t warned[16]; /* hashes of the paths named */
+static _Atomic bool warned_once;    /* the warning was given */
 
 __attribute__((used, visibility("hidden"))) dlopen_fn sl__dlopen_hook(const char *file, int mode);
 __attribute__((used, visibility("hidden"))) dlopen_fn sl__dlopen_hook(const char *file, int mode)
@@ -44,12 +49,19 @@ __attribute__((used, visibility("hidden"))) dlopen_fn sl__dlopen_hook(const char
 	}
 	if ((mode & RTLD_DEEPBIND) && file != NULL && !sl__busy && sl__st.active &&
 	    sl__st.policy.n_rules > 0 &&
-	    sl__log_first(warned, sizeof(warned) / sizeof(warned[0]), file))
-		sl__log_write(SL_LOG_WARN,
-			      "%s is loaded with RTLD_DEEPBIND: its socket calls go to libc "
-			      "past the preloaded library and run unthrottled (sluice "
-			      "--supervise throttles them)",
-			      file);
+	    sl__log_first(warned, sizeof(warned) / sizeof(warned[0]), file)) {
+		if (!atomic_exchange(&warned_once, true))
+			sl__log_write(SL_LOG_WARN,
+				      "%s is loaded with RTLD_DEEPBIND: its socket calls (and those "
+				      "of any library loaded so after it; SLUICE_LOG=info names "
+				      "them) go to libc past the preloaded library and run "
+				      "unthrottled (sluice --supervise throttles them)",
+				      file);
+		else
+			sl_log(SL_LOG_INFO, "%s is loaded with RTLD_DEEPBIND too: its socket calls "
+					    "run unthrottled",
+			       file);
+	}
 	return fn;
 }
 

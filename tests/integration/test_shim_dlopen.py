@@ -10,7 +10,8 @@ RUNPATH ($ORIGIN), with or without RTLD_DEEPBIND, then calls it on one end
 of a socketpair... under SLUICE_SEND=1/s,family=unix:
 
   deepbind  one warning naming libdeep.so, RTLD_DEEPBIND and --supervise
-            (however many times it is loaded);
+            (however many times it is loaded), none for a second library
+            loaded so (libdeep2.so), which SLUICE_LOG=info names;
   plain     the same load without RTLD_DEEPBIND: no warning, and the sends
             made through the library are throttled (3 sends at 1/s,
             burst 1: at least 2 s);
@@ -55,6 +56,8 @@ int main(int argc, char **argv)
 			return 5;
 		dlclose(h);
 	}
+	if (deep && dlopen("libdeep2.so", RTLD_NOW | RTLD_DEEPBIND) == NULL)
+		return 6;
 	printf("ok\n");
 	return 0;
 }
@@ -68,15 +71,18 @@ def build(tmp):
         f.write(MAIN)
     subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(tmp, "libdeep.so"),
                     os.path.join(tmp, "deep.c")], check=True)
+    shutil.copy(os.path.join(tmp, "libdeep.so"), os.path.join(tmp, "libdeep2.so"))
     subprocess.run(["cc", "-o", os.path.join(tmp, "main"), os.path.join(tmp, "main.c"),
                     "-Wl,-rpath,$ORIGIN", "-Wl,--enable-new-dtags", "-ldl"], check=True)
 
 
-def run(tmp, how, times):
+def run(tmp, how, times, log=None):
     t0 = time.monotonic()
+    env = {"SLUICE_SEND": "1/s,family=unix"}
+    if log:
+        env["SLUICE_LOG"] = log
     p = subprocess.run([os.path.join(tmp, "main"), how, str(times)], cwd="/",
-                       env=child_env({"SLUICE_SEND": "1/s,family=unix"}), capture_output=True,
-                       text=True, timeout=60)
+                       env=child_env(env), capture_output=True, text=True, timeout=60)
     return p, time.monotonic() - t0
 
 
@@ -104,7 +110,12 @@ def main():
               "caller: the bare name is found through the program's RUNPATH (%r %r)"
               % (p.stdout, p.stderr[-300:]))
         check(len(warns) == 1 and "libdeep.so" in warns[0] and "--supervise" in warns[0],
-              "deepbind: one warning naming the library and --supervise (%r)" % warns)
+              "deepbind: one warning naming the first library and --supervise, none for the "
+              "second (%r)" % warns)
+        p, _ = run(tmp, "deep", 1, log="info")
+        named = [l for l in p.stderr.splitlines() if "RTLD_DEEPBIND" in l]
+        check(len(named) == 2 and "libdeep2.so" in named[1],
+              "deepbind, SLUICE_LOG=info: the second library named too (%r)" % named)
         p, took = run(tmp, "plain", 3)
         print("measured: plain: exit %d, %.3f s" % (p.returncode, took))
         check(p.returncode == 0 and "RTLD_DEEPBIND" not in p.stderr,
