@@ -58,8 +58,9 @@ __attribute__((used, visibility("hidden"))) dlopen_fn sl__dlopen_hook(const char
 				      "unthrottled (sluice --supervise throttles them)",
 				      file);
 		else
-			sl_log(SL_LOG_INFO, "%s is loaded with RTLD_DEEPBIND too: its socket calls "
-					    "run unthrottled",
+			sl_log(SL_LOG_INFO,
+			       "%s is loaded with RTLD_DEEPBIND too: its socket calls "
+			       "run unthrottled",
 			       file);
 	}
 	return fn;
