@@ -37,14 +37,8 @@
 
 #define SL_HIREDIS_SONAME "libhiredis.so.0.14"
 
-/* hiredis 0.14: the leading fields of redisReader and redisContext
- * (redisReply's are in redis_proto.h). */
-struct sl_rreader {
-	int err;
-	char errstr[128];
-	char *buf;
-	size_t pos, len; /* unread: buf[pos..len) */
-};
+/* hiredis 0.14: the leading fields of redisContext (the reader and reply:
+ * redis_proto.h). */
 struct sl_rconn {
 	int err;
 	char errstr[128];
@@ -61,6 +55,12 @@ struct sl_rconn {
  * 8 s). Sluice's replies are small: EVALSHA's seven integers, a SHA1, a
  * topology (CLUSTER SLOTS of a large cluster: some 100 KiB). */
 #define SL_REDIS_REPLY_MAX (1u << 20)
+/* ... and no array of it more than this many elements: hiredis allocates an
+ * array's pointers when its count comes, and frees a dropped reply by
+ * reading every one of them: "*2000000000" cost 16 GB of address space and,
+ * on a kernel without a shared zero page for reads, 2.4 GB of RSS in 8 s
+ * (the free scanning it). A topology has some thousands. */
+#define SL_REDIS_ARRAY_MAX 65536
 
 #define SL_HIREDIS_LIST(X)                                                                         \
 	X(struct sl_rconn *, redisConnectWithTimeout, (const char *, int, const struct timeval))   \
@@ -71,6 +71,8 @@ struct sl_rconn {
 	X(int, redisBufferRead, (struct sl_rconn *))                                               \
 	X(int, redisGetReplyFromReader, (struct sl_rconn *, void **))                              \
 	X(void, freeReplyObject, (void *))                                                         \
+	X(struct sl_rreader *, redisReaderCreate, (void))                                          \
+	X(void, redisReaderFree, (struct sl_rreader *))                                            \
 	X(void, redisFree, (struct sl_rconn *))
 
 static struct {
@@ -79,6 +81,21 @@ static struct {
 #undef SL_H_FIELD
 } sl_h;
 static void *hiredis_lib;
+static struct sl_rfuncs capped_fns; /* hiredis's own, create_array capped */
+static void *(*hr_create_array)(const struct sl_rtask *, int);
+static __thread bool array_capped; /* capped_array refused one (this thread's reply) */
+
+/* An array of at most SL_REDIS_ARRAY_MAX elements, as hiredis makes it;
+ * NULL for a longer one, which hiredis takes as out of memory: the reply
+ * fails (get_reply says why). */
+static void *capped_array(const struct sl_rtask *t, int elements)
+{
+	if (elements > SL_REDIS_ARRAY_MAX) {
+		array_capped = true;
+		return NULL;
+	}
+	return hr_create_array(t, elements);
+}
 static char script_sha[41];           /* the script's SHA1 once loaded; lease thread only */
 static _Atomic uint64_t script_loads; /* SCRIPT LOAD replies */
 
@@ -106,6 +123,19 @@ int sl__redis_load(void)
 			return -1;
 		}
 	}
+	/* hiredis's reply functions, with arrays capped (cap_arrays). */
+	struct sl_rreader *r = sl_h.redisReaderCreate();
+	if (r == NULL || r->fn == NULL) {
+		sl_log(SL_LOG_ERROR, "%s: no reader", SL_HIREDIS_SONAME);
+		if (r != NULL)
+			sl_h.redisReaderFree(r);
+		dlclose(lib);
+		return -1;
+	}
+	capped_fns = *r->fn;
+	hr_create_array = capped_fns.create_array;
+	capped_fns.create_array = capped_array;
+	sl_h.redisReaderFree(r);
 	hiredis_lib = lib;
 	return 0;
 }
@@ -158,8 +188,10 @@ static void *get_reply(struct sl_rconn *c)
 	size_t got = 0;
 	for (;;) {
 		void *reply = NULL;
+		array_capped = false;
 		if (sl_h.redisGetReplyFromReader(c, &reply) != 0)
-			return NULL;
+			return array_capped ? reply_refused(c, "with an array over 65536 elements")
+					    : NULL;
 		if (reply != NULL)
 			return reply;
 		const size_t before = c->reader->len - c->reader->pos;
@@ -251,6 +283,8 @@ struct sl_rconn *sl__redis_open_at(const struct sl_redis *cfg, const char *host,
 		atomic_store_explicit(&sl__fdbits[c->fd], (uint8_t)(SL_FDB_READY | SL_FDB_PASS_ALL),
 				      memory_order_release);
 	sl_h.redisSetTimeout(c, tv);
+	if (c->reader != NULL)
+		c->reader->fn = &capped_fns;
 	if (cfg == NULL)
 		return c;
 	char db[16];

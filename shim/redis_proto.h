@@ -36,6 +36,32 @@ struct sl_hreply {
 	struct sl_hreply **element;
 };
 
+/* hiredis 0.14 read.h's redisReadTask, redisReplyObjectFunctions and
+ * redisReader up to its functions (redis.c caps the arrays a reply may
+ * announce). tests/test_redis_cluster.c checks these layouts against the
+ * headers. */
+struct sl_rtask {
+	int type, elements, idx;
+	void *obj, *parent, *privdata;
+};
+struct sl_rfuncs {
+	void *(*create_string)(const struct sl_rtask *, char *, size_t);
+	void *(*create_array)(const struct sl_rtask *, int);
+	void *(*create_integer)(const struct sl_rtask *, long long);
+	void *(*create_nil)(const struct sl_rtask *);
+	void (*free_object)(void *);
+};
+struct sl_rreader {
+	int err;
+	char errstr[128];
+	char *buf;
+	size_t pos, len; /* unread: buf[pos..len) */
+	size_t maxbuf;
+	struct sl_rtask rstack[9];
+	int ridx;
+	void *reply;
+	const struct sl_rfuncs *fn;
+};
 /* sl__redis_take_at's answers besides 0. */
 #define SL_REDIS_EIO (-1)    /* the connection failed: close it */
 #define SL_REDIS_EREPLY (-2) /* the server answered with an error: text in why */

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/read.h>
 
 #include "test_assert.h"
 
@@ -23,6 +25,26 @@ static uint16_t slot_of(const char *k)
 }
 
 /* CLUSTER KEYSLOT of redis-server 7.0 for the same keys. */
+/* The shim declares what it uses of hiredis 0.14 itself (it loads the
+ * library with dlopen and builds without its headers): the same layout. */
+static void test_redis_hiredis_layout(void **state)
+{
+	(void)state;
+	assert_int_equal(sizeof(struct sl_rtask), sizeof(redisReadTask));
+	assert_int_equal(offsetof(struct sl_rtask, obj), offsetof(redisReadTask, obj));
+	assert_int_equal(offsetof(struct sl_rtask, privdata), offsetof(redisReadTask, privdata));
+	assert_int_equal(sizeof(struct sl_rfuncs), sizeof(redisReplyObjectFunctions));
+	assert_int_equal(offsetof(struct sl_rfuncs, create_array),
+			 offsetof(redisReplyObjectFunctions, createArray));
+	assert_int_equal(offsetof(struct sl_rreader, buf), offsetof(redisReader, buf));
+	assert_int_equal(offsetof(struct sl_rreader, len), offsetof(redisReader, len));
+	assert_int_equal(offsetof(struct sl_rreader, reply), offsetof(redisReader, reply));
+	assert_int_equal(offsetof(struct sl_rreader, fn), offsetof(redisReader, fn));
+	assert_int_equal(offsetof(struct sl_hreply, integer), offsetof(redisReply, integer));
+	assert_int_equal(offsetof(struct sl_hreply, str), offsetof(redisReply, str));
+	assert_int_equal(offsetof(struct sl_hreply, element), offsetof(redisReply, element));
+}
+
 static void test_redis_cluster_slot(void **state)
 {
 	(void)state;
@@ -94,6 +116,7 @@ static void test_redis_cluster_redirect(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_redis_hiredis_layout),
 		cmocka_unit_test(test_redis_cluster_slot),
 		cmocka_unit_test(test_redis_cluster_redirect),
 	};
