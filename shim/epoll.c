@@ -24,6 +24,25 @@
  * carry the magic (a registration made before the shim was active) pass
  * through unchanged.
  *
+ * A registration no rule can ever hide is not mirrored either: the kernel
+ * holds the program's own data, and its events pass through epoll_wait as
+ * they come (ep_add_plain). That is an fd whose byte says classified, and no
+ * rule of any kind a candidate (fd.h: every pass bit with READY): a file,
+ * a pipe, an eventfd, or a socket of a family and type no rule names. A
+ * registration belongs to the open file, whose family and type never
+ * change; a connect that gives a socket a peer narrows which candidates
+ * match, never adds one (a socket that has any candidate is mirrored,
+ * matched or not). A new file at the number is a new registration, made
+ * by a new EPOLL_CTL_ADD, which looks again. So nothing can hide such a
+ * registration later: no hold (nb.c asks only matched fds, whose pass bits
+ * are clear), no deferred connect, no held HUP, no held connection (all of
+ * sockets with candidates). Data whose top 16 bits are the magic would be
+ * taken for a token: such a registration is mirrored (ADD), or becomes
+ * mirrored (a MOD of a plain one: ep_adopt). Its events are the kernel's:
+ * one of a file still open through a dup after the registered fd was
+ * closed keeps coming, with its data, as without the shim (a mirrored
+ * registration's are dropped once its fd is forgotten).
+ *
  * The wait wrappers run the ready timer first (sl__ready_tick) and cap
  * their timeout at its next instant, so the loop wakes when a throttled fd
  * becomes ready; such an early wake-up that finds no event waits again for
@@ -209,12 +228,13 @@ static int ep_find(struct ep_fd *e, int epfd)
 	return -1;
 }
 
-/* EPOLL_CTL_ADD of a mirrored fd. Lock held. */
-static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidden)
+/* The slot of fd for epfd: its own (*stale: fd was closed and reused
+ * without our seeing it), else a free one. -1 with ENOMEM (logged once) if
+ * fd is in SL_EP_SLOTS sets already. Lock held. */
+static int ep_slot(struct ep_fd *e, int fd, int epfd, bool *stale)
 {
-	struct ep_fd *e = &sl__ep_table[fd];
 	int s = ep_find(e, epfd);
-	bool stale = s >= 0; /* fd was closed and reused without our seeing it */
+	*stale = s >= 0;
 	for (int i = 0; s < 0 && i < SL_EP_SLOTS; i++)
 		if (atomic_load_explicit(&e->r[i].epfd1, memory_order_relaxed) == 0)
 			s = i;
@@ -225,8 +245,18 @@ static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidde
 			       "with ENOMEM",
 			       fd, SL_EP_SLOTS);
 		errno = ENOMEM;
-		return -1;
 	}
+	return s;
+}
+
+/* EPOLL_CTL_ADD of a mirrored fd. Lock held. */
+static int ep_add(int epfd, int fd, const struct epoll_event *ev, uint32_t hidden)
+{
+	struct ep_fd *e = &sl__ep_table[fd];
+	bool stale;
+	int s = ep_slot(e, fd, epfd, &stale);
+	if (s < 0)
+		return -1;
 	uint32_t kev;
 	enum ep_ks want = ep_want(ev->events, hidden, &kev);
 	struct epoll_event k = {.events = want == SL_KS_PARKED ? EPOLLONESHOT : kev,
@@ -276,19 +306,108 @@ static int ep_mod(int fd, int s, const struct epoll_event *ev, uint32_t hidden)
 	return sl__ep_apply(fd, s, hidden);
 }
 
+/* True if fd is classified and no rule of any kind is a candidate for it
+ * (every pass bit with READY, fd.h): nothing can ever hide the open file
+ * it names (see the top of this file). Relaxed: the pass bits carry no
+ * data, and the record is not read. */
+static bool ep_unruled(int fd)
+{
+	const uint8_t want = SL_FDB_READY | SL_FDB_PASS_ALL;
+	return (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed) & want) == want;
+}
+
+/* True if ev's data could be taken for a token (its top 16 bits are the
+ * magic): such a registration is mirrored, whatever its fd. */
+static bool ep_token_like(const struct epoll_event *ev)
+{
+	return (ev->data.u64 >> 48) == SL_EP_MAGIC;
+}
+
+static int ep_adopt(int epfd, int fd, const struct epoll_event *ev);
+
+/* EPOLL_CTL_ADD of an fd nothing can hide (ep_unruled), with data that is
+ * not token-like: the program's own registration, not mirrored. */
+static int ep_add_plain(int epfd, int fd, struct epoll_event *ev)
+{
+	int r = SL_REAL(epoll_ctl)(epfd, EPOLL_CTL_ADD, fd, ev);
+	if (r != 0)
+		return r;
+	int saved = errno;
+	/* A slot of epfd left by a file that had the number before, closed
+	 * without our seeing it (as ep_add's stale slot): freed, so that a MOD
+	 * or DEL of this registration goes to the kernel as it was made. */
+	if (sl__ep_has(fd)) {
+		struct ep_fd *e = &sl__ep_table[fd];
+		sl__ep_lock(e);
+		int s = ep_find(e, epfd);
+		if (s >= 0)
+			ep_free(e, s);
+		sl__ep_unlock(e);
+	}
+	/* The number was closed meanwhile (another thread; close forgets it
+	 * before the real close: wrap_sock.c) and the kernel may have
+	 * registered the file that took it, which rules may hide: mirrored
+	 * after all. ENOENT or EBADF: the kernel registered the old file, or
+	 * nothing that is still open at the number; it stays as it is (so
+	 * does an EPOLLEXCLUSIVE one, which cannot be modified). */
+	if (!ep_unruled(fd))
+		(void)ep_adopt(epfd, fd, ev);
+	errno = saved;
+	return 0;
+}
+
+/* Make the kernel's registration of fd in epfd, made with the program's own
+ * data (ep_add_plain, or before the shim was active), a mirrored one with
+ * ev (EPOLL_CTL_MOD with the slot's token). Returns what that MOD returns
+ * (0, or -1 with errno: ENOENT if there is no such registration, EINVAL
+ * for EPOLLEXCLUSIVE, as the kernel says). */
+static int ep_adopt(int epfd, int fd, const struct epoll_event *ev)
+{
+	uint64_t until = UINT64_MAX;
+	uint32_t hidden = sl__ready_hidden(fd, sl__clock_ns(), &until);
+	struct ep_fd *e = &sl__ep_table[fd];
+	ep_raise_hi(fd);
+	sl__ep_lock(e);
+	bool stale;
+	int s = ep_slot(e, fd, epfd, &stale), r = -1;
+	if (s >= 0) {
+		struct ep_reg *g = &e->r[s];
+		/* Relaxed: under the lock; no event carries this slot's token
+		 * before the MOD below gives it to the kernel. */
+		atomic_store_explicit(&g->events, 0, memory_order_relaxed);
+		if (!stale) {
+			atomic_store_explicit(&g->epfd1, epfd + 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&e->n, 1, memory_order_relaxed);
+		}
+		r = ep_mod(fd, s, ev, hidden);
+		if (r != 0)
+			ep_free(e, s);
+	}
+	sl__ep_unlock(e);
+	if (r == 0 && hidden != 0)
+		sl__ready_arm(fd, until);
+	return r;
+}
+
 SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	if (sl__busy || !sl__ready_on() || sl__ep_table == NULL || (unsigned)fd >= sl__fd_cap ||
 	    epfd < 0 || (ev == NULL && op != EPOLL_CTL_DEL))
 		return SL_REAL(epoll_ctl)(epfd, op, fd, ev);
+	if (op == EPOLL_CTL_ADD && ep_unruled(fd) && !ep_token_like(ev))
+		return ep_add_plain(epfd, fd, ev);
 	uint64_t until = UINT64_MAX;
 	uint32_t hidden = sl__ready_hidden(fd, sl__clock_ns(), &until);
 	struct ep_fd *e = &sl__ep_table[fd];
 	ep_raise_hi(fd);
 	sl__ep_lock(e);
 	int s = ep_find(e, epfd), r;
+	bool adopt = false;
 	if (op == EPOLL_CTL_ADD) {
 		r = ep_add(epfd, fd, ev, hidden);
+	} else if (s < 0 && op == EPOLL_CTL_MOD && ep_token_like(ev)) {
+		adopt = true; /* plain, with data that would be taken for a token */
+		r = 0;
 	} else if (s < 0) {
 		r = SL_REAL(epoll_ctl)(epfd, op, fd, ev); /* not ours: as it was made */
 	} else if (op == EPOLL_CTL_MOD) {
@@ -304,6 +423,8 @@ SL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ep_free(e, s);
 	}
 	sl__ep_unlock(e);
+	if (adopt)
+		return ep_adopt(epfd, fd, ev);
 	if (r == 0 && hidden != 0 && op != EPOLL_CTL_DEL)
 		sl__ready_arm(fd, until);
 	return r;

@@ -106,24 +106,42 @@ enum ep_how { SL_EP_WAIT, SL_EP_PWAIT, SL_EP_PWAIT2 };
 
 static _Atomic int pwait2_missing; /* the kernel lacks epoll_pwait2 */
 
+/* ep_wait_once's wait through epoll_pwait2 (nanoseconds): its result, or
+ * -2 if the kernel lacks it and the wait is to be made to the millisecond
+ * (noted for the next waits). Out of line: a wait to the ready timer's
+ * instant, or the program's own epoll_pwait2. */
+static __attribute__((noinline)) int ep_wait_ns(enum ep_how how, int epfd, struct epoll_event *ev,
+						int max, uint64_t t, uint64_t d,
+						const sigset_t *mask)
+{
+	struct timespec ts = {.tv_sec = (time_t)(d / 1000000000u),
+			      .tv_nsec = (long)(d % 1000000000u)};
+	int n = SL_REAL(epoll_pwait2)(epfd, ev, max, t == UINT64_MAX ? NULL : &ts, mask);
+	if (n >= 0 || errno != ENOSYS || how == SL_EP_PWAIT2)
+		return n;
+	atomic_store_explicit(&pwait2_missing, 1, memory_order_relaxed);
+	return -2;
+}
+
 /* One real wait until t (UINT64_MAX: none), d ns from now. `precise`: the
  * wait ends at a ready instant, so wait to the nanosecond if the kernel can
  * (epoll_pwait2), not to the next millisecond. */
-static int ep_wait_once(enum ep_how how, int epfd, struct epoll_event *ev, int max, uint64_t t,
-			uint64_t d, bool precise, const sigset_t *mask)
+static inline int ep_wait_once(enum ep_how how, int epfd, struct epoll_event *ev, int max,
+			       uint64_t t, uint64_t d, bool precise, const sigset_t *mask)
 {
 	/* Relaxed: a hint; a racing thread meets ENOSYS once itself. */
 	if (how == SL_EP_PWAIT2 ||
 	    (precise && !atomic_load_explicit(&pwait2_missing, memory_order_relaxed))) {
-		struct timespec ts = {.tv_sec = (time_t)(d / 1000000000u),
-				      .tv_nsec = (long)(d % 1000000000u)};
-		int n = SL_REAL(epoll_pwait2)(epfd, ev, max, t == UINT64_MAX ? NULL : &ts, mask);
-		if (n >= 0 || errno != ENOSYS || how == SL_EP_PWAIT2)
+		int n = ep_wait_ns(how, epfd, ev, max, t, d, mask);
+		if (n != -2)
 			return n;
-		atomic_store_explicit(&pwait2_missing, 1, memory_order_relaxed);
 	}
-	uint64_t ms = (d + 999999u) / 1000000u; /* rounded up: never early */
-	int to = t == UINT64_MAX ? -1 : ms > INT_MAX ? INT_MAX : (int)ms;
+	int to = -1; /* no timeout */
+	if (t != UINT64_MAX) {
+		/* Rounded up: never early (no division for a poll, d == 0). */
+		uint64_t ms = d == 0 ? 0 : (d + 999999u) / 1000000u;
+		to = ms > INT_MAX ? INT_MAX : (int)ms;
+	}
 	return how == SL_EP_PWAIT ? SL_REAL(epoll_pwait)(epfd, ev, max, to, mask)
 				  : SL_REAL(epoll_wait)(epfd, ev, max, to);
 }
@@ -157,48 +175,103 @@ static int ep_inject(int epfd, struct epoll_event *ev, int n, int max)
 	return n;
 }
 
-/* The wait loop of every epoll_wait flavour; deadline is absolute
- * (UINT64_MAX: none). */
-static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, uint64_t deadline,
+/* ep_wait's look at the held connections (acchold.c): the instant the next
+ * one is due, or now if one is due on this epoll set already. */
+static __attribute__((noinline)) uint64_t ep_held_next(int epfd, struct epoll_event *ev, int max,
+						       uint64_t now, uint64_t next)
+{
+	next = sl__ah_next(now, next);
+	/* One already due on this epoll set: report it now, do not wait (ev
+	 * is scratch until the wait fills it). */
+	if (max > 0 && ep_inject(epfd, ev, 0, max) > 0)
+		next = now;
+	return next;
+}
+
+/* The wait loop of every epoll_wait flavour: span is the caller's timeout
+ * in ns (UINT64_MAX: none) from the call.
+ *
+ * The clock is read only when something needs the instant: a deadline
+ * ahead, an instant armed in the ready timer, a held connection. A poll
+ * (span 0) or an endless wait with nothing armed waits 0 or without end
+ * whatever now is, and reads it not at all (the events a wait reports read
+ * it for themselves: ep_translate). */
+static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, uint64_t span,
 		   const sigset_t *mask)
 {
+	/* The caller's timeout has passed already (a timeout of 0): the waits
+	 * do not block, and a wait that finds nothing is the answer. Then no
+	 * thread needs to wake this one (wake.h), and the clock is not read
+	 * to see whether the deadline has passed: it has. Its deadline is the
+	 * first reading, if one is taken (0 until then: passed, whatever now
+	 * is). */
+	const bool past = span == 0;
+	uint64_t now = 0, deadline = past ? 0 : UINT64_MAX;
+	bool have_now = false;
+	if (!past && span != UINT64_MAX) {
+		now = sl__clock_ns();
+		have_now = true;
+		deadline = sl__sat_add(now, span);
+	}
 	for (;;) {
 		/* Counted as waiting before the timer is read (wake.h): a hold
 		 * another thread makes from here on wakes this wait. */
-		sl__wake_enter();
-		uint64_t now = sl__clock_ns(), next = sl__ready_tick(now);
-		if (sl__ah_on()) { /* held connections (acchold.c) */
-			next = sl__ah_next(now, next);
-			/* One already due on this epoll set: report it now, do
-			 * not wait (ev is scratch until the wait fills it). */
-			if (max > 0 && ep_inject(epfd, ev, 0, max) > 0)
-				next = now;
+		if (!past)
+			sl__wake_enter();
+		/* seq_cst, as sl__ready_tick's own (ready.h): after the enter. */
+		uint64_t next = atomic_load(&sl__ready_next);
+		const bool held = sl__ah_on(); /* held connections (acchold.c) */
+		if (next != UINT64_MAX || held) {
+			if (!have_now) {
+				now = sl__clock_ns();
+				have_now = true;
+				deadline = past ? now : deadline;
+			}
+			if (next <= now) /* sl__ready_tick's part for what is due */
+				next = sl__ready_tick_due(now);
+			if (held)
+				next = ep_held_next(epfd, ev, max, now, next);
 		}
+		/* t is UINT64_MAX, or the clock was read, or past (0 then). */
 		uint64_t t = deadline < next ? deadline : next, d = t > now ? t - now : 0;
 		int n = ep_wait_once(how, epfd, ev, max, t, d, next < deadline, mask);
-		sl__wake_leave();
+		if (!past)
+			sl__wake_leave();
 		if (n >= 0 && sl__ah_on())
 			n = ep_inject(epfd, ev, n, max);
-		if (n <= 0 && (n < 0 || sl__clock_ns() >= deadline))
+		if (n < 0)
 			return n;
 		if (n > 0 && (n = ep_translate(ev, n)) > 0)
 			return n;
-		if (sl__clock_ns() >= deadline)
+		if (past)
+			return 0;
+		now = sl__clock_ns();
+		have_now = true;
+		if (now >= deadline)
 			return 0;
 	}
 }
 
-/* Absolute deadline of a timeout in ms (negative: none). */
-static uint64_t ms_deadline(int ms)
+/* The span of a timeout in ms (negative: none). */
+static inline uint64_t ms_span(int ms)
 {
-	return ms < 0 ? UINT64_MAX : sl__clock_ns() + (uint64_t)ms * 1000000u;
+	return ms < 0 ? UINT64_MAX : (uint64_t)ms * 1000000u;
+}
+
+/* The real epoll_wait, for a wait the wrapper does not look into. Out of
+ * line (a tail call): the wrapper's own path keeps no stack frame for
+ * SL_REAL's first-use resolution. */
+static __attribute__((noinline)) int ep_wait_real(int epfd, struct epoll_event *ev, int max,
+						  int timeout)
+{
+	return SL_REAL(epoll_wait)(epfd, ev, max, timeout);
 }
 
 SL_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	if (sl__busy || !sl__ready_on() || max <= 0)
-		return SL_REAL(epoll_wait)(epfd, ev, max, timeout);
-	return ep_wait(SL_EP_WAIT, epfd, ev, max, ms_deadline(timeout), NULL);
+		return ep_wait_real(epfd, ev, max, timeout);
+	return ep_wait(SL_EP_WAIT, epfd, ev, max, ms_span(timeout), NULL);
 }
 
 SL_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
@@ -206,7 +279,7 @@ SL_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout
 {
 	if (sl__busy || !sl__ready_on() || max <= 0)
 		return SL_REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
-	return ep_wait(SL_EP_PWAIT, epfd, ev, max, ms_deadline(timeout), mask);
+	return ep_wait(SL_EP_PWAIT, epfd, ev, max, ms_span(timeout), mask);
 }
 
 SL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
@@ -215,12 +288,11 @@ SL_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const stru
 	if (sl__busy || !sl__ready_on() || max <= 0 ||
 	    (ts != NULL && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
 		return SL_REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
-	uint64_t deadline = UINT64_MAX;
+	uint64_t span = UINT64_MAX;
 	if (ts != NULL) {
 		uint64_t s = (uint64_t)ts->tv_sec;
-		deadline = s > (UINT64_MAX - sl__clock_ns()) / 1000000000u - 1
-				   ? UINT64_MAX
-				   : sl__clock_ns() + s * 1000000000u + (uint64_t)ts->tv_nsec;
+		span = s > UINT64_MAX / 1000000000u - 1 ? UINT64_MAX
+							: s * 1000000000u + (uint64_t)ts->tv_nsec;
 	}
-	return ep_wait(SL_EP_PWAIT2, epfd, ev, max, deadline, mask);
+	return ep_wait(SL_EP_PWAIT2, epfd, ev, max, span, mask);
 }

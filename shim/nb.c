@@ -96,13 +96,9 @@ static uint64_t nb_next(struct sl_call *c, uint64_t now)
 	return t;
 }
 
-/* The limiter of rule i for fd as the probe's first look sees it, with no
- * call made: NULL where only a call can say (per=peer before the fd
- * pinned its entry). */
-static const struct sl_limiter *probe_lim(int fd, unsigned i)
+/* probe_lim for a rule that is not per=process. */
+static __attribute__((noinline)) const struct sl_limiter *probe_lim_other(int fd, unsigned i)
 {
-	if ((sl__st.proc_rules >> i) & 1)
-		return sl__st.rule_lim[i];
 	if ((sl__st.lease_rules >> i) & 1)
 		return sl__lease_limiter(i);
 	if ((sl__st.fd_rules >> i) & 1)
@@ -113,9 +109,29 @@ static const struct sl_limiter *probe_lim(int fd, unsigned i)
 	return NULL;
 }
 
-uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
+/* The limiter of rule i for fd as the probe's first look sees it, with no
+ * call made: NULL where only a call can say (per=peer before the fd
+ * pinned its entry). A per=process rule's inline. */
+static inline const struct sl_limiter *probe_lim(int fd, unsigned i)
 {
-	const enum sl_kind_call k = dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND;
+	if ((sl__st.proc_rules >> i) & 1)
+		return sl__st.rule_lim[i];
+	return probe_lim_other(fd, i);
+}
+
+/* sl__nb_probe's first, read-only look: the rules matching fd in kind k
+ * whose limiters may be short (0: none, or nothing to ask). A limiter with a
+ * piece to spare (the smallest byte piece; one unit of a message rule) is
+ * not contended (a rule that never limits always has it), and the fd is
+ * reported with nothing reserved, so its calls keep the fast paths. *recp
+ * and *rulesp get the fd's record and its nb rules, for probe_short.
+ * Always inline: this is all the wait wrappers pay (in
+ * sl__nb_hold_unready) for a matched fd whose rules have units to spare. */
+static inline __attribute__((always_inline)) uint32_t probe_look(int fd, enum sl_kind_call k,
+								 uint64_t now,
+								 const struct sl_fdrec **recp,
+								 uint32_t *rulesp)
+{
 	if (sl__busy || sl__fd_pass(fd, k))
 		return 0;
 	const struct sl_fdrec *rec = sl__fd_rec(fd);
@@ -123,13 +139,7 @@ uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
 	 * connected yet (OUT is its connect's end): no transfer to probe. */
 	if (rec == NULL || (rec->stream && rec->peer.family == 0))
 		return 0;
-	uint32_t rules = rec->match[k] & sl__st.eagain_rules & ~sl__st.thread_rules;
-	if (rules == 0)
-		return 0;
-	/* First a read-only look: a limiter with a piece to spare (the
-	 * smallest byte piece; one unit of a message rule) is not contended
-	 * (a rule that never limits always has it), and the fd is reported
-	 * with nothing reserved, so its calls keep the fast paths. */
+	const uint32_t rules = rec->match[k] & sl__st.eagain_rules & ~sl__st.thread_rules;
 	uint32_t shortr = 0;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		const unsigned i = (unsigned)__builtin_ctz(rest);
@@ -138,9 +148,21 @@ uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
 		if (l == NULL || !sl_fast_peek(l, n != 0 ? n : 1, now))
 			shortr |= (uint32_t)1 << i;
 	}
+	*recp = rec;
+	*rulesp = rules;
+	return shortr;
+}
+
+/* sl__nb_probe past its first look, for the rules `shortr` (not 0) of
+ * `rules` that may be short: the instant their units are there, or 0. Out
+ * of line: only a contended limiter comes here. */
+static __attribute__((noinline)) uint64_t probe_short(int fd, enum sl_dir dir, uint64_t now,
+						      const struct sl_fdrec *rec, uint32_t rules,
+						      uint32_t shortr)
+{
 	/* A turn of its own reserved (fair.c): the limiter shows its units
 	 * taken, and its next call owns them. */
-	if (shortr == 0 || sl__fair_has(fd, dir))
+	if (sl__fair_has(fd, dir))
 		return 0;
 	int saved = errno;
 	struct sl_addr peer = rec->peer; /* copied: the record may be rewritten */
@@ -180,23 +202,38 @@ uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
 	return t;
 }
 
+uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
+{
+	const struct sl_fdrec *rec = NULL;
+	uint32_t rules = 0;
+	const uint32_t shortr = probe_look(fd, dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND, now, &rec,
+					   &rules);
+	return shortr == 0 ? 0 : probe_short(fd, dir, now, rec, rules, shortr);
+}
+
+/* Hold fd back in dir until the instant probe_short names, if it is still
+ * to come: true if it was. */
+static __attribute__((noinline)) bool hold_short(int fd, enum sl_dir dir, uint64_t now,
+						 const struct sl_fdrec *rec, uint32_t rules,
+						 uint32_t shortr)
+{
+	const uint64_t t = probe_short(fd, dir, now, rec, rules, shortr);
+	if (t <= now)
+		return false;
+	sl__ready_hold(fd, dir, t);
+	return true;
+}
+
 uint32_t sl__nb_hold_unready(int fd, uint32_t rev, uint64_t now)
 {
-	uint32_t drop = 0;
-	if (rev & SL_HIDE_IN) {
-		uint64_t t = sl__nb_probe(fd, SL_DIR_IN, now);
-		if (t > now) {
-			sl__ready_hold(fd, SL_DIR_IN, t);
-			drop |= SL_HIDE_IN | POLLHUP;
-		}
-	}
-	if (rev & SL_HIDE_OUT) {
-		uint64_t t = sl__nb_probe(fd, SL_DIR_OUT, now);
-		if (t > now) {
-			sl__ready_hold(fd, SL_DIR_OUT, t);
-			drop |= SL_HIDE_OUT;
-		}
-	}
+	uint32_t drop = 0, rules = 0, shortr;
+	const struct sl_fdrec *rec = NULL;
+	if ((rev & SL_HIDE_IN) && (shortr = probe_look(fd, SL_K_RECV, now, &rec, &rules)) != 0 &&
+	    hold_short(fd, SL_DIR_IN, now, rec, rules, shortr))
+		drop |= SL_HIDE_IN | POLLHUP;
+	if ((rev & SL_HIDE_OUT) && (shortr = probe_look(fd, SL_K_SEND, now, &rec, &rules)) != 0 &&
+	    hold_short(fd, SL_DIR_OUT, now, rec, rules, shortr))
+		drop |= SL_HIDE_OUT;
 	return drop;
 }
 

@@ -25,10 +25,17 @@
  * a level-triggered loop does not spin and an edge-triggered one is woken by
  * the re-arming). epoll.c learns of every change through the one hook it
  * registers (sl__ready_on_change_unsync); this file calls nothing of it.
- * Every fd with something due is in a bitmap, and timer_next holds the
+ * Every fd with something due is in a bitmap, and sl__ready_next holds the
  * earliest instant; each wait wrapper calls sl__ready_tick first and caps
  * its timeout at what it returns. When nothing is due that costs one
- * relaxed load.
+ * load, inline (ready.h); the scan is out of line.
+ *
+ * poll and select ask sl__ready_hidden of every fd they are given; while
+ * no fd can be hidden they skip that (sl__ready_none_hidden): every hold
+ * first raises sl__ready_quiet_ns to its end, so a now at or past it finds
+ * every ready instant behind it, and a deferred connect, or a connect that
+ * may wait elsewhere, sets it to UINT64_MAX for good (their fds are hidden
+ * until they are started, not until an instant).
  *
  * Thread-safety: everything here is thread-safe. The ready instants are
  * plain timestamps (relaxed atomics, nothing hangs on them); a deferred
@@ -73,8 +80,9 @@ static struct pending *pend;            /* [sl__fd_cap], mmap'd */
 static _Atomic uint32_t fd_hi;          /* 1 + the highest fd written */
 static _Atomic uint64_t timer_bits[SL_FD_LIMIT / 64];
 static _Atomic uint32_t timer_words; /* 1 + the highest word ever armed */
-static _Atomic uint64_t timer_next = UINT64_MAX;
-static _Atomic bool eagain_on;
+_Atomic uint64_t sl__ready_next = UINT64_MAX;
+_Atomic bool sl__ready_eagain_on;
+_Atomic uint64_t sl__ready_quiet_ns;
 
 static void note_fd(int fd)
 {
@@ -97,6 +105,9 @@ static struct sl_ready_waiters waiters;
 void sl__ready_on_waiters_unsync(const struct sl_ready_waiters *w)
 {
 	waiters = *w;
+	/* Relaxed: init. Their fds may be hidden at any time. */
+	if (w->hidden != NULL)
+		atomic_store_explicit(&sl__ready_quiet_ns, UINT64_MAX, memory_order_relaxed);
 }
 
 /* What is hidden of fd changed: tell the hook. True if it took it. */
@@ -140,25 +151,39 @@ int sl__ready_init_unsync(void)
 	for (size_t w = 0; w < words; w++)
 		atomic_store_explicit(&timer_bits[w], 0, memory_order_relaxed);
 	atomic_store_explicit(&timer_words, 0, memory_order_relaxed);
-	atomic_store_explicit(&timer_next, UINT64_MAX, memory_order_relaxed);
+	atomic_store_explicit(&sl__ready_next, UINT64_MAX, memory_order_relaxed);
+	/* Nothing is held any more (the tables are clear), but what waits
+	 * elsewhere may hide its fds at any time. */
+	atomic_store_explicit(&sl__ready_quiet_ns, waiters.hidden != NULL ? UINT64_MAX : 0,
+			      memory_order_relaxed);
 	if (on)
 		sl__fd_on_forget_unsync(ready_forget);
 	/* Relaxed: init runs before any wrapper (or between test cases). */
-	atomic_store_explicit(&eagain_on, on, memory_order_relaxed);
+	atomic_store_explicit(&sl__ready_eagain_on, on, memory_order_relaxed);
 	sl__st.eagain_rules = eagain;
 	return 0;
 }
 
-bool sl__ready_on(void)
+/* Raise sl__ready_quiet_ns to t, before a hold until t is stored (ready.h):
+ * every hold's end is at most the instant, so a now at or past it finds
+ * nothing held. Relaxed: a timestamp, as the holds themselves (a poll that
+ * runs at the same time may see the hold or not, as before); the hold's own
+ * store comes after it in this thread, and with it anything that publishes
+ * the hold to another thread. */
+static void quiet_raise(uint64_t t)
 {
-	/* Relaxed: set once at init, before the program runs. */
-	return atomic_load_explicit(&eagain_on, memory_order_relaxed) && sl__st.active;
+	uint64_t q = atomic_load_explicit(&sl__ready_quiet_ns, memory_order_relaxed);
+	while (q < t &&
+	       !atomic_compare_exchange_weak_explicit(&sl__ready_quiet_ns, &q, t,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
 }
 
 uint64_t sl__ready_hold(int fd, enum sl_dir dir, uint64_t t)
 {
 	if (ready_at == NULL || (unsigned)fd >= sl__fd_cap)
 		return 0;
+	quiet_raise(t);
 	/* Relaxed: a timestamp; the wait wrappers only compare it. */
 	uint64_t prev = atomic_exchange_explicit(&ready_at[fd][dir], t, memory_order_relaxed);
 	note_fd(fd);
@@ -198,14 +223,15 @@ void sl__ready_arm(int fd, uint64_t at)
 {
 	if ((unsigned)fd >= sl__fd_cap)
 		return;
-	/* seq_cst, with the exchange and the loads in sl__ready_tick: either
-	 * the scan sees this bit, or this lowering of timer_next comes
+	/* seq_cst, with the exchange and the loads in sl__ready_tick_due (and
+	 * the wait wrappers' first load of sl__ready_next, ready.h): either
+	 * the scan sees this bit, or this lowering of sl__ready_next comes
 	 * after the scan's reset of it, so no due fd is forgotten. The same
 	 * holds for the bound of the scan, timer_words: raised (or seen
 	 * high enough) before the bit is set. */
 	sl__bits_set(timer_bits, &timer_words, (uint32_t)fd);
-	uint64_t cur = atomic_load(&timer_next);
-	while (at < cur && !atomic_compare_exchange_weak(&timer_next, &cur, at))
+	uint64_t cur = atomic_load(&sl__ready_next);
+	while (at < cur && !atomic_compare_exchange_weak(&sl__ready_next, &cur, at))
 		;
 	if (at < cur) /* lowered: a thread already waiting is woken then (wake.h) */
 		sl__wake_lowered(at);
@@ -244,15 +270,14 @@ static uint32_t connect_kick(int fd, uint64_t now)
 	return st;
 }
 
-uint64_t sl__ready_tick(uint64_t now)
+__attribute__((noinline)) uint64_t sl__ready_tick_due(uint64_t now)
 {
-	/* seq_cst (a plain load on x86-64): after a waiter's sl__wake_enter,
-	 * either this sees an instant lowered by another thread, or that
-	 * thread sees the waiter and arms the wake-up (wake.h). */
-	uint64_t next = atomic_load(&timer_next);
+	/* seq_cst, as the inline sl__ready_tick's load (ready.h): read again,
+	 * as another thread may have run the timer meanwhile. */
+	uint64_t next = atomic_load(&sl__ready_next);
 	if (now < next || ready_at == NULL)
 		return next;
-	atomic_store(&timer_next, UINT64_MAX); /* seq_cst: see sl__ready_arm */
+	atomic_store(&sl__ready_next, UINT64_MAX); /* seq_cst: see sl__ready_arm */
 	const size_t words = atomic_load(&timer_words);
 	for (size_t w = 0; w < words; w++) {
 		uint64_t bits = atomic_load(&timer_bits[w]);
@@ -273,7 +298,7 @@ uint64_t sl__ready_tick(uint64_t now)
 				sl__ready_arm(fd, until);
 		}
 	}
-	return atomic_load(&timer_next);
+	return atomic_load(&sl__ready_next);
 }
 
 /* fd is new or closed: forget its hold and deferred connect (a forget hook
@@ -303,6 +328,10 @@ bool sl__connect_defer(struct sl_call *c, const struct sockaddr *sa, socklen_t l
 	p->err = 0;
 	memcpy(&p->addr, sa, len);
 	note_fd(fd);
+	/* Relaxed: the release store below orders it for whoever sees
+	 * PENDING; a deferred connect's fd is hidden until it is started,
+	 * whenever that is: from now on nothing is taken for quiet. */
+	atomic_store_explicit(&sl__ready_quiet_ns, UINT64_MAX, memory_order_relaxed);
 	/* Release pairs with the acquire loads of the state: the fields above
 	 * are complete before anyone sees PENDING. */
 	atomic_store_explicit(&p->state, SL_CONN_PENDING, memory_order_release);

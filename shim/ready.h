@@ -29,9 +29,16 @@ enum sl_dir { SL_DIR_IN = 0, SL_DIR_OUT = 1 };
  * delay rules (sl__st.eagain_rules). Init only (init.c then starts
  * connwait.c, acchold.c and fair.c, which build on it). Returns 0 or -1. */
 int sl__ready_init_unsync(void);
+/* Set at init: the policy has a delay rule with nonblock=eagain. */
+extern _Atomic bool sl__ready_eagain_on;
 /* True once the policy has a delay rule with nonblock=eagain: only then do
- * the wait wrappers do anything but call libc. Relaxed load. */
-bool sl__ready_on(void);
+ * the wait wrappers do anything but call libc. Inline (every wait wrapper
+ * asks first): one relaxed load, set once at init before the program runs,
+ * and the state's active flag. */
+static inline bool sl__ready_on(void)
+{
+	return atomic_load_explicit(&sl__ready_eagain_on, memory_order_relaxed) && sl__st.active;
+}
 /* The module that mirrors readiness into the kernel (epoll.c) registers
  * what to do when what is hidden of an fd changes: the hook brings the
  * fd's registrations in line and returns true if it has any (then it has
@@ -58,10 +65,42 @@ uint64_t sl__ready_hold(int fd, enum sl_dir dir, uint64_t t);
 /* poll bits of fd hidden at now (0, SL_HIDE_* or SL_HIDE_ALL); *until gets
  * the earliest instant that changes (left alone if nothing is hidden). */
 uint32_t sl__ready_hidden(int fd, uint64_t now, uint64_t *until);
+/* The instant from which sl__ready_hidden finds nothing hidden of any fd:
+ * the latest end of any hold made (raised before each hold is stored),
+ * UINT64_MAX once a connect was deferred or while connects may wait
+ * elsewhere (sl__ready_on_waiters_unsync). Never lowered, but by init. */
+extern _Atomic uint64_t sl__ready_quiet_ns;
+/* sl__ready_quiet_ns, and whether sl__ready_hidden(fd, now, ...) would
+ * return 0 for every fd: the wait wrappers then skip asking it fd by fd.
+ * A hold made by another thread at the same time may be missed, as
+ * sl__ready_hidden's own relaxed load of it may miss it; one that happens
+ * before this call (in this thread, or published to it by the program's
+ * own synchronisation) is seen: its raise of the instant comes first.
+ * Relaxed: a timestamp, nothing hangs on it. */
+static inline uint64_t sl__ready_quiet(void)
+{
+	return atomic_load_explicit(&sl__ready_quiet_ns, memory_order_relaxed);
+}
+static inline bool sl__ready_none_hidden(uint64_t now)
+{
+	return now >= sl__ready_quiet();
+}
+/* The timer's next instant (UINT64_MAX: nothing armed); ready.c's. */
+extern _Atomic uint64_t sl__ready_next;
+/* sl__ready_tick's part for an instant that is due: out of line, so the
+ * wrappers' inline test keeps no registers for the scan. */
+uint64_t sl__ready_tick_due(uint64_t now);
 /* Do what is due at now (bring epoll registrations back, start deferred
  * connects) and return the next instant something is due (UINT64_MAX:
- * nothing). One relaxed load when nothing is due. */
-uint64_t sl__ready_tick(uint64_t now);
+ * nothing). One load when nothing is due. */
+static inline uint64_t sl__ready_tick(uint64_t now)
+{
+	/* seq_cst (a plain load on x86-64): after a waiter's sl__wake_enter,
+	 * either this sees an instant lowered by another thread, or that
+	 * thread sees the waiter and arms the wake-up (wake.h). */
+	const uint64_t next = atomic_load(&sl__ready_next);
+	return now < next ? next : sl__ready_tick_due(now);
+}
 /* Make the timer run sl__ready_tick for fd at `at` (epoll.c calls it when it
  * hides bits of a registration). */
 void sl__ready_arm(int fd, uint64_t at);
