@@ -10,14 +10,14 @@
      bare filter / alone (what any filter costs).
   2. One throttled TCP send: 20,000 1-byte write()s to a loopback socket
      under --send 1GiB/s (never reached: every call is trapped, held for no
-     time, and performed by the supervisor) against the bare filter.
+     time, charged and continued in the kernel) against the bare filter.
   2b. One trapped 8 KiB write() to a loopback TCP socket (10,000 a run,
      the program's 20 ms timer off): unsupervised, under
      `bare_filter --continue` (the write trapped and answered CONTINUE by a
      supervisor that does nothing else: a bare user-notification round
      trip, the least any supervisor can cost), and under
      `sluice --supervise --send 10GiB/s` (never limiting; the write
-     trapped and performed by the supervisor). Medians with min-max, and
+     trapped, charged, continued in the kernel). Medians with min-max, and
      supervised / bare CONTINUE (the target: <= 1.5).
   3. Supervisor CPU per MiB: uploads at 10 MiB/s and 100 MiB/s, the
      launcher's CPU (its own and its reaped children's, from wait4) minus
@@ -126,7 +126,7 @@ def main():
     print("| 1-byte TCP send on loopback | us per call |")
     print("|---|---|")
     print("| bare filter | %.2f |" % bs)
-    print("| supervised, --send 1GiB/s (trapped, performed by the supervisor) | %.2f (+%.2f) |"
+    print("| supervised, --send 1GiB/s (trapped, charged, continued in the kernel) | %.2f (+%.2f) |"
           % (ss, ss - bs))
     # 2b. one trapped 8 KiB write: unsupervised, bare CONTINUE, supervised
     k = 10000
@@ -135,8 +135,8 @@ def main():
     rows = (("unsupervised", args),
             ("bare filter trapping the fd, answered CONTINUE (a bare user-notification "
              "round trip)", [BARE, "--continue"] + args),
-            ("sluice --supervise --send 10GiB/s (never limiting: trapped, performed by the "
-             "supervisor)", [SLUICE, "--supervise", "--send", "10GiB/s", "--"] + args))
+            ("sluice --supervise --send 10GiB/s (never limiting: trapped, charged, continued "
+             "in the kernel)", [SLUICE, "--supervise", "--send", "10GiB/s", "--"] + args))
     per = [[] for _ in rows]
     for _ in range(RUNS):  # interleaved: a slow spell of the machine hits every row
         for i, (_, cmd) in enumerate(rows):

@@ -136,6 +136,17 @@ static enum parse parse_call(struct sl_sup_call *c, bool out)
 	return PARSE_OK;
 }
 
+/* Whether parse_call read the program's memory for this call: write,
+ * read, recvfrom and a sendto without an address take everything from the
+ * registers. */
+static bool reads_memory(const struct seccomp_notif *req)
+{
+	const long nr = (long)req->data.nr;
+	return !(
+		nr == SYS_write || nr == SYS_read || nr == SYS_recvfrom ||
+		(nr == SYS_sendto && (req->data.args[4] == 0 || (uint32_t)req->data.args[5] == 0)));
+}
+
 /* The common start of both families: the call's socket, its rules. Returns
  * the held call, or NULL when the call was let through. */
 struct sl_sup_call *sl_sup_describe(struct sl_sup *s, const struct seccomp_notif *req,
@@ -144,14 +155,20 @@ struct sl_sup_call *sl_sup_describe(struct sl_sup *s, const struct seccomp_notif
 	struct sl_sup_thread *th = sl_sup_thread_of(s, (pid_t)req->pid);
 	if (th == NULL || th->proc->pass)
 		goto pass;
-	int dup = sl_sup_getfd(s, th, (int)(uint32_t)req->data.args[0]);
+	const int fd = (int)(uint32_t)req->data.args[0];
+	int dup = sl_sup_getfd(s, th, fd);
 	if (dup < 0)
 		goto pass;
 	struct stat st;
+	struct sl_sup_fdclass *e = sl_sup_fdclass_of(th->proc, fd, true);
 	if (fstat(dup, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+		if (e != NULL)
+			e->valid = false;
 		close(dup); /* a file or pipe the program moved up here itself */
 		goto pass;
 	}
+	/* The same socket as last time: its family and type are known. */
+	const bool known = e != NULL && e->valid && e->ino == st.st_ino && e->dev == st.st_dev;
 	struct sl_sup_call *c = sl_sup_call_new(s, req, th);
 	if (c == NULL) {
 		close(dup);
@@ -161,8 +178,9 @@ struct sl_sup_call *sl_sup_describe(struct sl_sup *s, const struct seccomp_notif
 	c->dup = dup;
 	enum parse p = parse_call(c, kind == SL_SUP_SEND);
 	/* The memory read above is the calling thread's only if its call is
-	 * still waiting (its tid cannot have been reused then). */
-	if (p != PARSE_OK || !sl_sup_valid(s, req->id))
+	 * still waiting (its tid cannot have been reused then); nothing read,
+	 * nothing to check (the fd came through the thread's pidfd). */
+	if (p != PARSE_OK || (reads_memory(req) && !sl_sup_valid(s, req->id)))
 		goto pass_call;
 	c->total = iov_total(c);
 	if (c->total == 0 || c->total == UINT64_MAX)
@@ -172,20 +190,141 @@ struct sl_sup_call *sl_sup_describe(struct sl_sup *s, const struct seccomp_notif
 	 * an address or keeps a limiter per peer: one system call less on
 	 * every other transfer. */
 	enum sl_op op = kind == SL_SUP_SEND ? SL_OP_SEND : SL_OP_RECV;
-	sl_sup_classify(dup, &fam, &type, sl_match_needs_addr(&s->policy, op) ? &c->peer : NULL);
+	const bool needs_addr = sl_match_needs_addr(&s->policy, op);
+	if (known) {
+		fam = e->fam;
+		type = e->type;
+		if (needs_addr) {
+			struct sockaddr_storage ss;
+			socklen_t sl = sizeof(ss);
+			memset(&c->peer, 0, sizeof(c->peer));
+			if (getpeername(dup, (struct sockaddr *)&ss, &sl) == 0)
+				sl_addr_from(&c->peer, (struct sockaddr *)&ss, sl);
+		}
+	} else {
+		sl_sup_classify(dup, &fam, &type, needs_addr ? &c->peer : NULL);
+	}
 	if (c->destlen > 0 && kind == SL_SUP_SEND)
 		sl_addr_from(&c->peer, (struct sockaddr *)&c->dest, c->destlen);
 	c->rules = sl_sup_match(s, op, fam, type, &c->peer);
+	if (e != NULL && !known) {
+		memset(e, 0, sizeof(*e));
+		e->fam = fam;
+		e->type = type;
+		e->dev = st.st_dev;
+		e->ino = st.st_ino;
+		e->valid = true;
+	}
 	if (c->rules == 0)
 		goto pass_call;
+	const bool file_nonblock = (fcntl(dup, F_GETFL) & O_NONBLOCK) != 0;
+	if (e != NULL) {
+		e->nonblock = file_nonblock;
+		e->uses = 0;
+		if (file_nonblock)
+			e->sndtimeo_ok = false;
+		/* For the fast send (below): the thread's fd directory, opened
+		 * now that the thread is known to live. */
+		if (kind == SL_SUP_SEND)
+			sl_sup_thread_fddir(th);
+	}
 	c->stream = type == SL_TYPE_STREAM;
-	c->nonblock = (fcntl(dup, F_GETFL) & O_NONBLOCK) || (c->flags & MSG_DONTWAIT);
+	c->nonblock = file_nonblock || (c->flags & MSG_DONTWAIT);
 	if (!c->nonblock)
 		c->timeout_ns = sock_timeout(dup, kind == SL_SUP_SEND ? SO_SNDTIMEO : SO_RCVTIMEO);
+	if (e != NULL && kind == SL_SUP_SEND && !file_nonblock && !(c->flags & MSG_DONTWAIT)) {
+		e->sndtimeo_ns = c->timeout_ns;
+		e->sndtimeo_ok = true;
+	}
 	return c;
 pass_call:
 	sl_sup_call_free(s, c);
 pass:
 	sl_sup_continue(s, req->id);
 	return NULL;
+}
+
+/*
+ * The fast send: a write, or a send/sendto without an address, of at most
+ * one piece, on a blocking stream socket the supervisor has already looked
+ * at (its class entry, filled by sl_sup_describe), when no send rule needs the
+ * peer. It takes the call's whole length from the rules (waiting for it if
+ * it must) and lets the call continue in the kernel: no duplicate of the
+ * socket, no copy. The length comes from the registers, so the kernel
+ * moves at most what was charged. One lookup in the thread's fd directory
+ * checks both that the fd still names the socket of the entry (the same
+ * inode) and that the thread is the one the entry was made for (the
+ * directory of an exited thread finds nothing, whoever has its tid now).
+ * Returns the call, held, for sl_sup_step_send; NULL with *answered when
+ * it continued (no rule matches), NULL alone when the full path must
+ * describe it.
+ */
+struct sl_sup_call *sl_sup_describe_fast(struct sl_sup *s, const struct seccomp_notif *req,
+					 bool *answered)
+{
+	const __u64 *a = req->data.args;
+	const long nr = (long)req->data.nr;
+	int flags = 0;
+	if (nr == SYS_sendto) {
+		if (a[4] != 0 && (uint32_t)a[5] != 0)
+			return NULL;
+		flags = (int)a[3];
+	} else if (nr != SYS_write) {
+		return NULL;
+	}
+	if (flags & ~(MSG_NOSIGNAL | MSG_MORE | MSG_EOR))
+		return NULL; /* MSG_DONTWAIT, MSG_OOB...: the full path */
+	const uint64_t len = a[2];
+	if (len == 0 || len > SL_SUP_PIECE_MAX)
+		return NULL;
+	if (s->send_needs_addr == 0)
+		s->send_needs_addr = sl_match_needs_addr(&s->policy, SL_OP_SEND) ? 2 : 1;
+	if (s->send_needs_addr != 1)
+		return NULL;
+	struct sl_sup_thread *th = sl_sup_thread_peek(s, (pid_t)req->pid);
+	if (th == NULL || th->fddir < 0 || th->proc->pass)
+		return NULL;
+	const int fd = (int)(uint32_t)a[0];
+	struct sl_sup_fdclass *e = sl_sup_fdclass_of(th->proc, fd, false);
+	if (e == NULL || !e->valid || e->nonblock || !e->sndtimeo_ok || e->type != SL_TYPE_STREAM ||
+	    ++e->uses >= SL_SUP_FDCLASS_REFRESH)
+		return NULL;
+	char name[12], *q = name + sizeof(name);
+	*--q = '\0';
+	for (unsigned v = (unsigned)fd;; v /= 10) {
+		*--q = (char)('0' + v % 10);
+		if (v < 10)
+			break;
+	}
+	struct stat st;
+	if (fstatat(th->fddir, q, &st, 0) != 0 || !S_ISSOCK(st.st_mode) || st.st_ino != e->ino ||
+	    st.st_dev != e->dev) {
+		e->valid = false;
+		return NULL;
+	}
+	const struct sl_addr none = {0};
+	const uint32_t rules = sl_sup_match(s, SL_OP_SEND, e->fam, e->type, &none);
+	if (rules == 0) {
+		sl_sup_continue(s, req->id); /* no rule: the kernel's */
+		*answered = true;
+		return NULL;
+	}
+	struct sl_sup_call *c = sl_sup_call_new(s, req, th);
+	if (c == NULL)
+		return NULL;
+	c->kind = SL_SUP_SEND;
+	c->rules = rules;
+	c->flags = flags;
+	c->stream = true;
+	c->niov = 1;
+	c->riov[0] = (struct iovec){(void *)(uintptr_t)a[1], (size_t)len};
+	c->total = len;
+	c->timeout_ns = e->sndtimeo_ns;
+	if (len > sl_sup_piece_cap(s, c, c->start_ns)) {
+		c->rules = 0; /* nothing counted: the full path takes it */
+		sl_sup_call_free(s, c);
+		return NULL;
+	}
+	c->cont = true;
+	return c;
 }

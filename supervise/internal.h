@@ -49,6 +49,7 @@
 #define SL_SUP_IOV_MAX 1024           /* UIO_MAXIOV */
 #define SL_SUP_PIECE_MAX (256u << 10) /* most bytes moved by one piece */
 #define SL_SUP_SWEEP_NS 100000000ull  /* held calls re-validated this often */
+#define SL_SUP_FDCLASS_REFRESH 256    /* fast sends between two full looks at a socket */
 
 /* Not in Debian 12's headers. */
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS

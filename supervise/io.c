@@ -95,7 +95,10 @@ static ssize_t write_piece(struct sl_sup_call *c, uint64_t len)
 /* Read the program's iovec array. */
 void sl_sup_on_send(struct sl_sup *s, const struct seccomp_notif *req)
 {
-	struct sl_sup_call *c = sl_sup_describe(s, req, SL_SUP_SEND);
+	bool answered = false;
+	struct sl_sup_call *c = sl_sup_describe_fast(s, req, &answered);
+	if (c == NULL && !answered)
+		c = sl_sup_describe(s, req, SL_SUP_SEND);
 	if (c != NULL && sl_sup_step_send(s, c, sl_sup_now_ns()))
 		sl_sup_call_free(s, c);
 }
@@ -175,9 +178,14 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		if (!take_piece(s, c, piece, now_ns, &answered))
 			return answered;
 		piece = c->grant_bytes;
-		if (c->cont) { /* control messages: the kernel sends */
-			c->granted = false;
-			sl_sup_continue(s, c->req.id);
+		if (c->cont) { /* control messages, a fast send: the kernel sends */
+			/* Charged as sent: the kernel moves at most this much. A
+			 * call that is gone by now gets its units back (the
+			 * call's release refunds a grant still held). */
+			if (sl_sup_continue(s, c->req.id) == 0) {
+				c->granted = false;
+				sl_sup_stat_bytes(c->th->proc, c->rules, piece);
+			}
 			return true;
 		}
 		ssize_t k = read_piece(c, piece);

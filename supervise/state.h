@@ -29,6 +29,21 @@ struct sl_sup_peer;   /* admit.c: a per=peer entry */
 struct sl_shm_stat;   /* the status record (stat.c) */
 struct sl_shm_shared; /* a shared=NAME segment (shared.c) */
 
+/* What the supervisor learnt of one socket fd of a process (describe.c):
+ * valid while the fd still names inode (dev, ino); the file's O_NONBLOCK
+ * and SO_SNDTIMEO as they were then (fcntl and setsockopt are not trapped:
+ * refreshed by the full path every SL_SUP_FDCLASS_REFRESH uses). */
+struct sl_sup_fdclass {
+	bool valid;
+	bool nonblock;    /* O_NONBLOCK on the file */
+	bool sndtimeo_ok; /* sndtimeo_ns read (a blocking send saw it) */
+	unsigned fam, type;
+	dev_t dev;
+	ino_t ino;
+	uint64_t sndtimeo_ns;
+	uint32_t uses; /* fast-path hits since the last full look */
+};
+
 /* A supervised process (thread group). */
 struct sl_sup_proc {
 	pid_t tgid;
@@ -44,6 +59,8 @@ struct sl_sup_proc {
 	struct sl_limiter lims[SL_MAX_RULES];
 	struct sl_sup_fdrow **fdrows; /* per=fd limiters, indexed by fd */
 	size_t n_fdrows;
+	struct sl_sup_fdclass *fdcls; /* socket classes, indexed by fd (describe.c) */
+	size_t n_fdcls;
 	char comm[20];
 	struct sl_shm_stat *rec;  /* the live record (stat.c), or NULL */
 	size_t rec_size;          /* its mapping's size */
@@ -55,6 +72,7 @@ struct sl_sup_proc {
 struct sl_sup_thread {
 	pid_t tid;
 	int pidfd; /* thread pidfd (PIDFD_THREAD), or -1 */
+	int fddir; /* /proc/TGID/task/TID/fd (O_PATH), opened on first use, or -1 */
 	struct sl_sup_proc *proc;
 	uint32_t lims_init;         /* per=thread limiters initialised, by rule */
 	struct sl_limiter *lims;    /* [SL_MAX_RULES], allocated on first use */
@@ -139,7 +157,8 @@ struct sl_sup {
 	unsigned n_calls;          /* used slots */
 	unsigned calls_hi;         /* slots below this may be used */
 	bool full_warned;
-	bool moved_warned; /* a socket moved where it is not trapped (sock.c) */
+	bool moved_warned;   /* a socket moved where it is not trapped (sock.c) */
+	int send_needs_addr; /* 0 unknown, 1 no, 2 a send rule needs the peer (io.c) */
 	/* target.c */
 	struct sl_sup_thread **threads; /* open hash on tid */
 	size_t threads_cap, n_threads;

@@ -69,6 +69,7 @@ static void proc_free(const struct sl_sup *s, struct sl_sup_proc *p)
 	if (p->fddir >= 0)
 		close(p->fddir);
 	sl_sup_proc_free_rows(p);
+	free(p->fdcls);
 	free(p);
 }
 
@@ -143,6 +144,8 @@ static void thread_free(struct sl_sup_thread *t)
 {
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	if (t->fddir >= 0)
+		close(t->fddir);
 	t->proc->refs--;
 	free(t->lims);
 	free(t);
@@ -182,6 +185,7 @@ struct sl_sup_thread *sl_sup_thread_of(struct sl_sup *s, pid_t tid)
 	if (t == NULL)
 		return NULL;
 	t->tid = tid;
+	t->fddir = -1;
 	t->pidfd = s->feat.pidfd_thread ? (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD) : -1;
 	t->proc = p;
 	p->refs++;
@@ -189,6 +193,45 @@ struct sl_sup_thread *sl_sup_thread_of(struct sl_sup *s, pid_t tid)
 	s->threads[h] = t;
 	s->n_threads++;
 	return t;
+}
+
+struct sl_sup_thread *sl_sup_thread_peek(struct sl_sup *s, pid_t tid)
+{
+	if (s->threads == NULL)
+		return NULL;
+	for (struct sl_sup_thread *t = s->threads[hash_pid(tid)]; t != NULL; t = t->next)
+		if (t->tid == tid)
+			return t;
+	return NULL;
+}
+
+int sl_sup_thread_fddir(struct sl_sup_thread *t)
+{
+	if (t->fddir < 0 && t->tid > 0) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/fd", (int)t->proc->tgid,
+			 (int)t->tid);
+		t->fddir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	return t->fddir;
+}
+
+struct sl_sup_fdclass *sl_sup_fdclass_of(struct sl_sup_proc *p, int fd, bool make)
+{
+	if (fd < 0)
+		return NULL;
+	if ((size_t)fd >= p->n_fdcls) {
+		if (!make || fd >= (1 << 20))
+			return NULL;
+		size_t n = (size_t)fd + 64;
+		struct sl_sup_fdclass *v = realloc(p->fdcls, n * sizeof(*v));
+		if (v == NULL)
+			return NULL;
+		memset(v + p->n_fdcls, 0, (n - p->n_fdcls) * sizeof(*v));
+		p->fdcls = v;
+		p->n_fdcls = n;
+	}
+	return &p->fdcls[fd];
 }
 
 /* Forget the exited threads and processes no call refers to, or, with

@@ -18,6 +18,15 @@
 /* The thread that made a notification, and its process; NULL if it is
  * gone (the notification is then dead too). */
 struct sl_sup_thread *sl_sup_thread_of(struct sl_sup *s, pid_t tid);
+/* The thread the supervisor knows as tid, without checking that it still
+ * lives (the fast send checks it with a lookup in its fddir), or NULL. */
+struct sl_sup_thread *sl_sup_thread_peek(struct sl_sup *s, pid_t tid);
+/* The thread's /proc/TGID/task/TID/fd, opened on first use (call it only
+ * while the thread is known to live: its tid then names it), or -1. A
+ * lookup in it fails once the thread has exited, whatever reuses its tid. */
+int sl_sup_thread_fddir(struct sl_sup_thread *t);
+/* The class entry of fd in p, or NULL (make: grow the table). */
+struct sl_sup_fdclass *sl_sup_fdclass_of(struct sl_sup_proc *p, int fd, bool make);
 /* The live process tgid, if the supervisor has met it, or NULL. */
 struct sl_sup_proc *sl_sup_proc_find(struct sl_sup *s, pid_t tgid);
 /* Forget threads and processes that have exited (the sweep calls it). */

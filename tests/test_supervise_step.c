@@ -367,7 +367,9 @@ static void test_step_send_cancelled(void **state)
 	pattern(buf, sizeof(buf), 5);
 	struct seccomp_notif q1 = req_of(r, SYS_write, 600, (uintptr_t)buf, sizeof(buf), 0);
 	on_notif(r, &q1); /* the burst */
-	struct seccomp_notif q2 = req_of(r, SYS_write, 600, (uintptr_t)buf, 60, 0);
+	/* writev: a write of 60 would be a fast send (continued, see below) */
+	struct iovec v60 = {buf, 60};
+	struct seccomp_notif q2 = req_of(r, SYS_writev, 600, (uintptr_t)&v60, 1, 0);
 	on_notif(r, &q2);
 	assert_dec_equal(held(r)->due_ns, T0 + 60 * MS);
 	fake.gone = true;
@@ -375,7 +377,7 @@ static void test_step_send_cancelled(void **state)
 	fake.gone = false;
 	assert_dec_equal(fake.n, 1);
 	/* The 60 units taken for q2 were given back: a call of 60 now goes. */
-	struct seccomp_notif q3 = req_of(r, SYS_write, 600, (uintptr_t)buf, 60, 0);
+	struct seccomp_notif q3 = req_of(r, SYS_writev, 600, (uintptr_t)&v60, 1, 0);
 	on_notif(r, &q3);
 	assert_dec_equal(fake.n, 2);
 	assert_dec_equal(fake.a[1].id, q3.id);
@@ -386,6 +388,71 @@ static void test_step_send_cancelled(void **state)
 	memcpy(want + 100, buf, 60);
 	expect_bytes(peer, want, sizeof(want));
 	close(peer);
+	close(600);
+	rig_free(r);
+}
+
+/* The fast send: once the full path has looked at a blocking stream
+ * socket, a write of at most one piece on it is charged its whole length
+ * and continues in the kernel (no copy), at once when the tokens are there,
+ * at its slot when not; a cancelled one gives its units back. Another
+ * socket moved to the same fd, a non-blocking one, a write bigger than the
+ * burst or with MSG_DONTWAIT take the full path again. */
+static void test_step_send_fast_continue(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("send:1000B/s,burst=100B", true);
+	int peer = rig_pair(r, 600, false);
+	unsigned char buf[100];
+	pattern(buf, sizeof(buf), 9);
+	struct seccomp_notif q = req_of(r, SYS_write, 600, (uintptr_t)buf, 40, 0);
+	on_notif(r, &q); /* the full path: sent by the supervisor */
+	assert_dec_equal(fake.n, 1);
+	assert_false(fake.a[0].cont);
+	assert_dec_equal(fake.a[0].val, 40);
+	expect_bytes(peer, buf, 40);
+	q = req_of(r, SYS_write, 600, (uintptr_t)buf, 60, 0);
+	on_notif(r, &q); /* 60 of the 60 tokens left: continued at once */
+	assert_dec_equal(fake.n, 2);
+	assert_true(fake.a[1].cont);
+	assert_dec_equal(fake.a[1].at, T0);
+	assert_null(held(r));
+	q = req_of(r, SYS_sendto, 600, (uintptr_t)buf, 50, MSG_NOSIGNAL);
+	on_notif(r, &q); /* no tokens: held for 50 ms, then continued */
+	assert_dec_equal(fake.n, 2);
+	assert_true(held(r)->cont);
+	assert_dec_equal(held(r)->due_ns, T0 + 50 * MS);
+	fake.gone = true;
+	assert_true(step_due(r)); /* cancelled at +50 ms: its 50 units go back */
+	fake.gone = false;
+	q = req_of(r, SYS_write, 600, (uintptr_t)buf, 50, 0);
+	on_notif(r, &q); /* at +50 ms the 50 given back are there: at once */
+	assert_null(held(r));
+	assert_dec_equal(fake.n, 3);
+	assert_true(fake.a[2].cont);
+	assert_dec_equal(fake.a[2].at, T0 + 50 * MS);
+	/* MSG_DONTWAIT, and more than one piece: the full path (sent). */
+	fake.now = T0 + 200 * MS;
+	q = req_of(r, SYS_sendto, 600, (uintptr_t)buf, 10, MSG_DONTWAIT);
+	on_notif(r, &q);
+	assert_dec_equal(fake.n, 4);
+	assert_false(fake.a[3].cont);
+	assert_dec_equal(fake.a[3].val, 10);
+	expect_bytes(peer, buf, 10);
+	/* Another socket at fd 600, non-blocking: the full path again (the
+	 * inode differs), sent by the supervisor, and so are the next ones. */
+	int peer2 = rig_pair(r, 600, true);
+	close(peer);
+	fake.now = T0 + 400 * MS;
+	for (int i = 0; i < 2; i++) {
+		q = req_of(r, SYS_write, 600, (uintptr_t)buf, 20, 0);
+		on_notif(r, &q);
+		assert_dec_equal(fake.n, 5 + i);
+		assert_false(fake.a[4 + i].cont);
+		assert_dec_equal(fake.a[4 + i].val, 20);
+		expect_bytes(peer2, buf, 20);
+	}
+	close(peer2);
 	close(600);
 	rig_free(r);
 }
@@ -586,6 +653,7 @@ int main(void)
 		cmocka_unit_test(test_step_send_nonblock_held),
 		cmocka_unit_test(test_step_send_reject),
 		cmocka_unit_test(test_step_send_cancelled),
+		cmocka_unit_test(test_step_send_fast_continue),
 		cmocka_unit_test(test_step_send_unplaced_continues),
 		cmocka_unit_test(test_step_recv_pieces),
 		cmocka_unit_test(test_step_recv_unix_once),
