@@ -144,9 +144,12 @@ def nginx_case(nginx, data, path, floor, user, sendfile):
                 break
             except OSError:
                 time.sleep(0.05)
+        # The master listens before it forks the worker, which is root until
+        # it drops to its user: wait for that (5 s at most).
+        want = pwd.getpwnam(user).pw_uid if user is not None else None
         uids = worker_uids(p.pid)
-        for _ in range(100):  # the master listens before it forks the worker
-            if uids:
+        for _ in range(100):
+            if uids and (want is None or uids == [want]):
                 break
             time.sleep(0.05)
             uids = worker_uids(p.pid)
@@ -166,7 +169,6 @@ def nginx_case(nginx, data, path, floor, user, sendfile):
     body_ = resp.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in resp else b""
     print("measured: %s: %d bytes in %.3f s (worker uids %r)" % (what, len(body_), el, uids))
     if user is not None:
-        want = pwd.getpwnam(user).pw_uid
         check(uids == [want], "%s: the worker runs as uid %d (%r)" % (what, want, uids))
     check(hashlib.sha256(body_).hexdigest() == hashlib.sha256(data).hexdigest(),
           "%s: the 2 MiB arrive intact (%d bytes, sha256; %r)"
