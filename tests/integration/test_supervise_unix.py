@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """A unix stream read through the supervisor is consumed exactly once: a
-static program (supervised/unixprog.c) reads 256 KiB from a python peer
+static program (supervised/netprog.c, its peer a path) reads 256 KiB from a python peer
 with read(), recv() and recvmsg() under
 `--supervise --recv 1MiB/s,family=unix`. It gets exactly the bytes sent
 (count and sha256), no faster than the rule allows (256 KiB less the burst
@@ -36,12 +36,13 @@ def serve(lis, data, done):
 
 
 def body():
-    prog = build_c("unixprog")
+    prog = build_c()  # netprog: read, recv, recvmsg of a unix stream by its path
     data = os.urandom(SIZE)
     want = hashlib.sha256(data).hexdigest()
     burst = 5243  # 5 ms of 1 MiB/s (README "Rules": burst)
     floor = (SIZE - burst) / MiB
-    for mode in ("read", "recv", "recvmsg"):
+    env = dict(env_clean(), NETPROG_NOALARM="1", NETPROG_MAX_BYTES=str(4 * SIZE))
+    for mode in ("download", "recv", "recvmsg"):
         path = os.path.join(TMP, "%s.sock" % mode)
         out = os.path.join(TMP, "%s.out" % mode)
         lis = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -52,7 +53,7 @@ def body():
         t = threading.Thread(target=serve, args=(lis, data, done), daemon=True)
         t.start()
         r = subprocess.run([SLUICE, "--supervise", "--recv", "1MiB/s,family=unix", "--", prog,
-                            mode, path, out], capture_output=True, text=True, env=env_clean(),
+                            mode, path, out], capture_output=True, text=True, env=env,
                            timeout=60)
         try:  # wakes the peer's accept if the program never connected
             lis.shutdown(socket.SHUT_RDWR)

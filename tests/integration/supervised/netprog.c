@@ -8,6 +8,9 @@
  *   netprog upload PORT SIZE        connect, write() SIZE pattern bytes, close
  *   netprog download PORT FILE      connect, read() to EOF into FILE
  *   netprog recvmsg PORT FILE       the same with recvmsg()
+ *   netprog recv PORT FILE          the same with recv()
+ * PORT may be a unix stream socket's path (it starts with '/');
+ * NETPROG_MAX_BYTES stops the three downloads past that many bytes.
  *   netprog writev PORT SIZE        upload with writev() of 3 pieces per call
  *   netprog filewrite FILE N        N 1-byte write()s to FILE (cost bench)
  *   netprog syscalls - -            io_uring_setup and an i386 getpid
@@ -37,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,20 +68,31 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The peer: a unix stream socket's path when PORT starts with '/' (main). */
+static const char *peer_path;
+
 static int dial(int port)
 {
 	int fd;
 	/* A signal that comes before the supervisor has picked the call up
 	 * interrupts even socket() (documented in the README). */
-	while ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 && errno == EINTR)
+	while ((fd = socket(peer_path != NULL ? AF_UNIX : AF_INET, SOCK_STREAM, 0)) < 0 &&
+	       errno == EINTR)
 		;
 	if (fd < 0) {
 		perror("socket");
 		exit(1);
 	}
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port),
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((unsigned short)port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	while (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+	struct sockaddr_un u = {.sun_family = AF_UNIX};
+	if (peer_path != NULL)
+		snprintf(u.sun_path, sizeof(u.sun_path), "%s", peer_path);
+	const struct sockaddr *to = peer_path != NULL ? (const struct sockaddr *)&u
+						      : (const struct sockaddr *)&a;
+	const socklen_t tolen = peer_path != NULL ? sizeof(u) : sizeof(a);
+	while (connect(fd, to, tolen) != 0) {
 		if (errno == EINTR)
 			continue; /* a restarted connect may say EALREADY/EISCONN */
 		if (errno == EISCONN)
@@ -120,8 +135,8 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			if (write(fd, "x", 1) == 1)
 				bytes++;
-		printf("{\"start\": %.6f, \"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n", t0,
-		       now() - t0, bytes, n, fd);
+		printf("{\"start\": %.6f, \"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"fd\": %d}\n",
+		       t0, now() - t0, bytes, n, fd);
 		return 0;
 	}
 	if (strcmp(mode, "syscalls") == 0) {
@@ -142,6 +157,8 @@ int main(int argc, char **argv)
 		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 		mode = "upload";
 	}
+	if (argv[2][0] == '/')
+		peer_path = argv[2];
 	int port = atoi(argv[2]);
 	if (getenv("NETPROG_NOALARM") == NULL)
 		setitimer(ITIMER_REAL, &it, NULL);
@@ -201,7 +218,9 @@ int main(int argc, char **argv)
 			ssize_t n;
 			if (mode[0] == 'w') {
 				size_t a = want / 3, b = want / 3;
-				struct iovec iov[3] = {{buf, a}, {buf + a, b}, {buf + a + b, want - a - b}};
+				struct iovec iov[3] = {{buf, a},
+						       {buf + a, b},
+						       {buf + a + b, want - a - b}};
 				n = writev(fd, iov, 3);
 			} else {
 				n = write(fd, buf, want);
@@ -219,16 +238,23 @@ int main(int argc, char **argv)
 			bytes += (unsigned long)n;
 		}
 		close(fd);
-	} else if (strcmp(mode, "download") == 0 || strcmp(mode, "recvmsg") == 0) {
+	} else if (strcmp(mode, "download") == 0 || strcmp(mode, "recvmsg") == 0 ||
+		   strcmp(mode, "recv") == 0) {
+		/* NETPROG_MAX_BYTES: stop past it (a peer's data read again and
+		 * again ends there, not at the test's timeout). */
+		const char *cap = getenv("NETPROG_MAX_BYTES");
+		const unsigned long most = cap != NULL ? strtoul(cap, NULL, 10) : ~0ul;
 		int out = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		int fd = dial(port);
 		firstfd = fd;
-		for (;;) {
+		while (bytes <= most) {
 			ssize_t n;
-			if (mode[0] == 'r') {
+			if (strcmp(mode, "recvmsg") == 0) {
 				struct iovec iov = {buf, sizeof(buf)};
 				struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 				n = recvmsg(fd, &mh, 0);
+			} else if (strcmp(mode, "recv") == 0) {
+				n = recv(fd, buf, sizeof(buf), 0);
 			} else {
 				n = read(fd, buf, sizeof(buf));
 			}
@@ -274,6 +300,7 @@ int main(int argc, char **argv)
 		     (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 	printf("{\"start\": %.6f, \"elapsed\": %.6f, \"bytes\": %lu, \"calls\": %ld, \"short\": %ld, \"fd\": %ld, "
 	       "\"eintr\": %ld, \"alarms\": %d, \"usr1\": %d, \"usr2\": %d, \"cpu\": %.6f}\n",
-	       t0, el, bytes, calls, shorts, firstfd, eintr, (int)alarms, (int)usr1, (int)usr2, cpu);
+	       t0, el, bytes, calls, shorts, firstfd, eintr, (int)alarms, (int)usr1, (int)usr2,
+	       cpu);
 	return 0;
 }
