@@ -206,13 +206,9 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, u
 	 * first reading, if one is taken (0 until then: passed, whatever now
 	 * is). */
 	const bool past = span == 0;
-	uint64_t now = 0, deadline = past ? 0 : UINT64_MAX;
-	bool have_now = false;
-	if (!past && span != UINT64_MAX) {
-		now = sl__clock_ns();
-		have_now = true;
-		deadline = sl__sat_add(now, span);
-	}
+	const struct sl_wait_start ws = sl__ready_wait_start(span);
+	uint64_t now = ws.now, deadline = ws.deadline;
+	bool have_now = ws.have_now;
 	for (;;) {
 		/* Counted as waiting before the timer is read (wake.h): a hold
 		 * another thread makes from here on wakes this wait. */

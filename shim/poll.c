@@ -196,13 +196,9 @@ static int poll_loop(struct pollfd *fds, nfds_t n, uint64_t span, const sigset_t
 	 * deadline is the first reading, if one is taken (0 until then:
 	 * passed, whatever now is). */
 	const bool past = span == 0;
-	uint64_t now = 0, deadline = past ? 0 : UINT64_MAX;
-	bool have_now = false;
-	if (!past && span != UINT64_MAX) {
-		now = sl__clock_ns();
-		have_now = true;
-		deadline = sl__sat_add(now, span);
-	}
+	const struct sl_wait_start ws = sl__ready_wait_start(span);
+	uint64_t now = ws.now, deadline = ws.deadline;
+	bool have_now = ws.have_now;
 	for (;;) {
 		/* seq_cst, as sl__ready_tick's own (ready.h). */
 		uint64_t next = atomic_load(&sl__ready_next);

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "call.h"
+#include "clock.h"
 #include "internal.h"
 
 /* Directions an fd can be held back in: IN (recv, accept), OUT (send,
@@ -115,5 +116,24 @@ bool sl__connect_again(int fd, const struct sockaddr *sa, socklen_t len, int *re
 /* SO_ERROR of fd if it has a deferred connect (wrap_sockopt.c): returns 1
  * with *err (0: in progress, or the real connect's error, once), else 0. */
 int sl__connect_soerror(int fd, int *err);
+
+/* The start of a wait of span ns in a wait wrapper (0: a poll, which
+ * cannot block; UINT64_MAX: no end): its deadline, and the clock's reading
+ * only when the deadline needs one (have_now). A poll's deadline has
+ * passed (0) whatever now is. */
+struct sl_wait_start {
+	uint64_t now, deadline;
+	bool have_now;
+};
+static inline struct sl_wait_start sl__ready_wait_start(uint64_t span)
+{
+	struct sl_wait_start w = {0, span == 0 ? 0 : UINT64_MAX, false};
+	if (span != 0 && span != UINT64_MAX) {
+		w.now = sl__clock_ns();
+		w.have_now = true;
+		w.deadline = sl__sat_add(w.now, span);
+	}
+	return w;
+}
 
 #endif /* SLUICE_SHIM_READY_H */
