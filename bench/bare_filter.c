@@ -44,12 +44,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
-#endif
-#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
-#endif
+/* The constants Debian 12's headers lack, as the supervisor has them. */
+#include "../supervise/internal.h"
 
 /*
  * Answers every notification on the listener (arg: its fd, cast) with
