@@ -9,7 +9,10 @@ under SLUICE_CONNS=2 (or 2,shared=NAME) on 127.0.0.1; the parent, not
 preloaded, opens 6 connections at once, each of which the server holds for
 1 s (sleep, then answer, then close), and times each answer from its own
 start. Waves of 2: the second answer before 1.7 s, the third not before
-1.9 s, the fifth not before 2.9 s, all 6 by 5.5 s.
+1.9 s, the fifth not before 2.9 s, all 6 by 5.5 s. Under ASan (make
+sanitize) an exec'd server starts about 0.5 s late per wave (CI: answers
+at 1.556, 1.722 s): there the upper bounds are the second answer within
+0.9 s of the first (the same wave) and all 6 by 9 s; the lower bounds stay.
 
   close       socketserver.ForkingTCPServer (the child closes, then _exit)
   exit        a child that _exit()s without closing (found by the waiting
@@ -37,7 +40,7 @@ import threading
 import time
 import uuid
 
-from shim_lib import BUILD, ROOT, check, child_env, finish, read_all
+from shim_lib import BUILD, ROOT, check, child_env, finish, read_all, sanitizer_runtime
 
 SLUICE = os.path.join(BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD), "sluice")
 
@@ -186,10 +189,16 @@ def waves(mode, conns, supervised=False):
     check(len(t) == 6, "%s: 6 answers (%d)" % (mode, len(t)))
     if len(t) < 6:
         return
-    check(t[1] < 1.7, "%s: the second answer before 1.7 s (%.3f)" % (mode, t[1]))
+    slow = bool(sanitizer_runtime())
+    if slow:
+        check(t[1] - t[0] < 0.9, "%s: the second answer within 0.9 s of the first (%.3f, %.3f)"
+              % (mode, t[0], t[1]))
+    else:
+        check(t[1] < 1.7, "%s: the second answer before 1.7 s (%.3f)" % (mode, t[1]))
     check(t[2] >= 1.9, "%s: the third not before 1.9 s (%.3f)" % (mode, t[2]))
     check(t[4] >= 2.9, "%s: the fifth not before 2.9 s (%.3f)" % (mode, t[4]))
-    check(t[5] <= 5.5, "%s: all by 5.5 s (%.3f)" % (mode, t[5]))
+    last = 9.0 if slow else 5.5
+    check(t[5] <= last, "%s: all by %g s (%.3f)" % (mode, last, t[5]))
 
 
 def supervise_works():
