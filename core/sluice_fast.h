@@ -17,6 +17,13 @@
  *                              sl_limiter_acquire, which decides).
  *   sl_fast_peek(l, n, now)    true: a police of n units at now would admit
  *                              them (a snapshot; nothing is taken).
+ *   sl_fast_at_rest(l, now)    true: l, a token or leaky bucket (plain or a
+ *                              tunable head's slot), has nothing booked
+ *                              past now: a police of any n its burst (a
+ *                              leaky bucket's capacity) covers would admit
+ *                              at once. One load and a compare, no cost to
+ *                              compute; false also for other kinds and
+ *                              outside the short range (ask sl_fast_peek).
  *   sl_fast_charge(l, n, now)  sl_limiter_charge(l, n, now): n units taken
  *                              as debt, whatever the limiter says (and
  *                              sl_fast_charge_gcra, sl_fast_charge_fixed,
@@ -249,6 +256,23 @@ SL_FAST_INLINE bool sl_fast_peek_gcra(const struct sl_gcra *g, uint64_t n, uint6
 		return false;
 	/* Relaxed: a snapshot. */
 	return atomic_load_explicit(&g->tat, memory_order_relaxed) < now + (tol - cost) + 1;
+}
+
+/* True if l (a token or leaky bucket, or a tunable head of them) is at rest
+ * at now_ns: its theoretical arrival time is not past now, so a bucket is
+ * full (a police admits n whose cost is within tau: the burst) and a leaky
+ * bucket's queue is empty (it admits n within its capacity). A snapshot. */
+SL_FAST_INLINE bool sl_fast_at_rest(const struct sl_limiter *l, uint64_t now_ns)
+{
+	const struct sl_limiter *s = l;
+	if (l->kind == SL_KIND_TUNABLE) {
+		uint64_t gen;
+		s = sl__fast_slot((struct sl_limiter *)(uintptr_t)l, &gen);
+	}
+	uint64_t now;
+	/* Relaxed: a snapshot, as sl_fast_peek's. */
+	return sl__fast_bucket(s) && sl__gcra_now_short(&s->u.gcra, now_ns, &now) &&
+	       atomic_load_explicit(&s->u.gcra.tat, memory_order_relaxed) <= now;
 }
 
 /* sl_fast_peek for a fixed window (false also where sl_fast_take_fixed

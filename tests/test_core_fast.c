@@ -195,7 +195,7 @@ static void init_pair(struct sl_tunable *ta, struct sl_tunable *tb, const struct
 
 struct counts {
 	uint64_t fast_admit, fast_false, fallback_admit, refused, peek_true, peek_false, charges,
-		retunes, pre_epoch;
+		retunes, pre_epoch, rest_true, rest_false;
 };
 
 /* One kind (plain or tunable) through STEPS pseudo-random steps. */
@@ -311,6 +311,20 @@ static void run_case(const struct kcase *kc, bool tunable, uint64_t seed)
 					 kc->name, (unsigned long long)step, (unsigned long long)n,
 					 (unsigned long long)now, fast, ref);
 			fast ? c.peek_true++ : c.peek_false++;
+			/* At rest: a police of its whole burst (capacity) or
+			 * of one unit admits now. */
+			const bool rest = sl_fast_at_rest(a, now);
+			const bool bucket = policed(a)->kind == SL_KIND_TOKEN ||
+					    policed(a)->kind == SL_KIND_LEAKY;
+			if (rest && (!bucket || sl_limiter_available(b, now) <
+							(cur->burst != 0 ? cur->burst : 1)))
+				fail_msg("%s step %llu: at rest at %llu, but %llu units available "
+					 "of a burst of %llu",
+					 kc->name, (unsigned long long)step,
+					 (unsigned long long)now,
+					 (unsigned long long)sl_limiter_available(b, now),
+					 (unsigned long long)cur->burst);
+			rest ? c.rest_true++ : c.rest_false++;
 		} else if (op <= 18) {
 			bool huge;
 			const uint64_t n = pick_charge(cur, &huge);
@@ -338,11 +352,13 @@ static void run_case(const struct kcase *kc, bool tunable, uint64_t seed)
 		assert_same_state(a, b, t + per / 3, step);
 	}
 	print_message("%-22s %s: fast %llu, left to the full API %llu (admitted there %llu), "
-		      "refused %llu, peek %llu/%llu, charges %llu, retunes %llu, pre-epoch %llu\n",
+		      "refused %llu, peek %llu/%llu, at rest %llu/%llu, charges %llu, retunes %llu, "
+		      "pre-epoch %llu\n",
 		      kc->name, tunable ? "tunable" : "plain  ", (unsigned long long)c.fast_admit,
 		      (unsigned long long)c.fast_false, (unsigned long long)c.fallback_admit,
 		      (unsigned long long)c.refused, (unsigned long long)c.peek_true,
-		      (unsigned long long)c.peek_false, (unsigned long long)c.charges,
+		      (unsigned long long)c.peek_false, (unsigned long long)c.rest_true,
+		      (unsigned long long)c.rest_false, (unsigned long long)c.charges,
 		      (unsigned long long)c.retunes, (unsigned long long)c.pre_epoch);
 	/* The sequence reached both answers of each call, and retunes. */
 	assert_true(c.fast_admit > STEPS / 50);
@@ -351,6 +367,11 @@ static void run_case(const struct kcase *kc, bool tunable, uint64_t seed)
 	assert_true(c.peek_true > STEPS / 100);
 	assert_true(c.peek_false > STEPS / 100);
 	assert_true(c.charges > STEPS / 100);
+	/* A bucket is found at rest (a full one) and not; no other kind is. */
+	if (kc->p.kind == SL_KIND_TOKEN || kc->p.kind == SL_KIND_LEAKY)
+		assert_true(c.rest_true > STEPS / 200 && c.rest_false > STEPS / 200);
+	else
+		assert_true(c.rest_true == 0);
 	if (tunable)
 		assert_true(c.retunes >= 5);
 }
