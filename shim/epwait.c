@@ -84,16 +84,12 @@ static int ep_translate(struct epoll_event *ev, int n)
 		 * its registrations and gives them back when it ends, which
 		 * re-arms an edge or a oneshot), and not reported. */
 		uint32_t rev = ev[i].events;
-		if (sl__nb_may_hold((int)fd, rev)) {
-			if (now == 0)
-				now = sl__clock_ns();
-			rev &= ~sl__nb_hold_unready((int)fd, rev, now);
-			if (rev == 0)
-				continue;
-		}
+		rev &= ~sl__nb_unready((int)fd, rev, &now);
+		if (rev == 0)
+			continue;
 		if (asked & EPOLLONESHOT)
 			atomic_store_explicit(&g->armed, 0, memory_order_relaxed);
-		ev[m] = ev[i];
+		/* Both fields of the event are written: no copy of ev[i]. */
 		ev[m].events = sl__hup_filter((int)fd, rev);
 		/* Acquire pairs with the release in ep_add / ep_mod. */
 		ev[m].data.u64 = atomic_load_explicit(&g->data, memory_order_acquire);

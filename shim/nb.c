@@ -224,7 +224,7 @@ static __attribute__((noinline)) bool hold_short(int fd, enum sl_dir dir, uint64
 	return true;
 }
 
-uint32_t sl__nb_hold_unready(int fd, uint32_t rev, uint64_t now)
+uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now)
 {
 	uint32_t drop = 0, rules = 0, shortr;
 	const struct sl_fdrec *rec = NULL;

@@ -18,10 +18,12 @@
 #include <sys/socket.h>
 
 #include "call.h"
+#include "clock.h"
 #include "fair.h"
 #include "fd.h"
 #include "internal.h"
 #include "ready.h"
+#include "sluice_fast.h"
 #include "state.h"
 
 /*
@@ -98,19 +100,63 @@ static inline void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut, uint
  * then refused with EAGAIN. Read-only when the units are there.
  */
 uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now);
+/* sl__nb_hold_unready past its first look (nb.c). */
+uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now);
+/* sl__nb_hold_unready's first look, at fd below SL_FD_LIMIT whose bits b
+ * were loaded (acquire): a classified fd whose asked rules (probe_rules,
+ * state.h) in the directions of rev are all per=process buckets at rest at
+ * now (core's sl_fast_at_rest: full, so a police of a piece admits) is
+ * ready, with no cost to compute and no call; a rule that never limits
+ * always is. Anything else asks sl__nb_hold_look, which answers the same
+ * for such an fd. */
+static inline __attribute__((always_inline)) uint32_t sl__nb_hold_bits(int fd, uint8_t b,
+								       uint32_t rev, uint64_t now)
+{
+	if (b & SL_FDB_READY) {
+		const struct sl_fdrec *rec = &sl__fdrecs[fd];
+		uint32_t rules = ((rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] : 0) |
+				 ((rev & SL_HIDE_OUT) ? rec->match[SL_K_SEND] : 0);
+		rules &= sl__st.probe_rules;
+		if ((rules & ~sl__st.rest_rules) == 0) {
+			for (; rules != 0; rules &= rules - 1)
+				if (!sl_fast_at_rest(sl__st.rule_lim[__builtin_ctz(rules)], now))
+					return sl__nb_hold_look(fd, rev, now);
+			return 0;
+		}
+	}
+	return sl__nb_hold_look(fd, rev, now);
+}
 /* For the poll bits `rev` the kernel reported for fd (poll and epoll bits
  * are the same on Linux): hold fd back in each direction sl__nb_probe finds
  * not ready, and return the bits to take out of what is reported (0: none).
  * A held-back IN takes HUP and RDHUP with it (hup.h: the end of a stream
  * comes after the data before it). */
-uint32_t sl__nb_hold_unready(int fd, uint32_t rev, uint64_t now);
-/* False if sl__nb_hold_unready would find nothing to ask of fd for `rev`
- * (the pass bits of its directions are set): the wait wrappers read the
- * clock only for an fd where this is true. */
-static inline bool sl__nb_may_hold(int fd, uint32_t rev)
+static inline __attribute__((always_inline)) uint32_t sl__nb_hold_unready(int fd, uint32_t rev,
+									  uint64_t now)
 {
-	return ((rev & SL_HIDE_IN) && !sl__fd_pass(fd, SL_K_RECV)) ||
-	       ((rev & SL_HIDE_OUT) && !sl__fd_pass(fd, SL_K_SEND));
+	if ((unsigned)fd >= SL_FD_LIMIT)
+		return sl__nb_hold_look(fd, rev, now);
+	return sl__nb_hold_bits(fd, atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire),
+				rev, now);
 }
-
+/* sl__nb_hold_unready for a wait wrapper that reads the clock only for an
+ * fd that needs it: *now is the clock (0: not read yet), read here if a
+ * direction of rev does not pass. One load of the fd's bits. */
+static inline __attribute__((always_inline)) uint32_t sl__nb_unready(int fd, uint32_t rev,
+								     uint64_t *now)
+{
+	if ((unsigned)fd >= SL_FD_LIMIT) {
+		if ((rev & (SL_HIDE_IN | SL_HIDE_OUT)) == 0)
+			return 0;
+		*now = *now != 0 ? *now : sl__clock_ns();
+		return sl__nb_hold_look(fd, rev, *now);
+	}
+	const uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
+	if (!((rev & SL_HIDE_IN) && !(b & SL_FDB_PASS(SL_K_RECV))) &&
+	    !((rev & SL_HIDE_OUT) && !(b & SL_FDB_PASS(SL_K_SEND))))
+		return 0;
+	if (*now == 0)
+		*now = sl__clock_ns();
+	return sl__nb_hold_bits(fd, b, rev, *now);
+}
 #endif /* SLUICE_SHIM_NB_H */

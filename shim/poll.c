@@ -120,11 +120,9 @@ static int poll_seen(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
 			rev = sl__hup_filter(fd, rev);
 			fds[i].revents = (short)rev;
 		}
-		if ((rev & POLLNVAL) || !sl__nb_may_hold(fd, rev))
+		if (rev & POLLNVAL)
 			continue;
-		if (now == 0)
-			now = sl__clock_ns();
-		uint32_t drop = sl__nb_hold_unready(fd, rev, now);
+		uint32_t drop = sl__nb_unready(fd, rev, &now);
 		if (drop == 0)
 			continue;
 		rev &= ~drop;

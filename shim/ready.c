@@ -53,6 +53,7 @@
 #include "log.h"
 #include "ready.h"
 #include "real.h"
+#include "sluice_fast.h"
 #include "state.h"
 #include "wake.h"
 
@@ -123,6 +124,16 @@ void sl__ready_changed(int fd)
 
 static void ready_forget(int fd);
 
+/* True if l is a token or leaky bucket, or a tunable head of one (a
+ * retune keeps the kind): sl_fast_at_rest can answer for it. */
+static bool rests(struct sl_limiter *l)
+{
+	uint64_t gen;
+	if (l != NULL && l->kind == SL_KIND_TUNABLE)
+		l = sl__fast_slot(l, &gen);
+	return l != NULL && sl__fast_bucket(l);
+}
+
 int sl__ready_init_unsync(void)
 {
 	uint32_t eagain = 0;
@@ -161,6 +172,13 @@ int sl__ready_init_unsync(void)
 	/* Relaxed: init runs before any wrapper (or between test cases). */
 	atomic_store_explicit(&sl__ready_eagain_on, on, memory_order_relaxed);
 	sl__st.eagain_rules = eagain;
+	sl__st.probe_rules = eagain & ~sl__st.thread_rules;
+	sl__st.rest_rules = 0;
+	for (uint32_t rest = sl__st.probe_rules & sl__st.proc_rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		if (rests(sl__st.rule_lim[i]))
+			sl__st.rest_rules |= (uint32_t)1 << i;
+	}
 	return 0;
 }
 

@@ -80,6 +80,11 @@ struct sl_state {
 	                         another rule's refusal) */
 	uint32_t eagain_rules;           /* delay rules with nonblock=eagain (set by
 	                          sl__ready_init_unsync once its tables exist) */
+	uint32_t probe_rules;            /* eagain_rules but per=thread ones: what the
+	                          wait wrappers ask of a ready fd (nb.h) */
+	uint32_t rest_rules;             /* probe_rules with a per=process token or leaky
+	                          bucket: a limiter at rest answers the
+	                          question at once (sl__nb_hold_unready) */
 	uint32_t n_fd_rules, n_thread_rules, n_peer_rules;
 	uint64_t piece_min; /* smallest sl__piece_max of the byte rules (not dry-run) at init:
 	                       a transfer no larger is never split, unless
