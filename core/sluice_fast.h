@@ -24,6 +24,8 @@
  *                              at once. One load and a compare, no cost to
  *                              compute; false also for other kinds and
  *                              outside the short range (ask sl_fast_peek).
+ *                              sl_fast_at_rest_tunable_gcra: the same for
+ *                              a tunable head of buckets.
  *   sl_fast_charge(l, n, now)  sl_limiter_charge(l, n, now): n units taken
  *                              as debt, whatever the limiter says (and
  *                              sl_fast_charge_gcra, sl_fast_charge_fixed,
@@ -262,6 +264,14 @@ SL_FAST_INLINE bool sl_fast_peek_gcra(const struct sl_gcra *g, uint64_t n, uint6
  * at now_ns: its theoretical arrival time is not past now, so a bucket is
  * full (a police admits n whose cost is within tau: the burst) and a leaky
  * bucket's queue is empty (it admits n within its capacity). A snapshot. */
+SL_FAST_INLINE bool sl__gcra_at_rest(const struct sl_gcra *g, uint64_t now_ns)
+{
+	uint64_t now;
+	/* Relaxed: a snapshot, as sl_fast_peek's. */
+	return sl__gcra_now_short(g, now_ns, &now) &&
+	       atomic_load_explicit(&g->tat, memory_order_relaxed) <= now;
+}
+
 SL_FAST_INLINE bool sl_fast_at_rest(const struct sl_limiter *l, uint64_t now_ns)
 {
 	const struct sl_limiter *s = l;
@@ -269,10 +279,16 @@ SL_FAST_INLINE bool sl_fast_at_rest(const struct sl_limiter *l, uint64_t now_ns)
 		uint64_t gen;
 		s = sl__fast_slot((struct sl_limiter *)(uintptr_t)l, &gen);
 	}
-	uint64_t now;
-	/* Relaxed: a snapshot, as sl_fast_peek's. */
-	return sl__fast_bucket(s) && sl__gcra_now_short(&s->u.gcra, now_ns, &now) &&
-	       atomic_load_explicit(&s->u.gcra.tat, memory_order_relaxed) <= now;
+	return sl__fast_bucket(s) && sl__gcra_at_rest(&s->u.gcra, now_ns);
+}
+
+/* sl_fast_at_rest for a tunable head whose slots are token or leaky
+ * buckets (the kind a retune keeps): no kind to test. */
+SL_FAST_INLINE bool sl_fast_at_rest_tunable_gcra(const struct sl_limiter *head, uint64_t now_ns)
+{
+	uint64_t gen;
+	return sl__gcra_at_rest(&sl__fast_slot((struct sl_limiter *)(uintptr_t)head, &gen)->u.gcra,
+				now_ns);
 }
 
 /* sl_fast_peek for a fixed window (false also where sl_fast_take_fixed

@@ -106,22 +106,24 @@ uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now);
  * were loaded (acquire): a classified fd whose asked rules (probe_rules,
  * state.h) in the directions of rev are all per=process buckets at rest at
  * now (core's sl_fast_at_rest: full, so a police of a piece admits) is
- * ready, with no cost to compute and no call; a rule that never limits
- * always is. Anything else asks sl__nb_hold_look, which answers the same
+ * ready, with no cost to compute and no call (sl_fast_at_rest_tunable_gcra);
+ * a rule that never limits always is. Anything else asks sl__nb_hold_look, which answers the same
  * for such an fd. */
 static inline __attribute__((always_inline)) uint32_t sl__nb_hold_bits(int fd, uint8_t b,
 								       uint32_t rev, uint64_t now)
 {
 	if (b & SL_FDB_READY) {
 		const struct sl_fdrec *rec = &sl__fdrecs[fd];
-		uint32_t rules = ((rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] : 0) |
-				 ((rev & SL_HIDE_OUT) ? rec->match[SL_K_SEND] : 0);
-		rules &= sl__st.probe_rules;
-		if ((rules & ~sl__st.rest_rules) == 0) {
-			for (; rules != 0; rules &= rules - 1)
-				if (!sl_fast_at_rest(sl__st.rule_lim[__builtin_ctz(rules)], now))
-					return sl__nb_hold_look(fd, rev, now);
-			return 0;
+		const uint32_t rules = ((rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] : 0) |
+				       ((rev & SL_HIDE_OUT) ? rec->match[SL_K_SEND] : 0);
+		if ((rules & sl__st.hard_rules) == 0) {
+			bool rest = true;
+			for (uint32_t r = rules & sl__st.rest_rules; r != 0 && rest; r &= r - 1)
+				rest = sl_fast_at_rest_tunable_gcra(sl__st.rule_lim[__builtin_ctz(
+									    r)],
+								    now);
+			if (rest)
+				return 0;
 		}
 	}
 	return sl__nb_hold_look(fd, rev, now);

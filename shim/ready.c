@@ -124,14 +124,13 @@ void sl__ready_changed(int fd)
 
 static void ready_forget(int fd);
 
-/* True if l is a token or leaky bucket, or a tunable head of one (a
- * retune keeps the kind): sl_fast_at_rest can answer for it. */
+/* True if l is a tunable head of token or leaky buckets (a retune keeps
+ * the kind; every per=process limiter is a tunable head, its own or a
+ * shared= one): sl_fast_at_rest_tunable_gcra answers for it. */
 static bool rests(struct sl_limiter *l)
 {
 	uint64_t gen;
-	if (l != NULL && l->kind == SL_KIND_TUNABLE)
-		l = sl__fast_slot(l, &gen);
-	return l != NULL && sl__fast_bucket(l);
+	return l != NULL && l->kind == SL_KIND_TUNABLE && sl__fast_bucket(sl__fast_slot(l, &gen));
 }
 
 int sl__ready_init_unsync(void)
@@ -179,6 +178,7 @@ int sl__ready_init_unsync(void)
 		if (rests(sl__st.rule_lim[i]))
 			sl__st.rest_rules |= (uint32_t)1 << i;
 	}
+	sl__st.hard_rules = sl__st.probe_rules & ~sl__st.rest_rules;
 	return 0;
 }
 

@@ -83,8 +83,10 @@ struct sl_state {
 	uint32_t probe_rules;            /* eagain_rules but per=thread ones: what the
 	                          wait wrappers ask of a ready fd (nb.h) */
 	uint32_t rest_rules;             /* probe_rules with a per=process token or leaky
-	                          bucket: a limiter at rest answers the
-	                          question at once (sl__nb_hold_unready) */
+	                          bucket (a tunable head): a limiter at rest
+	                          answers the question at once
+	                          (sl__nb_hold_unready) */
+	uint32_t hard_rules;             /* probe_rules but rest_rules */
 	uint32_t n_fd_rules, n_thread_rules, n_peer_rules;
 	uint64_t piece_min; /* smallest sl__piece_max of the byte rules (not dry-run) at init:
 	                       a transfer no larger is never split, unless

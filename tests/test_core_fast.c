@@ -314,6 +314,8 @@ static void run_case(const struct kcase *kc, bool tunable, uint64_t seed)
 			/* At rest: a police of its whole burst (capacity) or
 			 * of one unit admits now. */
 			const bool rest = sl_fast_at_rest(a, now);
+			if (a->kind == SL_KIND_TUNABLE && is_bucket(policed(a)))
+				assert_dec_equal(sl_fast_at_rest_tunable_gcra(a, now), rest);
 			const bool bucket = policed(a)->kind == SL_KIND_TOKEN ||
 					    policed(a)->kind == SL_KIND_LEAKY;
 			if (rest && (!bucket || sl_limiter_available(b, now) <

@@ -43,7 +43,7 @@ SHARED_PART = 60              # what one call does once however many rules match
 # sendmsg or recvmsg, so a sendmsg goes past trickle unthrottled.
 TRICKLE_WRAPS = ("send", "write", "writev", "recv", "read")
 WAIT_KINDS = ("devnull", "epoll", "poll", "epollpipe")
-WAIT_QUESTION = 170           # a matched socket's wait over the pipe's (cases())
+WAIT_QUESTION = 160           # a matched socket's wait over the pipe's (cases())
 # How a relative budget names its base row, where that is not "OP default".
 BASE_TEXT = {"epollpipe": "epoll on a pipe"}
 
@@ -100,12 +100,12 @@ def cases():
     # wrapper before that question was asked (+281) plus 20. A matched
     # socket that no hold hides costs the pipe's wait and the question
     # alone, WAIT_QUESTION at most (the aim, "no slower" than before the
-    # question was asked, +238 and +309: met by poll, +273; epoll_wait
-    # +264): the fd's bits and record's rule masks, one clock reading, one
+    # question was asked, +238 and +309: met by poll, +249; epoll_wait
+    # +256): the fd's bits and record's rule masks, one clock reading, one
     # compare of a per=process bucket's next free instant with now (core's
     # sl_fast_at_rest), the mirror's token (an epoll registration a rule may
-    # hide holds one; the pipe's holds the program's own data) (+146 for
-    # epoll_wait, +155 for poll over the pipe's +118, measured; +253 and
+    # hide holds one; the pipe's holds the program's own data) (+138 for
+    # epoll_wait, +131 for poll over the pipe's +118, measured; +253 and
     # +244 with sl_fast_peek's cost computed and a call per fd).
     out.append({"name": "epollpipe", "kind": "epollpipe", "op": "recv", "opts": "",
                 "label": "epoll_wait: a ready pipe (unmatched)", "budget": ("abs", 300)})
