@@ -47,7 +47,12 @@ struct ep_fd {
 	atomic_flag lock;
 	_Atomic uint8_t n; /* slots in use */
 	struct ep_reg r[SL_EP_SLOTS];
+	/* 128 bytes: epoll_wait finds an event's slot with a shift, not a
+	 * multiply (the table is mapped; only the pages of fds in epoll sets
+	 * are ever touched). */
+	uint8_t pad[128 - 8 - SL_EP_SLOTS * sizeof(struct ep_reg)];
 };
+_Static_assert(sizeof(struct ep_fd) == 128, "an fd's slots fill 128 bytes");
 
 extern struct ep_fd *sl__ep_table; /* [sl__fd_cap], mmap'd */
 extern _Atomic uint32_t sl__ep_hi; /* 1 + the highest fd epoll_ctl was given */

@@ -51,6 +51,11 @@ static bool ep_hup(uint32_t fd, uint32_t s, uint32_t rev, uint32_t asked)
 	return true;
 }
 
+/* ep_translate looks for the wake-up's token only among tokens with no
+ * slot. */
+_Static_assert(((SL_EP_WAKE_TOKEN >> 32) & 0xffffu) >= SL_EP_SLOTS,
+	       "the wake-up's token names no slot");
+
 /* Put the program's data back into the n events; drop those of parked or
  * freed registrations. Returns how many are left. */
 static int ep_translate(struct epoll_event *ev, int n)
@@ -63,13 +68,18 @@ static int ep_translate(struct epoll_event *ev, int n)
 			ev[m++] = ev[i];
 			continue;
 		}
-		if (u == SL_EP_WAKE_TOKEN) { /* another thread's hold ended (wake.h) */
-			sl__wake_fired();
+		uint32_t fd = (uint32_t)u, s = (uint32_t)(u >> 32) & 0xffffu;
+		if (fd >= sl__fd_cap || s >= SL_EP_SLOTS) {
+			/* The wake-up's token has no slot (wake.h): another
+			 * thread's hold ended. */
+			if (u == SL_EP_WAKE_TOKEN)
+				sl__wake_fired();
 			continue;
 		}
-		uint32_t fd = (uint32_t)u, s = (uint32_t)(u >> 32) & 0xffffu;
-		if (fd >= sl__fd_cap || s >= SL_EP_SLOTS)
-			continue;
+		/* sl__fd_cap <= SL_FD_LIMIT (state.c): what sl__nb_unready
+		 * tests again need not be. */
+		if (fd >= SL_FD_LIMIT)
+			__builtin_unreachable();
 		struct ep_reg *g = &sl__ep_table[fd].r[s];
 		/* Relaxed: a stale answer drops or delivers one event, which the
 		 * kernel may also do around a concurrent epoll_ctl. */

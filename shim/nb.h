@@ -102,63 +102,74 @@ static inline void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut, uint
 uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now);
 /* sl__nb_hold_unready past its first look (nb.c). */
 uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now);
-/* sl__nb_hold_unready's first look, at fd below SL_FD_LIMIT whose bits b
- * were loaded (acquire): a classified fd whose asked rules (probe_rules,
- * state.h) in the directions of rev are all per=process buckets at rest at
- * now (core's sl_fast_at_rest: full, so a police of a piece admits) is
- * ready, with no cost to compute and no call (sl_fast_at_rest_tunable_gcra);
- * a rule that never limits always is. Anything else asks sl__nb_hold_look, which answers the same
- * for such an fd. */
-static inline __attribute__((always_inline)) uint32_t sl__nb_hold_bits(int fd, uint8_t b,
-								       uint32_t rev, uint64_t now)
+/* The rules a wait wrapper asks about (probe_rules, state.h) for the fd
+ * whose published record is rec, in the directions of the poll bits rev. */
+static inline uint32_t sl__nb_asked(const struct sl_fdrec *rec, uint32_t rev)
 {
-	if (b & SL_FDB_READY) {
-		const struct sl_fdrec *rec = &sl__fdrecs[fd];
-		const uint32_t rules = ((rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] : 0) |
-				       ((rev & SL_HIDE_OUT) ? rec->match[SL_K_SEND] : 0);
-		if ((rules & sl__st.hard_rules) == 0) {
-			bool rest = true;
-			for (uint32_t r = rules & sl__st.rest_rules; r != 0 && rest; r &= r - 1)
-				rest = sl_fast_at_rest_tunable_gcra(sl__st.rule_lim[__builtin_ctz(
-									    r)],
-								    now);
-			if (rest)
-				return 0;
-		}
-	}
-	return sl__nb_hold_look(fd, rev, now);
+	return (((rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] : 0) |
+		((rev & SL_HIDE_OUT) ? rec->match[SL_K_SEND] : 0)) &
+	       sl__st.probe_rules;
+}
+/* True if every rule of `asked` (not 0) is a per=process bucket at rest at
+ * now (core's sl_fast_at_rest_tunable_gcra: full, so a police of a piece
+ * admits): the question is answered, with no cost to compute and no call.
+ * A rule that never limits always is. One rule, the common case, with no
+ * loop. */
+static inline __attribute__((always_inline)) bool sl__nb_at_rest(uint32_t asked, uint64_t now)
+{
+	if (asked & sl__st.hard_rules)
+		return false;
+	if ((asked & (asked - 1)) == 0)
+		return sl_fast_at_rest_tunable_gcra(sl__st.rule_lim[__builtin_ctz(asked)], now);
+	for (; asked != 0; asked &= asked - 1)
+		if (!sl_fast_at_rest_tunable_gcra(sl__st.rule_lim[__builtin_ctz(asked)], now))
+			return false;
+	return true;
 }
 /* For the poll bits `rev` the kernel reported for fd (poll and epoll bits
  * are the same on Linux): hold fd back in each direction sl__nb_probe finds
  * not ready, and return the bits to take out of what is reported (0: none).
  * A held-back IN takes HUP and RDHUP with it (hup.h: the end of a stream
- * comes after the data before it). */
+ * comes after the data before it). Its first look is inline: a classified
+ * fd with no rule to ask about, or whose rules are all at rest
+ * (sl__nb_at_rest), is ready; anything else asks sl__nb_hold_look, which
+ * answers the same for such an fd. */
 static inline __attribute__((always_inline)) uint32_t sl__nb_hold_unready(int fd, uint32_t rev,
 									  uint64_t now)
 {
-	if ((unsigned)fd >= SL_FD_LIMIT)
-		return sl__nb_hold_look(fd, rev, now);
-	return sl__nb_hold_bits(fd, atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire),
-				rev, now);
+	if ((unsigned)fd < SL_FD_LIMIT &&
+	    (atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY)) {
+		const uint32_t asked = sl__nb_asked(&sl__fdrecs[fd], rev);
+		if (asked == 0 || sl__nb_at_rest(asked, now))
+			return 0;
+	}
+	return sl__nb_hold_look(fd, rev, now);
 }
 /* sl__nb_hold_unready for a wait wrapper that reads the clock only for an
- * fd that needs it: *now is the clock (0: not read yet), read here if a
- * direction of rev does not pass. One load of the fd's bits. */
+ * fd that needs it: *now is the clock (0: not read yet), read here for a
+ * classified fd with rules to ask about, or an fd not classified yet whose
+ * directions in rev do not pass. One load of the fd's bits. */
 static inline __attribute__((always_inline)) uint32_t sl__nb_unready(int fd, uint32_t rev,
 								     uint64_t *now)
 {
-	if ((unsigned)fd >= SL_FD_LIMIT) {
-		if ((rev & (SL_HIDE_IN | SL_HIDE_OUT)) == 0)
+	if ((unsigned)fd < SL_FD_LIMIT) {
+		const uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
+		if (b & SL_FDB_READY) {
+			const uint32_t asked = sl__nb_asked(&sl__fdrecs[fd], rev);
+			if (asked == 0)
+				return 0;
+			if (*now == 0)
+				*now = sl__clock_ns();
+			return sl__nb_at_rest(asked, *now) ? 0 : sl__nb_hold_look(fd, rev, *now);
+		}
+		if (!((rev & SL_HIDE_IN) && !(b & SL_FDB_PASS(SL_K_RECV))) &&
+		    !((rev & SL_HIDE_OUT) && !(b & SL_FDB_PASS(SL_K_SEND))))
 			return 0;
-		*now = *now != 0 ? *now : sl__clock_ns();
-		return sl__nb_hold_look(fd, rev, *now);
-	}
-	const uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
-	if (!((rev & SL_HIDE_IN) && !(b & SL_FDB_PASS(SL_K_RECV))) &&
-	    !((rev & SL_HIDE_OUT) && !(b & SL_FDB_PASS(SL_K_SEND))))
+	} else if ((rev & (SL_HIDE_IN | SL_HIDE_OUT)) == 0) {
 		return 0;
+	}
 	if (*now == 0)
 		*now = sl__clock_ns();
-	return sl__nb_hold_bits(fd, b, rev, *now);
+	return sl__nb_hold_look(fd, rev, *now);
 }
 #endif /* SLUICE_SHIM_NB_H */

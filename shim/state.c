@@ -27,7 +27,7 @@ void sl__fd_cap_init_unsync(void)
 	cap = cap < SL_FD_MIN ? SL_FD_MIN : cap > SL_FD_LIMIT ? SL_FD_LIMIT : cap;
 	cap = (cap + 63) / 64 * 64; /* whole words of ready.c's bitmap */
 	/* The tables sized by the cap take about SL_FD_PROBE_BYTES per fd of
-	 * address space (reserved, not resident; 324 at this writing): under
+	 * address space (reserved, not resident; 348 at this writing): under
 	 * a low RLIMIT_AS (ulimit -v) fall back to SL_FD_MIN entries, then to
 	 * the soft RLIMIT_NOFILE (at least 1024), rather than fail. */
 	uint64_t soft = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (uint64_t)rl.rlim_cur : 0;

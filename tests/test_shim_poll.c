@@ -322,6 +322,54 @@ static void test_shim_poll_epoll_level(void **state)
 	close(ep);
 }
 
+/* A fresh socket under the bucket another socket drains (nb.h: the wait
+ * wrappers' question): reported at once while the bucket is full (at rest,
+ * answered inline), held while it is drained until a wait's worth is
+ * there, reported at once when half full (the full look) and when full
+ * again. poll and epoll ask the same question. */
+static void test_shim_poll_fresh_at_rest(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	const int fresh = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fresh >= 0);
+	assert_dec_equal(connect(fresh, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+	set_nonblock(fresh);
+	set_nonblock(f->cli);
+	const int ep = epoll_with(fresh, EPOLLOUT, 0xf00d);
+	struct epoll_event ev[4];
+	struct pollfd p = {.fd = fresh, .events = POLLOUT};
+	/* Full. */
+	assert_dec_equal(poll(&p, 1, 1000), 1);
+	assert_dec_equal(p.revents, POLLOUT);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(ev[0].data.u64, 0xf00d);
+	assert_dec_equal(fake_now, T0);
+	/* Drained by the other socket, whose turn (fair.c) has the first
+	 * 50 B at T0 + 50 ms: the fresh one waits for the next 50 B. */
+	throttle_send(f);
+	assert_dec_equal(poll(&p, 1, 1000), 1);
+	assert_dec_equal(p.revents, POLLOUT);
+	assert_dec_equal(fake_now, T0 + 100 * MS);
+	/* Not at rest, but a wait's worth is there: reported at once. */
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(ev[0].events, EPOLLOUT);
+	assert_dec_equal(fake_now, T0 + 100 * MS);
+	/* Drained again, by the fresh socket itself (50 B are there): epoll
+	 * holds it until the next 50 B. */
+	assert_dec_equal(send(fresh, f->buf, 400, 0), 50);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(fake_now, T0 + 150 * MS);
+	/* Full again. */
+	fake_now += 300 * MS;
+	const uint64_t full = fake_now;
+	assert_dec_equal(poll(&p, 1, 1000), 1);
+	assert_dec_equal(epoll_wait(ep, ev, 4, 1000), 1);
+	assert_dec_equal(fake_now, full);
+	close(ep);
+	close(fresh);
+}
+
 static void test_shim_poll_epoll_edge(void **state)
 {
 	struct fix *f = *state;
@@ -654,6 +702,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_select, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_level, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_fresh_at_rest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_edge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_oneshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recv_turns, setup, teardown),
