@@ -139,7 +139,7 @@ static inline __attribute__((always_inline)) uint32_t probe_look(int fd, enum sl
 	 * connected yet (OUT is its connect's end): no transfer to probe. */
 	if (rec == NULL || (rec->stream && rec->peer.family == 0))
 		return 0;
-	const uint32_t rules = rec->match[k] & sl__st.eagain_rules & ~sl__st.thread_rules;
+	const uint32_t rules = rec->match[k] & sl__st.probe_rules;
 	uint32_t shortr = 0;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		const unsigned i = (unsigned)__builtin_ctz(rest);
