@@ -25,7 +25,36 @@
 #include "real.h"
 #include "sandboxed.h"
 
-struct sl_real sl__real;
+/* The lazy stubs of the send and receive shapes (real.h): a slot of those
+ * shapes is never NULL, so their wrappers test no pointer. A stub resolves
+ * its symbol and calls it; a call after that goes straight to libc. */
+#define SL_LAZY_SEND(...) __VA_ARGS__
+#define SL_LAZY_SEND_TFO(...) __VA_ARGS__
+#define SL_LAZY_RECV(...) __VA_ARGS__
+#define SL_LAZY_OWN(...)
+#define SL_LAZY_NEWFD(...)
+#define SL_LAZY_NEWFD_MODE(...)
+#define SL_LAZY_NEWFD_PAIR(...)
+#define SL_LAZY_DEF(ret, name, params, args, shape, fd)                                            \
+	SL_LAZY_##shape(static ret lazy_##name params {                                            \
+		return ((SL_REAL_TYPE(name))sl__real_resolve(SL_REAL_##name)) args;                \
+	})
+SL_REAL_LIST(SL_LAZY_DEF)
+#undef SL_LAZY_DEF
+
+struct sl_real sl__real = {
+#define SL_LAZY_INIT(ret, name, params, args, shape, fd) SL_LAZY_##shape(.name = lazy_##name, )
+	SL_REAL_LIST(SL_LAZY_INIT)
+#undef SL_LAZY_INIT
+};
+
+/* Each slot's lazy stub, NULL for a slot that starts empty. */
+static void *const lazy_of[SL_REAL_COUNT] = {
+#define SL_LAZY_TAB(ret, name, params, args, shape, fd)                                            \
+	SL_LAZY_##shape([SL_REAL_##name] = (void *)lazy_##name, )
+	SL_REAL_LIST(SL_LAZY_TAB)
+#undef SL_LAZY_TAB
+};
 
 __thread int sl__busy __attribute__((tls_model("initial-exec")));
 _Atomic int sl__sandbox_on; /* sandboxed.h */
@@ -63,15 +92,15 @@ _Static_assert(sizeof(struct sl_real) == SL_REAL_COUNT * sizeof(void *),
  * idempotent; errno is preserved. A missing symbol gets the ENOSYS stub and
  * one warning.
  */
-void sl__real_resolve(enum sl_real_slot slot)
+void *sl__real_resolve(enum sl_real_slot slot)
 {
 	int saved = errno;
 	_Atomic(void *) *p = slot_ptr(slot);
-	/* Relaxed: a non-NULL value was published by a release store that this
-	 * thread need not synchronise with to skip the work. */
-	if (atomic_load_explicit(p, memory_order_relaxed) != NULL) {
+	/* Acquire: the pointer is returned for a call (see SL_REAL). */
+	void *was = atomic_load_explicit(p, memory_order_acquire);
+	if (was != NULL && was != lazy_of[slot]) {
 		errno = saved;
-		return;
+		return was;
 	}
 	void *fn = dlsym(RTLD_NEXT, real_names[slot]);
 	bool missing = fn == NULL;
@@ -88,6 +117,7 @@ void sl__real_resolve(enum sl_real_slot slot)
 		sl_log(SL_LOG_WARN, "%s not found in the C library: calls fail with ENOSYS",
 		       real_names[slot]);
 	errno = saved;
+	return fn;
 }
 
 /* Resolve every empty slot (the constructor). Thread-safe. */

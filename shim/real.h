@@ -179,7 +179,9 @@ enum sl_real_slot {
 		SL_REAL_COUNT
 };
 
-/* One atomic pointer per symbol; NULL until resolved. Tests overwrite the
+/* One atomic pointer per symbol; NULL until resolved, except in the
+ * SEND, SEND_TFO and RECV shapes, whose slots start as lazy stubs that
+ * resolve the symbol on their first call (SL_REAL_SET, real.c). Tests overwrite the
  * pointers with fakes (after sl_real_resolve_all, so nothing overwrites
  * them back). */
 struct sl_real {
@@ -192,8 +194,9 @@ extern struct sl_real sl__real;
 /* Resolve every slot that is still empty (the constructor calls it). */
 void sl_real_resolve_all(void);
 /* Resolve one slot now and publish it; a symbol that does not exist gets a
- * stub that fails with ENOSYS (and logs once). */
-void sl__real_resolve(enum sl_real_slot slot);
+ * stub that fails with ENOSYS (and logs once). Returns what the slot holds
+ * (a caller keeps no pointer to sl__real live across it). */
+void *sl__real_resolve(enum sl_real_slot slot);
 
 /* The real function `name`, resolving it on first use: one load and one
  * (predicted) branch. Acquire pairs with the release store in
@@ -201,12 +204,13 @@ void sl__real_resolve(enum sl_real_slot slot);
 #define SL_REAL(name)                                                                              \
 	__extension__({                                                                            \
 		SL_REAL_TYPE(name) sl_fn_ = SL_REAL_LOAD(name);                                    \
-		if (__builtin_expect(sl_fn_ == NULL, 0)) {                                         \
-			sl__real_resolve(SL_REAL_##name);                                          \
-			sl_fn_ = SL_REAL_LOAD(name);                                               \
-		}                                                                                  \
+		if (__builtin_expect(sl_fn_ == NULL, 0))                                           \
+			sl_fn_ = (SL_REAL_TYPE(name))sl__real_resolve(SL_REAL_##name);             \
 		sl_fn_;                                                                            \
 	})
+/* The real function of a SEND, SEND_TFO or RECV slot: never NULL (a lazy
+ * stub until resolved), so one load. */
+#define SL_REAL_SET(name) SL_REAL_LOAD(name)
 /* The pointer type of slot `name`, and its current value (NULL if not yet
  * resolved). Wrappers whose fast path is a bare tail call use these and
  * leave resolution to their slow path. */
@@ -216,16 +220,23 @@ void sl__real_resolve(enum sl_real_slot slot);
 /*
  * The shell of a generated wrapper (see the list's shapes): it declares the
  * whole exported function, whose fast path is the pass bit of `kind` on
- * `fd`, a resolved pointer and `also` (an extra condition), then a tail
- * call; anything else goes to slow_NAME, which the including file defines.
+ * `fd` and `also` (an extra condition), then a tail call through the slot
+ * (SL_REAL_SET: never NULL); anything else goes to slow_NAME, which the including file defines,
+ * with the fd's bits as loaded here as a last argument (every pass bit for
+ * an fd past the table): its own hot path does not load them again.
  */
+#define SL_WRAP_ARGS(...) __VA_ARGS__
 #define SL_WRAP_SHELL(ret, name, params, args, fd, kind, also)                                     \
 	SL_EXPORT ret name params                                                                  \
 	{                                                                                          \
-		SL_REAL_TYPE(name) fn = SL_REAL_LOAD(name);                                        \
-		if (__builtin_expect(sl__fd_pass(fd, kind) && fn != NULL && (also), 1))            \
-			return fn args;                                                            \
-		return slow_##name args;                                                           \
+		if (__builtin_expect((unsigned)(fd) < SL_FD_LIMIT, 1)) {                           \
+			const unsigned sl_b_ =                                                     \
+				atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed);       \
+			if (__builtin_expect((sl_b_ & SL_FDB_PASS(kind)) && (also), 1))            \
+				return SL_REAL_SET(name) args;                                     \
+			return slow_##name(SL_WRAP_ARGS args, sl_b_);                              \
+		}                                                                                  \
+		return slow_##name(SL_WRAP_ARGS args, SL_FDB_PASS_ALL);                            \
 	}
 
 #endif /* SLUICE_SHIM_REAL_H */

@@ -74,6 +74,7 @@ struct sl_state {
 	uint32_t credit_rules;           /* per=process bucket rules that may take thread-local
 	                         credit (credit.h): a call of one of them alone
 	                         tries it first */
+	uint32_t credit_in_rules;        /* credit_rules that count bytes: a receive's credit */
 	uint32_t late_rules;             /* sliding windows: the fast path polices at most one,
 	                         last (its refund rounds down what its acquire
 	                         rounded up, so it is never given back for

@@ -22,11 +22,12 @@
 #include "nb.h"
 #include "real.h"
 #include "xfer.h"
+#include "xfer_hot.h"
 #include "xfer_recv.h"
 
 const int sl__wrap_recv_anchor = 1;
 
-/* The call described for sl__recv; inlined into each slow_NAME below. */
+/* The call described for sl__recv; inlined into each full_NAME below. */
 static inline __attribute__((always_inline)) ssize_t recv_buf(enum sl_io_how how, int fd, void *buf,
 							      size_t n, size_t buflen, int flags,
 							      struct sockaddr *from,
@@ -43,19 +44,61 @@ static inline __attribute__((always_inline)) ssize_t recv_buf(enum sl_io_how how
 	return sl__recv(&io);
 }
 
-static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, int flags)
+/* The hot path of slow_NAME (sl__recv_hot) for a call of one buffer: true
+ * if it made the call (*r). */
+static inline __attribute__((always_inline)) bool recv_hot(enum sl_io_how how, int fd, void *buf,
+							   size_t n, int flags,
+							   struct sockaddr *from,
+							   socklen_t *fromlen, unsigned b,
+							   ssize_t *r)
+{
+	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, SL_K_RECV, b);
+	return rec != NULL && sl__recv_hot(&(struct sl_io){.how = how,
+							   .fd = fd,
+							   .buf = buf,
+							   .total = n,
+							   .flags = flags,
+							   .addr = from,
+							   .addrlenp = fromlen},
+					   rec, r);
+}
+
+/* Each slow_NAME is the hot path and a tail call to full_NAME, the whole
+ * decision (sl__recv): as in wrap_send.c. */
+static __attribute__((noinline)) ssize_t full_recv(int fd, void *buf, size_t n, int flags)
 {
 	return recv_buf(SL_IO_RECV, fd, buf, n, 0, flags, NULL, NULL);
 }
 
-static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t n, int flags,
+static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, int flags,
+						   unsigned b)
+{
+	ssize_t r;
+	if (recv_hot(SL_IO_RECV, fd, buf, n, flags, NULL, NULL, b, &r))
+		return r;
+	return full_recv(fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t full_recvfrom(int fd, void *buf, size_t n, int flags,
 						       struct sockaddr *from, socklen_t *fromlen)
 {
 	return recv_buf(SL_IO_RECVFROM, fd, buf, n, 0, flags, from, fromlen);
 }
 
-static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg, int flags)
+static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t n, int flags,
+						       struct sockaddr *from, socklen_t *fromlen,
+						       unsigned b)
 {
+	ssize_t r;
+	if (recv_hot(SL_IO_RECVFROM, fd, buf, n, flags, from, fromlen, b, &r))
+		return r;
+	return full_recvfrom(fd, buf, n, flags, from, fromlen);
+}
+
+static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg, int flags,
+						      unsigned b)
+{
+	(void)b;
 	/* The record first: msg is read only for a socket a rule may match. */
 	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_RECV);
 	if (rec == NULL || sl__bad_msg(msg))
@@ -68,29 +111,40 @@ static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg
 	return sl__recv_rec(&io, rec);
 }
 
-static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n)
+static __attribute__((noinline)) ssize_t full_read(int fd, void *buf, size_t n)
 {
 	return recv_buf(SL_IO_READ, fd, buf, n, 0, 0, NULL, NULL);
 }
 
-static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt)
+static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n, unsigned b)
 {
+	ssize_t r;
+	if (recv_hot(SL_IO_READ, fd, buf, n, 0, NULL, NULL, b, &r))
+		return r;
+	return full_read(fd, buf, n);
+}
+
+static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt,
+						    unsigned b)
+{
+	(void)b;
 	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt);
 }
 
 /* The fortified calls: the real one when n is past the buffer (it aborts),
  * or for an fd no rule matches. */
-static __attribute__((noinline)) ssize_t slow___read_chk(int fd, void *buf, size_t n, size_t buflen)
+static __attribute__((noinline)) ssize_t slow___read_chk(int fd, void *buf, size_t n, size_t buflen,
+							 unsigned b)
 {
-	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+	if ((b & SL_FDB_PASS(SL_K_RECV)) || n > buflen)
 		return SL_REAL(__read_chk)(fd, buf, n, buflen);
 	return recv_buf(SL_IO_READ_CHK, fd, buf, n, buflen, 0, NULL, NULL);
 }
 
 static __attribute__((noinline)) ssize_t slow___recv_chk(int fd, void *buf, size_t n, size_t buflen,
-							 int flags)
+							 int flags, unsigned b)
 {
-	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+	if ((b & SL_FDB_PASS(SL_K_RECV)) || n > buflen)
 		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
 	return recv_buf(SL_IO_RECV_CHK, fd, buf, n, buflen, flags, NULL, NULL);
 }
@@ -98,9 +152,9 @@ static __attribute__((noinline)) ssize_t slow___recv_chk(int fd, void *buf, size
 static __attribute__((noinline)) ssize_t slow___recvfrom_chk(int fd, void *buf, size_t n,
 							     size_t buflen, int flags,
 							     struct sockaddr *from,
-							     socklen_t *fromlen)
+							     socklen_t *fromlen, unsigned b)
 {
-	if (sl__fd_pass(fd, SL_K_RECV) || n > buflen)
+	if ((b & SL_FDB_PASS(SL_K_RECV)) || n > buflen)
 		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
 	return recv_buf(SL_IO_RECVFROM_CHK, fd, buf, n, buflen, flags, from, fromlen);
 }

@@ -19,11 +19,12 @@
 #include "fd.h"
 #include "real.h"
 #include "xfer.h"
+#include "xfer_hot.h"
 #include "xfer_recv.h"
 
 const int sl__wrap_send_anchor = 1;
 
-/* The call described for sl__send; inlined into each slow_NAME below. */
+/* The call described for sl__send; inlined into each full_NAME below. */
 static inline __attribute__((always_inline)) ssize_t send_buf(enum sl_io_how how, int fd,
 							      const void *buf, size_t n, int flags,
 							      const struct sockaddr *to,
@@ -39,12 +40,41 @@ static inline __attribute__((always_inline)) ssize_t send_buf(enum sl_io_how how
 	return sl__send(&io);
 }
 
-static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size_t n, int flags)
+/* The hot path of slow_NAME (sl__send_hot) for a call of one buffer: true
+ * if it made the call (*r). */
+static inline __attribute__((always_inline)) bool send_hot(enum sl_io_how how, int fd,
+							   const void *buf, size_t n, int flags,
+							   const struct sockaddr *to, socklen_t tolen,
+							   unsigned b, ssize_t *r)
+{
+	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, SL_K_SEND, b);
+	return rec != NULL && sl__send_hot(&(struct sl_io){.how = how,
+							   .fd = fd,
+							   .buf = (char *)buf,
+							   .total = n,
+							   .flags = flags,
+							   .addr = (struct sockaddr *)to,
+							   .addrlen = tolen},
+					   rec, r);
+}
+
+/* Each slow_NAME is the hot path and a tail call to full_NAME, the whole
+ * decision (sl__send): the hot path's function then saves few registers. */
+static __attribute__((noinline)) ssize_t full_send(int fd, const void *buf, size_t n, int flags)
 {
 	return send_buf(SL_IO_SEND, fd, buf, n, flags, NULL, 0);
 }
 
-static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
+static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size_t n, int flags,
+						   unsigned b)
+{
+	ssize_t r;
+	if (send_hot(SL_IO_SEND, fd, buf, n, flags, NULL, 0, b, &r))
+		return r;
+	return full_send(fd, buf, n, flags);
+}
+
+static __attribute__((noinline)) ssize_t full_sendto(int fd, const void *buf, size_t n, int flags,
 						     const struct sockaddr *to, socklen_t tolen)
 {
 	ssize_t r = send_buf(SL_IO_SENDTO, fd, buf, n, flags, to, tolen);
@@ -53,7 +83,17 @@ static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, si
 	return r;
 }
 
-static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg, int flags)
+static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
+						     const struct sockaddr *to, socklen_t tolen,
+						     unsigned b)
+{
+	ssize_t r;
+	if (!(flags & MSG_FASTOPEN) && send_hot(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, b, &r))
+		return r;
+	return full_sendto(fd, buf, n, flags, to, tolen);
+}
+
+static __attribute__((noinline)) ssize_t full_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	ssize_t r;
 	/* The record first: msg is read only for a socket a rule may match. */
@@ -73,21 +113,48 @@ static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghd
 	return r;
 }
 
-static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, size_t n)
+static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg, int flags,
+						      unsigned b)
+{
+	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, SL_K_SEND, b);
+	ssize_t r;
+	if (rec != NULL && !(flags & MSG_FASTOPEN) && !sl__bad_msg(msg) &&
+	    sl__send_hot(&(struct sl_io){.how = SL_IO_SENDMSG,
+					 .fd = fd,
+					 .msg = (struct msghdr *)msg,
+					 .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen),
+					 .flags = flags},
+			 rec, &r))
+		return r;
+	return full_sendmsg(fd, msg, flags);
+}
+
+static __attribute__((noinline)) ssize_t full_write(int fd, const void *buf, size_t n)
 {
 	return send_buf(SL_IO_WRITE, fd, buf, n, 0, NULL, 0);
 }
 
-static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt)
+static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, size_t n, unsigned b)
 {
+	ssize_t r;
+	if (send_hot(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, b, &r))
+		return r;
+	return full_write(fd, buf, n);
+}
+
+static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt,
+						     unsigned b)
+{
+	(void)b;
 	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt);
 }
 
 /* sendfile and sendfile64: one shape, declared for both names. */
 #define SLOW_SENDFILE(name, kind)                                                                  \
 	static __attribute__((noinline))                                                           \
-	ssize_t slow_##name(int out, int in, off_t *offset, size_t n)                              \
+	ssize_t slow_##name(int out, int in, off_t *offset, size_t n, unsigned b)                  \
 	{                                                                                          \
+		(void)b;                                                                           \
 		struct sl_io io = {.how = kind,                                                    \
 				   .fd = out,                                                      \
 				   .in_fd = in,                                                    \

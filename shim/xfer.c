@@ -195,10 +195,11 @@ void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, ui
 /* The call's units go back to the credit, the bytes that came are charged
  * at their arrival (as the receive fast path charges them), and the credit
  * goes back: the thread waited, or will (nothing came). */
-__attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, unsigned i, size_t total,
-							    ssize_t r)
+__attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, const struct sl_fast_rule *d,
+							    size_t total, ssize_t r)
 {
 	int e = errno;
+	const unsigned i = (unsigned)(d - sl__st.fast);
 	sl__credit[i].units += total;
 	const uint64_t now = sl__clock_ns();
 	if (r > 0)
@@ -264,6 +265,13 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 	}
 	errno = e;
 	return r;
+}
+
+__attribute__((noinline)) ssize_t sl__fast_send_short_d(int fd, int flags,
+							const struct sl_fast_rule *d, size_t total,
+							ssize_t r)
+{
+	return sl__fast_send_short(fd, flags, 1u << (unsigned)(d - sl__st.fast), total, r, 0);
 }
 
 /* The general path of a send: pieces, waits, reject rules' partial counts,

@@ -117,7 +117,8 @@ static inline bool sl__bad_msg(const struct msghdr *m)
 	       (m->msg_iovlen != 0 && sl__bad_ptr(m->msg_iov));
 }
 
-/* The real call of io with its buffer at b, len bytes (or the iovecs iov of
+/* The real call of io (its slot never NULL, SL_REAL_SET, but splice's)
+ * with its buffer at b, len bytes (or the iovecs iov of
  * cnt, or the message m) and, for the _chk variants, an object size of
  * buflen; `first` if this is the first piece (the source address goes back
  * to the caller with it). */
@@ -128,30 +129,30 @@ static inline __attribute__((always_inline)) ssize_t sl__io_real(const struct sl
 {
 	switch (io->how) {
 	case SL_IO_SEND:
-		return SL_REAL(send)(io->fd, b, len, io->flags);
+		return SL_REAL_SET(send)(io->fd, b, len, io->flags);
 	case SL_IO_SENDTO:
-		return SL_REAL(sendto)(io->fd, b, len, io->flags, io->addr, io->addrlen);
+		return SL_REAL_SET(sendto)(io->fd, b, len, io->flags, io->addr, io->addrlen);
 	case SL_IO_SENDMSG:
-		return SL_REAL(sendmsg)(io->fd, m, io->flags);
+		return SL_REAL_SET(sendmsg)(io->fd, m, io->flags);
 	case SL_IO_WRITE:
-		return SL_REAL(write)(io->fd, b, len);
+		return SL_REAL_SET(write)(io->fd, b, len);
 	case SL_IO_WRITEV:
-		return SL_REAL(writev)(io->fd, iov, cnt);
+		return SL_REAL_SET(writev)(io->fd, iov, cnt);
 	case SL_IO_SENDFILE:
-		return SL_REAL(sendfile)(io->fd, io->in_fd, io->offset, len);
+		return SL_REAL_SET(sendfile)(io->fd, io->in_fd, io->offset, len);
 	case SL_IO_SENDFILE64:
-		return SL_REAL(sendfile64)(io->fd, io->in_fd, io->offset, len);
+		return SL_REAL_SET(sendfile64)(io->fd, io->in_fd, io->offset, len);
 	case SL_IO_SPLICE_OUT:
 	case SL_IO_SPLICE_IN:
 		return SL_REAL(splice)(io->splice->in, io->splice->off_in, io->splice->out,
 				       io->splice->off_out, len, io->splice->flags);
 	case SL_IO_RECV:
-		return SL_REAL(recv)(io->fd, b, len, io->flags);
+		return SL_REAL_SET(recv)(io->fd, b, len, io->flags);
 	case SL_IO_RECVFROM:
-		return SL_REAL(recvfrom)(io->fd, b, len, io->flags, first ? io->addr : NULL,
+		return SL_REAL_SET(recvfrom)(io->fd, b, len, io->flags, first ? io->addr : NULL,
 					 first ? io->addrlenp : NULL);
 	case SL_IO_RECVMSG: {
-		ssize_t r = SL_REAL(recvmsg)(io->fd, m, io->flags);
+		ssize_t r = SL_REAL_SET(recvmsg)(io->fd, m, io->flags);
 		if (first && m != io->msg) { /* what the kernel reports back */
 			io->msg->msg_namelen = m->msg_namelen;
 			io->msg->msg_controllen = m->msg_controllen;
@@ -160,15 +161,15 @@ static inline __attribute__((always_inline)) ssize_t sl__io_real(const struct sl
 		return r;
 	}
 	case SL_IO_READ:
-		return SL_REAL(read)(io->fd, b, len);
+		return SL_REAL_SET(read)(io->fd, b, len);
 	case SL_IO_READV:
-		return SL_REAL(readv)(io->fd, iov, cnt);
+		return SL_REAL_SET(readv)(io->fd, iov, cnt);
 	case SL_IO_READ_CHK:
-		return SL_REAL(__read_chk)(io->fd, b, len, buflen);
+		return SL_REAL_SET(__read_chk)(io->fd, b, len, buflen);
 	case SL_IO_RECV_CHK:
-		return SL_REAL(__recv_chk)(io->fd, b, len, buflen, io->flags);
+		return SL_REAL_SET(__recv_chk)(io->fd, b, len, buflen, io->flags);
 	case SL_IO_RECVFROM_CHK:
-		return SL_REAL(__recvfrom_chk)(io->fd, b, len, buflen, io->flags,
+		return SL_REAL_SET(__recvfrom_chk)(io->fd, b, len, buflen, io->flags,
 					       first ? io->addr : NULL,
 					       first ? io->addrlenp : NULL);
 	}
@@ -381,6 +382,11 @@ static inline void sl__fast_stats1(struct sl_rstats *st, uint64_t bytes)
 ssize_t sl__fast_send_short(int fd, int flags, uint32_t rules, size_t total, ssize_t r,
 			    uint64_t now);
 
+/* The same for a send whose credit paid for one rule, d's: the rule is
+ * found from d (sl__send_hot keeps nothing else across the call). */
+ssize_t sl__fast_send_short_d(int fd, int flags, const struct sl_fast_rule *d, size_t total,
+			      ssize_t r);
+
 /* The real call of a send the fast path admitted (sl__busy set) for
  * `rules` (one: d's alone), and its end: a short one given to
  * sl__fast_send_short, else counted. */
@@ -419,16 +425,17 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 	if (__builtin_expect(sl__fast_send_ok(rec, rules, io->total,
 					      io->msg != NULL ? io->msg->msg_name : io->addr),
 			     1)) {
-		if (__builtin_expect(rec->fast & SL_FDR_CREDIT(SL_K_SEND), 1)) {
+		const uint32_t credit = rules & sl__st.credit_rules;
+		if (__builtin_expect((rec->fast & SL_FDR_CREDIT(SL_K_SEND)) && credit != 0, 1)) {
 			/* One per=process bucket rule: this thread's credit
 			 * first (credit.h). Its own copy of the call's end:
 			 * fewer registers live without a clock reading. A
 			 * record being rewritten may show the bit of one
 			 * match and the rules of another: the call is then
-			 * policed by the lowest of those rules alone, as the
-			 * fd's record said before or after (one call, on a
-			 * socket connected or closed meanwhile). */
-			const unsigned i = (unsigned)__builtin_ctz(rules);
+			 * policed by the lowest credit rule among them alone,
+			 * as the fd's record said before or after (one call,
+			 * on a socket connected or closed meanwhile). */
+			const unsigned i = (unsigned)__builtin_ctz(credit);
 			const struct sl_fast_rule *d = &sl__st.fast[i];
 			const uint64_t n = sl__units(i, io->total);
 			/* Before the credit's load and store, and until the

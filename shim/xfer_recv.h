@@ -96,19 +96,22 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
  * back to the credit. If nothing came (an error, EAGAIN, the end), or the
  * credit expired while the call waited for data, the call is settled in
  * sl__fast_recv_credit_late instead. */
-ssize_t sl__fast_recv_credit_late(int fd, unsigned i, size_t total, ssize_t r);
+ssize_t sl__fast_recv_credit_late(int fd, const struct sl_fast_rule *d, size_t total, ssize_t r);
 static inline __attribute__((always_inline)) ssize_t
 sl__fast_recv_credit(const struct sl_io *io, unsigned i, const struct sl_fast_rule *d)
 {
-	const ssize_t r = sl__io_xfer(io, 0, io->total);
 	struct sl_credit *c = &sl__credit[i];
+	/* c and d alone carry the rule past the real call (the late path finds
+	 * i from d): fewer registers to save. */
+	__asm__("" : "+r"(c), "+r"(d));
+	const ssize_t r = sl__io_xfer(io, 0, io->total);
 	if (__builtin_expect(r > 0 && (int64_t)(sl__credit_tsc() - c->until) < 0, 1)) {
 		c->units += io->total - (size_t)r;
 		sl__busy = 0;
 		sl__fast_stats1(d->stats, (uint64_t)r);
 		return r;
 	}
-	return sl__fast_recv_credit_late(io->fd, i, io->total, r);
+	return sl__fast_recv_credit_late(io->fd, d, io->total, r);
 }
 
 /* The receive side of every wrapper: record, fast path, general path (see
@@ -123,11 +126,13 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 	uint64_t now = 0;
 	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
 	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {
-		if (__builtin_expect(rec->fast & SL_FDR_CREDIT(SL_K_RECV), 1)) {
+		const uint32_t credit = rules & sl__st.credit_in_rules;
+		if (__builtin_expect((rec->fast & SL_FDR_CREDIT(SL_K_RECV)) && credit != 0, 1)) {
 			/* One per=process bucket byte rule: this thread's
 			 * credit may pay for the whole buffer (credit.h);
-			 * sl__busy as for a send. */
-			const unsigned i = (unsigned)__builtin_ctz(rules);
+			 * sl__busy and a record being rewritten as for a
+			 * send. */
+			const unsigned i = (unsigned)__builtin_ctz(credit);
 			const struct sl_fast_rule *d = &sl__st.fast[i];
 			sl__busy = 1;
 			if (__builtin_expect(sl__credit_spend(i, d, io->total), 1))

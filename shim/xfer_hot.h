@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xfer_hot.h - the hot paths of the send and receive wrappers: a call on a
+ * socket under one per=process bucket rule that this thread's credit pays
+ * for (credit.h), decided from the fd's bits the wrapper's shell loaded
+ * (SL_WRAP_SHELL, real.h), made and counted as sl__send and sl__recv
+ * would (xfer.h, xfer_recv.h). Anything else returns false, nothing
+ * taken, and the wrapper's full path (slow_NAME's tail call) decides.
+ *
+ * Each lives in its own slow_NAME, apart from the full path, so that only
+ * fd, flags, the size and the rule stay live across the real call: the
+ * function saves few registers (bench/instructions.sh: the send and recv
+ * rows).
+ *
+ * API: as xfer.h.
+ */
+#ifndef SLUICE_SHIM_XFER_HOT_H
+#define SLUICE_SHIM_XFER_HOT_H
+
+#include "xfer.h"
+#include "xfer_recv.h"
+
+/* sl__xfer_rec for a hot path, from the bits b the shell loaded: the
+ * record only if it is published and a rule of kind k may match; NULL for
+ * anything else (the full path asks again, and classifies the fd or lets
+ * the call pass). */
+static inline __attribute__((always_inline)) const struct sl_fdrec *
+sl__xfer_rec_hot(int fd, enum sl_kind_call k, unsigned b)
+{
+	if ((b & (SL_FDB_PASS(k) | SL_FDB_READY)) != SL_FDB_READY || sl__busy)
+		return NULL;
+	/* The shell's load was relaxed: the record is read after it. */
+	atomic_thread_fence(memory_order_acquire);
+	return sl__fdrecs[fd].cand[k] != 0 ? &sl__fdrecs[fd] : NULL;
+}
+
+/* A send's hot path (rec from sl__xfer_rec_hot): true if the call was
+ * made (*out: its result); false, nothing taken and sl__busy clear, if
+ * sl__send must decide. A short send gives back to rule i alone: its units
+ * are all this call took. */
+static inline __attribute__((always_inline)) bool
+sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
+{
+	/* A record being rewritten may show the credit bit of one match and
+	 * the rules of another: the credit rules among them, the lowest alone
+	 * (see sl__send_rec), never another kind's. */
+	const uint32_t rules = rec->match[SL_K_SEND] & sl__st.credit_rules;
+	const void *to = io->msg != NULL ? io->msg->msg_name : io->addr;
+	/* sl__fast_send_ok but its fast bit: the credit bit implies it (fd.c,
+	 * rec_fill, sets it first; a credit rule is a fast rule). */
+	if (!(rec->fast & SL_FDR_CREDIT(SL_K_SEND)) || rules == 0 || io->total > sl__st.piece_min ||
+	    (to != NULL && rec->peer.family == 0))
+		return false;
+	const unsigned i = (unsigned)__builtin_ctz(rules);
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	/* The sl__busy protocol (xfer.h): before the credit's load and store. */
+	sl__busy = 1;
+	if (__builtin_expect(!sl__credit_spend(i, d, sl__units(i, io->total)), 0)) {
+		sl__busy = 0;
+		return false;
+	}
+	/* d alone carries the rule past the real call: fewer registers to
+	 * save. */
+	__asm__("" : "+r"(d));
+	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	sl__busy = 0;
+	if (__builtin_expect(r < 0 || (size_t)r != io->total, 0)) {
+		*out = sl__fast_send_short_d(io->fd, io->flags, d, io->total, r);
+		return true;
+	}
+	sl__fast_stats1(d->stats, (uint64_t)r);
+	*out = r;
+	return true;
+}
+
+/* A receive's hot path (as sl__send_hot): the credit of the one byte rule
+ * pays for the whole buffer before the call, what does not come goes back
+ * to it (sl__fast_recv_credit). The conditions are sl__recv_rec's for its
+ * credit path. */
+static inline __attribute__((always_inline)) bool
+sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
+{
+	/* The credit rules among the match, as for a send. */
+	const uint32_t rules = rec->match[SL_K_RECV] & sl__st.credit_in_rules;
+	if (__builtin_expect(!(rec->fast & SL_FDR_CREDIT(SL_K_RECV)), 0))
+		return false;
+	if (__builtin_expect(rules == 0 || io->total == 0, 0) ||
+	    (io->flags & (MSG_PEEK | MSG_ERRQUEUE | MSG_WAITALL)) ||
+	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) != 0)
+		return false;
+	const unsigned i = (unsigned)__builtin_ctz(rules);
+	const struct sl_fast_rule *d = &sl__st.fast[i];
+	sl__busy = 1;
+	if (__builtin_expect(!sl__credit_spend(i, d, io->total), 0)) {
+		sl__busy = 0;
+		return false;
+	}
+	*out = sl__fast_recv_credit(io, i, d);
+	return true;
+}
+
+#endif /* SLUICE_SHIM_XFER_HOT_H */
