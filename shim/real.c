@@ -69,6 +69,11 @@ static const char *const real_names[SL_REAL_COUNT] = {
  * line in a race is harmless, nothing else depends on the bit. */
 static _Atomic uint64_t missing_logged[(SL_REAL_COUNT + 63) / 64];
 
+void *sl__real_lazy_of(enum sl_real_slot slot)
+{
+	return lazy_of[slot];
+}
+
 /* The stand-in for a missing symbol: every intercepted function returns an
  * int or ssize_t, and -1 in a long register reads as -1 for both. */
 static long real_enosys(void)

@@ -191,7 +191,10 @@ struct sl_real {
 };
 extern struct sl_real sl__real;
 
-/* Resolve every slot that is still empty (the constructor calls it). */
+/* The lazy stub slot starts with (NULL: it starts empty); for tests. */
+void *sl__real_lazy_of(enum sl_real_slot slot);
+/* Resolve every slot that is still empty or a lazy stub (the constructor
+ * calls it). */
 void sl_real_resolve_all(void);
 /* Resolve one slot now and publish it; a symbol that does not exist gets a
  * stub that fails with ENOSYS (and logs once). Returns what the slot holds

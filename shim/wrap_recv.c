@@ -124,11 +124,18 @@ static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n, 
 	return full_read(fd, buf, n);
 }
 
+static __attribute__((noinline)) ssize_t full_readv(int fd, const struct iovec *iov, int cnt)
+{
+	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt);
+}
+
 static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt,
 						    unsigned b)
 {
-	(void)b;
-	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt);
+	ssize_t r;
+	if (sl__vec_hot(SL_IO_READV, fd, iov, cnt, b, &r))
+		return r;
+	return full_readv(fd, iov, cnt);
 }
 
 /* The fortified calls: the real one when n is past the buffer (it aborts),

@@ -142,11 +142,18 @@ static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, siz
 	return full_write(fd, buf, n);
 }
 
+static __attribute__((noinline)) ssize_t full_writev(int fd, const struct iovec *iov, int cnt)
+{
+	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt);
+}
+
 static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt,
 						     unsigned b)
 {
-	(void)b;
-	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt);
+	ssize_t r;
+	if (sl__vec_hot(SL_IO_WRITEV, fd, iov, cnt, b, &r))
+		return r;
+	return full_writev(fd, iov, cnt);
 }
 
 /* sendfile and sendfile64: one shape, declared for both names. */

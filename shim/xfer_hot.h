@@ -51,7 +51,7 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	if (!(rec->fast & SL_FDR_CREDIT(SL_K_SEND)) || rules == 0 || io->total > sl__st.piece_min ||
 	    (to != NULL && rec->peer.family == 0))
 		return false;
-	const unsigned i = (unsigned)__builtin_ctz(rules);
+	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
 	/* The sl__busy protocol (xfer.h): before the credit's load and store. */
 	sl__busy = 1;
@@ -88,7 +88,7 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	    (io->flags & (MSG_PEEK | MSG_ERRQUEUE | MSG_WAITALL)) ||
 	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) != 0)
 		return false;
-	const unsigned i = (unsigned)__builtin_ctz(rules);
+	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
 	sl__busy = 1;
 	if (__builtin_expect(!sl__credit_spend(i, d, io->total), 0)) {
@@ -97,6 +97,24 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	}
 	*out = sl__fast_recv_credit(io, i, d);
 	return true;
+}
+
+/* writev's and readv's hot path (how): as sl__xfer_vec's, iov is read only
+ * for a socket a rule may match. */
+static inline __attribute__((always_inline)) bool sl__vec_hot(enum sl_io_how how, int fd,
+							      const struct iovec *iov, int cnt,
+							      unsigned b, ssize_t *out)
+{
+	const enum sl_kind_call k = how == SL_IO_WRITEV ? SL_K_SEND : SL_K_RECV;
+	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, k, b);
+	if (rec == NULL || sl__bad_iov(iov, cnt))
+		return false;
+	const struct sl_io io = {.how = how,
+				 .fd = fd,
+				 .iov = iov,
+				 .iovcnt = cnt,
+				 .total = sl__iov_total(iov, (size_t)cnt)};
+	return k == SL_K_SEND ? sl__send_hot(&io, rec, out) : sl__recv_hot(&io, rec, out);
 }
 
 #endif /* SLUICE_SHIM_XFER_HOT_H */
