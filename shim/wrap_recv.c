@@ -27,11 +27,13 @@
 
 const int sl__wrap_recv_anchor = 1;
 
-/* The call described for sl__recv; inlined into each full_NAME below. */
+/* The call described for the engine; inlined into each full_NAME below
+ * (rec as in wrap_send.c: NULL, and sl__recv looks). */
 static inline __attribute__((always_inline)) ssize_t recv_buf(enum sl_io_how how, int fd, void *buf,
 							      size_t n, size_t buflen, int flags,
 							      struct sockaddr *from,
-							      socklen_t *fromlen)
+							      socklen_t *fromlen,
+							      const struct sl_fdrec *rec)
 {
 	struct sl_io io = {.how = how,
 			   .fd = fd,
@@ -41,58 +43,77 @@ static inline __attribute__((always_inline)) ssize_t recv_buf(enum sl_io_how how
 			   .flags = flags,
 			   .addr = from,
 			   .addrlenp = fromlen};
-	return sl__recv(&io);
+	return rec != NULL ? sl__recv_rec(&io, rec) : sl__recv(&io);
 }
 
-/* The hot path of slow_NAME (sl__recv_hot) for a call of one buffer: true
- * if it made the call (*r). */
+/* The hot path (sl__recv_hot) of a call of one buffer on rec's fd: true if
+ * it made the call (*r). */
 static inline __attribute__((always_inline)) bool recv_hot(enum sl_io_how how, int fd, void *buf,
 							   size_t n, int flags,
 							   struct sockaddr *from,
-							   socklen_t *fromlen, unsigned b,
-							   ssize_t *r)
+							   socklen_t *fromlen,
+							   const struct sl_fdrec *rec, ssize_t *r)
 {
-	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, SL_K_RECV, b);
-	return rec != NULL && sl__recv_hot(&(struct sl_io){.how = how,
-							   .fd = fd,
-							   .buf = buf,
-							   .total = n,
-							   .flags = flags,
-							   .addr = from,
-							   .addrlenp = fromlen},
-					   rec, r);
+	return sl__recv_hot(&(struct sl_io){.how = how,
+					    .fd = fd,
+					    .buf = buf,
+					    .total = n,
+					    .flags = flags,
+					    .addr = from,
+					    .addrlenp = fromlen},
+			    rec, r);
 }
 
-/* Each slow_NAME is the hot path and a tail call to full_NAME, the whole
- * decision (sl__recv): as in wrap_send.c. */
-static __attribute__((noinline)) ssize_t full_recv(int fd, void *buf, size_t n, int flags)
+/* slow_NAME, hot_NAME and full_NAME: as in wrap_send.c. */
+static __attribute__((noinline)) ssize_t full_recv(int fd, void *buf, size_t n, int flags,
+						   const struct sl_fdrec *rec)
 {
-	return recv_buf(SL_IO_RECV, fd, buf, n, 0, flags, NULL, NULL);
+	return recv_buf(SL_IO_RECV, fd, buf, n, 0, flags, NULL, NULL, rec);
+}
+
+static __attribute__((noinline)) ssize_t hot_recv(int fd, void *buf, size_t n, int flags,
+						  const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (recv_hot(SL_IO_RECV, fd, buf, n, flags, NULL, NULL, rec, &r))
+		return r;
+	return full_recv(fd, buf, n, flags, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, int flags,
 						   unsigned b)
 {
-	ssize_t r;
-	if (recv_hot(SL_IO_RECV, fd, buf, n, flags, NULL, NULL, b, &r))
-		return r;
-	return full_recv(fd, buf, n, flags);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+		return hot_recv(fd, buf, n, flags, rec);
+	return full_recv(fd, buf, n, flags, rec);
 }
 
 static __attribute__((noinline)) ssize_t full_recvfrom(int fd, void *buf, size_t n, int flags,
-						       struct sockaddr *from, socklen_t *fromlen)
+						       struct sockaddr *from, socklen_t *fromlen,
+						       const struct sl_fdrec *rec)
 {
-	return recv_buf(SL_IO_RECVFROM, fd, buf, n, 0, flags, from, fromlen);
+	return recv_buf(SL_IO_RECVFROM, fd, buf, n, 0, flags, from, fromlen, rec);
+}
+
+static __attribute__((noinline)) ssize_t hot_recvfrom(int fd, void *buf, size_t n, int flags,
+						      struct sockaddr *from, socklen_t *fromlen,
+						      const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (recv_hot(SL_IO_RECVFROM, fd, buf, n, flags, from, fromlen, rec, &r))
+		return r;
+	return full_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t n, int flags,
 						       struct sockaddr *from, socklen_t *fromlen,
 						       unsigned b)
 {
-	ssize_t r;
-	if (recv_hot(SL_IO_RECVFROM, fd, buf, n, flags, from, fromlen, b, &r))
-		return r;
-	return full_recvfrom(fd, buf, n, flags, from, fromlen);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+		return hot_recvfrom(fd, buf, n, flags, from, fromlen, rec);
+	return full_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg, int flags,
@@ -111,31 +132,51 @@ static __attribute__((noinline)) ssize_t slow_recvmsg(int fd, struct msghdr *msg
 	return sl__recv_rec(&io, rec);
 }
 
-static __attribute__((noinline)) ssize_t full_read(int fd, void *buf, size_t n)
+static __attribute__((noinline)) ssize_t full_read(int fd, void *buf, size_t n,
+						   const struct sl_fdrec *rec)
 {
-	return recv_buf(SL_IO_READ, fd, buf, n, 0, 0, NULL, NULL);
+	return recv_buf(SL_IO_READ, fd, buf, n, 0, 0, NULL, NULL, rec);
+}
+
+static __attribute__((noinline)) ssize_t hot_read(int fd, void *buf, size_t n,
+						  const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (recv_hot(SL_IO_READ, fd, buf, n, 0, NULL, NULL, rec, &r))
+		return r;
+	return full_read(fd, buf, n, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n, unsigned b)
 {
-	ssize_t r;
-	if (recv_hot(SL_IO_READ, fd, buf, n, 0, NULL, NULL, b, &r))
-		return r;
-	return full_read(fd, buf, n);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+		return hot_read(fd, buf, n, rec);
+	return full_read(fd, buf, n, rec);
 }
 
-static __attribute__((noinline)) ssize_t full_readv(int fd, const struct iovec *iov, int cnt)
+static __attribute__((noinline)) ssize_t full_readv(int fd, const struct iovec *iov, int cnt,
+						    const struct sl_fdrec *rec)
 {
-	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt);
+	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt, rec);
+}
+
+static __attribute__((noinline)) ssize_t hot_readv(int fd, const struct iovec *iov, int cnt,
+						   const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (sl__vec_hot(SL_IO_READV, fd, iov, cnt, rec, &r))
+		return r;
+	return full_readv(fd, iov, cnt, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt,
 						    unsigned b)
 {
-	ssize_t r;
-	if (sl__vec_hot(SL_IO_READV, fd, iov, cnt, b, &r))
-		return r;
-	return full_readv(fd, iov, cnt);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+		return hot_readv(fd, iov, cnt, rec);
+	return full_readv(fd, iov, cnt, rec);
 }
 
 /* The fortified calls: the real one when n is past the buffer (it aborts),
@@ -145,7 +186,7 @@ static __attribute__((noinline)) ssize_t slow___read_chk(int fd, void *buf, size
 {
 	if ((b & SL_FDB_PASS(SL_K_RECV)) || n > buflen)
 		return SL_REAL(__read_chk)(fd, buf, n, buflen);
-	return recv_buf(SL_IO_READ_CHK, fd, buf, n, buflen, 0, NULL, NULL);
+	return recv_buf(SL_IO_READ_CHK, fd, buf, n, buflen, 0, NULL, NULL, NULL);
 }
 
 static __attribute__((noinline)) ssize_t slow___recv_chk(int fd, void *buf, size_t n, size_t buflen,
@@ -153,7 +194,7 @@ static __attribute__((noinline)) ssize_t slow___recv_chk(int fd, void *buf, size
 {
 	if ((b & SL_FDB_PASS(SL_K_RECV)) || n > buflen)
 		return SL_REAL(__recv_chk)(fd, buf, n, buflen, flags);
-	return recv_buf(SL_IO_RECV_CHK, fd, buf, n, buflen, flags, NULL, NULL);
+	return recv_buf(SL_IO_RECV_CHK, fd, buf, n, buflen, flags, NULL, NULL, NULL);
 }
 
 static __attribute__((noinline)) ssize_t slow___recvfrom_chk(int fd, void *buf, size_t n,
@@ -163,7 +204,7 @@ static __attribute__((noinline)) ssize_t slow___recvfrom_chk(int fd, void *buf, 
 {
 	if ((b & SL_FDB_PASS(SL_K_RECV)) || n > buflen)
 		return SL_REAL(__recvfrom_chk)(fd, buf, n, buflen, flags, from, fromlen);
-	return recv_buf(SL_IO_RECVFROM_CHK, fd, buf, n, buflen, flags, from, fromlen);
+	return recv_buf(SL_IO_RECVFROM_CHK, fd, buf, n, buflen, flags, from, fromlen, NULL);
 }
 
 /* The exported shells of the RECV shape. */

@@ -24,11 +24,14 @@
 
 const int sl__wrap_send_anchor = 1;
 
-/* The call described for sl__send; inlined into each full_NAME below. */
+/* The call described for the engine; inlined into each full_NAME below.
+ * rec: the fd's record if slow_NAME found it (sl__xfer_rec_hot), else NULL
+ * (then the engine looks: sl__send). */
 static inline __attribute__((always_inline)) ssize_t send_buf(enum sl_io_how how, int fd,
 							      const void *buf, size_t n, int flags,
 							      const struct sockaddr *to,
-							      socklen_t tolen)
+							      socklen_t tolen,
+							      const struct sl_fdrec *rec)
 {
 	struct sl_io io = {.how = how,
 			   .fd = fd,
@@ -37,67 +40,97 @@ static inline __attribute__((always_inline)) ssize_t send_buf(enum sl_io_how how
 			   .flags = flags,
 			   .addr = (struct sockaddr *)to,
 			   .addrlen = tolen};
-	return sl__send(&io);
+	return rec != NULL ? sl__send_rec(&io, rec) : sl__send(&io);
 }
 
-/* The hot path of slow_NAME (sl__send_hot) for a call of one buffer: true
- * if it made the call (*r). */
+/* The hot path (sl__send_hot) of a call of one buffer on rec's fd: true if
+ * it made the call (*r). */
 static inline __attribute__((always_inline)) bool send_hot(enum sl_io_how how, int fd,
 							   const void *buf, size_t n, int flags,
 							   const struct sockaddr *to, socklen_t tolen,
-							   unsigned b, ssize_t *r)
+							   const struct sl_fdrec *rec, ssize_t *r)
 {
-	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, SL_K_SEND, b);
-	return rec != NULL && sl__send_hot(&(struct sl_io){.how = how,
-							   .fd = fd,
-							   .buf = (char *)buf,
-							   .total = n,
-							   .flags = flags,
-							   .addr = (struct sockaddr *)to,
-							   .addrlen = tolen},
-					   rec, r);
+	return sl__send_hot(&(struct sl_io){.how = how,
+					    .fd = fd,
+					    .buf = (char *)buf,
+					    .total = n,
+					    .flags = flags,
+					    .addr = (struct sockaddr *)to,
+					    .addrlen = tolen},
+			    rec, r);
 }
 
-/* Each slow_NAME is the hot path and a tail call to full_NAME, the whole
- * decision (sl__send): the hot path's function then saves few registers. */
-static __attribute__((noinline)) ssize_t full_send(int fd, const void *buf, size_t n, int flags)
+/*
+ * Three functions per wrapper, each of the others a tail call:
+ *   slow_NAME  what the shell calls: the fd's record from the bits the
+ *              shell loaded, and its credit bit (sl__xfer_credit), with no
+ *              register to save; on to hot_NAME or full_NAME;
+ *   hot_NAME   the hot path (xfer_hot.h), apart so that it saves few
+ *              registers; on to full_NAME if it does not make the call;
+ *   full_NAME  the whole decision (sl__send_rec, or sl__send if no record
+ *              was found yet).
+ */
+static __attribute__((noinline)) ssize_t full_send(int fd, const void *buf, size_t n, int flags,
+						   const struct sl_fdrec *rec)
 {
-	return send_buf(SL_IO_SEND, fd, buf, n, flags, NULL, 0);
+	return send_buf(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec);
+}
+
+static __attribute__((noinline)) ssize_t hot_send(int fd, const void *buf, size_t n, int flags,
+						  const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (send_hot(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec, &r))
+		return r;
+	return full_send(fd, buf, n, flags, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size_t n, int flags,
 						   unsigned b)
 {
-	ssize_t r;
-	if (send_hot(SL_IO_SEND, fd, buf, n, flags, NULL, 0, b, &r))
-		return r;
-	return full_send(fd, buf, n, flags);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec))
+		return hot_send(fd, buf, n, flags, rec);
+	return full_send(fd, buf, n, flags, rec);
 }
 
 static __attribute__((noinline)) ssize_t full_sendto(int fd, const void *buf, size_t n, int flags,
-						     const struct sockaddr *to, socklen_t tolen)
+						     const struct sockaddr *to, socklen_t tolen,
+						     const struct sl_fdrec *rec)
 {
-	ssize_t r = send_buf(SL_IO_SENDTO, fd, buf, n, flags, to, tolen);
+	ssize_t r = send_buf(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, rec);
 	if (flags & MSG_FASTOPEN) /* it connected the socket: classify it again */
 		sl__fd_invalidate(fd);
 	return r;
+}
+
+static __attribute__((noinline)) ssize_t hot_sendto(int fd, const void *buf, size_t n, int flags,
+						    const struct sockaddr *to, socklen_t tolen,
+						    const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (send_hot(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, rec, &r))
+		return r;
+	return full_sendto(fd, buf, n, flags, to, tolen, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
 						     const struct sockaddr *to, socklen_t tolen,
 						     unsigned b)
 {
-	ssize_t r;
-	if (!(flags & MSG_FASTOPEN) && send_hot(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, b, &r))
-		return r;
-	return full_sendto(fd, buf, n, flags, to, tolen);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec) && !(flags & MSG_FASTOPEN))
+		return hot_sendto(fd, buf, n, flags, to, tolen, rec);
+	return full_sendto(fd, buf, n, flags, to, tolen, rec);
 }
 
-static __attribute__((noinline)) ssize_t full_sendmsg(int fd, const struct msghdr *msg, int flags)
+static __attribute__((noinline)) ssize_t full_sendmsg(int fd, const struct msghdr *msg, int flags,
+						      const struct sl_fdrec *rec)
 {
 	ssize_t r;
 	/* The record first: msg is read only for a socket a rule may match. */
-	const struct sl_fdrec *rec = sl__xfer_rec(fd, SL_K_SEND);
+	if (rec == NULL)
+		rec = sl__xfer_rec(fd, SL_K_SEND);
 	if (rec == NULL || sl__bad_msg(msg)) {
 		r = SL_REAL(sendmsg)(fd, msg, flags);
 	} else {
@@ -113,12 +146,11 @@ static __attribute__((noinline)) ssize_t full_sendmsg(int fd, const struct msghd
 	return r;
 }
 
-static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg, int flags,
-						      unsigned b)
+static __attribute__((noinline)) ssize_t hot_sendmsg(int fd, const struct msghdr *msg, int flags,
+						     const struct sl_fdrec *rec)
 {
-	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, SL_K_SEND, b);
 	ssize_t r;
-	if (rec != NULL && !(flags & MSG_FASTOPEN) && !sl__bad_msg(msg) &&
+	if (!sl__bad_msg(msg) &&
 	    sl__send_hot(&(struct sl_io){.how = SL_IO_SENDMSG,
 					 .fd = fd,
 					 .msg = (struct msghdr *)msg,
@@ -126,34 +158,63 @@ static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghd
 					 .flags = flags},
 			 rec, &r))
 		return r;
-	return full_sendmsg(fd, msg, flags);
+	return full_sendmsg(fd, msg, flags, rec);
 }
 
-static __attribute__((noinline)) ssize_t full_write(int fd, const void *buf, size_t n)
+static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg, int flags,
+						      unsigned b)
 {
-	return send_buf(SL_IO_WRITE, fd, buf, n, 0, NULL, 0);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec) && !(flags & MSG_FASTOPEN))
+		return hot_sendmsg(fd, msg, flags, rec);
+	return full_sendmsg(fd, msg, flags, rec);
+}
+
+static __attribute__((noinline)) ssize_t full_write(int fd, const void *buf, size_t n,
+						    const struct sl_fdrec *rec)
+{
+	return send_buf(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, rec);
+}
+
+static __attribute__((noinline)) ssize_t hot_write(int fd, const void *buf, size_t n,
+						   const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (send_hot(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, rec, &r))
+		return r;
+	return full_write(fd, buf, n, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, size_t n, unsigned b)
 {
-	ssize_t r;
-	if (send_hot(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, b, &r))
-		return r;
-	return full_write(fd, buf, n);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec))
+		return hot_write(fd, buf, n, rec);
+	return full_write(fd, buf, n, rec);
 }
 
-static __attribute__((noinline)) ssize_t full_writev(int fd, const struct iovec *iov, int cnt)
+static __attribute__((noinline)) ssize_t full_writev(int fd, const struct iovec *iov, int cnt,
+						     const struct sl_fdrec *rec)
 {
-	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt);
+	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt, rec);
+}
+
+static __attribute__((noinline)) ssize_t hot_writev(int fd, const struct iovec *iov, int cnt,
+						    const struct sl_fdrec *rec)
+{
+	ssize_t r;
+	if (sl__vec_hot(SL_IO_WRITEV, fd, iov, cnt, rec, &r))
+		return r;
+	return full_writev(fd, iov, cnt, rec);
 }
 
 static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt,
 						     unsigned b)
 {
-	ssize_t r;
-	if (sl__vec_hot(SL_IO_WRITEV, fd, iov, cnt, b, &r))
-		return r;
-	return full_writev(fd, iov, cnt);
+	const struct sl_fdrec *rec;
+	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec))
+		return hot_writev(fd, iov, cnt, rec);
+	return full_writev(fd, iov, cnt, rec);
 }
 
 /* sendfile and sendfile64: one shape, declared for both names. */

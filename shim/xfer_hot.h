@@ -34,7 +34,17 @@ sl__xfer_rec_hot(int fd, enum sl_kind_call k, unsigned b)
 	return sl__fdrecs[fd].cand[k] != 0 ? &sl__fdrecs[fd] : NULL;
 }
 
-/* A send's hot path (rec from sl__xfer_rec_hot): true if the call was
+/* slow_NAME's question (wrap_send.c): true if the fd's record (*rec) shows
+ * the credit bit of kind k, for hot_NAME; else *rec is the record or NULL,
+ * for full_NAME. */
+static inline __attribute__((always_inline)) bool
+sl__xfer_credit(int fd, enum sl_kind_call k, unsigned b, const struct sl_fdrec **rec)
+{
+	*rec = sl__xfer_rec_hot(fd, k, b);
+	return *rec != NULL && ((*rec)->fast & SL_FDR_CREDIT(k));
+}
+
+/* A send's hot path (rec from sl__xfer_credit): true if the call was
  * made (*out: its result); false, nothing taken and sl__busy clear, if
  * sl__send must decide. A short send gives back to rule i alone: its units
  * are all this call took. */
@@ -101,13 +111,12 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 
 /* writev's and readv's hot path (how): as sl__xfer_vec's, iov is read only
  * for a socket a rule may match. */
-static inline __attribute__((always_inline)) bool sl__vec_hot(enum sl_io_how how, int fd,
-							      const struct iovec *iov, int cnt,
-							      unsigned b, ssize_t *out)
+static inline __attribute__((always_inline)) bool
+sl__vec_hot(enum sl_io_how how, int fd, const struct iovec *iov, int cnt,
+	    const struct sl_fdrec *rec, ssize_t *out)
 {
 	const enum sl_kind_call k = how == SL_IO_WRITEV ? SL_K_SEND : SL_K_RECV;
-	const struct sl_fdrec *rec = sl__xfer_rec_hot(fd, k, b);
-	if (rec == NULL || sl__bad_iov(iov, cnt))
+	if (sl__bad_iov(iov, cnt))
 		return false;
 	const struct sl_io io = {.how = how,
 				 .fd = fd,

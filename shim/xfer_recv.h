@@ -163,13 +163,15 @@ static inline __attribute__((always_inline)) ssize_t sl__recv(const struct sl_io
 	return rec != NULL ? sl__recv_rec(io, rec) : sl__io_xfer(io, 0, io->total);
 }
 
-/* writev and readv (how): the record first, as iov is read only for a
- * socket a rule may match. */
+/* writev and readv (how): the record first (rec, or looked up if NULL), as
+ * iov is read only for a socket a rule may match. */
 static inline __attribute__((always_inline)) ssize_t sl__xfer_vec(enum sl_io_how how, int fd,
-								  const struct iovec *iov, int cnt)
+								  const struct iovec *iov, int cnt,
+								  const struct sl_fdrec *rec)
 {
 	const enum sl_kind_call k = how == SL_IO_WRITEV ? SL_K_SEND : SL_K_RECV;
-	const struct sl_fdrec *rec = sl__xfer_rec(fd, k);
+	if (rec == NULL)
+		rec = sl__xfer_rec(fd, k);
 	if (rec == NULL || sl__bad_iov(iov, cnt))
 		return k == SL_K_SEND ? SL_REAL(writev)(fd, iov, cnt)
 				      : SL_REAL(readv)(fd, iov, cnt);
