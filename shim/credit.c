@@ -9,6 +9,7 @@
 #include "credit.h"
 #include "params.h"
 #include "sandboxed.h"
+#include "scope.h"
 
 __thread struct sl_credit sl__credit[SL_CREDIT_RULES] __attribute__((tls_model("initial-exec")));
 __thread struct sl_credit_slice sl__credit_slice[SL_CREDIT_RULES]
@@ -20,10 +21,13 @@ static pthread_once_t credit_once = PTHREAD_ONCE_INIT;
 static bool credit_key_ok;
 static __thread bool credit_keyed __attribute__((tls_model("initial-exec")));
 
-/* Give back this thread's credit of fast rule i at now: to the slot it
- * came from if the head is still at its generation (a retired slot's is
- * dropped). The bucket never holds more than its burst (sl_gcra_refund). */
-static void credit_return(unsigned i, uint64_t now)
+/* Give back this thread's credit of fast rule i at now: a per=process
+ * rule's to the slot it came from if the head is still at its generation
+ * (a retired slot's is dropped); a per=thread rule's to this thread's own
+ * bucket, unless the thread is exiting (its slot may already be another
+ * thread's: the bucket ends with the thread anyway). The bucket never holds
+ * more than its burst (sl_gcra_refund). */
+static void credit_return(unsigned i, uint64_t now, bool exiting)
 {
 	struct sl_credit *c = &sl__credit[i];
 	if (c->units == 0)
@@ -34,14 +38,23 @@ static void credit_return(unsigned i, uint64_t now)
 		struct sl_limiter *s = sl__fast_slot(d->lim, &gen);
 		if (gen == c->gen)
 			(void)sl_fast_undo(s, c->units, now);
+	} else if (d->how == SL_FAST_THREAD_BUCKET && !exiting) {
+		struct sl_limiter *s = sl__thread_lim(i);
+		if (s != NULL)
+			(void)sl_fast_undo(s, c->units, now);
 	}
 	c->units = 0;
 }
 
-void sl__credit_return_all(uint64_t now)
+static void credit_return_all(uint64_t now, bool exiting)
 {
 	for (unsigned i = 0; i < SL_CREDIT_RULES; i++)
-		credit_return(i, now);
+		credit_return(i, now, exiting);
+}
+
+void sl__credit_return_all(uint64_t now)
+{
+	credit_return_all(now, false);
 }
 
 static void credit_exit(void *v)
@@ -52,7 +65,7 @@ static void credit_exit(void *v)
 	 * throttled again. */
 	const int busy = sl__busy;
 	sl__busy = 1;
-	sl__credit_return_all(sl__clock_ns());
+	credit_return_all(sl__clock_ns(), true);
 	sl__busy = busy;
 }
 
@@ -94,33 +107,53 @@ static uint64_t slice_of(unsigned i, uint64_t *ns)
 	return slice;
 }
 
+/* n units of fast rule i from its bucket s (a per=thread rule's) or its
+ * tunable head (per=process), no credit: the call's units alone. */
+static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint64_t n,
+		       uint64_t now)
+{
+	return d->how == SL_FAST_THREAD_BUCKET ? sl_fast_take_gcra(&s->u.gcra, n, now)
+					       : sl_fast_take_tunable_gcra(d->lim, n, now);
+}
+
 bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain)
 {
-	credit_return(i, now);
+	credit_return(i, now, false);
 	struct sl_credit *c = &sl__credit[i];
 	struct sl_credit_slice *k = &sl__credit_slice[i];
 	uint64_t gen;
-	struct sl_limiter *s = sl__fast_slot(d->lim, &gen);
+	struct sl_limiter *s;
+	if (d->how == SL_FAST_THREAD_BUCKET) {
+		/* The thread's own bucket, never retuned; the head's
+		 * generation still voids the slice size on a `sluice set`. A
+		 * thread without its slot yet: the general path takes one. */
+		s = sl__thread_lim(i);
+		if (s == NULL)
+			return false;
+		gen = atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed);
+	} else {
+		s = sl__fast_slot(d->lim, &gen);
+	}
 	if (k->gen1 != gen + 1) {
 		uint64_t ns = 0, ticks = 0;
 		const uint64_t slice = slice_of(i, &ns);
 		const int span = slice > 1 ? sl__credit_span(ns, &ticks) : -1;
 		if (span == 0) /* no line yet: ask again next time */
-			return plain && sl_fast_take_tunable_gcra(d->lim, n, now);
+			return plain && take_plain(d, s, n, now);
 		k->max_n = span > 0 && credit_keyed_here() ? slice : 0;
 		k->gen1 = gen + 1;
 		k->span = ticks;
 	}
 	const uint64_t slice = k->max_n;
 	if (n < slice && sl_fast_take_gcra(&s->u.gcra, slice, now)) {
-		if (!sl__fast_tunable_kept(d->lim, s, gen, slice, now))
-			return plain && sl_fast_take_tunable_gcra(d->lim, n, now);
+		if (d->how != SL_FAST_THREAD_BUCKET && !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
+			return plain && take_plain(d, s, n, now);
 		c->units = slice - n;
 		c->gen = gen;
 		c->until = sl__credit_tsc() + k->span;
 		return true;
 	}
-	return plain && sl_fast_take_tunable_gcra(d->lim, n, now);
+	return plain && take_plain(d, s, n, now);
 }
 
 void sl__credit_reset_unsync(void)

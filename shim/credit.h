@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * credit.h - thread-local credit: a send under one per=process token or
- * leaky bucket rule spends tokens its thread took from the rule's limiter
- * earlier, with no clock reading and no atomic (credit.c).
+ * credit.h - thread-local credit: a send under one per=process or
+ * per=thread token or leaky bucket rule spends tokens its thread took from
+ * the rule's limiter earlier, with no clock reading and no atomic
+ * (credit.c).
  *
  * A thread whose call the bucket admits takes, instead of the call's n
  * units, a slice of min(piece/8, 1 ms of the rate) units (piece: what the
@@ -17,11 +18,17 @@
  *     at most one slice more than the limiter's own bound for it;
  *   - it is good only at the tunable head's generation it was taken at:
  *     `sluice set` makes every thread's credit void (not given back: the
- *     old slot is retired);
+ *     old slot is retired; a per=thread rule's buckets are never retuned,
+ *     its credit is void all the same, and goes back to the thread's own
+ *     bucket at its next take);
  *   - it goes back to the limiter when the thread's next call finds it too
  *     small (before the call takes anew or waits), when a send is short
  *     (the socket is full: the thread will wait), and when the thread
- *     exits (a pthread key destructor). A fork child starts with none.
+ *     exits (a pthread key destructor; a per=thread rule's is dropped
+ *     then: the thread's bucket ends with it). A fork child starts with
+ *     none.
+ * A per=thread rule's credit comes from the thread's own bucket: what
+ * changes there is only when its tokens leave the bucket, one slice early.
  * A thread of a sandboxed process (sandbox.h) that has not taken credit
  * before the filter takes none: its exit handler's key may allocate.
  * No TSC (another architecture, a TSC the clock turned off, or the first
@@ -100,20 +107,24 @@ sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n)
 }
 
 /* Whether a take of n units of rule i should go through sl__credit_take
- * (a slice may be worth taking): a per=process bucket, a call smaller than
- * the last slice, or none computed at this generation. */
+ * (a slice may be worth taking): a per=process or per=thread bucket, a call
+ * smaller than the last slice, or none computed at this generation. */
 static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, uint64_t n)
 {
-	if (!SL_CREDIT_TSC || d->how != SL_FAST_PROC_BUCKET || i >= SL_CREDIT_RULES)
+	if (!SL_CREDIT_TSC ||
+	    (d->how != SL_FAST_PROC_BUCKET && d->how != SL_FAST_THREAD_BUCKET) ||
+	    i >= SL_CREDIT_RULES)
 		return false;
 	const struct sl_credit_slice *c = &sl__credit_slice[i];
 	return n < c->max_n ||
 	       c->gen1 != atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) + 1;
 }
 
-/* Take n units of fast rule i (a per=process bucket, d) at now: first this
- * thread's old credit goes back, then a slice if it is worth taking and
- * the bucket has it now (the rest becomes credit), else, if plain, n alone.
+/* Take n units of fast rule i (a per=process or per=thread bucket, d) at
+ * now: first this thread's old credit goes back, then a slice if it is
+ * worth taking and the bucket has it now (the rest becomes credit), else,
+ * if plain, n alone (a per=thread rule: nothing if the thread has no slot
+ * yet).
  * true if n were taken; false: nothing was (the caller decides: a send's
  * general path; a receive's peek, which takes nothing). */
 bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now,

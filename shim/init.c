@@ -204,7 +204,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		st->fast[i] = (struct sl_fast_rule){.how = fast_how(i),
 						    .lim = st->rule_lim[i],
 						    .stats = &st->stats[i]};
-		if (SL_CREDIT_TSC && st->fast[i].how == SL_FAST_PROC_BUCKET && i < SL_CREDIT_RULES)
+		if (SL_CREDIT_TSC && i < SL_CREDIT_RULES &&
+		    (st->fast[i].how == SL_FAST_PROC_BUCKET || st->fast[i].how == SL_FAST_THREAD_BUCKET))
 			st->credit_rules |= 1u << i;
 	}
 	st->credit_in_rules = st->credit_rules & st->byte_rules;

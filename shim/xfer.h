@@ -312,8 +312,8 @@ static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigne
 	return sl__fast_take_d(fd, &sl__st.fast[i], i, n, now);
 }
 
-/* sl__fast_take1 for a send: a per=process bucket through this thread's
- * credit (credit.h) when a slice is worth taking. */
+/* sl__fast_take1 for a send: a per=process or per=thread bucket through
+ * this thread's credit (credit.h) when a slice is worth taking. */
 static inline __attribute__((always_inline)) bool
 sl__fast_take_send1(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, uint64_t now)
 {
@@ -427,14 +427,15 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 			     1)) {
 		const uint32_t credit = rules & sl__st.credit_rules;
 		if (__builtin_expect((rec->fast & SL_FDR_CREDIT(SL_K_SEND)) && credit != 0, 1)) {
-			/* One per=process bucket rule: this thread's credit
-			 * first (credit.h). Its own copy of the call's end:
-			 * fewer registers live without a clock reading. A
-			 * record being rewritten may show the bit of one
-			 * match and the rules of another: the call is then
-			 * policed by the lowest credit rule among them alone,
-			 * as the fd's record said before or after (one call,
-			 * on a socket connected or closed meanwhile). */
+			/* One per=process or per=thread bucket rule: this
+			 * thread's credit first (credit.h). Its own copy of
+			 * the call's end: fewer registers live without a
+			 * clock reading. A record being rewritten may show
+			 * the bit of one match and the rules of another: the
+			 * call is then policed by the lowest credit rule
+			 * among them alone, as the fd's record said before
+			 * or after (one call, on a socket connected or closed
+			 * meanwhile). */
 			const unsigned i = (unsigned)__builtin_ctz(credit);
 			const struct sl_fast_rule *d = &sl__st.fast[i];
 			const uint64_t n = sl__units(i, io->total);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xfer_hot.h - the hot paths of the send and receive wrappers: a call on a
- * socket under one per=process bucket rule that this thread's credit pays
- * for (credit.h), decided from the fd's bits the wrapper's shell loaded
- * (SL_WRAP_SHELL, real.h), made and counted as sl__send and sl__recv
- * would (xfer.h, xfer_recv.h). Anything else returns false, nothing
+ * socket under one per=process or per=thread bucket rule that this
+ * thread's credit pays for (credit.h), decided from the fd's bits the
+ * wrapper's shell loaded (SL_WRAP_SHELL, real.h), made and counted as
+ * sl__send and sl__recv would (xfer.h, xfer_recv.h). Anything else returns false, nothing
  * taken, and the wrapper's full path (slow_NAME's tail call) decides.
  *
  * Each lives in its own slow_NAME, apart from the full path, so that only

@@ -128,8 +128,9 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {
 		const uint32_t credit = rules & sl__st.credit_in_rules;
 		if (__builtin_expect((rec->fast & SL_FDR_CREDIT(SL_K_RECV)) && credit != 0, 1)) {
-			/* One per=process bucket byte rule: this thread's
-			 * credit may pay for the whole buffer (credit.h);
+			/* One per=process or per=thread bucket byte rule:
+			 * this thread's credit may pay for the whole buffer
+			 * (credit.h);
 			 * sl__busy and a record being rewritten as for a
 			 * send. */
 			const unsigned i = (unsigned)__builtin_ctz(credit);

@@ -7,8 +7,10 @@
  * One thread, exact sequences at a frozen fake clock: the slice, the calls
  * it pays, the next slice, what goes back (a short send, a call that finds
  * its credit expired), what does not (a retune voids it), calls too large
- * for credit. Then 8 threads: never more than the burst at a frozen clock,
- * a retune mid-run, and every thread's credit back at its exit.
+ * for credit. A per=thread rule's credit from the thread's own bucket.
+ * Then 8 threads: never more than the burst at a frozen clock, a retune
+ * mid-run, and every thread's credit back at its exit; under per=thread,
+ * each thread exactly its own burst.
  *
  * The TSC is the real one; the fake span says how long a slice is good
  * for (0 ticks: expired at the next call; 2^62: for the whole test).
@@ -313,6 +315,80 @@ static void test_recv_expired(void **state)
 	assert_dec_equal(sl__st.stats[0].bytes, 3);
 }
 
+/* ---- per=thread ---- */
+
+/* This thread's per=thread bucket of rule 0 (it has its slot). */
+static uint64_t avail_own(void)
+{
+	struct sl_limiter *l = sl__thread_lim(0);
+	assert_non_null(l);
+	return sl_limiter_available(l, T0);
+}
+
+/* A per=thread bucket: the thread's first call takes its slot and its one
+ * unit (the general path); the second takes a slice of its own bucket,
+ * which pays the next 999 calls with no clock reading; a short send gives
+ * the credit back to that bucket. The per=process fallback head is never
+ * touched. */
+static void test_thread_rule_slice(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,per=thread,family=unix");
+	send1(f->sv[0], 1);
+	assert_dec_equal(avail_own(), 79999);
+	assert_dec_equal(sl__credit[0].units, 0);
+	send1(f->sv[0], 1);
+	assert_dec_equal(avail_own(), 78999);
+	assert_dec_equal(sl__credit[0].units, 999);
+	atomic_store(&clock_reads, 0);
+	for (int k = 0; k < 999; k++)
+		send1(f->sv[0], 1);
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	send1(f->sv[0], 1);
+	assert_dec_equal(avail_own(), 77999);
+	assert_dec_equal(sl__credit[0].units, 999);
+	atomic_store(&short_next, 1);
+	send1(f->sv[0], 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_own(), 80000 - 1002);
+	assert_dec_equal(avail(), 80000);
+	assert_dec_equal(atomic_load(&sent), 1002);
+	assert_dec_equal(sl__st.stats[0].calls, 1003);
+	assert_dec_equal(sl__st.stats[0].bytes, 1002);
+}
+
+/* Worker: 1-byte sends until one is refused (at most 200000); the count
+ * sent. */
+static void *drain_own(void *v)
+{
+	static const char b = 'x';
+	const int fd = *(const int *)v;
+	uintptr_t n = 0;
+	while (n < 200000 && send(fd, &b, 1, MSG_DONTWAIT) == 1)
+		n++;
+	return (void *)n;
+}
+
+/* 8 threads under one per=thread rule at a frozen clock, each with credit:
+ * each sends exactly its own burst, never a byte more, and none of it
+ * comes from another thread's bucket. */
+static void test_thread_rule_bound(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=8000B,per=thread,family=unix,action=reject");
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		assert_dec_equal(pthread_create(&t[i], NULL, drain_own, &f->sv[0]), 0);
+	for (int i = 0; i < THREADS; i++) {
+		void *n;
+		assert_dec_equal(pthread_join(t[i], &n), 0);
+		assert_dec_equal((uintptr_t)n, 8000);
+	}
+	assert_dec_equal(atomic_load(&sent), THREADS * 8000);
+	assert_dec_equal(avail(), 8000);
+}
+
 /* ---- 8 threads ---- */
 
 static pthread_barrier_t bar;
@@ -430,6 +506,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_message_rule, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recv_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recv_expired, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thread_rule_slice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thread_rule_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_return_at_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_retune_bound, setup, teardown),
 	};
