@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "credit.h"
+#include "fd.h"
 #include "params.h"
 #include "sandboxed.h"
 #include "scope.h"
@@ -21,12 +22,35 @@ static pthread_once_t credit_once = PTHREAD_ONCE_INIT;
 static bool credit_key_ok;
 static __thread bool credit_keyed __attribute__((tls_model("initial-exec")));
 
+/* The bucket of keyed rule i (d) for a call on fd (published): a per=peer
+ * rule's entry pinned for the fd as the fast path pins it (sl__fast_lim),
+ * NULL if it cannot be. */
+static struct sl_limiter *keyed_lim(const struct sl_fast_rule *d, unsigned i, int fd)
+{
+	return d->how == SL_FAST_FD_BUCKET ? sl__fd_lim(fd, i)
+					   : sl__peer_fd_lim(fd, i, &sl__fdrecs[fd].peer);
+}
+
+/* The bucket a keyed credit (key) came from, if its fd still names that
+ * socket; else NULL. */
+static struct sl_limiter *keyed_home(const struct sl_fast_rule *d, unsigned i, uint64_t key)
+{
+	const int fd = (int)(key & (SL_FD_LIMIT - 1));
+	if ((unsigned)fd >= sl__fd_cap ||
+	    !(atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY) ||
+	    sl__credit_key(fd, sl__fdrecs[fd].ino) != key)
+		return NULL;
+	/* Never a new pin: the one the credit was taken under, if kept. */
+	return d->how == SL_FAST_FD_BUCKET ? sl__fd_lim(fd, i) : sl__peer_fd_cached(fd, i);
+}
+
 /* Give back this thread's credit of fast rule i at now: a per=process
  * rule's to the slot it came from if the head is still at its generation
  * (a retired slot's is dropped); a per=thread rule's to this thread's own
  * bucket, unless the thread is exiting (its slot may already be another
- * thread's: the bucket ends with the thread anyway). The bucket never holds
- * more than its burst (sl_gcra_refund). */
+ * thread's: the bucket ends with the thread anyway); a per=fd or per=peer
+ * rule's to its fd's bucket if the fd names the same socket. The bucket
+ * never holds more than its burst (sl_gcra_refund). */
 static void credit_return(unsigned i, uint64_t now, bool exiting)
 {
 	struct sl_credit *c = &sl__credit[i];
@@ -40,6 +64,10 @@ static void credit_return(unsigned i, uint64_t now, bool exiting)
 			(void)sl_fast_undo(s, c->units, now);
 	} else if (d->how == SL_FAST_THREAD_BUCKET && !exiting) {
 		struct sl_limiter *s = sl__thread_lim(i);
+		if (s != NULL)
+			(void)sl_fast_undo(s, c->units, now);
+	} else if (sl__credit_keyed(d)) {
+		struct sl_limiter *s = keyed_home(d, i, c->key);
 		if (s != NULL)
 			(void)sl_fast_undo(s, c->units, now);
 	}
@@ -107,32 +135,41 @@ static uint64_t slice_of(unsigned i, uint64_t *ns)
 	return slice;
 }
 
-/* n units of fast rule i from its bucket s (a per=thread rule's) or its
- * tunable head (per=process), no credit: the call's units alone. */
+/* n units of fast rule i from its bucket s (a per=thread, per=fd or
+ * per=peer rule's) or its tunable head (per=process), no credit: the
+ * call's units alone. */
 static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint64_t n,
 		       uint64_t now)
 {
-	return d->how == SL_FAST_THREAD_BUCKET ? sl_fast_take_gcra(&s->u.gcra, n, now)
-					       : sl_fast_take_tunable_gcra(d->lim, n, now);
+	return d->how != SL_FAST_PROC_BUCKET ? sl_fast_take_gcra(&s->u.gcra, n, now)
+					     : sl_fast_take_tunable_gcra(d->lim, n, now);
 }
 
-bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain)
+bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now,
+		     bool plain, int fd, uint64_t key)
 {
 	credit_return(i, now, false);
 	struct sl_credit *c = &sl__credit[i];
 	struct sl_credit_slice *k = &sl__credit_slice[i];
 	uint64_t gen;
 	struct sl_limiter *s;
-	if (d->how == SL_FAST_THREAD_BUCKET) {
-		/* The thread's own bucket, never retuned; the head's
-		 * generation still voids the slice size on a `sluice set`. A
-		 * thread without its slot yet: the general path takes one. */
-		s = sl__thread_lim(i);
+	if (d->how == SL_FAST_PROC_BUCKET) {
+		s = sl__fast_slot(d->lim, &gen);
+	} else {
+		/* The thread's, the fd's or the peer's bucket, never retuned;
+		 * the head's generation still voids the slice size on a
+		 * `sluice set`. Without it (no per=thread slot yet, a per=peer
+		 * entry that cannot be pinned) the general path decides. */
+		s = d->how == SL_FAST_THREAD_BUCKET ? sl__thread_lim(i) : keyed_lim(d, i, fd);
 		if (s == NULL)
 			return false;
 		gen = atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed);
-	} else {
-		s = sl__fast_slot(d->lim, &gen);
+		if (c->key != key) {
+			/* Another fd's credit (given back above): this call's
+			 * units alone, a slice at the next call on fd. */
+			c->key = key;
+			return plain && sl_fast_take_gcra(&s->u.gcra, n, now);
+		}
 	}
 	if (k->gen1 != gen + 1) {
 		uint64_t ns = 0, ticks = 0;
@@ -146,7 +183,7 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 	}
 	const uint64_t slice = k->max_n;
 	if (n < slice && sl_fast_take_gcra(&s->u.gcra, slice, now)) {
-		if (d->how != SL_FAST_THREAD_BUCKET && !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
+		if (d->how == SL_FAST_PROC_BUCKET && !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
 			return plain && take_plain(d, s, n, now);
 		c->units = slice - n;
 		c->gen = gen;

@@ -29,6 +29,16 @@
  *     none.
  * A per=thread rule's credit comes from the thread's own bucket: what
  * changes there is only when its tokens leave the bucket, one slice early.
+ * A per=fd or per=peer rule's comes from the bucket of the fd it was taken
+ * for, and is spent only on calls on that fd while it names the same
+ * socket (the key: fd and inode, kept in the fd's record, sl_fdrec.ckey).
+ * A call on another fd gives the credit back and takes its own units
+ * alone; the next call on the same fd takes a slice. So a thread that
+ * serves many connections in turn pays as without credit, and one that
+ * sends on one connection pays as under per=process. Given back, the
+ * credit goes to its fd's bucket if the fd still names the socket (a
+ * close and reuse of the fd racing that check may give the new socket's
+ * bucket one slice, never more than its burst).
  * A thread of a sandboxed process (sandbox.h) that has not taken credit
  * before the filter takes none: its exit handler's key may allocate.
  * No TSC (another architecture, a TSC the clock turned off, or the first
@@ -65,7 +75,8 @@ struct sl_credit {
 	uint64_t units; /* left to spend (0 for a rule that takes none) */
 	uint64_t gen;   /* the tunable head's generation it was taken at */
 	uint64_t until; /* TSC: void from here */
-	uint64_t pad;
+	uint64_t key;   /* 0, or for a per=fd or per=peer rule the fd and
+	                   socket it was taken for (sl__credit_key) */
 };
 /* What a take reads. */
 struct sl_credit_slice {
@@ -89,16 +100,29 @@ static inline uint64_t sl__credit_tsc(void)
 #endif
 }
 
+/* Whether fast rule d's credit is keyed to an fd (per=fd, per=peer). */
+static inline bool sl__credit_keyed(const struct sl_fast_rule *d)
+{
+	return d->how == SL_FAST_FD_BUCKET || d->how == SL_FAST_PEER_BUCKET;
+}
+
+/* The key of a per=fd or per=peer rule's credit on fd, whose socket has
+ * inode ino: never 0. */
+static inline uint64_t sl__credit_key(int fd, uint64_t ino)
+{
+	return (uint64_t)1 << 63 | ino << 20 | ((uint64_t)fd & (SL_FD_LIMIT - 1));
+}
+
 /* Spend n units of fast rule i (descriptor d; i in sl__st.credit_rules)
  * from this thread's credit: true if it had them, at d's generation, not
- * expired. */
+ * expired, for key (the call's fd record's ckey: 0 for a rule not keyed). */
 static inline __attribute__((always_inline)) bool
-sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n)
+sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
 {
 	struct sl_credit *c = &sl__credit[i];
 	/* Relaxed gen: a retune racing the spend lets it use the old slot's
 	 * units once more, which that slot admitted. */
-	if (c->units < n ||
+	if (c->units < n || c->key != key ||
 	    c->gen != atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) ||
 	    (int64_t)(sl__credit_tsc() - c->until) >= 0)
 		return false;
@@ -107,12 +131,13 @@ sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n)
 }
 
 /* Whether a take of n units of rule i should go through sl__credit_take
- * (a slice may be worth taking): a per=process or per=thread bucket, a call
+ * (a slice may be worth taking): a bucket rule (any scope), a call
  * smaller than the last slice, or none computed at this generation. */
 static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, uint64_t n)
 {
 	if (!SL_CREDIT_TSC ||
-	    (d->how != SL_FAST_PROC_BUCKET && d->how != SL_FAST_THREAD_BUCKET) ||
+	    (d->how != SL_FAST_PROC_BUCKET && d->how != SL_FAST_THREAD_BUCKET &&
+	     !sl__credit_keyed(d)) ||
 	    i >= SL_CREDIT_RULES)
 		return false;
 	const struct sl_credit_slice *c = &sl__credit_slice[i];
@@ -120,15 +145,17 @@ static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, u
 	       c->gen1 != atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) + 1;
 }
 
-/* Take n units of fast rule i (a per=process or per=thread bucket, d) at
- * now: first this thread's old credit goes back, then a slice if it is
- * worth taking and the bucket has it now (the rest becomes credit), else,
- * if plain, n alone (a per=thread rule: nothing if the thread has no slot
- * yet).
+/* Take n units of fast rule i (a bucket, d) at now for a call on fd
+ * (key: its record's ckey): first this thread's old credit goes back, then
+ * a slice if it is worth taking and the bucket has it now (the rest
+ * becomes credit), else, if plain, n alone. Nothing if the bucket is not
+ * at hand (a thread without its per=thread slot yet, an fd without its
+ * per=peer pin: the general path takes them). A keyed rule's credit of
+ * another key: n alone, the key kept for the next call.
  * true if n were taken; false: nothing was (the caller decides: a send's
  * general path; a receive's peek, which takes nothing). */
 bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now,
-		     bool plain);
+		     bool plain, int fd, uint64_t key);
 
 /* Give this thread's credit of every rule back at now (a short send, a
  * thread's exit). */

@@ -64,6 +64,7 @@
 #include <sys/un.h>
 
 #include "conn.h"
+#include "credit.h"
 #include "fd.h"
 #include "record.h"
 #include "log.h"
@@ -159,9 +160,9 @@ static void fd_limiters_reset(int fd)
 		sl__rules_reset_row(&sl__st.fd_lims[(size_t)fd * sl__st.n_fd_rules], SL_SCOPE_FD);
 }
 
-/* Every field of r but the live conn field into out (an fd's record:
- * through rec_rewrite). */
-static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
+/* Every field of r but the live conn field into out (fd's record: through
+ * rec_rewrite), the credit keys for fd. */
+static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r, int fd)
 {
 	memcpy(out->cand, r->cand, sizeof(out->cand));
 	memcpy(out->match, r->match, sizeof(out->match));
@@ -175,8 +176,13 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 			out->fast |= (uint8_t)SL_FDR_FAST(k);
 		const uint32_t credit =
 			k == SL_K_RECV ? sl__st.credit_in_rules : sl__st.credit_rules;
-		if (m != 0 && (m & (m - 1)) == 0 && (m & credit) != 0)
+		out->ckey[k] = 0;
+		if (m != 0 && (m & (m - 1)) == 0 && (m & credit) != 0) {
 			out->fast |= (uint8_t)SL_FDR_CREDIT(k);
+			out->ckey[k] = sl__credit_keyed(&sl__st.fast[__builtin_ctz(m)])
+					       ? sl__credit_key(fd, r->ino)
+					       : 0;
+		}
 	}
 	out->peer = r->peer;
 	out->local = r->local;
@@ -191,15 +197,15 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r)
 static void rec_rewrite(int fd, const struct sl_fdrec *r)
 {
 	sl__peer_fd_drop(fd);
-	rec_fill(&sl__fdrecs[fd], r);
+	rec_fill(&sl__fdrecs[fd], r, fd);
 	sl__peer_fd_drop(fd);
 }
 
 /* Copy a published record, keeping the live conn field out of the copy's
  * business (callers never read it from a copy). */
-static void fd_copy(const struct sl_fdrec *r, struct sl_fdrec *out)
+static void fd_copy(int fd, const struct sl_fdrec *r, struct sl_fdrec *out)
 {
-	rec_fill(out, r);
+	rec_fill(out, r, fd);
 	atomic_store_explicit(&out->conn, 0, memory_order_relaxed);
 }
 
@@ -318,7 +324,7 @@ bool sl__fd_get(int fd, struct sl_fdrec *out)
 	const struct sl_fdrec *r = sl__fd_rec(fd);
 	if (r == NULL)
 		return false;
-	fd_copy(r, out);
+	fd_copy(fd, r, out);
 	return true;
 }
 
@@ -392,7 +398,7 @@ void sl__fd_dup_class(int oldfd, int newfd)
 	 * oldfd is reclassified: a program racing that with its own dup gets
 	 * one of the two, as it would with the kernel. */
 	struct sl_fdrec r;
-	fd_copy(&sl__fdrecs[oldfd], &r);
+	fd_copy(oldfd, &sl__fdrecs[oldfd], &r);
 	uint8_t pass = rec_pass(&r);
 	rec_rewrite(newfd, &r);
 	if (pass != SL_FDB_PASS_ALL)

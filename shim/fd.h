@@ -46,6 +46,11 @@ struct sl_fdrec {
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
 	uint64_t dev, ino;     /* the socket's identity (fstat), checked by
 	                          sl__fd_same before a rule acts on the fd */
+	uint64_t ckey[SL_K_COUNT]; /* with SL_FDR_CREDIT(k): the key a thread's
+	                              credit of match[k] must show (credit.h:
+	                              0 for a per=process or per=thread rule,
+	                              sl__credit_key of the fd and socket for a
+	                              per=fd or per=peer one) */
 };
 
 extern _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];

@@ -204,8 +204,10 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		st->fast[i] = (struct sl_fast_rule){.how = fast_how(i),
 						    .lim = st->rule_lim[i],
 						    .stats = &st->stats[i]};
+		const uint8_t how = st->fast[i].how;
 		if (SL_CREDIT_TSC && i < SL_CREDIT_RULES &&
-		    (st->fast[i].how == SL_FAST_PROC_BUCKET || st->fast[i].how == SL_FAST_THREAD_BUCKET))
+		    (how == SL_FAST_PROC_BUCKET || how == SL_FAST_THREAD_BUCKET ||
+		     how == SL_FAST_FD_BUCKET || how == SL_FAST_PEER_BUCKET))
 			st->credit_rules |= 1u << i;
 	}
 	st->credit_in_rules = st->credit_rules & st->byte_rules;

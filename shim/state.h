@@ -71,9 +71,9 @@ struct sl_state {
 	uint32_t fd_rules;               /* per=fd rules (not conns) */
 	uint32_t thread_rules;           /* per=thread rules (not conns) */
 	uint32_t peer_rules;             /* per=peer rules (not conns) */
-	uint32_t credit_rules;           /* per=process and per=thread bucket rules that
-	                         may take thread-local credit (credit.h): a
-	                         call of one of them alone tries it first */
+	uint32_t credit_rules;           /* token and leaky bucket rules that may take
+	                         thread-local credit (credit.h): a call of one
+	                         of them alone tries it first */
 	uint32_t credit_in_rules;        /* credit_rules that count bytes: a receive's credit */
 	uint32_t late_rules;             /* sliding windows: the fast path polices at most one,
 	                         last (its refund rounds down what its acquire

@@ -312,13 +312,14 @@ static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigne
 	return sl__fast_take_d(fd, &sl__st.fast[i], i, n, now);
 }
 
-/* sl__fast_take1 for a send: a per=process or per=thread bucket through
- * this thread's credit (credit.h) when a slice is worth taking. */
+/* sl__fast_take1 for a send: a bucket through this thread's credit
+ * (credit.h) when a slice is worth taking (key: the fd record's ckey). */
 static inline __attribute__((always_inline)) bool
-sl__fast_take_send1(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, uint64_t now)
+sl__fast_take_send1(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, uint64_t now,
+		    uint64_t key)
 {
 	if (sl__credit_wanted(i, d, n))
-		return sl__credit_take(i, d, n, now, true);
+		return sl__credit_take(i, d, n, now, true, fd, key);
 	return sl__fast_take_d(fd, d, i, n, now);
 }
 
@@ -427,8 +428,8 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 			     1)) {
 		const uint32_t credit = rules & sl__st.credit_rules;
 		if (__builtin_expect((rec->fast & SL_FDR_CREDIT(SL_K_SEND)) && credit != 0, 1)) {
-			/* One per=process or per=thread bucket rule: this
-			 * thread's credit first (credit.h). Its own copy of
+			/* One bucket rule: this thread's credit first
+			 * (credit.h). Its own copy of
 			 * the call's end: fewer registers live without a
 			 * clock reading. A record being rewritten may show
 			 * the bit of one match and the rules of another: the
@@ -442,10 +443,11 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 			/* Before the credit's load and store, and until the
 			 * real call is made: the sl__busy protocol above. */
 			sl__busy = 1;
-			if (__builtin_expect(sl__credit_spend(i, d, n), 1))
+			const uint64_t key = rec->ckey[SL_K_SEND];
+			if (__builtin_expect(sl__credit_spend(i, d, n, key), 1))
 				return sl__fast_send_out(io, rules, d, true, 0);
 			now = sl__clock_ns(); /* as below */
-			if (__builtin_expect(sl__fast_take_send1(io->fd, d, i, n, now), 1))
+			if (__builtin_expect(sl__fast_take_send1(io->fd, d, i, n, now, key), 1))
 				return sl__fast_send_out(io, rules, d, true, now);
 			sl__busy = 0;
 		} else {

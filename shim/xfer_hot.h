@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xfer_hot.h - the hot paths of the send and receive wrappers: a call on a
- * socket under one per=process or per=thread bucket rule that this
- * thread's credit pays for (credit.h), decided from the fd's bits the
+ * socket under one token or leaky bucket rule that this thread's credit
+ * pays for (credit.h), decided from the fd's bits the
  * wrapper's shell loaded (SL_WRAP_SHELL, real.h), made and counted as
  * sl__send and sl__recv would (xfer.h, xfer_recv.h). Anything else returns false, nothing
  * taken, and the wrapper's full path (slow_NAME's tail call) decides.
@@ -51,10 +51,13 @@ sl__xfer_credit(int fd, enum sl_kind_call k, unsigned b, const struct sl_fdrec *
 	return *rec != NULL && ((*rec)->fast & SL_FDR_CREDIT(k));
 }
 
-/* A send's hot path (rec from sl__xfer_credit): true if the call was
- * made (*out: its result); false, nothing taken and sl__busy clear, if
- * sl__send must decide. A short send gives back to rule i alone: its units
- * are all this call took. */
+/* A send's hot path (rec from sl__xfer_credit, which saw its credit bit:
+ * not read again; a record rewritten since is the race sl__send_rec
+ * describes, one call policed as the record said before or after): true
+ * if the call was made
+ * (*out: its result); false, nothing taken and sl__busy clear, if sl__send
+ * must decide. A short send gives back to rule i alone: its units are all
+ * this call took. */
 static inline __attribute__((always_inline)) bool
 sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 {
@@ -65,14 +68,14 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	const void *to = io->msg != NULL ? io->msg->msg_name : io->addr;
 	/* sl__fast_send_ok but its fast bit: the credit bit implies it (fd.c,
 	 * rec_fill, sets it first; a credit rule is a fast rule). */
-	if (!(rec->fast & SL_FDR_CREDIT(SL_K_SEND)) || rules == 0 || io->total > sl__st.piece_min ||
-	    (to != NULL && rec->peer.family == 0))
+	if (rules == 0 || io->total > sl__st.piece_min || (to != NULL && rec->peer.family == 0))
 		return false;
 	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
 	/* The sl__busy protocol (xfer.h): before the credit's load and store. */
 	sl__busy = 1;
-	if (__builtin_expect(!sl__credit_spend(i, d, sl__units(i, io->total)), 0)) {
+	if (__builtin_expect(!sl__credit_spend(i, d, sl__units(i, io->total), rec->ckey[SL_K_SEND]),
+			     0)) {
 		sl__busy = 0;
 		return false;
 	}
@@ -90,17 +93,15 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	return true;
 }
 
-/* A receive's hot path (as sl__send_hot): the credit of the one byte rule
- * pays for the whole buffer before the call, what does not come goes back
- * to it (sl__fast_recv_credit). The conditions are sl__recv_rec's for its
+/* A receive's hot path (as sl__send_hot, the credit bit seen): the credit
+ * of the one byte rule pays for the whole buffer before the call, what
+ * does not come goes back to it (sl__fast_recv_credit). The conditions are sl__recv_rec's for its
  * credit path. */
 static inline __attribute__((always_inline)) bool
 sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 {
 	/* The credit rules among the match, as for a send. */
 	const uint32_t rules = rec->match[SL_K_RECV] & sl__st.credit_in_rules;
-	if (__builtin_expect(!(rec->fast & SL_FDR_CREDIT(SL_K_RECV)), 0))
-		return false;
 	if (__builtin_expect(rules == 0 || io->total == 0, 0) ||
 	    (io->flags & (MSG_PEEK | MSG_ERRQUEUE | MSG_WAITALL)) ||
 	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) != 0)
@@ -108,7 +109,7 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
 	sl__busy = 1;
-	if (__builtin_expect(!sl__credit_spend(i, d, io->total), 0)) {
+	if (__builtin_expect(!sl__credit_spend(i, d, io->total, rec->ckey[SL_K_RECV]), 0)) {
 		sl__busy = 0;
 		return false;
 	}

@@ -7,7 +7,8 @@
  * One thread, exact sequences at a frozen fake clock: the slice, the calls
  * it pays, the next slice, what goes back (a short send, a call that finds
  * its credit expired), what does not (a retune voids it), calls too large
- * for credit. A per=thread rule's credit from the thread's own bucket.
+ * for credit. A per=thread rule's credit from the thread's own bucket; a
+ * per=fd rule's keyed to its fd and socket.
  * Then 8 threads: never more than the burst at a frozen clock, a retune
  * mid-run, and every thread's credit back at its exit; under per=thread,
  * each thread exactly its own burst.
@@ -389,6 +390,72 @@ static void test_thread_rule_bound(void **state)
 	assert_dec_equal(avail(), 8000);
 }
 
+/* ---- per=fd ---- */
+
+/* fd's per=fd bucket of rule 0. */
+static uint64_t avail_fd(int fd)
+{
+	return sl_limiter_available(sl__fd_lim(fd, 0), T0);
+}
+
+/* A per=fd bucket: credit is keyed to the fd it came from. fd a's first
+ * call takes its unit alone (and the key), its second a slice of a's
+ * bucket, which pays 999 calls with no clock reading. A call on fd b gives
+ * a's credit back to a's bucket and takes its own unit alone; b's next
+ * call takes a slice of b's bucket. */
+static void test_fd_rule_keyed(void **state)
+{
+	struct fix *f = *state;
+	const int a = f->sv[0], b = f->sv[1];
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,per=fd,family=unix");
+	send1(a, 1);
+	assert_dec_equal(avail_fd(a), 79999);
+	assert_dec_equal(sl__credit[0].units, 0);
+	send1(a, 1);
+	assert_dec_equal(avail_fd(a), 78999);
+	assert_dec_equal(sl__credit[0].units, 999);
+	atomic_store(&clock_reads, 0);
+	for (int k = 0; k < 500; k++)
+		send1(a, 1);
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(sl__credit[0].units, 499);
+	send1(b, 1);
+	assert_dec_equal(avail_fd(a), 80000 - 502);
+	assert_dec_equal(avail_fd(b), 79999);
+	assert_dec_equal(sl__credit[0].units, 0);
+	send1(b, 1);
+	assert_dec_equal(avail_fd(b), 78999);
+	assert_dec_equal(sl__credit[0].units, 999);
+	assert_dec_equal(avail_fd(a), 80000 - 502);
+	assert_dec_equal(avail(), 80000);
+	assert_dec_equal(atomic_load(&sent), 504);
+}
+
+/* Credit of a closed fd whose number comes back on another socket: not
+ * spent there (the key holds the inode) and not given to the new socket's
+ * bucket, which starts full. */
+static void test_fd_rule_reused_number(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,per=fd,family=unix");
+	send1(f->sv[0], 1);
+	send1(f->sv[0], 1);
+	assert_dec_equal(sl__credit[0].units, 999);
+	const int old = f->sv[0];
+	close(old);
+	int sv[2];
+	assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_dec_equal(sv[0], old);
+	f->sv[0] = sv[0];
+	send1(sv[0], 1);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_fd(sv[0]), 79999);
+	send1(sv[0], 1);
+	assert_dec_equal(avail_fd(sv[0]), 78999);
+	assert_dec_equal(sl__credit[0].units, 999);
+	close(sv[1]);
+}
+
 /* ---- 8 threads ---- */
 
 static pthread_barrier_t bar;
@@ -508,6 +575,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_recv_expired, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thread_rule_slice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thread_rule_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fd_rule_keyed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fd_rule_reused_number, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_return_at_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_retune_bound, setup, teardown),
 	};
