@@ -138,15 +138,14 @@ static uint64_t slice_of(unsigned i, uint64_t *ns)
 /* n units of fast rule i from its bucket s (a per=thread, per=fd or
  * per=peer rule's) or its tunable head (per=process), no credit: the
  * call's units alone. */
-static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint64_t n,
-		       uint64_t now)
+static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint64_t n, uint64_t now)
 {
 	return d->how != SL_FAST_PROC_BUCKET ? sl_fast_take_gcra(&s->u.gcra, n, now)
 					     : sl_fast_take_tunable_gcra(d->lim, n, now);
 }
 
-bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now,
-		     bool plain, int fd, uint64_t key)
+bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain,
+		     int fd, uint64_t key)
 {
 	credit_return(i, now, false);
 	struct sl_credit *c = &sl__credit[i];
@@ -183,7 +182,8 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 	}
 	const uint64_t slice = k->max_n;
 	if (n < slice && sl_fast_take_gcra(&s->u.gcra, slice, now)) {
-		if (d->how == SL_FAST_PROC_BUCKET && !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
+		if (d->how == SL_FAST_PROC_BUCKET &&
+		    !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
 			return plain && take_plain(d, s, n, now);
 		c->units = slice - n;
 		c->gen = gen;

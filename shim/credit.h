@@ -154,8 +154,8 @@ static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, u
  * another key: n alone, the key kept for the next call.
  * true if n were taken; false: nothing was (the caller decides: a send's
  * general path; a receive's peek, which takes nothing). */
-bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now,
-		     bool plain, int fd, uint64_t key);
+bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain,
+		     int fd, uint64_t key);
 
 /* Give this thread's credit of every rule back at now (a short send, a
  * thread's exit). */

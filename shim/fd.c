@@ -174,8 +174,8 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r, int fd)
 		const uint32_t m = r->match[k];
 		if (m != 0 && (m & ~sl__st.fast_rules) == 0)
 			out->fast |= (uint8_t)SL_FDR_FAST(k);
-		const uint32_t credit =
-			k == SL_K_RECV ? sl__st.credit_in_rules : sl__st.credit_rules;
+		const uint32_t credit = k == SL_K_RECV ? sl__st.credit_in_rules
+						       : sl__st.credit_rules;
 		out->ckey[k] = 0;
 		if (m != 0 && (m & (m - 1)) == 0 && (m & credit) != 0) {
 			out->fast |= (uint8_t)SL_FDR_CREDIT(k);

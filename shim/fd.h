@@ -43,9 +43,9 @@ struct sl_fdrec {
 	                               and SL_FDR_CREDIT(k) */
 	struct sl_addr peer;        /* family 0 if not connected */
 	struct sl_addr local;
-	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
-	uint64_t dev, ino;     /* the socket's identity (fstat), checked by
-	                          sl__fd_same before a rule acts on the fd */
+	_Atomic uint32_t conn;     /* connection record index + 1, 0 = none */
+	uint64_t dev, ino;         /* the socket's identity (fstat), checked by
+	                              sl__fd_same before a rule acts on the fd */
 	uint64_t ckey[SL_K_COUNT]; /* with SL_FDR_CREDIT(k): the key a thread's
 	                              credit of match[k] must show (credit.h:
 	                              0 for a per=process or per=thread rule,

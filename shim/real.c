@@ -37,7 +37,7 @@
 #define SL_LAZY_NEWFD_PAIR(...)
 #define SL_LAZY_DEF(ret, name, params, args, shape, fd)                                            \
 	SL_LAZY_##shape(static ret lazy_##name params {                                            \
-		return ((SL_REAL_TYPE(name))sl__real_resolve(SL_REAL_##name)) args;                \
+		return ((SL_REAL_TYPE(name))sl__real_resolve(SL_REAL_##name))args;                 \
 	})
 SL_REAL_LIST(SL_LAZY_DEF)
 #undef SL_LAZY_DEF

@@ -233,8 +233,8 @@ void *sl__real_resolve(enum sl_real_slot slot);
 	SL_EXPORT ret name params                                                                  \
 	{                                                                                          \
 		if (__builtin_expect((unsigned)(fd) < SL_FD_LIMIT, 1)) {                           \
-			const unsigned sl_b_ =                                                     \
-				atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed);       \
+			const unsigned sl_b_ = atomic_load_explicit(&sl__fdbits[fd],               \
+								    memory_order_relaxed);         \
 			if (__builtin_expect((sl_b_ & SL_FDB_PASS(kind)) && (also), 1))            \
 				return SL_REAL_SET(name) args;                                     \
 			return slow_##name(SL_WRAP_ARGS args, sl_b_);                              \

@@ -29,11 +29,9 @@ const int sl__wrap_recv_anchor = 1;
 
 /* The call described for the engine; inlined into each full_NAME below
  * (rec as in wrap_send.c: NULL, and sl__recv looks). */
-static inline __attribute__((always_inline)) ssize_t recv_buf(enum sl_io_how how, int fd, void *buf,
-							      size_t n, size_t buflen, int flags,
-							      struct sockaddr *from,
-							      socklen_t *fromlen,
-							      const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+recv_buf(enum sl_io_how how, int fd, void *buf, size_t n, size_t buflen, int flags,
+	 struct sockaddr *from, socklen_t *fromlen, const struct sl_fdrec *rec)
 {
 	struct sl_io io = {.how = how,
 			   .fd = fd,
@@ -48,11 +46,9 @@ static inline __attribute__((always_inline)) ssize_t recv_buf(enum sl_io_how how
 
 /* The hot path (sl__recv_hot) of a call of one buffer on rec's fd: true if
  * it made the call (*r). */
-static inline __attribute__((always_inline)) bool recv_hot(enum sl_io_how how, int fd, void *buf,
-							   size_t n, int flags,
-							   struct sockaddr *from,
-							   socklen_t *fromlen,
-							   const struct sl_fdrec *rec, ssize_t *r)
+static inline __attribute__((always_inline)) bool
+recv_hot(enum sl_io_how how, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+	 socklen_t *fromlen, const struct sl_fdrec *rec, ssize_t *r)
 {
 	return sl__recv_hot(&(struct sl_io){.how = how,
 					    .fd = fd,

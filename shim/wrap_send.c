@@ -27,11 +27,9 @@ const int sl__wrap_send_anchor = 1;
 /* The call described for the engine; inlined into each full_NAME below.
  * rec: the fd's record if slow_NAME found it (sl__xfer_rec_hot), else NULL
  * (then the engine looks: sl__send). */
-static inline __attribute__((always_inline)) ssize_t send_buf(enum sl_io_how how, int fd,
-							      const void *buf, size_t n, int flags,
-							      const struct sockaddr *to,
-							      socklen_t tolen,
-							      const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+send_buf(enum sl_io_how how, int fd, const void *buf, size_t n, int flags,
+	 const struct sockaddr *to, socklen_t tolen, const struct sl_fdrec *rec)
 {
 	struct sl_io io = {.how = how,
 			   .fd = fd,
@@ -45,10 +43,9 @@ static inline __attribute__((always_inline)) ssize_t send_buf(enum sl_io_how how
 
 /* The hot path (sl__send_hot) of a call of one buffer on rec's fd: true if
  * it made the call (*r). */
-static inline __attribute__((always_inline)) bool send_hot(enum sl_io_how how, int fd,
-							   const void *buf, size_t n, int flags,
-							   const struct sockaddr *to, socklen_t tolen,
-							   const struct sl_fdrec *rec, ssize_t *r)
+static inline __attribute__((always_inline)) bool
+send_hot(enum sl_io_how how, int fd, const void *buf, size_t n, int flags,
+	 const struct sockaddr *to, socklen_t tolen, const struct sl_fdrec *rec, ssize_t *r)
 {
 	return sl__send_hot(&(struct sl_io){.how = how,
 					    .fd = fd,

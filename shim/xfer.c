@@ -267,9 +267,8 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 	return r;
 }
 
-__attribute__((noinline)) ssize_t sl__fast_send_short_d(int fd, int flags,
-							const struct sl_fast_rule *d, size_t total,
-							ssize_t r)
+__attribute__((noinline)) ssize_t
+sl__fast_send_short_d(int fd, int flags, const struct sl_fast_rule *d, size_t total, ssize_t r)
 {
 	return sl__fast_send_short(fd, flags, 1u << (unsigned)(d - sl__st.fast), total, r, 0);
 }

@@ -150,7 +150,7 @@ static inline __attribute__((always_inline)) ssize_t sl__io_real(const struct sl
 		return SL_REAL_SET(recv)(io->fd, b, len, io->flags);
 	case SL_IO_RECVFROM:
 		return SL_REAL_SET(recvfrom)(io->fd, b, len, io->flags, first ? io->addr : NULL,
-					 first ? io->addrlenp : NULL);
+					     first ? io->addrlenp : NULL);
 	case SL_IO_RECVMSG: {
 		ssize_t r = SL_REAL_SET(recvmsg)(io->fd, m, io->flags);
 		if (first && m != io->msg) { /* what the kernel reports back */
@@ -170,8 +170,8 @@ static inline __attribute__((always_inline)) ssize_t sl__io_real(const struct sl
 		return SL_REAL_SET(__recv_chk)(io->fd, b, len, buflen, io->flags);
 	case SL_IO_RECVFROM_CHK:
 		return SL_REAL_SET(__recvfrom_chk)(io->fd, b, len, buflen, io->flags,
-					       first ? io->addr : NULL,
-					       first ? io->addrlenp : NULL);
+						   first ? io->addr : NULL,
+						   first ? io->addrlenp : NULL);
 	}
 	errno = ENOSYS;
 	return -1;
@@ -314,9 +314,10 @@ static inline __attribute__((always_inline)) bool sl__fast_take1(int fd, unsigne
 
 /* sl__fast_take1 for a send: a bucket through this thread's credit
  * (credit.h) when a slice is worth taking (key: the fd record's ckey). */
-static inline __attribute__((always_inline)) bool
-sl__fast_take_send1(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, uint64_t now,
-		    uint64_t key)
+static inline __attribute__((always_inline)) bool sl__fast_take_send1(int fd,
+								      const struct sl_fast_rule *d,
+								      unsigned i, uint64_t n,
+								      uint64_t now, uint64_t key)
 {
 	if (sl__credit_wanted(i, d, n))
 		return sl__credit_take(i, d, n, now, true, fd, key);

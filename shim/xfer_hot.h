@@ -29,7 +29,7 @@ sl__xfer_rec_hot(int fd, enum sl_kind_call k, unsigned b)
 {
 	if ((b & (SL_FDB_PASS(k) | SL_FDB_READY)) != SL_FDB_READY || sl__busy)
 		return NULL;
-	/* The shell's load was relaxed: the record is read after it. Under
+		/* The shell's load was relaxed: the record is read after it. Under
 	 * ThreadSanitizer, which does not model fences (and whose race report
 	 * would call the shim's own open), an acquire load of the bits, as
 	 * sl__xfer_rec's. */
@@ -119,9 +119,10 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 
 /* writev's and readv's hot path (how): as sl__xfer_vec's, iov is read only
  * for a socket a rule may match. */
-static inline __attribute__((always_inline)) bool
-sl__vec_hot(enum sl_io_how how, int fd, const struct iovec *iov, int cnt,
-	    const struct sl_fdrec *rec, ssize_t *out)
+static inline __attribute__((always_inline)) bool sl__vec_hot(enum sl_io_how how, int fd,
+							      const struct iovec *iov, int cnt,
+							      const struct sl_fdrec *rec,
+							      ssize_t *out)
 {
 	const enum sl_kind_call k = how == SL_IO_WRITEV ? SL_K_SEND : SL_K_RECV;
 	if (sl__bad_iov(iov, cnt))

@@ -41,15 +41,15 @@ static void test_real_lazy_slots(void **state)
 {
 	(void)state;
 	static const enum sl_real_slot lazy[] = {
-		SL_REAL_send,	    SL_REAL_sendto,	SL_REAL_sendmsg,    SL_REAL_write,
-		SL_REAL_writev,	    SL_REAL_sendfile,	SL_REAL_sendfile64, SL_REAL_recv,
-		SL_REAL_recvfrom,   SL_REAL_recvmsg,	SL_REAL_read,	    SL_REAL_readv,
+		SL_REAL_send,       SL_REAL_sendto,     SL_REAL_sendmsg,        SL_REAL_write,
+		SL_REAL_writev,     SL_REAL_sendfile,   SL_REAL_sendfile64,     SL_REAL_recv,
+		SL_REAL_recvfrom,   SL_REAL_recvmsg,    SL_REAL_read,           SL_REAL_readv,
 		SL_REAL___read_chk, SL_REAL___recv_chk, SL_REAL___recvfrom_chk,
 	};
 	for (size_t i = 0; i < sizeof(lazy) / sizeof(lazy[0]); i++)
 		assert_non_null(sl__real_lazy_of(lazy[i]));
-	static const enum sl_real_slot empty[] = {SL_REAL_connect, SL_REAL_close, SL_REAL_fcntl,
-						  SL_REAL_open, SL_REAL_splice, SL_REAL_pipe};
+	static const enum sl_real_slot empty[] = {SL_REAL_connect, SL_REAL_close,  SL_REAL_fcntl,
+						  SL_REAL_open,    SL_REAL_splice, SL_REAL_pipe};
 	for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++)
 		assert_null(sl__real_lazy_of(empty[i]));
 	/* Resolved: no slot holds its stub any more. */
@@ -76,7 +76,8 @@ static void test_real_lazy_write_resolves(void **state)
 	assert_dec_equal(SL_REAL(read)(p[0], buf, sizeof(buf)), 2);
 	assert_string_equal(buf, "ab");
 	/* The exported wrapper through a stub too (a pipe passes through). */
-	atomic_store(&sl__real.read, (ssize_t(*)(int, void *, size_t))sl__real_lazy_of(SL_REAL_read));
+	atomic_store(&sl__real.read,
+		     (ssize_t(*)(int, void *, size_t))sl__real_lazy_of(SL_REAL_read));
 	assert_dec_equal(write(p[1], "c", 1), 1);
 	memset(buf, 0, sizeof(buf));
 	assert_dec_equal(read(p[0], buf, sizeof(buf)), 1);
