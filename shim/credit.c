@@ -80,6 +80,11 @@ static void credit_return_all(uint64_t now, bool exiting)
 		credit_return(i, now, exiting);
 }
 
+void sl__credit_return_one(unsigned i, uint64_t now)
+{
+	credit_return(i, now, false);
+}
+
 void sl__credit_return_all(uint64_t now)
 {
 	credit_return_all(now, false);
@@ -145,7 +150,7 @@ static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint6
 }
 
 bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain,
-		     int fd, uint64_t key)
+		     int fd)
 {
 	credit_return(i, now, false);
 	struct sl_credit *c = &sl__credit[i];
@@ -163,12 +168,6 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 		if (s == NULL)
 			return false;
 		gen = atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed);
-		if (c->key != key) {
-			/* Another fd's credit (given back above): this call's
-			 * units alone, a slice at the next call on fd. */
-			c->key = key;
-			return plain && sl_fast_take_gcra(&s->u.gcra, n, now);
-		}
 	}
 	if (k->gen1 != gen + 1) {
 		uint64_t ns = 0, ticks = 0;

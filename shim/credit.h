@@ -130,32 +130,47 @@ sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t 
 	return true;
 }
 
-/* Whether a take of n units of rule i should go through sl__credit_take
- * (a slice may be worth taking): a bucket rule (any scope), a call
- * smaller than the last slice, or none computed at this generation. */
-static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, uint64_t n)
+/* Give this thread's credit of rule i back at now (credit.c). */
+void sl__credit_return_one(unsigned i, uint64_t now);
+
+/* Whether a take of n units of rule i for a call whose record shows key
+ * should go through sl__credit_take (a slice may be worth taking): a
+ * bucket rule (any scope), a call smaller than the last slice, or none
+ * computed at this generation. A keyed rule whose credit is another fd's
+ * (or none yet): that credit goes back, the key becomes this call's, and
+ * no: the call takes its own units on the plain fast path, the next call
+ * on the same fd a slice. So a thread serving many fds in turn pays about
+ * what it paid without credit. */
+static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, uint64_t n,
+				     uint64_t key, uint64_t now)
 {
 	if (!SL_CREDIT_TSC ||
 	    (d->how != SL_FAST_PROC_BUCKET && d->how != SL_FAST_THREAD_BUCKET &&
 	     !sl__credit_keyed(d)) ||
 	    i >= SL_CREDIT_RULES)
 		return false;
+	struct sl_credit *k = &sl__credit[i];
+	if (__builtin_expect(k->key != key, 0)) {
+		if (k->units != 0)
+			sl__credit_return_one(i, now);
+		k->key = key;
+		return false;
+	}
 	const struct sl_credit_slice *c = &sl__credit_slice[i];
 	return n < c->max_n ||
 	       c->gen1 != atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) + 1;
 }
 
-/* Take n units of fast rule i (a bucket, d) at now for a call on fd
- * (key: its record's ckey): first this thread's old credit goes back, then
- * a slice if it is worth taking and the bucket has it now (the rest
+/* Take n units of fast rule i (a bucket, d) at now for a call on fd, when
+ * sl__credit_wanted said so: first this thread's old credit goes back,
+ * then a slice if it is worth taking and the bucket has it now (the rest
  * becomes credit), else, if plain, n alone. Nothing if the bucket is not
  * at hand (a thread without its per=thread slot yet, an fd without its
- * per=peer pin: the general path takes them). A keyed rule's credit of
- * another key: n alone, the key kept for the next call.
+ * per=peer pin: the general path takes them).
  * true if n were taken; false: nothing was (the caller decides: a send's
  * general path; a receive's peek, which takes nothing). */
 bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain,
-		     int fd, uint64_t key);
+		     int fd);
 
 /* Give this thread's credit of every rule back at now (a short send, a
  * thread's exit). */

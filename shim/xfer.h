@@ -319,8 +319,8 @@ static inline __attribute__((always_inline)) bool sl__fast_take_send1(int fd,
 								      unsigned i, uint64_t n,
 								      uint64_t now, uint64_t key)
 {
-	if (sl__credit_wanted(i, d, n))
-		return sl__credit_take(i, d, n, now, true, fd, key);
+	if (sl__credit_wanted(i, d, n, key, now))
+		return sl__credit_take(i, d, n, now, true, fd);
 	return sl__fast_take_d(fd, d, i, n, now);
 }
 

@@ -139,8 +139,8 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 			if (__builtin_expect(sl__credit_spend(i, d, io->total, key), 1))
 				return sl__fast_recv_credit(io, i, d);
 			now = sl__clock_ns();
-			if (sl__credit_wanted(i, d, io->total) &&
-			    sl__credit_take(i, d, io->total, now, false, io->fd, key))
+			if (sl__credit_wanted(i, d, io->total, key, now) &&
+			    sl__credit_take(i, d, io->total, now, false, io->fd))
 				return sl__fast_recv_credit(io, i, d);
 			sl__busy = 0;
 		} else {
