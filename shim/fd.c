@@ -170,18 +170,22 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r, int fd)
 	out->type = r->type;
 	out->stream = r->stream;
 	out->fast = 0;
+	out->ckey[0] = out->ckey[1] = 0;
 	for (int k = 0; k < SL_K_COUNT; k++) {
 		const uint32_t m = r->match[k];
 		if (m != 0 && (m & ~sl__st.fast_rules) == 0)
-			out->fast |= (uint8_t)SL_FDR_FAST(k);
+			out->fast |= (uint16_t)SL_FDR_FAST(k);
 		const uint32_t credit = k == SL_K_RECV ? sl__st.credit_in_rules
 						       : sl__st.credit_rules;
-		out->ckey[k] = 0;
-		if (m != 0 && (m & (m - 1)) == 0 && (m & credit) != 0) {
-			out->fast |= (uint8_t)SL_FDR_CREDIT(k);
-			out->ckey[k] = sl__credit_keyed(&sl__st.fast[__builtin_ctz(m)])
-					       ? sl__credit_key(fd, r->ino)
-					       : 0;
+		/* Credit pays sends and receives only. */
+		if ((k != SL_K_SEND && k != SL_K_RECV) || m == 0 || (m & (m - 1)) != 0 ||
+		    (m & credit) == 0)
+			continue;
+		if (sl__credit_keyed(&sl__st.fast[__builtin_ctz(m)])) {
+			out->fast |= (uint16_t)SL_FDR_KCREDIT(k);
+			SL_FDR_CKEY(out, k) = sl__credit_key(fd, r->ino);
+		} else {
+			out->fast |= (uint16_t)SL_FDR_CREDIT(k);
 		}
 	}
 	out->peer = r->peer;

@@ -30,6 +30,13 @@
 /* sl_fdrec.fast: match[k] is one rule of sl__st.credit_rules (a receive:
  * one counting bytes): it tries this thread's credit first (credit.h). */
 #define SL_FDR_CREDIT(k) (1u << (4 + (k)))
+/* The same for a per=fd or per=peer rule, whose credit must show the
+ * record's ckey[k]: the wrappers' hot paths only if it does (sl__xfer_credit),
+ * so that a thread serving many fds in turn does not try them. */
+#define SL_FDR_KCREDIT(k) (1u << (8 + (k)))
+#define SL_FDR_ANY_CREDIT(k) (SL_FDR_CREDIT(k) | SL_FDR_KCREDIT(k))
+/* rec's credit key for a send (SL_K_SEND) or a receive (SL_K_RECV). */
+#define SL_FDR_CKEY(rec, k) ((rec)->ckey[(k)-SL_K_SEND])
 
 struct sl_fdrec {
 	uint32_t cand[SL_K_COUNT];  /* rules whose family and type fit */
@@ -38,20 +45,20 @@ struct sl_fdrec {
 	uint8_t family;             /* SL_FAM_* bit */
 	uint8_t type;               /* SL_TYPE_* bit, 0 for other types */
 	uint8_t stream;             /* SOCK_STREAM: byte transfers may be split */
-	uint8_t fast;               /* SL_FDR_FAST(k): match[k] is not empty and all
+	uint16_t fast;              /* SL_FDR_FAST(k): match[k] is not empty and all
 	                               fast rules (state.h): the fast paths apply;
-	                               and SL_FDR_CREDIT(k) */
+	                               and SL_FDR_CREDIT(k), SL_FDR_KCREDIT(k) */
 	struct sl_addr peer;        /* family 0 if not connected */
 	struct sl_addr local;
-	_Atomic uint32_t conn;     /* connection record index + 1, 0 = none */
-	uint64_t dev, ino;         /* the socket's identity (fstat), checked by
+	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
+	uint64_t dev, ino;     /* the socket's identity (fstat), checked by
 	                              sl__fd_same before a rule acts on the fd */
-	uint64_t ckey[SL_K_COUNT]; /* with SL_FDR_CREDIT(k): the key a thread's
-	                              credit of match[k] must show (credit.h:
-	                              0 for a per=process or per=thread rule,
-	                              sl__credit_key of the fd and socket for a
-	                              per=fd or per=peer one) */
+	uint64_t ckey[2];      /* SL_FDR_CKEY: with SL_FDR_KCREDIT(k) the key a
+	                     thread's credit of match[k] must show (credit.h:
+	                     sl__credit_key of the fd and socket), else 0 */
+	uint64_t pad;          /* 128 bytes: a record's address is a shift */
 };
+_Static_assert(sizeof(struct sl_fdrec) == 128, "fd.h: a record is 128 bytes (pad)");
 
 extern _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
 extern struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap] */

@@ -428,23 +428,23 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 					      io->msg != NULL ? io->msg->msg_name : io->addr),
 			     1)) {
 		const uint32_t credit = rules & sl__st.credit_rules;
-		if (__builtin_expect((rec->fast & SL_FDR_CREDIT(SL_K_SEND)) && credit != 0, 1)) {
+		if (__builtin_expect((rec->fast & SL_FDR_ANY_CREDIT(SL_K_SEND)) && credit != 0,
+				     1)) {
 			/* One bucket rule: this thread's credit first
-			 * (credit.h). Its own copy of
-			 * the call's end: fewer registers live without a
-			 * clock reading. A record being rewritten may show
-			 * the bit of one match and the rules of another: the
-			 * call is then policed by the lowest credit rule
-			 * among them alone, as the fd's record said before
-			 * or after (one call, on a socket connected or closed
-			 * meanwhile). */
+			 * (credit.h). Its own copy of the call's end: fewer
+			 * registers live without a clock reading. A record
+			 * being rewritten may show the bit of one match and
+			 * the rules of another: the call is then policed by
+			 * the lowest credit rule among them alone, as the
+			 * fd's record said before or after (one call, on a
+			 * socket connected or closed meanwhile). */
 			const unsigned i = (unsigned)__builtin_ctz(credit);
 			const struct sl_fast_rule *d = &sl__st.fast[i];
 			const uint64_t n = sl__units(i, io->total);
 			/* Before the credit's load and store, and until the
 			 * real call is made: the sl__busy protocol above. */
 			sl__busy = 1;
-			const uint64_t key = rec->ckey[SL_K_SEND];
+			const uint64_t key = SL_FDR_CKEY(rec, SL_K_SEND);
 			if (__builtin_expect(sl__credit_spend(i, d, n, key), 1))
 				return sl__fast_send_out(io, rules, d, true, 0);
 			now = sl__clock_ns(); /* as below */

@@ -41,14 +41,29 @@ sl__xfer_rec_hot(int fd, enum sl_kind_call k, unsigned b)
 	return sl__fdrecs[fd].cand[k] != 0 ? &sl__fdrecs[fd] : NULL;
 }
 
+/* A keyed credit rule's record (SL_FDR_KCREDIT(k)): true if this thread's
+ * credit of its rule shows the record's key (was taken on this fd). */
+static inline bool sl__xfer_credit_mine(const struct sl_fdrec *rec, enum sl_kind_call k)
+{
+	const uint32_t rules = rec->match[k] &
+			       (k == SL_K_RECV ? sl__st.credit_in_rules : sl__st.credit_rules);
+	return rules != 0 && sl__credit[__builtin_ctz(rules)].key == SL_FDR_CKEY(rec, k);
+}
+
 /* slow_NAME's question (wrap_send.c): true if the fd's record (*rec) shows
- * the credit bit of kind k, for hot_NAME; else *rec is the record or NULL,
- * for full_NAME. */
+ * the credit bit of kind k, or its keyed credit bit and this thread's
+ * credit is the fd's, for hot_NAME; else *rec is the record or NULL, for
+ * full_NAME. */
 static inline __attribute__((always_inline)) bool
 sl__xfer_credit(int fd, enum sl_kind_call k, unsigned b, const struct sl_fdrec **rec)
 {
 	*rec = sl__xfer_rec_hot(fd, k, b);
-	return *rec != NULL && ((*rec)->fast & SL_FDR_CREDIT(k));
+	if (*rec == NULL)
+		return false;
+	const unsigned f = (*rec)->fast;
+	if (__builtin_expect(f & SL_FDR_CREDIT(k), 1))
+		return true;
+	return (f & SL_FDR_KCREDIT(k)) && sl__xfer_credit_mine(*rec, k);
 }
 
 /* A send's hot path (rec from sl__xfer_credit, which saw its credit bit:
@@ -74,7 +89,8 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	const struct sl_fast_rule *d = &sl__st.fast[i];
 	/* The sl__busy protocol (xfer.h): before the credit's load and store. */
 	sl__busy = 1;
-	if (__builtin_expect(!sl__credit_spend(i, d, sl__units(i, io->total), rec->ckey[SL_K_SEND]),
+	if (__builtin_expect(!sl__credit_spend(i, d, sl__units(i, io->total),
+					       SL_FDR_CKEY(rec, SL_K_SEND)),
 			     0)) {
 		sl__busy = 0;
 		return false;
@@ -109,7 +125,7 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
 	sl__busy = 1;
-	if (__builtin_expect(!sl__credit_spend(i, d, io->total, rec->ckey[SL_K_RECV]), 0)) {
+	if (__builtin_expect(!sl__credit_spend(i, d, io->total, SL_FDR_CKEY(rec, SL_K_RECV)), 0)) {
 		sl__busy = 0;
 		return false;
 	}

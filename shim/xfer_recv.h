@@ -127,7 +127,8 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
 	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {
 		const uint32_t credit = rules & sl__st.credit_in_rules;
-		if (__builtin_expect((rec->fast & SL_FDR_CREDIT(SL_K_RECV)) && credit != 0, 1)) {
+		if (__builtin_expect((rec->fast & SL_FDR_ANY_CREDIT(SL_K_RECV)) && credit != 0,
+				     1)) {
 			/* One bucket byte rule: this thread's credit may
 			 * pay for the whole buffer (credit.h);
 			 * sl__busy and a record being rewritten as for a
@@ -135,7 +136,7 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 			const unsigned i = (unsigned)__builtin_ctz(credit);
 			const struct sl_fast_rule *d = &sl__st.fast[i];
 			sl__busy = 1;
-			const uint64_t key = rec->ckey[SL_K_RECV];
+			const uint64_t key = SL_FDR_CKEY(rec, SL_K_RECV);
 			if (__builtin_expect(sl__credit_spend(i, d, io->total, key), 1))
 				return sl__fast_recv_credit(io, i, d);
 			now = sl__clock_ns();
