@@ -456,6 +456,29 @@ static void test_fd_rule_reused_number(void **state)
 	close(sv[1]);
 }
 
+/* 8 threads on one fd under per=fd at a frozen clock, each taking slices
+ * of that fd's bucket: together exactly the burst, never a byte more; the
+ * other fd's bucket untouched by it. */
+static void test_fd_rule_threads_bound(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=8000B,per=fd,family=unix,action=reject");
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		assert_dec_equal(pthread_create(&t[i], NULL, drain_own, &f->sv[0]), 0);
+	uintptr_t total = 0;
+	for (int i = 0; i < THREADS; i++) {
+		void *n;
+		assert_dec_equal(pthread_join(t[i], &n), 0);
+		total += (uintptr_t)n;
+	}
+	assert_dec_equal(total, 8000);
+	assert_dec_equal(atomic_load(&sent), 8000);
+	assert_dec_equal(avail_fd(f->sv[0]), 0);
+	send1(f->sv[1], 1); /* classified now: its own full bucket */
+	assert_dec_equal(avail_fd(f->sv[1]), 7999);
+}
+
 /* ---- 8 threads ---- */
 
 static pthread_barrier_t bar;
@@ -577,6 +600,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_thread_rule_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_keyed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_reused_number, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fd_rule_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_return_at_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_retune_bound, setup, teardown),
 	};
