@@ -38,7 +38,7 @@ static struct sl_limiter *keyed_home(const struct sl_fast_rule *d, unsigned i, u
 	const int fd = (int)(key & (SL_FD_LIMIT - 1));
 	if ((unsigned)fd >= sl__fd_cap ||
 	    !(atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY) ||
-	    sl__credit_key(fd, sl__fdrecs[fd].ino) != key)
+	    sl__fd_credit_key(fd, sl__fdrecs[fd].ino) != key)
 		return NULL;
 	/* Never a new pin: the one the credit was taken under, if kept. */
 	return d->how == SL_FAST_FD_BUCKET ? sl__fd_lim(fd, i) : sl__peer_fd_cached(fd, i);
@@ -57,16 +57,18 @@ static void credit_return(unsigned i, uint64_t now, bool exiting)
 	if (c->units == 0)
 		return;
 	const struct sl_fast_rule *d = &sl__st.fast[i];
-	if (d->how == SL_FAST_PROC_BUCKET) {
+	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
 		uint64_t gen;
 		struct sl_limiter *s = sl__fast_slot(d->lim, &gen);
+		/* A window's units go back to the window they were taken in
+		 * (named by the take's clock), which takes none once over. */
 		if (gen == c->gen)
-			(void)sl_fast_undo(s, c->units, now);
+			(void)sl_fast_undo(s, c->units, d->how == SL_FAST_PROC_FIXED ? c->at : now);
 	} else if (d->how == SL_FAST_THREAD_BUCKET && !exiting) {
 		struct sl_limiter *s = sl__thread_lim(i);
 		if (s != NULL)
 			(void)sl_fast_undo(s, c->units, now);
-	} else if (sl__credit_keyed(d)) {
+	} else if (sl__fast_keyed(d)) {
 		struct sl_limiter *s = keyed_home(d, i, c->key);
 		if (s != NULL)
 			(void)sl_fast_undo(s, c->units, now);
@@ -145,8 +147,38 @@ static uint64_t slice_of(unsigned i, uint64_t *ns)
  * call's units alone. */
 static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint64_t n, uint64_t now)
 {
-	return d->how != SL_FAST_PROC_BUCKET ? sl_fast_take_gcra(&s->u.gcra, n, now)
-					     : sl_fast_take_tunable_gcra(d->lim, n, now);
+	switch (d->how) {
+	case SL_FAST_PROC_BUCKET:
+		return sl_fast_take_tunable_gcra(d->lim, n, now);
+	case SL_FAST_PROC_FIXED:
+		return sl_fast_take_tunable_fixed(d->lim, n, now);
+	default:
+		return sl_fast_take_gcra(&s->u.gcra, n, now);
+	}
+}
+
+/* A slice of n units from slot s of rule d at now: true if taken. */
+static bool take_slice(const struct sl_fast_rule *d, struct sl_limiter *s, uint64_t n, uint64_t now)
+{
+	return d->how == SL_FAST_PROC_FIXED ? sl_fast_take_fixed(&s->u.fixed, n, now)
+					    : sl_fast_take_gcra(&s->u.gcra, n, now);
+}
+
+/* Cut *span (TSC ticks) to what is left at now of fixed window w, less
+ * SL_CREDIT_WINDOW_GUARD_NS (the TSC line may be off by a microsecond): a
+ * slice taken in a window is spent before its end. false if too little is
+ * left, or its ticks cannot be said: no slice. */
+#define SL_CREDIT_WINDOW_GUARD_NS 10000u
+static bool window_span(const struct sl_fixed *w, uint64_t now, uint64_t *span)
+{
+	const uint64_t in = (now > w->epoch_ns ? now - w->epoch_ns : 0) % w->window_ns;
+	uint64_t left = 0;
+	if (w->window_ns - in <= SL_CREDIT_WINDOW_GUARD_NS ||
+	    sl__credit_span(w->window_ns - in - SL_CREDIT_WINDOW_GUARD_NS, &left) <= 0)
+		return false;
+	if (left < *span)
+		*span = left;
+	return true;
 }
 
 bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t now, bool plain,
@@ -157,7 +189,7 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 	struct sl_credit_slice *k = &sl__credit_slice[i];
 	uint64_t gen;
 	struct sl_limiter *s;
-	if (d->how == SL_FAST_PROC_BUCKET) {
+	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
 		s = sl__fast_slot(d->lim, &gen);
 	} else {
 		/* The thread's, the fd's or the peer's bucket, never retuned;
@@ -180,13 +212,18 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 		k->span = ticks;
 	}
 	const uint64_t slice = k->max_n;
-	if (n < slice && sl_fast_take_gcra(&s->u.gcra, slice, now)) {
-		if (d->how == SL_FAST_PROC_BUCKET &&
+	const bool fixed = d->how == SL_FAST_PROC_FIXED;
+	uint64_t span = k->span;
+	if (fixed && !window_span(&s->u.fixed, now, &span))
+		return plain && take_plain(d, s, n, now);
+	if (n < slice && take_slice(d, s, slice, now)) {
+		if ((d->how == SL_FAST_PROC_BUCKET || fixed) &&
 		    !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
 			return plain && take_plain(d, s, n, now);
 		c->units = slice - n;
 		c->gen = gen;
-		c->until = sl__credit_tsc() + k->span;
+		c->at = now;
+		c->until = sl__credit_tsc() + span;
 		return true;
 	}
 	return plain && take_plain(d, s, n, now);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * credit.h - thread-local credit: a send under one per=process or
- * per=thread token or leaky bucket rule spends tokens its thread took from
- * the rule's limiter earlier, with no clock reading and no atomic
- * (credit.c).
+ * credit.h - thread-local credit: a send or receive under one token or
+ * leaky bucket rule (any scope) or one per=process fixed window spends
+ * units its thread took from the rule's limiter earlier, with no clock
+ * reading and no atomic (credit.c).
  *
  * A thread whose call the bucket admits takes, instead of the call's n
  * units, a slice of min(piece/8, 1 ms of the rate) units (piece: what the
@@ -27,6 +27,10 @@
  *     exits (a pthread key destructor; a per=thread rule's is dropped
  *     then: the thread's bucket ends with it). A fork child starts with
  *     none.
+ * A per=process fixed window lends credit within one window: a slice
+ * taken in it is good until the window's end at most (and given back, it
+ * goes to the window it came from, which takes nothing back once it is
+ * over), so no window ever admits more than its limit.
  * A per=thread rule's credit comes from the thread's own bucket: what
  * changes there is only when its tokens leave the bucket, one slice early.
  * A per=fd or per=peer rule's comes from the bucket of the fd it was taken
@@ -49,7 +53,7 @@
  * before it, so a signal handler's send in between passes through (as one
  * made during the real call does) and cannot spend the same units.
  *
- * Memory: 56 bytes of TLS per credit rule (8) and thread: 448 bytes.
+ * Memory: 88 bytes of TLS per credit rule (8) and thread: 704 bytes.
  *
  * API: the calling thread's credit only, except sl__credit_reset_unsync
  * (state init, fork child: one thread).
@@ -77,6 +81,9 @@ struct sl_credit {
 	uint64_t until; /* TSC: void from here */
 	uint64_t key;   /* 0, or for a per=fd or per=peer rule the fd and
 	                   socket it was taken for (sl__credit_key) */
+	uint64_t at;    /* the clock (ns) it was taken at: a fixed window's
+	                   give-back names its window by it */
+	uint64_t pad[3];
 };
 /* What a take reads. */
 struct sl_credit_slice {
@@ -98,19 +105,6 @@ static inline uint64_t sl__credit_tsc(void)
 #else
 	return 0;
 #endif
-}
-
-/* Whether fast rule d's credit is keyed to an fd (per=fd, per=peer). */
-static inline bool sl__credit_keyed(const struct sl_fast_rule *d)
-{
-	return d->how == SL_FAST_FD_BUCKET || d->how == SL_FAST_PEER_BUCKET;
-}
-
-/* The key of a per=fd or per=peer rule's credit on fd, whose socket has
- * inode ino: never 0. */
-static inline uint64_t sl__credit_key(int fd, uint64_t ino)
-{
-	return (uint64_t)1 << 63 | ino << 20 | ((uint64_t)fd & (SL_FD_LIMIT - 1));
 }
 
 /* Spend n units of fast rule i (descriptor d; i in sl__st.credit_rules)
@@ -135,7 +129,8 @@ void sl__credit_return_one(unsigned i, uint64_t now);
 
 /* Whether a take of n units of rule i for a call whose record shows key
  * should go through sl__credit_take (a slice may be worth taking): a
- * bucket rule (any scope), a call smaller than the last slice, or none
+ * bucket rule (any scope) or a per=process fixed window, a call smaller
+ * than the last slice, or none
  * computed at this generation. A keyed rule whose credit is another fd's
  * (or none yet): that credit goes back, the key becomes this call's, and
  * no: the call takes its own units on the plain fast path, the next call
@@ -145,8 +140,8 @@ static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, u
 				     uint64_t key, uint64_t now)
 {
 	if (!SL_CREDIT_TSC ||
-	    (d->how != SL_FAST_PROC_BUCKET && d->how != SL_FAST_THREAD_BUCKET &&
-	     !sl__credit_keyed(d)) ||
+	    (d->how != SL_FAST_PROC_BUCKET && d->how != SL_FAST_PROC_FIXED &&
+	     d->how != SL_FAST_THREAD_BUCKET && !sl__fast_keyed(d)) ||
 	    i >= SL_CREDIT_RULES)
 		return false;
 	struct sl_credit *k = &sl__credit[i];

@@ -64,7 +64,6 @@
 #include <sys/un.h>
 
 #include "conn.h"
-#include "credit.h"
 #include "fd.h"
 #include "record.h"
 #include "log.h"
@@ -181,9 +180,9 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r, int fd)
 		if ((k != SL_K_SEND && k != SL_K_RECV) || m == 0 || (m & (m - 1)) != 0 ||
 		    (m & credit) == 0)
 			continue;
-		if (sl__credit_keyed(&sl__st.fast[__builtin_ctz(m)])) {
+		if (sl__fast_keyed(&sl__st.fast[__builtin_ctz(m)])) {
 			out->fast |= (uint16_t)SL_FDR_KCREDIT(k);
-			SL_FDR_CKEY(out, k) = sl__credit_key(fd, r->ino);
+			SL_FDR_CKEY(out, k) = sl__fd_credit_key(fd, r->ino);
 		} else {
 			out->fast |= (uint16_t)SL_FDR_CREDIT(k);
 		}

@@ -55,10 +55,17 @@ struct sl_fdrec {
 	                              sl__fd_same before a rule acts on the fd */
 	uint64_t ckey[2];      /* SL_FDR_CKEY: with SL_FDR_KCREDIT(k) the key a
 	                     thread's credit of match[k] must show (credit.h:
-	                     sl__credit_key of the fd and socket), else 0 */
+	                     sl__fd_credit_key of the fd and socket), else 0 */
 	uint64_t pad;          /* 128 bytes: a record's address is a shift */
 };
 _Static_assert(sizeof(struct sl_fdrec) == 128, "fd.h: a record is 128 bytes (pad)");
+
+/* The key of a keyed (per=fd, per=peer) rule's credit on fd, whose socket
+ * has inode ino (credit.h): never 0. */
+static inline uint64_t sl__fd_credit_key(int fd, uint64_t ino)
+{
+	return (uint64_t)1 << 63 | ino << 20 | ((uint64_t)fd & (SL_FD_LIMIT - 1));
+}
 
 extern _Atomic uint8_t sl__fdbits[SL_FD_LIMIT];
 extern struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap] */

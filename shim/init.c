@@ -206,8 +206,9 @@ int sl__state_init_unsync(const struct sl_policy *p)
 						    .stats = &st->stats[i]};
 		const uint8_t how = st->fast[i].how;
 		if (SL_CREDIT_TSC && i < SL_CREDIT_RULES &&
-		    (how == SL_FAST_PROC_BUCKET || how == SL_FAST_THREAD_BUCKET ||
-		     how == SL_FAST_FD_BUCKET || how == SL_FAST_PEER_BUCKET))
+		    (how == SL_FAST_PROC_BUCKET || how == SL_FAST_PROC_FIXED ||
+		     how == SL_FAST_THREAD_BUCKET || how == SL_FAST_FD_BUCKET ||
+		     how == SL_FAST_PEER_BUCKET))
 			st->credit_rules |= 1u << i;
 	}
 	st->credit_in_rules = st->credit_rules & st->byte_rules;

@@ -71,9 +71,10 @@ struct sl_state {
 	uint32_t fd_rules;               /* per=fd rules (not conns) */
 	uint32_t thread_rules;           /* per=thread rules (not conns) */
 	uint32_t peer_rules;             /* per=peer rules (not conns) */
-	uint32_t credit_rules;           /* token and leaky bucket rules that may take
-	                         thread-local credit (credit.h): a call of one
-	                         of them alone tries it first */
+	uint32_t credit_rules;           /* token and leaky bucket rules, per=process
+	                         fixed windows: they may take thread-local
+	                         credit (credit.h); a call of one of them alone
+	                         tries it first */
 	uint32_t credit_in_rules;        /* credit_rules that count bytes: a receive's credit */
 	uint32_t late_rules;             /* sliding windows: the fast path polices at most one,
 	                         last (its refund rounds down what its acquire
@@ -104,6 +105,13 @@ struct sl_state {
 	_Alignas(SL_CACHELINE) struct sl_fast_rule fast[SL_MAX_RULES];
 };
 extern struct sl_state sl__st;
+
+/* Whether fast rule d's thread-local credit is keyed to an fd (credit.h):
+ * a per=fd or per=peer bucket. */
+static inline bool sl__fast_keyed(const struct sl_fast_rule *d)
+{
+	return d->how == SL_FAST_FD_BUCKET || d->how == SL_FAST_PEER_BUCKET;
+}
 
 /* Limiter parameters of a rule; (re)initialise limiter l for rule i. */
 void sl__rule_params(const struct sl_rule *r, struct sl_params *p);

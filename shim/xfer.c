@@ -239,11 +239,19 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 						      size_t total, ssize_t r, uint64_t now)
 {
 	int e = errno;
-	if (now == 0) /* the call spent credit */
-		now = sl__clock_ns();
+	/* The call spent credit (one rule): its units go back to where the
+	 * credit came from, a fixed window's to the window it was taken in
+	 * (a give-back names its window by its clock). */
+	uint64_t back = now;
+	if (now == 0) {
+		now = back = sl__clock_ns();
+		const unsigned i = (unsigned)__builtin_ctz(rules);
+		if (sl__st.fast[i].how == SL_FAST_PROC_FIXED)
+			back = sl__credit[i].at;
+	}
 	/* The socket is full: the thread will wait, without its credit. */
 	sl__credit_return_all(now);
-	sl__fast_give(fd, rules, total, r, now);
+	sl__fast_give(fd, rules, total, r, back);
 	const uint64_t bytes = r > 0 ? (uint64_t)r : 0;
 	const struct sl_fdrec *rec;
 	if (r > 0 && (rec = sl__fd_rec(fd)) != NULL) {

@@ -479,6 +479,73 @@ static void test_fd_rule_threads_bound(void **state)
 	assert_dec_equal(avail_fd(f->sv[1]), 7999);
 }
 
+/* ---- a fixed window ---- */
+
+static uint64_t clock_at = T0; /* the settable clock's reading */
+
+static uint64_t settable_clock(void)
+{
+	atomic_fetch_add_explicit(&clock_reads, 1, memory_order_relaxed);
+	return clock_at;
+}
+
+/* ns -> ticks one for one, but a slice's own span (1 ms and more) as the
+ * fixture's: so the window's end is what cuts a slice. */
+static int window_fake_span(uint64_t ns, uint64_t *ticks)
+{
+	*ticks = ns >= MS ? span_ticks : ns;
+	return 1;
+}
+
+static uint64_t avail_at(uint64_t now)
+{
+	return sl_limiter_available(sl__st.rule_lim[0], now);
+}
+
+/* A per=process fixed window of 1000000 B a second: a slice is taken in a
+ * window and pays later calls there with no clock reading; taken 5 us
+ * before the window's end (under the 10 us guard) there is none, the call
+ * takes its own unit; credit given back after the window ended goes to
+ * the window it came from (which takes nothing back), never to the new
+ * one. */
+static void test_fixed_window_credit(void **state)
+{
+	struct fix *f = *state;
+	clock_at = T0;
+	sl__clock_ns = settable_clock;
+	sl__credit_span = window_fake_span;
+	use_policy("SLUICE_SEND", "1000000B/s,algo=fixed,family=unix");
+	const uint64_t limit = avail_at(T0);
+	print_message("window limit %llu\n", (unsigned long long)limit);
+	send1(f->sv[0], 1);
+	const uint64_t slice = sl__credit[0].units + 1;
+	assert_true(slice > 1);
+	assert_dec_equal(avail_at(T0), limit - slice);
+	atomic_store(&clock_reads, 0);
+	send1(f->sv[0], 1);
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(sl__credit[0].units, slice - 2);
+	/* The next window, where another user took 500: a short send (paid
+	 * by the old window's credit, which the frozen clock leaves good)
+	 * gives its unit and the credit back to the old window, named by the
+	 * take's clock: the new window is down by its 500 alone. */
+	clock_at = T0 + 1000 * MS;
+	assert_true(sl_fast_take_tunable_fixed(sl__st.rule_lim[0], 500, clock_at));
+	atomic_store(&short_next, 1);
+	send1(f->sv[0], 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_at(clock_at), limit - 500);
+	/* 5 us before this window's end: no slice, the call's unit alone
+	 * (the window: 500, then this 1). */
+	clock_at = T0 + 2000 * MS - 5000;
+	send1(f->sv[0], 1);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_at(clock_at), limit - 501);
+	assert_dec_equal(atomic_load(&sent), 3);
+	assert_dec_equal(sl__st.stats[0].calls, 4);
+	sl__credit_span = fake_span;
+}
+
 /* ---- 8 threads ---- */
 
 static pthread_barrier_t bar;
@@ -601,6 +668,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fd_rule_keyed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_reused_number, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_threads_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fixed_window_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_return_at_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_retune_bound, setup, teardown),
 	};
