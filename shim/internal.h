@@ -41,6 +41,8 @@
  *                 redis_link.c/h (over redis_cluster.c, redis_sentinel.c);
  *   scope.c/h     the limiter of a rule for one call: per=thread slots, per=fd
  *                 rows, the per=peer table and its pins;
+ *   credit.c/h    thread-local credit: slices of a bucket's or a fixed
+ *                 window's units a thread spends with no clock or atomic;
  *   fd.c/h        the fd byte the wrappers test, fd classification, and the
  *                 hooks run when an fd number stops meaning its socket;
  *                 conn.c/h: conns slots' records (connfam.c/h: those a fork
