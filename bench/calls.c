@@ -9,6 +9,8 @@
  *   send write writev sendmsg
  *            1 byte on a connected TCP socket (Nagle on, the default
  *            socket); writev and sendmsg with one 1-byte iovec
+ *   send4    send on 4 such sockets in turn (a thread serving several
+ *            connections)
  *   recv read
  *            1 byte from a connected TCP socket: before each call the
  *            other end writes exactly 1 byte, so every call returns 1
@@ -47,6 +49,7 @@
 #define CALLS_TIME_LIMIT_S 120
 #define CALLS_DRAIN_EVERY 64
 #define CALLS_DRAIN_BUF 65536
+#define CALLS_PAIRS 4 /* send4 */
 
 static void calls_die(const char *what)
 {
@@ -125,10 +128,12 @@ enum calls_kind {
 	K_READ,
 	K_EPOLL,
 	K_POLL,
-	K_EPOLLPIPE
+	K_EPOLLPIPE,
+	K_SEND4
 };
-static const char *const calls_names[] = {"devnull", "send", "write", "writev", "sendmsg",
-					  "recv",    "read", "epoll", "poll",   "epollpipe"};
+static const char *const calls_names[] = {"devnull", "send",      "write", "writev",
+					  "sendmsg", "recv",      "read",  "epoll",
+					  "poll",    "epollpipe", "send4"};
 static int calls_ep = -1; /* the epoll set of the epoll kinds */
 
 static ssize_t calls_one(enum calls_kind k, int fd, char *byte)
@@ -140,6 +145,7 @@ static ssize_t calls_one(enum calls_kind k, int fd, char *byte)
 	case K_WRITE:
 		return write(fd, byte, 1);
 	case K_SEND:
+	case K_SEND4:
 		return send(fd, byte, 1, 0);
 	case K_WRITEV:
 		return writev(fd, &iov, 1);
@@ -200,6 +206,11 @@ int main(int argc, char **argv)
 	} else {
 		calls_pair(&fd, &other);
 	}
+	/* send4: the pairs taken in turn (pair 0 is fd, other). */
+	int fds[CALLS_PAIRS] = {fd}, others[CALLS_PAIRS] = {other};
+	const int pairs = kind == K_SEND4 ? CALLS_PAIRS : 1;
+	for (int p = 1; p < pairs; p++)
+		calls_pair(&fds[p], &others[p]);
 	if (kind == K_EPOLL || kind == K_EPOLLPIPE) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
 		calls_ep = epoll_create1(0);
@@ -226,27 +237,31 @@ int main(int argc, char **argv)
 				calls_die("peer write");
 			}
 		}
-		ssize_t r = calls_one(kind, fd, &byte);
+		const int p = (int)(i % (unsigned)pairs);
+		ssize_t r = calls_one(kind, fds[p], &byte);
 		if (r != 1) {
 			if (r >= 0)
 				errno = EIO;
 			calls_die(calls_names[kind]);
 		}
-		if (!receiving && other >= 0 && i % CALLS_DRAIN_EVERY == CALLS_DRAIN_EVERY - 1) {
-			long d = calls_raw_recv(other, drain, sizeof drain);
+		if (!receiving && others[p] >= 0 &&
+		    (i / (unsigned)pairs) % CALLS_DRAIN_EVERY == CALLS_DRAIN_EVERY - 1) {
+			long d = calls_raw_recv(others[p], drain, sizeof drain);
 			if (d < 0 && d != -EAGAIN) {
 				errno = (int)-d;
 				calls_die("drain");
 			}
 		}
 	}
-	close(fd);
-	if (other >= 0)
-		close(other);
+	for (int p = 0; p < pairs; p++) {
+		close(fds[p]);
+		if (others[p] >= 0)
+			close(others[p]);
+	}
 	printf("calls %s %llu\n", calls_names[kind], iters);
 	return 0;
 usage:
 	fprintf(stderr, "usage: calls devnull|send|write|writev|sendmsg|recv|read|epoll|poll|"
-			"epollpipe ITERS\n");
+			"epollpipe|send4 ITERS\n");
 	return 2;
 }
