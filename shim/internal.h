@@ -40,9 +40,8 @@
  *                 redis.c/h (hiredis; fds kept from the program: ownfd.c/h),
  *                 redis_link.c/h (over redis_cluster.c, redis_sentinel.c);
  *   scope.c/h     the limiter of a rule for one call: per=thread slots, per=fd
- *                 rows, the per=peer table and its pins;
- *   credit.c/h    thread-local credit: slices of a bucket's or a fixed
- *                 window's units a thread spends with no clock or atomic;
+ *                 rows, the per=peer table and its pins; credit.c/h: slices
+ *                 of units a thread spends with no clock or atomic;
  *   fd.c/h        the fd byte the wrappers test, fd classification, and the
  *                 hooks run when an fd number stops meaning its socket;
  *                 conn.c/h: conns slots' records (connfam.c/h: those a fork
@@ -70,8 +69,7 @@
  *                 open, one probe, outcomes from connect and SO_ERROR; their
  *                 segment break-PID for `sluice stat` (layout shm_break.h);
  *   wrap_send.c   the exported send family (send ... sendfile64, sendmmsg);
- *   wrap_recv.c   the exported receive family (recv ... __recvfrom_chk,
- *                 recvmmsg);
+ *   wrap_recv.c   the exported receive family (recv ... recvmmsg);
  *   wrap_sock.c   the exported connect, accept, socket, close, dup, fcntl,
  *                 fclose wrappers;
  *   wrap_sockopt.c getsockopt (SO_ERROR of a deferred connect);
