@@ -38,8 +38,9 @@
  * socket (the key: fd and inode, kept in the fd's record, sl_fdrec.ckey).
  * A call on another fd gives the credit back and takes its own units
  * alone; the next call on the same fd takes a slice. So a thread that
- * serves many connections in turn pays as without credit, and one that
- * sends on one connection pays as under per=process. Given back, the
+ * sends on one connection pays about as under per=process, and one that
+ * serves many in turn a little more than without credit (the key test and
+ * rekey: bench/instructions.sh, the send4 row). Given back, the
  * credit goes to its fd's bucket if the fd still names the socket (a
  * close and reuse of the fd racing that check may give the new socket's
  * bucket one slice, never more than its burst).
@@ -80,7 +81,7 @@ struct sl_credit {
 	uint64_t gen;   /* the tunable head's generation it was taken at */
 	uint64_t until; /* TSC: void from here */
 	uint64_t key;   /* 0, or for a per=fd or per=peer rule the fd and
-	                   socket it was taken for (sl__credit_key) */
+	                   socket it was taken for (sl__fd_credit_key) */
 	uint64_t at;    /* the clock (ns) it was taken at: a fixed window's
 	                   give-back names its window by it */
 	uint64_t pad[3];
@@ -130,12 +131,10 @@ void sl__credit_return_one(unsigned i, uint64_t now);
 /* Whether a take of n units of rule i for a call whose record shows key
  * should go through sl__credit_take (a slice may be worth taking): a
  * bucket rule (any scope) or a per=process fixed window, a call smaller
- * than the last slice, or none
- * computed at this generation. A keyed rule whose credit is another fd's
+ * than the last slice, or none computed at this generation. A keyed rule whose credit is another fd's
  * (or none yet): that credit goes back, the key becomes this call's, and
  * no: the call takes its own units on the plain fast path, the next call
- * on the same fd a slice. So a thread serving many fds in turn pays about
- * what it paid without credit. */
+ * on the same fd a slice. */
 static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, uint64_t n,
 				     uint64_t key, uint64_t now)
 {

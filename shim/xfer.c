@@ -138,12 +138,19 @@ ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, in
 
 /* What the fast path took, given back: a byte rule the bytes not moved, a
  * message rule its one unit if nothing moved (as the general path does). */
+/* The units rule i took for a transfer of total bytes that returned r and
+ * did not use: a byte rule the bytes not moved, a message rule its unit
+ * if r < 0. */
+static uint64_t fast_unused(unsigned i, size_t total, ssize_t r)
+{
+	return (sl__st.byte_rules >> i) & 1 ? (r < 0 ? total : total - (size_t)r) : r < 0;
+}
+
 void sl__fast_give(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
-		uint64_t back = (sl__st.byte_rules >> i) & 1 ? (r < 0 ? total : total - (size_t)r)
-							     : r < 0;
+		uint64_t back = fast_unused(i, total, r);
 		struct sl_limiter *l = back != 0 ? sl__fast_lim_kept(fd, i) : NULL;
 		if (l != NULL)
 			sl_limiter_refund(l, back, now);
@@ -239,19 +246,19 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 						      size_t total, ssize_t r, uint64_t now)
 {
 	int e = errno;
-	/* The call spent credit (one rule): its units go back to where the
-	 * credit came from, a fixed window's to the window it was taken in
-	 * (a give-back names its window by its clock). */
-	uint64_t back = now;
 	if (now == 0) {
-		now = back = sl__clock_ns();
+		/* The call spent credit (one rule): what it did not use goes
+		 * back into the credit, and with it to wherever the credit
+		 * came from (credit.c: a fixed window's to its window). */
+		now = sl__clock_ns();
 		const unsigned i = (unsigned)__builtin_ctz(rules);
-		if (sl__st.fast[i].how == SL_FAST_PROC_FIXED)
-			back = sl__credit[i].at;
+		sl__credit[i].units += fast_unused(i, total, r);
+		/* The socket is full: the thread will wait, without it. */
+		sl__credit_return_all(now);
+	} else {
+		sl__credit_return_all(now);
+		sl__fast_give(fd, rules, total, r, now);
 	}
-	/* The socket is full: the thread will wait, without its credit. */
-	sl__credit_return_all(now);
-	sl__fast_give(fd, rules, total, r, back);
 	const uint64_t bytes = r > 0 ? (uint64_t)r : 0;
 	const struct sl_fdrec *rec;
 	if (r > 0 && (rec = sl__fd_rec(fd)) != NULL) {
