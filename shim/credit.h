@@ -125,23 +125,30 @@ sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t 
 	return true;
 }
 
+/* Whether a fast rule reached as how lends credit: a token or leaky
+ * bucket of any scope, a per=process fixed window (init.c makes
+ * sl__st.credit_rules of it, with a TSC and i < SL_CREDIT_RULES). */
+static inline bool sl__credit_lends(uint8_t how)
+{
+	return how == SL_FAST_PROC_BUCKET || how == SL_FAST_PROC_FIXED ||
+	       how == SL_FAST_THREAD_BUCKET || how == SL_FAST_FD_BUCKET ||
+	       how == SL_FAST_PEER_BUCKET;
+}
+
 /* Give this thread's credit of rule i back at now (credit.c). */
 void sl__credit_return_one(unsigned i, uint64_t now);
 
 /* Whether a take of n units of rule i for a call whose record shows key
- * should go through sl__credit_take (a slice may be worth taking): a
- * bucket rule (any scope) or a per=process fixed window, a call smaller
- * than the last slice, or none computed at this generation. A keyed rule whose credit is another fd's
+ * should go through sl__credit_take (a slice may be worth taking): a rule
+ * of sl__st.credit_rules, a call smaller than the last slice, or none
+ * computed at this generation. A keyed rule whose credit is another fd's
  * (or none yet): that credit goes back, the key becomes this call's, and
  * no: the call takes its own units on the plain fast path, the next call
  * on the same fd a slice. */
 static inline bool sl__credit_wanted(unsigned i, const struct sl_fast_rule *d, uint64_t n,
 				     uint64_t key, uint64_t now)
 {
-	if (!SL_CREDIT_TSC ||
-	    (d->how != SL_FAST_PROC_BUCKET && d->how != SL_FAST_PROC_FIXED &&
-	     d->how != SL_FAST_THREAD_BUCKET && !sl__fast_keyed(d)) ||
-	    i >= SL_CREDIT_RULES)
+	if (!((sl__st.credit_rules >> i) & 1))
 		return false;
 	struct sl_credit *k = &sl__credit[i];
 	if (__builtin_expect(k->key != key, 0)) {

@@ -204,11 +204,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		st->fast[i] = (struct sl_fast_rule){.how = fast_how(i),
 						    .lim = st->rule_lim[i],
 						    .stats = &st->stats[i]};
-		const uint8_t how = st->fast[i].how;
-		if (SL_CREDIT_TSC && i < SL_CREDIT_RULES &&
-		    (how == SL_FAST_PROC_BUCKET || how == SL_FAST_PROC_FIXED ||
-		     how == SL_FAST_THREAD_BUCKET || how == SL_FAST_FD_BUCKET ||
-		     how == SL_FAST_PEER_BUCKET))
+		if (SL_CREDIT_TSC && i < SL_CREDIT_RULES && sl__credit_lends(st->fast[i].how))
 			st->credit_rules |= 1u << i;
 	}
 	st->credit_in_rules = st->credit_rules & st->byte_rules;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * xfer_hot.h - the hot paths of the send and receive wrappers: a call on a
- * socket under one token or leaky bucket rule that this thread's credit
- * pays for (credit.h), decided from the fd's bits the
- * wrapper's shell loaded (SL_WRAP_SHELL, real.h), made and counted as
- * sl__send and sl__recv would (xfer.h, xfer_recv.h). Anything else returns false, nothing
- * taken, and the wrapper's full path (slow_NAME's tail call) decides.
+ * socket under one rule that this thread's credit pays for (credit.h),
+ * decided from the fd's bits the wrapper's shell loaded (SL_WRAP_SHELL,
+ * real.h), made and counted as sl__send and sl__recv would (xfer.h,
+ * xfer_recv.h). Anything else returns false, nothing taken, and the
+ * wrapper's full path (slow_NAME's tail call) decides.
  *
  * Each lives in its own slow_NAME, apart from the full path, so that only
  * fd, flags, the size and the rule stay live across the real call: the
@@ -69,9 +69,8 @@ sl__xfer_credit(int fd, enum sl_kind_call k, unsigned b, const struct sl_fdrec *
 /* A send's hot path (rec from sl__xfer_credit, which saw its credit bit:
  * not read again; a record rewritten since is the race sl__send_rec
  * describes, one call policed as the record said before or after): true
- * if the call was made
- * (*out: its result); false, nothing taken and sl__busy clear, if sl__send
- * must decide. A short send gives back to rule i alone: its units are all
+ * if the call was made (*out: its result); false, nothing taken and
+ * sl__busy clear, if sl__send must decide. A short send gives back to rule i alone: its units are all
  * this call took. */
 static inline __attribute__((always_inline)) bool
 sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
@@ -111,8 +110,8 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 
 /* A receive's hot path (as sl__send_hot, the credit bit seen): the credit
  * of the one byte rule pays for the whole buffer before the call, what
- * does not come goes back to it (sl__fast_recv_credit). The conditions are sl__recv_rec's for its
- * credit path. */
+ * does not come goes back to it (sl__fast_recv_credit). The conditions
+ * are sl__recv_rec's for its credit path. */
 static inline __attribute__((always_inline)) bool
 sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 {
