@@ -87,6 +87,11 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 					&s->delay_ns, &s->max_delay_ns, &s->bytes};
 	for (int k = 0; k < 7; k++)
 		v->c[k] = ld(f[k]);
+	/* And its threads' own counts (shm_format.h: each also admitted). */
+	const struct sl_tcount own = sl_shm_stat_tsum(r, i);
+	v->c[0] += own.calls;
+	v->c[1] += own.calls;
+	v->c[6] += own.bytes;
 	for (unsigned k = 0; k < SL_WAIT_BUCKETS; k++)
 		v->wait_le[k] = ld(&s->wait_le[k]);
 	v->redis_fallback = ld(&s->redis_fallback);

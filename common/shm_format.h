@@ -47,9 +47,9 @@
 #define SL_SHM_DIR "/dev/shm"
 #define SL_SHM_MAGIC_SHARED 0x48534c53u /* "SLSH" little-endian */
 #define SL_SHM_MAGIC_STAT 0x54534c53u   /* "SLST" */
-#define SL_SHM_VERSION 3u
-#define SL_SHM_HOLDERS 64u            /* processes tracked per shared conns limiter */
-#define SL_SHM_RECLAIMING 0xffffffffu /* holder pid while its slots are given back */
+#define SL_SHM_VERSION 4u               /* 4: the per-thread counters (struct sl_tcount) */
+#define SL_SHM_HOLDERS 64u              /* processes tracked per shared conns limiter */
+#define SL_SHM_RECLAIMING 0xffffffffu   /* holder pid while its slots are given back */
 #define SL_SHM_PROGRAM_MAX 64u
 #define SL_SHM_SHARED_NAME "shared-%s" /* segment name of shared=NAME */
 #define SL_SHM_STAT_NAME "stat-%d"     /* segment name of pid's record */
@@ -113,14 +113,43 @@ struct sl_shm_stat {
 	char program[SL_SHM_PROGRAM_MAX];
 };
 
+/* Per-thread counters: what a preloaded thread's calls paid by its credit
+ * count (shim/credit.h), apart from the rule's struct sl_rstats, so that
+ * the hot path adds to a line no other thread writes, without a lock
+ * prefix. A record has SL_SHM_TSLOTS slots of sl_shm_stat_trules(n_rules)
+ * rules each; a thread owns one slot at a time (the shim hands them out)
+ * and a slot keeps its counts when its thread exits: the next owner adds
+ * to them. A rule's counts are its struct sl_rstats plus, over every slot,
+ * calls to calls and admitted (a call counted here was admitted) and bytes
+ * to bytes (sl_shm_stat_tsum).
+ *
+ * Each word is written by its slot's owner alone, with plain loads and
+ * stores (8 bytes, aligned: never torn on the architectures sluice builds
+ * for); readers load it relaxed (__atomic_load_n) and may see it a call
+ * behind. A supervised program's record leaves them zero. */
+#define SL_SHM_TSLOTS 64u /* threads of one process that count apart at once */
+#define SL_SHM_TRULES 8u  /* rules 0..7 may count there */
+struct sl_tcount {
+	uint64_t calls; /* calls admitted (each also counts as admitted) */
+	uint64_t bytes;
+};
+
+/* The rules of a record of n rules that have per-thread counters. */
+static inline uint32_t sl_shm_stat_trules(uint32_t n)
+{
+	return n < SL_SHM_TRULES ? n : SL_SHM_TRULES;
+}
+
 /* Bytes of a record of n rules: per rule, its per=process limiter (unused
  * for shared= rules, whose limiter is the shared file's, and for other
- * scopes), its counters and its canonical text. */
+ * scopes), its counters and its canonical text; then the per-thread
+ * counters. */
 static inline size_t sl_shm_stat_size(uint32_t n)
 {
 	return sizeof(struct sl_shm_stat) +
 	       (size_t)n *
-		       (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX);
+		       (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX) +
+	       (size_t)SL_SHM_TSLOTS * sl_shm_stat_trules(n) * sizeof(struct sl_tcount);
 }
 
 static inline struct sl_tunable *sl_shm_stat_lims(const struct sl_shm_stat *r)
@@ -138,6 +167,30 @@ static inline char *sl_shm_stat_rule(const struct sl_shm_stat *r, uint32_t i)
 	return (char *)(sl_shm_stat_stats(r) + r->n_rules) + (size_t)i * SL_RULE_TEXT_MAX;
 }
 
+/* Slot `slot`'s counters of rule i (i < sl_shm_stat_trules(n_rules)). */
+static inline struct sl_tcount *sl_shm_stat_tcount(const struct sl_shm_stat *r, uint32_t slot,
+						   uint32_t i)
+{
+	struct sl_tcount *t = (struct sl_tcount *)(void *)sl_shm_stat_rule(r, r->n_rules);
+	return t + (size_t)slot * sl_shm_stat_trules(r->n_rules) + i;
+}
+
+/* Rule i's per-thread counts summed over the slots. */
+static inline struct sl_tcount sl_shm_stat_tsum(const struct sl_shm_stat *r, uint32_t i)
+{
+	struct sl_tcount sum = {0, 0};
+	if (i >= sl_shm_stat_trules(r->n_rules))
+		return sum;
+	for (uint32_t s = 0; s < SL_SHM_TSLOTS; s++) {
+		const struct sl_tcount *t = sl_shm_stat_tcount(r, s, i);
+		/* Relaxed: independent counters, written by one thread each
+		 * with plain stores (above); nothing hangs on them. */
+		sum.calls += __atomic_load_n(&t->calls, __ATOMIC_RELAXED);
+		sum.bytes += __atomic_load_n(&t->bytes, __ATOMIC_RELAXED);
+	}
+	return sum;
+}
+
 _Static_assert(offsetof(struct sl_shm_shared, rule) == 64, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_shared, lim) % SL_CACHELINE == 0, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_shared, renewer) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS,
@@ -151,6 +204,7 @@ _Static_assert(offsetof(struct sl_shm_stat, program) == 128, "sl_shm_stat layout
 _Static_assert(sizeof(struct sl_shm_stat) % SL_CACHELINE == 0, "sl_shm_stat layout");
 _Static_assert(sizeof(struct sl_tunable) % SL_CACHELINE == 0, "sl_shm_stat layout");
 _Static_assert(sizeof(struct sl_rstats) % 8 == 0, "sl_shm_stat layout");
+_Static_assert(SL_RULE_TEXT_MAX % 8 == 0 && sizeof(struct sl_tcount) == 16, "sl_shm_stat layout");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
 

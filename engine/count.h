@@ -25,6 +25,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SL_WAIT_BUCKETS 5
@@ -68,6 +69,19 @@ static inline void sl_count_end(struct sl_rstats *s, bool ok, uint64_t bytes)
 	sl_count_add(&s->calls, 1);
 	sl_count_add(&s->admitted, (uint64_t)ok);
 	sl_count_add(&s->bytes, bytes);
+}
+
+/* A copy of src's counters into dst (a snapshot, to print or add to). */
+static inline void sl_count_copy(struct sl_rstats *dst, const struct sl_rstats *src)
+{
+	_Atomic uint64_t *d = &dst->calls;
+	const _Atomic uint64_t *f = &src->calls;
+	/* Relaxed: independent counters; the words of the struct in order. */
+	for (size_t k = 0; k < sizeof(*src) / sizeof(*f); k++)
+		atomic_store_explicit(&d[k],
+				      atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)&f[k],
+							   memory_order_relaxed),
+				      memory_order_relaxed);
 }
 
 static inline void sl_count_refused(struct sl_rstats *s)

@@ -17,6 +17,14 @@ __thread struct sl_credit_slice sl__credit_slice[SL_CREDIT_RULES]
 	__attribute__((tls_model("initial-exec")));
 int (*sl__credit_span)(uint64_t ns, uint64_t *ticks) = sl__clock_tsc_span;
 
+/* The per-thread counter slots (shm_format.h): owner[s] is 1 while a
+ * thread counts in slot s; used, how many are. tslot: this thread's slot
+ * + 1, 0 none yet, -1 none ever (it is exiting, or a sandboxed process's
+ * fork child, which counts in its parent's record). */
+static _Atomic uint32_t tslot_owner[SL_SHM_TSLOTS];
+static _Atomic uint32_t tslot_used;
+static __thread int tslot __attribute__((tls_model("initial-exec")));
+
 static pthread_key_t credit_key;
 static pthread_once_t credit_once = PTHREAD_ONCE_INIT;
 static bool credit_key_ok;
@@ -92,6 +100,31 @@ void sl__credit_return_all(uint64_t now)
 	credit_return_all(now, false);
 }
 
+/* This thread's counters of rule i, its slot claimed if it has none:
+ * NULL if every slot is taken (or it may claim none). */
+static struct sl_tcount *tcount_here(unsigned i)
+{
+	if (sl__st.rec == NULL || i >= sl_shm_stat_trules(sl__st.rec->n_rules))
+		return NULL;
+	/* Relaxed: a hint, to spare threads past the last slot the scan. */
+	if (tslot == 0 && atomic_load_explicit(&tslot_used, memory_order_relaxed) < SL_SHM_TSLOTS) {
+		for (uint32_t s = 0; s < SL_SHM_TSLOTS; s++) {
+			uint32_t free = 0;
+			/* Acquire: pairs with the release of the slot's last
+			 * owner (credit_exit): its adds happen before ours. */
+			if (atomic_load_explicit(&tslot_owner[s], memory_order_relaxed) == 0 &&
+			    atomic_compare_exchange_strong_explicit(&tslot_owner[s], &free, 1,
+								    memory_order_acquire,
+								    memory_order_relaxed)) {
+				atomic_fetch_add_explicit(&tslot_used, 1, memory_order_relaxed);
+				tslot = (int)s + 1;
+				break;
+			}
+		}
+	}
+	return tslot > 0 ? sl_shm_stat_tcount(sl__st.rec, (uint32_t)tslot - 1, i) : NULL;
+}
+
 static void credit_exit(void *v)
 {
 	(void)v;
@@ -101,6 +134,18 @@ static void credit_exit(void *v)
 	const int busy = sl__busy;
 	sl__busy = 1;
 	credit_return_all(sl__clock_ns(), true);
+	/* The slot goes to the next thread, and no call of this one counts
+	 * there again: every credit is void (a call of 0 units could spend
+	 * one still), and no slot is claimed anew. */
+	for (unsigned i = 0; i < SL_CREDIT_RULES; i++)
+		sl__credit[i].until = 0;
+	if (tslot > 0) {
+		/* Release: this thread's adds to the slot happen before the
+		 * next owner's (tcount_here's acquire). */
+		atomic_store_explicit(&tslot_owner[tslot - 1], 0, memory_order_release);
+		atomic_fetch_sub_explicit(&tslot_used, 1, memory_order_relaxed);
+	}
+	tslot = -1;
 	sl__busy = busy;
 }
 
@@ -216,10 +261,12 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 	uint64_t span = k->span;
 	if (fixed && !window_span(&s->u.fixed, now, &span))
 		return plain && take_plain(d, s, n, now);
-	if (n < slice && take_slice(d, s, slice, now)) {
+	struct sl_tcount *cnt = n < slice ? tcount_here(i) : NULL;
+	if (cnt != NULL && take_slice(d, s, slice, now)) {
 		if ((d->how == SL_FAST_PROC_BUCKET || fixed) &&
 		    !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
 			return plain && take_plain(d, s, n, now);
+		c->cnt = cnt;
 		c->units = slice - n;
 		c->gen = gen;
 		c->at = now;
@@ -235,4 +282,12 @@ void sl__credit_reset_unsync(void)
 		sl__credit[i] = (struct sl_credit){0};
 		sl__credit_slice[i] = (struct sl_credit_slice){0};
 	}
+	/* Relaxed: one thread (init, or the fork child, whose record and
+	 * counters are its own: stats.c resets them). A sandboxed process's
+	 * child counts in its parent's record, whose slots the parent's
+	 * threads own: it claims none. */
+	for (uint32_t s = 0; s < SL_SHM_TSLOTS; s++)
+		atomic_store_explicit(&tslot_owner[s], 0, memory_order_relaxed);
+	atomic_store_explicit(&tslot_used, 0, memory_order_relaxed);
+	tslot = sl__sandboxed() ? -1 : 0;
 }

@@ -54,6 +54,13 @@
  * before it, so a signal handler's send in between passes through (as one
  * made during the real call does) and cannot spend the same units.
  *
+ * Counting: a call the credit pays for counts in its thread's slot of
+ * the status record (shm_format.h, struct sl_tcount) with two plain adds,
+ * not in the rule's shared counters with three locked ones. A thread
+ * claims a slot with its first slice and gives it up when it exits (the
+ * counts stay: the next owner adds to them); while all SL_SHM_TSLOTS are
+ * claimed, a thread takes no credit (the fast path of xfer.h, as before).
+ *
  * Memory: 88 bytes of TLS per credit rule (8) and thread: 704 bytes.
  *
  * API: the calling thread's credit only, except sl__credit_reset_unsync
@@ -84,7 +91,11 @@ struct sl_credit {
 	                   socket it was taken for (sl__fd_credit_key) */
 	uint64_t at;    /* the clock (ns) it was taken at: a fixed window's
 	                   give-back names its window by it */
-	uint64_t pad[3];
+	/* This thread's counters of the rule in the status record
+	 * (shm_format.h: its slot), set with every slice: what the credit
+	 * pays for counts there. */
+	struct sl_tcount *cnt;
+	uint64_t pad[2];
 };
 /* What a take reads. */
 struct sl_credit_slice {
@@ -109,12 +120,12 @@ static inline uint64_t sl__credit_tsc(void)
 }
 
 /* Spend n units of fast rule i (descriptor d; i in sl__st.credit_rules)
- * from this thread's credit: true if it had them, at d's generation, not
- * expired, for key (the call's fd record's ckey: 0 for a rule not keyed). */
+ * from this thread's credit c (&sl__credit[i]): true if it had them, at
+ * d's generation, not expired, for key (the call's fd record's ckey: 0 for
+ * a rule not keyed). */
 static inline __attribute__((always_inline)) bool
-sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
+sl__credit_spend(struct sl_credit *c, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
 {
-	struct sl_credit *c = &sl__credit[i];
 	/* Relaxed gen: a retune racing the spend lets it use the old slot's
 	 * units once more, which that slot admitted. */
 	if (c->units < n || c->key != key ||
@@ -123,6 +134,15 @@ sl__credit_spend(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint64_t 
 		return false;
 	c->units -= n;
 	return true;
+}
+
+/* Count a call credit c paid for, r bytes, in this thread's slot: plain
+ * adds, no other thread writes it (shm_format.h). */
+static inline __attribute__((always_inline)) void sl__credit_count(struct sl_credit *c, uint64_t r)
+{
+	struct sl_tcount *t = c->cnt;
+	t->calls++;
+	t->bytes += r;
 }
 
 /* Whether a fast rule reached as how lends credit: a token or leaky

@@ -51,6 +51,19 @@ void sl__stats_reset(void)
 			atomic_store_explicit(&s->wait_le[k], 0, memory_order_relaxed);
 		atomic_store_explicit(&s->redis_fallbacks, 0, memory_order_relaxed);
 	}
+	/* The per-thread counters (shm_format.h): the child's own. */
+	if (n > 0)
+		memset(sl_shm_stat_tcount(sl__st.rec, 0, 0), 0,
+		       (size_t)SL_SHM_TSLOTS * sl_shm_stat_trules(n) * sizeof(struct sl_tcount));
+}
+
+void sl__stats_of(unsigned i, struct sl_rstats *out)
+{
+	sl_count_copy(out, &sl__st.stats[i]);
+	const struct sl_tcount t = sl_shm_stat_tsum(sl__st.rec, i);
+	sl_count_add(&out->calls, t.calls);
+	sl_count_add(&out->admitted, t.calls);
+	sl_count_add(&out->bytes, t.bytes);
 }
 
 /* More members of the JSON object (sl__stats_on_write_unsync). */
@@ -69,11 +82,14 @@ void sl__stats_on_write_unsync(size_t (*extra)(char *buf, size_t len))
 void sl__stats_write(void)
 {
 	static char buf[32768];
+	static struct sl_rstats snap[SL_MAX_RULES];
 	if (!sl__st.ready || !sl__st.active || sl__st.policy.stats_file[0] == '\0')
 		return;
+	const uint32_t n = sl__st.rec->n_rules;
+	for (uint32_t i = 0; i < n; i++)
+		sl__stats_of(i, &snap[i]);
 	size_t len = sl_stats_json(buf, sizeof(buf) - 3, (int)getpid(),
-				   program_invocation_short_name, &sl__st.policy, sl__st.stats,
-				   sl__st.policy.n_rules);
+				   program_invocation_short_name, &sl__st.policy, snap, n);
 	if (stats_extra != NULL) /* ,"breakers":[...] (breaker.c, through init.c) */
 		len += stats_extra(buf + len, sizeof(buf) - 2 - len);
 	buf[len++] = '}';

@@ -202,11 +202,11 @@ void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, ui
 /* The call's units go back to the credit, the bytes that came are charged
  * at their arrival (as the receive fast path charges them), and the credit
  * goes back: the thread waited, or will (nothing came). */
-__attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, const struct sl_fast_rule *d,
+__attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, const struct sl_credit *c,
 							    size_t total, ssize_t r)
 {
 	int e = errno;
-	const unsigned i = (unsigned)(d - sl__st.fast);
+	const unsigned i = (unsigned)(c - sl__credit);
 	sl__credit[i].units += total;
 	const uint64_t now = sl__clock_ns();
 	if (r > 0)
@@ -283,9 +283,9 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 }
 
 __attribute__((noinline)) ssize_t
-sl__fast_send_short_d(int fd, int flags, const struct sl_fast_rule *d, size_t total, ssize_t r)
+sl__fast_send_short_c(int fd, int flags, const struct sl_credit *c, size_t total, ssize_t r)
 {
-	return sl__fast_send_short(fd, flags, 1u << (unsigned)(d - sl__st.fast), total, r, 0);
+	return sl__fast_send_short(fd, flags, 1u << (unsigned)(c - sl__credit), total, r, 0);
 }
 
 /* The general path of a send: pieces, waits, reject rules' partial counts,

@@ -384,9 +384,10 @@ static inline void sl__fast_stats1(struct sl_rstats *st, uint64_t bytes)
 ssize_t sl__fast_send_short(int fd, int flags, uint32_t rules, size_t total, ssize_t r,
 			    uint64_t now);
 
-/* The same for a send whose credit paid for one rule, d's: the rule is
- * found from d (sl__send_hot keeps nothing else across the call). */
-ssize_t sl__fast_send_short_d(int fd, int flags, const struct sl_fast_rule *d, size_t total,
+/* The same for a send whose credit paid for one rule: the rule is found
+ * from its credit c, this thread's (sl__send_hot keeps nothing else across
+ * the call). */
+ssize_t sl__fast_send_short_c(int fd, int flags, const struct sl_credit *c, size_t total,
 			      ssize_t r);
 
 /* The real call of a send the fast path admitted (sl__busy set) for
@@ -445,7 +446,7 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 			 * real call is made: the sl__busy protocol above. */
 			sl__busy = 1;
 			const uint64_t key = SL_FDR_CKEY(rec, SL_K_SEND);
-			if (__builtin_expect(sl__credit_spend(i, d, n, key), 1))
+			if (__builtin_expect(sl__credit_spend(&sl__credit[i], d, n, key), 1))
 				return sl__fast_send_out(io, rules, d, true, 0);
 			now = sl__clock_ns(); /* as below */
 			if (__builtin_expect(sl__fast_take_send1(io->fd, d, i, n, now, key), 1))

@@ -71,7 +71,7 @@ sl__xfer_credit(int fd, enum sl_kind_call k, unsigned b, const struct sl_fdrec *
  * describes, one call policed as the record said before or after): true
  * if the call was made (*out: its result); false, nothing taken and
  * sl__busy clear, if sl__send must decide. A short send gives back to rule i alone: its units are all
- * this call took. */
+ * this call took. Counted in the thread's slot (credit.h). */
 static inline __attribute__((always_inline)) bool
 sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 {
@@ -86,24 +86,25 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 		return false;
 	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
+	/* The credit alone carries the rule past the real call: fewer
+	 * registers to save (its address computed once). */
+	struct sl_credit *c = &sl__credit[i];
+	__asm__("" : "+r"(c));
 	/* The sl__busy protocol (xfer.h): before the credit's load and store. */
 	sl__busy = 1;
-	if (__builtin_expect(!sl__credit_spend(i, d, sl__units(i, io->total),
+	if (__builtin_expect(!sl__credit_spend(c, d, sl__units(i, io->total),
 					       SL_FDR_CKEY(rec, SL_K_SEND)),
 			     0)) {
 		sl__busy = 0;
 		return false;
 	}
-	/* d alone carries the rule past the real call: fewer registers to
-	 * save. */
-	__asm__("" : "+r"(d));
 	const ssize_t r = sl__io_xfer(io, 0, io->total);
 	sl__busy = 0;
 	if (__builtin_expect(r < 0 || (size_t)r != io->total, 0)) {
-		*out = sl__fast_send_short_d(io->fd, io->flags, d, io->total, r);
+		*out = sl__fast_send_short_c(io->fd, io->flags, c, io->total, r);
 		return true;
 	}
-	sl__fast_stats1(d->stats, (uint64_t)r);
+	sl__credit_count(c, (uint64_t)r);
 	*out = r;
 	return true;
 }
@@ -123,12 +124,14 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 		return false;
 	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
+	struct sl_credit *c = &sl__credit[i];
+	__asm__("" : "+r"(c)); /* as for a send */
 	sl__busy = 1;
-	if (__builtin_expect(!sl__credit_spend(i, d, io->total, SL_FDR_CKEY(rec, SL_K_RECV)), 0)) {
+	if (__builtin_expect(!sl__credit_spend(c, d, io->total, SL_FDR_CKEY(rec, SL_K_RECV)), 0)) {
 		sl__busy = 0;
 		return false;
 	}
-	*out = sl__fast_recv_credit(io, i, d);
+	*out = sl__fast_recv_credit(io, c);
 	return true;
 }
 

@@ -91,27 +91,26 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 	return r;
 }
 
-/* A receive under one byte rule i (d) for which this thread's credit paid
+/* A receive under one byte rule for which this thread's credit c paid
  * `total` units before the call (sl__busy set): what did not come goes
  * back to the credit. If nothing came (an error, EAGAIN, the end), or the
  * credit expired while the call waited for data, the call is settled in
  * sl__fast_recv_credit_late instead. */
-ssize_t sl__fast_recv_credit_late(int fd, const struct sl_fast_rule *d, size_t total, ssize_t r);
-static inline __attribute__((always_inline)) ssize_t
-sl__fast_recv_credit(const struct sl_io *io, unsigned i, const struct sl_fast_rule *d)
+ssize_t sl__fast_recv_credit_late(int fd, const struct sl_credit *c, size_t total, ssize_t r);
+static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const struct sl_io *io,
+									  struct sl_credit *c)
 {
-	struct sl_credit *c = &sl__credit[i];
-	/* c and d alone carry the rule past the real call (the late path finds
-	 * i from d): fewer registers to save. */
-	__asm__("" : "+r"(c), "+r"(d));
+	/* c alone carries the rule past the real call (the late path finds i
+	 * from it): fewer registers to save. */
+	__asm__("" : "+r"(c));
 	const ssize_t r = sl__io_xfer(io, 0, io->total);
 	if (__builtin_expect(r > 0 && (int64_t)(sl__credit_tsc() - c->until) < 0, 1)) {
 		c->units += io->total - (size_t)r;
 		sl__busy = 0;
-		sl__fast_stats1(d->stats, (uint64_t)r);
+		sl__credit_count(c, (uint64_t)r);
 		return r;
 	}
-	return sl__fast_recv_credit_late(io->fd, d, io->total, r);
+	return sl__fast_recv_credit_late(io->fd, c, io->total, r);
 }
 
 /* The receive side of every wrapper: record, fast path, general path (see
@@ -137,12 +136,13 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 			const struct sl_fast_rule *d = &sl__st.fast[i];
 			sl__busy = 1;
 			const uint64_t key = SL_FDR_CKEY(rec, SL_K_RECV);
-			if (__builtin_expect(sl__credit_spend(i, d, io->total, key), 1))
-				return sl__fast_recv_credit(io, i, d);
+			struct sl_credit *c = &sl__credit[i];
+			if (__builtin_expect(sl__credit_spend(c, d, io->total, key), 1))
+				return sl__fast_recv_credit(io, c);
 			now = sl__clock_ns();
 			if (sl__credit_wanted(i, d, io->total, key, now) &&
 			    sl__credit_take(i, d, io->total, now, false, io->fd))
-				return sl__fast_recv_credit(io, i, d);
+				return sl__fast_recv_credit(io, c);
 			sl__busy = 0;
 		} else {
 			now = sl__clock_ns();

@@ -390,15 +390,15 @@ static void test_shim_connect_again_passes(void **state)
 		assert_dec_equal(connect(f->cli, (struct sockaddr *)&peer, sizeof(peer)), 0);
 	assert_dec_equal(n_connects, 3);
 	assert_dec_equal(n_sleeps, 0);
-	assert_dec_equal(sl__st.stats[0].calls, 0);
-	assert_dec_equal(sl__st.stats[1].calls, 0);
+	assert_dec_equal(test_stats(0)->calls, 0);
+	assert_dec_equal(test_stats(1)->calls, 0);
 	/* A fresh socket is still charged: the token goes, the next is refused. */
 	int s1 = socket(AF_INET, SOCK_STREAM, 0), s2 = socket(AF_INET, SOCK_STREAM, 0);
 	assert_dec_equal(connect(s1, (struct sockaddr *)&peer, sizeof(peer)), 0);
 	errno = 0;
 	assert_dec_equal(connect(s2, (struct sockaddr *)&peer, sizeof(peer)), -1);
 	assert_dec_equal(errno, ECONNREFUSED);
-	assert_dec_equal(sl__st.stats[0].calls, 2);
+	assert_dec_equal(test_stats(0)->calls, 2);
 	close(s1);
 	close(s2);
 }

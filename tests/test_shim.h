@@ -39,6 +39,16 @@
 #include "../shim/xfer.h"
 #include "../shim/xfer_recv.h"
 
+/* Rule i's counters as `sluice stat` sums them, now (sl__stats_of: with
+ * the per-thread counts of calls credit paid for); valid until the next
+ * call for the same rule in this thread. */
+static inline struct sl_rstats *test_stats(unsigned i)
+{
+	static __thread struct sl_rstats snap[SL_MAX_RULES];
+	sl__stats_of(i, &snap[i]);
+	return &snap[i];
+}
+
 /* The fake clock: time stands still unless a test or a fake sleep moves
  * it. Point sl__clock_ns at fake_clock and sl__sleep_until at fake_sleep;
  * reset the counters in the test's setup. */

@@ -135,7 +135,7 @@ static void test_bigfd_throttled(void **state)
 	assert_dec_equal(n_sleeps, 1);
 	assert_dec_equal(fake_now, 5000 * MS + 200 * MS);
 	assert_dec_equal(n_sent, 2);
-	assert_dec_equal(sl__st.stats[0].bytes, 1200);
+	assert_dec_equal(test_stats(0)->bytes, 1200);
 	assert_true(atomic_load(&sl__fdbits[fd]) & SL_FDB_READY);
 	close(fd); /* EBADF from the kernel; the shim forgets it first */
 	assert_dec_equal(atomic_load(&sl__fdbits[fd]), 0);
@@ -154,7 +154,7 @@ static void test_bigfd_beyond_cap_passes(void **state)
 	assert_dec_equal(send(fd, buf, 5000, 0), 5000);
 	assert_dec_equal(n_sleeps, 0);
 	assert_dec_equal(n_sent, 2);
-	assert_dec_equal(sl__st.stats[0].calls, 0);
+	assert_dec_equal(test_stats(0)->calls, 0);
 }
 
 int main(void)

@@ -110,8 +110,8 @@ static void test_second_thread_waits_for_classification(void **state)
 	assert_dec_equal((intptr_t)rb, 1);
 	assert_true(atomic_load(&n_slow) >= 1);
 	assert_dec_equal(atomic_load(&n_others), 0); /* classified once, by A */
-	assert_dec_equal(sl__st.stats[0].calls, 2);
-	assert_dec_equal(sl__st.stats[0].bytes, 2);
+	assert_dec_equal(test_stats(0)->calls, 2);
+	assert_dec_equal(test_stats(0)->bytes, 2);
 	/* B's send returned only after A's query did. */
 	assert_true(atomic_load(&b_end) >= atomic_load(&query_end));
 	char got[2];

@@ -151,10 +151,15 @@ static void test_slice_pays_calls(void **state)
 	assert_dec_equal(avail(), 78000);
 	assert_dec_equal(sl__credit[0].units, 999);
 	assert_dec_equal(atomic_load(&sent), 1001);
-	const struct sl_rstats *s = &sl__st.stats[0];
+	const struct sl_rstats *s = test_stats(0);
 	assert_dec_equal(s->calls, 1001);
 	assert_dec_equal(s->admitted, 1001);
 	assert_dec_equal(s->bytes, 1001);
+	/* The two takes counted in the rule's counters, the 999 calls the
+	 * credit paid for in this thread's slot (the first: slot 0). */
+	assert_dec_equal(atomic_load(&sl__st.stats[0].calls), 2);
+	assert_dec_equal(sl_shm_stat_tcount(sl__st.rec, 0, 0)->calls, 999);
+	assert_dec_equal(sl_shm_stat_tcount(sl__st.rec, 0, 0)->bytes, 999);
 }
 
 /* A short send (the socket full): the unsent byte and the credit go back,
@@ -169,8 +174,8 @@ static void test_short_send_returns(void **state)
 	send1(f->sv[0], 0);
 	assert_dec_equal(sl__credit[0].units, 0);
 	assert_dec_equal(avail(), 80000 - 2);
-	assert_dec_equal(sl__st.stats[0].bytes, 2);
-	assert_dec_equal(sl__st.stats[0].calls, 3);
+	assert_dec_equal(test_stats(0)->bytes, 2);
+	assert_dec_equal(test_stats(0)->calls, 3);
 }
 
 /* A slice good for 0 ticks: each call finds the last one's credit expired,
@@ -253,7 +258,7 @@ static void test_sandboxed_thread_takes_none(void **state)
 	sl__sandbox_reset_unsync();
 	assert_dec_equal((uintptr_t)units, 0);
 	assert_dec_equal(avail(), 78999);
-	assert_dec_equal(sl__st.stats[0].calls, 2);
+	assert_dec_equal(test_stats(0)->calls, 2);
 }
 
 /* A message rule: the slice counts calls (min(8000/8, 1000 per ms)). */
@@ -295,7 +300,7 @@ static void test_recv_credit(void **state)
 	assert_dec_equal(errno, EAGAIN);
 	assert_dec_equal(sl__credit[0].units, 0);
 	assert_dec_equal(avail(), 80000 - 5);
-	const struct sl_rstats *st = &sl__st.stats[0];
+	const struct sl_rstats *st = test_stats(0);
 	assert_dec_equal(st->calls, 3);
 	assert_dec_equal(st->admitted, 2);
 	assert_dec_equal(st->bytes, 5);
@@ -313,7 +318,7 @@ static void test_recv_expired(void **state)
 	assert_dec_equal(recv(f->sv[0], buf, 10, 0), 3);
 	assert_dec_equal(sl__credit[0].units, 0);
 	assert_dec_equal(avail(), 80000 - 3);
-	assert_dec_equal(sl__st.stats[0].bytes, 3);
+	assert_dec_equal(test_stats(0)->bytes, 3);
 }
 
 /* ---- per=thread ---- */
@@ -355,8 +360,8 @@ static void test_thread_rule_slice(void **state)
 	assert_dec_equal(avail_own(), 80000 - 1002);
 	assert_dec_equal(avail(), 80000);
 	assert_dec_equal(atomic_load(&sent), 1002);
-	assert_dec_equal(sl__st.stats[0].calls, 1003);
-	assert_dec_equal(sl__st.stats[0].bytes, 1002);
+	assert_dec_equal(test_stats(0)->calls, 1003);
+	assert_dec_equal(test_stats(0)->bytes, 1002);
 }
 
 /* Worker: 1-byte sends until one is refused (at most 200000); the count
@@ -542,7 +547,7 @@ static void test_fixed_window_credit(void **state)
 	assert_dec_equal(sl__credit[0].units, 0);
 	assert_dec_equal(avail_at(clock_at), limit - 501);
 	assert_dec_equal(atomic_load(&sent), 3);
-	assert_dec_equal(sl__st.stats[0].calls, 4);
+	assert_dec_equal(test_stats(0)->calls, 4);
 	sl__credit_span = fake_span;
 }
 
@@ -615,6 +620,91 @@ static void test_threads_return_at_exit(void **state)
 	assert_dec_equal(avail(), 80000 - 80);
 }
 
+/* Threads that send `calls` 1-byte calls each, all alive until every one
+ * has sent (a barrier), or one after another. */
+struct counted {
+	int fd, calls;
+	pthread_barrier_t *bar;
+};
+
+static void *counted_main(void *v)
+{
+	const struct counted *c = v;
+	static const char b = 'x';
+	void *rv = NULL;
+	for (int k = 0; k < c->calls; k++)
+		if (send(c->fd, &b, 1, 0) != 1)
+			rv = (void *)1;
+	if (c->bar != NULL)
+		pthread_barrier_wait(c->bar);
+	return rv;
+}
+
+static void run_counted(int fd, int n, int calls, bool together)
+{
+	pthread_t t[SL_SHM_TSLOTS + 8];
+	pthread_barrier_t b;
+	struct counted c = {.fd = fd, .calls = calls, .bar = together ? &b : NULL};
+	assert_true(n <= (int)(sizeof(t) / sizeof(t[0])));
+	if (together)
+		assert_dec_equal(pthread_barrier_init(&b, NULL, (unsigned)n), 0);
+	for (int i = 0; i < n; i++) {
+		assert_dec_equal(pthread_create(&t[i], NULL, counted_main, &c), 0);
+		if (!together) {
+			void *rv;
+			assert_dec_equal(pthread_join(t[i], &rv), 0);
+			assert_ptr_equal(rv, NULL);
+		}
+	}
+	for (int i = 0; together && i < n; i++) {
+		void *rv;
+		assert_dec_equal(pthread_join(t[i], &rv), 0);
+		assert_ptr_equal(rv, NULL);
+	}
+	if (together)
+		pthread_barrier_destroy(&b);
+}
+
+/* Calls the credit paid for count in their thread's slot, which an exited
+ * thread leaves to the next with its counts: 3 threads one after another
+ * count 9 calls each in slot 0 (their first, a take, in the rule's
+ * counters), and `sluice stat`'s sum is every call. */
+static void test_counts_thread_slots(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	run_counted(f->sv[0], 3, 10, false);
+	assert_dec_equal(sl_shm_stat_tcount(sl__st.rec, 0, 0)->calls, 27);
+	assert_dec_equal(sl_shm_stat_tcount(sl__st.rec, 0, 0)->bytes, 27);
+	assert_dec_equal(sl_shm_stat_tcount(sl__st.rec, 1, 0)->calls, 0);
+	assert_dec_equal(atomic_load(&sl__st.stats[0].calls), 3);
+	assert_dec_equal(test_stats(0)->calls, 30);
+	assert_dec_equal(test_stats(0)->admitted, 30);
+	assert_dec_equal(test_stats(0)->bytes, 30);
+	assert_dec_equal(avail(), 80000 - 30);
+}
+
+/* More threads at once than slots: the first SL_SHM_TSLOTS to take credit
+ * count 2 of their 3 calls in their slots, the others take none and count
+ * all 3 in the rule's counters; the sum is every call. */
+static void test_counts_past_slots(void **state)
+{
+	struct fix *f = *state;
+	const int extra = 6;
+	use_policy("SLUICE_SEND", "1000000B/s,burst=80000B,family=unix");
+	run_counted(f->sv[0], (int)SL_SHM_TSLOTS + extra, 3, true);
+	uint64_t own = 0;
+	for (uint32_t s = 0; s < SL_SHM_TSLOTS; s++) {
+		assert_dec_equal(sl_shm_stat_tcount(sl__st.rec, s, 0)->calls, 2);
+		own += sl_shm_stat_tcount(sl__st.rec, s, 0)->calls;
+	}
+	assert_dec_equal(own, 2 * SL_SHM_TSLOTS);
+	assert_dec_equal(atomic_load(&sl__st.stats[0].calls), SL_SHM_TSLOTS + 3 * extra);
+	assert_dec_equal(test_stats(0)->calls, 3 * (SL_SHM_TSLOTS + extra));
+	assert_dec_equal(test_stats(0)->bytes, 3 * (SL_SHM_TSLOTS + extra));
+	assert_dec_equal(avail(), 80000 - 3 * (SL_SHM_TSLOTS + extra));
+}
+
 static uint64_t avail_retuned;
 
 static void retune_half(void)
@@ -670,6 +760,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fd_rule_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fixed_window_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_return_at_exit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counts_thread_slots, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_counts_past_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_retune_bound, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -140,7 +140,7 @@ static uint64_t avail(unsigned rule)
 static void assert_stats(unsigned rule, uint64_t calls, uint64_t admitted, uint64_t delayed,
 			 uint64_t refused, uint64_t bytes)
 {
-	const struct sl_rstats *s = &sl__st.stats[rule];
+	const struct sl_rstats *s = test_stats(rule);
 	assert_dec_equal(s->calls, calls);
 	assert_dec_equal(s->admitted, admitted);
 	assert_dec_equal(s->delayed, delayed);
@@ -435,7 +435,7 @@ static void snap_call(struct snap *s, ssize_t r)
 static void snap_end(struct snap *s, const struct fix *f)
 {
 	for (unsigned i = 0; i < sl__st.policy.n_rules; i++) {
-		const struct sl_rstats *st = &sl__st.stats[i];
+		const struct sl_rstats *st = test_stats(i);
 		const uint64_t v[6] = {st->calls,   st->admitted, st->delayed,
 				       st->refused, st->bytes,    st->delay_ns};
 		memcpy(s->stats[i], v, sizeof(v));
@@ -716,7 +716,7 @@ static void test_fast_per_peer_pins(void **state)
 	assert_dec_equal(n_sleeps, 0);
 	/* The bytes of the five sends (the probes and the churn count calls
 	 * of 0 bytes). */
-	assert_dec_equal(sl__st.stats[0].bytes, 700);
+	assert_dec_equal(test_stats(0)->bytes, 700);
 	/* Closing one fd leaves the other's pin: still not evicted. */
 	close(cli);
 	churn(FILL);
@@ -750,8 +750,8 @@ static void test_fast_per_peer_short_nb_unpins(void **state)
 	}
 	next_result = SSIZE_MAX;
 	/* Counted as the general path counts it: 3 calls, 75 bytes. */
-	assert_dec_equal(sl__st.stats[0].calls, 3);
-	assert_dec_equal(sl__st.stats[0].bytes, 75);
+	assert_dec_equal(test_stats(0)->calls, 3);
+	assert_dec_equal(test_stats(0)->bytes, 75);
 	assert_dec_equal(available_to(&peer), 925);
 	close(cli);
 	churn(0);
@@ -1354,7 +1354,7 @@ static void test_fast_per_peer_pin_cap(void **state)
 	for (int k = 0; k < PIN_FDS; k++)
 		close(fds[k]);
 	/* Every send counted, pinned or not. */
-	assert_dec_equal(sl__st.stats[0].bytes, 2 * PIN_FDS * 10);
+	assert_dec_equal(test_stats(0)->bytes, 2 * PIN_FDS * 10);
 	assert_dec_equal(n_sleeps, 0);
 }
 

@@ -74,7 +74,8 @@ static uint64_t file_calls(int pid)
 	if (r == MAP_FAILED)
 		return UINT64_MAX;
 	uint64_t n = r->magic == SL_SHM_MAGIC_STAT && r->n_rules == 1
-			     ? atomic_load(&sl_shm_stat_stats(r)[0].calls)
+			     ? atomic_load(&sl_shm_stat_stats(r)[0].calls) +
+				       sl_shm_stat_tsum(r, 0).calls
 			     : UINT64_MAX - 1;
 	munmap(r, size);
 	return n;

@@ -136,6 +136,59 @@ def rate_between(samples, t0, t1):
     return (bb - ba) / (b - a)
 
 
+THREADS = r'''
+import os, socket, sys, threading
+port = int(sys.argv[1])
+def work(n):
+    s = socket.create_connection(("127.0.0.1", port))
+    for _ in range(n):
+        s.sendall(b"t" * 100)
+    s.close()
+ts = [threading.Thread(target=work, args=(50,)) for _ in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+work(10)
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    work(7)
+    os.write(w, b"x")
+    sys.stdin.read()
+    os._exit(0)
+os.read(r, 1)
+print("ready", child, flush=True)
+sys.stdin.read()
+os.waitpid(child, 0)
+'''
+
+
+def test_stat_threads_fork():
+    """Calls that threads' credit paid for count in their own slots
+    (shm_format.h), which stat sums: 4 threads of 50 sends, then the main
+    thread's 10, all counted; a fork child counts its own 7 from zero."""
+    srv = Server("sink")
+    env = child_env({"SLUICE_SEND": "1MiB/s"})
+    p = subprocess.Popen([sys.executable, "-c", THREADS, str(srv.port)], env=env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().split()
+    check(len(line) == 2 and line[0] == "ready", "threads and the fork child sent: %r" % line)
+    counts = {}
+    for pid in (str(p.pid), line[1] if len(line) == 2 else "0"):
+        rc, out, err = sluice("stat", "--json", pid)
+        doc = json.loads(out) if rc == 0 else {"processes": [{"rules": [{}]}]}
+        counts[pid] = doc["processes"][0].get("rules", [{}])[0]
+    parent, child = counts[str(p.pid)], counts[line[1] if len(line) == 2 else "0"]
+    check(parent.get("calls") == 210 and parent.get("admitted") == 210 and
+          parent.get("bytes") == 21000, "parent: 4 x 50 + 10 sends of 100 B: %r" % parent)
+    check(child.get("calls") == 7 and child.get("admitted") == 7 and child.get("bytes") == 700,
+          "fork child: its own 7 sends of 100 B: %r" % child)
+    p.stdin.close()
+    p.wait(timeout=10)
+    srv.stop()
+
+
 def test_set_phases():
     srv = Server("sink")
     p = subprocess.Popen([sys.executable, "-c", STREAM, str(srv.port)],
@@ -213,6 +266,7 @@ def test_set_refusals():
 
 if __name__ == "__main__":
     test_stat_known_run()
+    test_stat_threads_fork()
     test_set_refusals()
     test_set_phases()
     finish()
