@@ -65,13 +65,13 @@ static void credit_return(unsigned i, uint64_t now, bool exiting)
 	if (c->units == 0)
 		return;
 	const struct sl_fast_rule *d = &sl__st.fast[i];
-	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
+	if (d->how == SL_FAST_PROC_BUCKET || sl__credit_windowed(d->how)) {
 		uint64_t gen;
 		struct sl_limiter *s = sl__fast_slot(d->lim, &gen);
 		/* A window's units go back to the window they were taken in
 		 * (named by the take's clock), which takes none once over. */
 		if (gen == c->gen)
-			(void)sl_fast_undo(s, c->units, d->how == SL_FAST_PROC_FIXED ? c->at : now);
+			(void)sl_fast_undo(s, c->units, sl__credit_windowed(d->how) ? c->at : now);
 	} else if (d->how == SL_FAST_THREAD_BUCKET && !exiting) {
 		struct sl_limiter *s = sl__thread_lim(i);
 		if (s != NULL)
@@ -197,6 +197,8 @@ static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint6
 		return sl_fast_take_tunable_gcra(d->lim, n, now);
 	case SL_FAST_PROC_FIXED:
 		return sl_fast_take_tunable_fixed(d->lim, n, now);
+	case SL_FAST_PROC_SLIDING:
+		return sl_fast_take_tunable(d->lim, n, now);
 	default:
 		return sl_fast_take_gcra(&s->u.gcra, n, now);
 	}
@@ -205,21 +207,31 @@ static bool take_plain(const struct sl_fast_rule *d, struct sl_limiter *s, uint6
 /* A slice of n units from slot s of rule d at now: true if taken. */
 static bool take_slice(const struct sl_fast_rule *d, struct sl_limiter *s, uint64_t n, uint64_t now)
 {
-	return d->how == SL_FAST_PROC_FIXED ? sl_fast_take_fixed(&s->u.fixed, n, now)
-					    : sl_fast_take_gcra(&s->u.gcra, n, now);
+	switch (d->how) {
+	case SL_FAST_PROC_FIXED:
+		return sl_fast_take_fixed(&s->u.fixed, n, now);
+	case SL_FAST_PROC_SLIDING:
+		return sl_sliding_acquire(&s->u.sliding, n, now).verdict == SL_ADMIT;
+	default:
+		return sl_fast_take_gcra(&s->u.gcra, n, now);
+	}
 }
 
-/* Cut *span (TSC ticks) to what is left at now of fixed window w, less
+/* Cut *span (TSC ticks) to what is left at now of the aligned window of
+ * slot s (a fixed or sliding window's: epoch, length), less
  * SL_CREDIT_WINDOW_GUARD_NS (the TSC line may be off by a microsecond): a
  * slice taken in a window is spent before its end. false if too little is
  * left, or its ticks cannot be said: no slice. */
 #define SL_CREDIT_WINDOW_GUARD_NS 10000u
-static bool window_span(const struct sl_fixed *w, uint64_t now, uint64_t *span)
+static bool window_span(const struct sl_limiter *s, uint64_t now, uint64_t *span)
 {
-	const uint64_t in = (now > w->epoch_ns ? now - w->epoch_ns : 0) % w->window_ns;
+	const bool fixed = s->kind == SL_KIND_FIXED;
+	const uint64_t epoch = fixed ? s->u.fixed.epoch_ns : s->u.sliding.epoch_ns;
+	const uint64_t window = fixed ? s->u.fixed.window_ns : s->u.sliding.window_ns;
+	const uint64_t in = (now > epoch ? now - epoch : 0) % window;
 	uint64_t left = 0;
-	if (w->window_ns - in <= SL_CREDIT_WINDOW_GUARD_NS ||
-	    sl__credit_span(w->window_ns - in - SL_CREDIT_WINDOW_GUARD_NS, &left) <= 0)
+	if (window - in <= SL_CREDIT_WINDOW_GUARD_NS ||
+	    sl__credit_span(window - in - SL_CREDIT_WINDOW_GUARD_NS, &left) <= 0)
 		return false;
 	if (left < *span)
 		*span = left;
@@ -234,7 +246,7 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 	struct sl_credit_slice *k = &sl__credit_slice[i];
 	uint64_t gen;
 	struct sl_limiter *s;
-	if (d->how == SL_FAST_PROC_BUCKET || d->how == SL_FAST_PROC_FIXED) {
+	if (d->how == SL_FAST_PROC_BUCKET || sl__credit_windowed(d->how)) {
 		s = sl__fast_slot(d->lim, &gen);
 	} else {
 		/* The thread's, the fd's or the peer's bucket, never retuned;
@@ -257,13 +269,13 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 		k->span = ticks;
 	}
 	const uint64_t slice = k->max_n;
-	const bool fixed = d->how == SL_FAST_PROC_FIXED;
+	const bool windowed = sl__credit_windowed(d->how);
 	uint64_t span = k->span;
-	if (fixed && !window_span(&s->u.fixed, now, &span))
+	if (windowed && !window_span(s, now, &span))
 		return plain && take_plain(d, s, n, now);
 	struct sl_tcount *cnt = n < slice ? tcount_here(i) : NULL;
 	if (cnt != NULL && take_slice(d, s, slice, now)) {
-		if ((d->how == SL_FAST_PROC_BUCKET || fixed) &&
+		if ((d->how == SL_FAST_PROC_BUCKET || windowed) &&
 		    !sl__fast_tunable_kept(d->lim, s, gen, slice, now))
 			return plain && take_plain(d, s, n, now);
 		c->cnt = cnt;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * credit.h - thread-local credit: a send or receive under one token or
- * leaky bucket rule (any scope) or one per=process fixed window spends
+ * leaky bucket rule (any scope) or one per=process fixed or sliding window spends
  * units its thread took from the rule's limiter earlier, with no clock
  * reading and no atomic (credit.c).
  *
@@ -27,10 +27,15 @@
  *     exits (a pthread key destructor; a per=thread rule's is dropped
  *     then: the thread's bucket ends with it). A fork child starts with
  *     none.
- * A per=process fixed window lends credit within one window: a slice
- * taken in it is good until the window's end at most (and given back, it
- * goes to the window it came from, which takes nothing back once it is
- * over), so no window ever admits more than its limit.
+ * A per=process fixed or sliding window lends credit within one aligned
+ * window: a slice taken in it is good until the window's end at most (and
+ * given back, it goes to the window it came from, which takes nothing back
+ * once it is over), so no fixed window ever admits more than its limit.
+ * A sliding window's estimate (prev x (W - e) / W + cur) counts the whole
+ * slice in the current window from the take on, before its units leave,
+ * and only falls as the window goes on: each unit leaves when the estimate,
+ * with every unit counted that has left, admitted it; the window never
+ * admits more than without credit.
  * A per=thread rule's credit comes from the thread's own bucket: what
  * changes there is only when its tokens leave the bucket, one slice early.
  * A per=fd or per=peer rule's comes from the bucket of the fd it was taken
@@ -146,13 +151,20 @@ static inline __attribute__((always_inline)) void sl__credit_count(struct sl_cre
 }
 
 /* Whether a fast rule reached as how lends credit: a token or leaky
- * bucket of any scope, a per=process fixed window (init.c makes
- * sl__st.credit_rules of it, with a TSC and i < SL_CREDIT_RULES). */
+ * bucket of any scope, a per=process fixed or sliding window (init.c
+ * makes sl__st.credit_rules of it, with a TSC and i < SL_CREDIT_RULES). */
 static inline bool sl__credit_lends(uint8_t how)
 {
 	return how == SL_FAST_PROC_BUCKET || how == SL_FAST_PROC_FIXED ||
-	       how == SL_FAST_THREAD_BUCKET || how == SL_FAST_FD_BUCKET ||
-	       how == SL_FAST_PEER_BUCKET;
+	       how == SL_FAST_PROC_SLIDING || how == SL_FAST_THREAD_BUCKET ||
+	       how == SL_FAST_FD_BUCKET || how == SL_FAST_PEER_BUCKET;
+}
+
+/* Whether a rule reached as how counts in windows (fixed or sliding): its
+ * credit is spent within the window it was taken in and goes back there. */
+static inline bool sl__credit_windowed(uint8_t how)
+{
+	return how == SL_FAST_PROC_FIXED || how == SL_FAST_PROC_SLIDING;
 }
 
 /* Give this thread's credit of rule i back at now (credit.c). */

@@ -86,9 +86,10 @@ static uint8_t fast_how(unsigned i)
 			(const struct sl_tunable *)(const void *)l);
 		if (s->kind != prm.kind)
 			return SL_FAST_PROC_TUNABLE;
-		return bucket                      ? SL_FAST_PROC_BUCKET
-		       : prm.kind == SL_KIND_FIXED ? SL_FAST_PROC_FIXED
-						   : SL_FAST_PROC_TUNABLE;
+		return bucket                        ? SL_FAST_PROC_BUCKET
+		       : prm.kind == SL_KIND_FIXED   ? SL_FAST_PROC_FIXED
+		       : prm.kind == SL_KIND_SLIDING ? SL_FAST_PROC_SLIDING
+						     : SL_FAST_PROC_TUNABLE;
 	}
 	if ((st->peer_rules >> i) & 1)
 		return bucket ? SL_FAST_PEER_BUCKET : SL_FAST_PEER;

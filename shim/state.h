@@ -32,6 +32,7 @@ enum sl_fast_how {
 	SL_FAST_NO = 0,        /* not a fast rule */
 	SL_FAST_PROC_BUCKET,   /* rule_lim[i]: a tunable head with bucket slots */
 	SL_FAST_PROC_FIXED,    /* rule_lim[i]: a tunable head with fixed-window slots */
+	SL_FAST_PROC_SLIDING,  /* rule_lim[i]: a tunable head with sliding-window slots */
 	SL_FAST_PROC_TUNABLE,  /* rule_lim[i]: a tunable head of another kind */
 	SL_FAST_FD_BUCKET,     /* the fd's per=fd token or leaky bucket */
 	SL_FAST_THREAD_BUCKET, /* the thread's per=thread token or leaky bucket */

@@ -297,6 +297,7 @@ sl__fast_take_d(int fd, const struct sl_fast_rule *d, unsigned i, uint64_t n, ui
 		return sl_fast_take_tunable_gcra(d->lim, n, now);
 	case SL_FAST_PROC_FIXED:
 		return sl_fast_take_tunable_fixed(d->lim, n, now);
+	case SL_FAST_PROC_SLIDING:
 	case SL_FAST_PROC_TUNABLE:
 		return sl_fast_take_tunable(d->lim, n, now);
 	default: {

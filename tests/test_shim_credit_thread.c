@@ -376,6 +376,21 @@ static void *drain_own(void *v)
 	return (void *)n;
 }
 
+/* THREADS threads drain fd (drain_own): the bytes they sent in all. */
+static uintptr_t drain_threads(int fd)
+{
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		assert_dec_equal(pthread_create(&t[i], NULL, drain_own, &fd), 0);
+	uintptr_t total = 0;
+	for (int i = 0; i < THREADS; i++) {
+		void *n;
+		assert_dec_equal(pthread_join(t[i], &n), 0);
+		total += (uintptr_t)n;
+	}
+	return total;
+}
+
 /* 8 threads under one per=thread rule at a frozen clock, each with credit:
  * each sends exactly its own burst, never a byte more, and none of it
  * comes from another thread's bucket. */
@@ -468,16 +483,7 @@ static void test_fd_rule_threads_bound(void **state)
 {
 	struct fix *f = *state;
 	use_policy("SLUICE_SEND", "1000000B/s,burst=8000B,per=fd,family=unix,action=reject");
-	pthread_t t[THREADS];
-	for (int i = 0; i < THREADS; i++)
-		assert_dec_equal(pthread_create(&t[i], NULL, drain_own, &f->sv[0]), 0);
-	uintptr_t total = 0;
-	for (int i = 0; i < THREADS; i++) {
-		void *n;
-		assert_dec_equal(pthread_join(t[i], &n), 0);
-		total += (uintptr_t)n;
-	}
-	assert_dec_equal(total, 8000);
+	assert_dec_equal(drain_threads(f->sv[0]), 8000);
 	assert_dec_equal(atomic_load(&sent), 8000);
 	assert_dec_equal(avail_fd(f->sv[0]), 0);
 	send1(f->sv[1], 1); /* classified now: its own full bucket */
@@ -507,6 +513,29 @@ static uint64_t avail_at(uint64_t now)
 	return sl_limiter_available(sl__st.rule_lim[0], now);
 }
 
+/* A window rule (policy) at the settable clock, at T0: the first send
+ * takes a slice (returned; *limit: the window's), the second is paid by
+ * it with no clock reading. */
+static uint64_t window_slice(struct fix *f, const char *policy, uint64_t *limit)
+{
+	clock_at = T0;
+	sl__clock_ns = settable_clock;
+	sl__credit_span = window_fake_span;
+	use_policy("SLUICE_SEND", policy);
+	assert_true(sl__st.credit_rules & 1);
+	*limit = avail_at(T0);
+	print_message("window limit %llu\n", (unsigned long long)*limit);
+	send1(f->sv[0], 1);
+	const uint64_t slice = sl__credit[0].units + 1;
+	assert_true(slice > 1);
+	assert_dec_equal(avail_at(T0), *limit - slice);
+	atomic_store(&clock_reads, 0);
+	send1(f->sv[0], 1);
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(sl__credit[0].units, slice - 2);
+	return slice;
+}
+
 /* A per=process fixed window of 1000000 B a second: a slice is taken in a
  * window and pays later calls there with no clock reading; taken 5 us
  * before the window's end (under the 10 us guard) there is none, the call
@@ -516,20 +545,8 @@ static uint64_t avail_at(uint64_t now)
 static void test_fixed_window_credit(void **state)
 {
 	struct fix *f = *state;
-	clock_at = T0;
-	sl__clock_ns = settable_clock;
-	sl__credit_span = window_fake_span;
-	use_policy("SLUICE_SEND", "1000000B/s,algo=fixed,family=unix");
-	const uint64_t limit = avail_at(T0);
-	print_message("window limit %llu\n", (unsigned long long)limit);
-	send1(f->sv[0], 1);
-	const uint64_t slice = sl__credit[0].units + 1;
-	assert_true(slice > 1);
-	assert_dec_equal(avail_at(T0), limit - slice);
-	atomic_store(&clock_reads, 0);
-	send1(f->sv[0], 1);
-	assert_dec_equal(atomic_load(&clock_reads), 0);
-	assert_dec_equal(sl__credit[0].units, slice - 2);
+	uint64_t limit;
+	(void)window_slice(f, "1000000B/s,algo=fixed,family=unix", &limit);
 	/* The next window, where another user took 500: a short send (paid
 	 * by the old window's credit, which the frozen clock leaves good)
 	 * gives its unit and the credit back to the old window, named by the
@@ -549,6 +566,67 @@ static void test_fixed_window_credit(void **state)
 	assert_dec_equal(atomic_load(&sent), 3);
 	assert_dec_equal(test_stats(0)->calls, 4);
 	sl__credit_span = fake_span;
+}
+
+/* A per=process sliding window of 1000000 B a second, as a fixed one: a
+ * slice is counted in the current window when taken and pays later calls
+ * there with no clock reading, so the estimate counts every unit before it
+ * leaves; given back in the same window it comes off that window's count;
+ * 5 us before the window's end there is none; credit given back after the
+ * window ended goes to the window it came from, never to the new one (the
+ * old one, now the previous window, keeps the whole slice at full weight). */
+static void test_sliding_window_credit(void **state)
+{
+	struct fix *f = *state;
+	uint64_t limit;
+	const uint64_t slice = window_slice(f, "1000000B/s,algo=sliding,family=unix", &limit);
+	assert_dec_equal(sl__st.fast[0].how, SL_FAST_PROC_SLIDING);
+	assert_dec_equal(limit, 1000000);
+	/* A short send in the same window: the unsent byte and the credit go
+	 * back to it; the window holds the 2 bytes that left. */
+	atomic_store(&short_next, 1);
+	send1(f->sv[0], 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_at(T0), limit - 2);
+	/* 5 us before the window's end: no slice, the call's byte alone. */
+	clock_at = T0 + 1000 * MS - 5000;
+	send1(f->sv[0], 1);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_at(clock_at), limit - 3);
+	/* The next window: a slice there (the previous window's 3 at full
+	 * weight at its start). */
+	clock_at = T0 + 1000 * MS;
+	send1(f->sv[0], 1);
+	assert_dec_equal(sl__credit[0].units, slice - 1);
+	assert_dec_equal(avail_at(clock_at), limit - 3 - slice);
+	/* The window after it, where another user took 500: a short send paid
+	 * by the old credit gives it back to its own window, which is over
+	 * and takes nothing back: the new window shows the old one's whole
+	 * slice (full weight at its start) and the 500, no more, no less. */
+	clock_at = T0 + 2000 * MS;
+	assert_true(sl_fast_take_tunable(sl__st.rule_lim[0], 500, clock_at));
+	atomic_store(&short_next, 1);
+	send1(f->sv[0], 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_at(clock_at), limit - slice - 500);
+	assert_dec_equal(atomic_load(&sent), 4);
+	assert_dec_equal(test_stats(0)->calls, 6);
+	assert_dec_equal(test_stats(0)->bytes, 4);
+	sl__credit_span = fake_span;
+}
+
+/* 8 threads drain one sliding window of 8000 B (a slice each, given back
+ * at the refusal that ends each thread): exactly 8000 leave, never more. */
+static void test_sliding_threads_bound(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "8000B/s,algo=sliding,family=unix,action=reject");
+	assert_dec_equal(drain_threads(f->sv[0]), 8000);
+	assert_dec_equal(atomic_load(&sent), 8000);
+	assert_dec_equal(avail(), 0);
+	assert_dec_equal(test_stats(0)->bytes, 8000);
+	/* Credit paid for most of them (slices of 8 B: 1 ms of the rate). */
+	assert_true(sl_shm_stat_tsum(sl__st.rec, 0).calls >= 8000 - 8000 / 8);
 }
 
 /* ---- 8 threads ---- */
@@ -759,6 +837,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fd_rule_reused_number, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fixed_window_credit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sliding_window_credit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sliding_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads_return_at_exit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counts_thread_slots, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_counts_past_slots, setup, teardown),
