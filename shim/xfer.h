@@ -88,8 +88,13 @@ struct sl_splice {
 ssize_t sl__io_end(struct sl_call *c, uint32_t rules, size_t done, ssize_t r, int err, int e);
 /* Rules of `rules` with action reject. */
 uint32_t sl__rejecting(uint32_t rules);
+/* The bytes of cnt iovecs (the caller checked the array: sl__bad_iov,
+ * sl__bad_msg). One iovec, the common case of writev and sendmsg, without
+ * the loop. */
 static inline size_t sl__iov_total(const struct iovec *iov, size_t cnt)
 {
+	if (__builtin_expect(cnt == 1, 1))
+		return iov[0].iov_len;
 	size_t t = 0;
 	for (size_t i = 0; i < cnt; i++)
 		t += iov[i].iov_len;
