@@ -82,16 +82,14 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	const char *text = sl_shm_stat_rule(r, i);
 	snprintf(v->configured, sizeof(v->configured), "%s", text);
 	snprintf(v->now, sizeof(v->now), "%s", text);
-	const struct sl_rstats *s = &sl_shm_stat_stats(r)[i];
+	/* The rule's counters with its threads' own (shm_format.h). */
+	struct sl_rstats snap;
+	sl_shm_stat_counts(r, i, &snap);
+	const struct sl_rstats *s = &snap;
 	const _Atomic uint64_t *f[7] = {&s->calls,    &s->admitted,     &s->delayed, &s->refused,
 					&s->delay_ns, &s->max_delay_ns, &s->bytes};
 	for (int k = 0; k < 7; k++)
 		v->c[k] = ld(f[k]);
-	/* And its threads' own counts (shm_format.h: each also admitted). */
-	const struct sl_tcount own = sl_shm_stat_tsum(r, i);
-	v->c[0] += own.calls;
-	v->c[1] += own.calls;
-	v->c[6] += own.bytes;
 	for (unsigned k = 0; k < SL_WAIT_BUCKETS; k++)
 		v->wait_le[k] = ld(&s->wait_le[k]);
 	v->redis_fallback = ld(&s->redis_fallback);

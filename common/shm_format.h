@@ -191,6 +191,18 @@ static inline struct sl_tcount sl_shm_stat_tsum(const struct sl_shm_stat *r, uin
 	return sum;
 }
 
+/* Rule i's counters as `sluice stat` and SLUICE_STATS show them, into
+ * *out (a snapshot): its struct sl_rstats and its threads' own counts. */
+static inline void sl_shm_stat_counts(const struct sl_shm_stat *r, uint32_t i,
+				      struct sl_rstats *out)
+{
+	sl_count_copy(out, &sl_shm_stat_stats(r)[i]);
+	const struct sl_tcount own = sl_shm_stat_tsum(r, i);
+	sl_count_add(&out->calls, own.calls);
+	sl_count_add(&out->admitted, own.calls);
+	sl_count_add(&out->bytes, own.bytes);
+}
+
 _Static_assert(offsetof(struct sl_shm_shared, rule) == 64, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_shared, lim) % SL_CACHELINE == 0, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_shared, renewer) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS,

@@ -17,6 +17,10 @@
  *                    fallback (Redis does not answer), 0 while they use
  *                    leases; redis_fallbacks counts the switches to it.
  *
+ * A preloaded thread's calls that its thread-local credit pays for count
+ * the same (calls, admitted, bytes), in its own slot of the status record
+ * (common/shm_format.h: struct sl_tcount), which readers add in.
+ *
  * API: relaxed atomics (statistics: nothing is published through them),
  * any thread; inline, the preload's hot path counts with them.
  */

@@ -57,15 +57,6 @@ void sl__stats_reset(void)
 		       (size_t)SL_SHM_TSLOTS * sl_shm_stat_trules(n) * sizeof(struct sl_tcount));
 }
 
-void sl__stats_of(unsigned i, struct sl_rstats *out)
-{
-	sl_count_copy(out, &sl__st.stats[i]);
-	const struct sl_tcount t = sl_shm_stat_tsum(sl__st.rec, i);
-	sl_count_add(&out->calls, t.calls);
-	sl_count_add(&out->admitted, t.calls);
-	sl_count_add(&out->bytes, t.bytes);
-}
-
 /* More members of the JSON object (sl__stats_on_write_unsync). */
 static size_t (*stats_extra)(char *buf, size_t len);
 
@@ -87,7 +78,7 @@ void sl__stats_write(void)
 		return;
 	const uint32_t n = sl__st.rec->n_rules;
 	for (uint32_t i = 0; i < n; i++)
-		sl__stats_of(i, &snap[i]);
+		sl_shm_stat_counts(sl__st.rec, i, &snap[i]);
 	size_t len = sl_stats_json(buf, sizeof(buf) - 3, (int)getpid(),
 				   program_invocation_short_name, &sl__st.policy, snap, n);
 	if (stats_extra != NULL) /* ,"breakers":[...] (breaker.c, through init.c) */

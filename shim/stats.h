@@ -11,9 +11,6 @@
 
 /* Reset the per-process counters (init; the child after fork). */
 void sl__stats_reset(void);
-/* Rule i's counters as `sluice stat` sums them into *out: its struct
- * sl_rstats and its threads' own counts (shm_format.h: struct sl_tcount). */
-void sl__stats_of(unsigned i, struct sl_rstats *out);
 /* Write SLUICE_STATS (the destructor; tests call it). */
 void sl__stats_write(void);
 /* What writes more members into the object (",\"breakers\":[...]"): at

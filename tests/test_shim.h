@@ -39,13 +39,13 @@
 #include "../shim/xfer.h"
 #include "../shim/xfer_recv.h"
 
-/* Rule i's counters as `sluice stat` sums them, now (sl__stats_of: with
- * the per-thread counts of calls credit paid for); valid until the next
- * call for the same rule in this thread. */
+/* Rule i's counters as `sluice stat` sums them, now (sl_shm_stat_counts:
+ * with the per-thread counts of calls credit paid for); valid until the
+ * next call for the same rule in this thread. */
 static inline struct sl_rstats *test_stats(unsigned i)
 {
 	static __thread struct sl_rstats snap[SL_MAX_RULES];
-	sl__stats_of(i, &snap[i]);
+	sl_shm_stat_counts(sl__st.rec, i, &snap[i]);
 	return &snap[i];
 }
 

@@ -536,6 +536,26 @@ static uint64_t window_slice(struct fix *f, const char *policy, uint64_t *limit)
 	return slice;
 }
 
+/* A short send at the settable clock: the credit goes back whole, and the
+ * window then shows `avail`. */
+static void short_send_returns(struct fix *f, uint64_t avail)
+{
+	atomic_store(&short_next, 1);
+	send1(f->sv[0], 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_at(clock_at), avail);
+}
+
+/* A 1-byte send at `at` that takes no slice (its unit alone); the window
+ * then shows `avail`. */
+static void send_no_slice(struct fix *f, uint64_t at, uint64_t avail)
+{
+	clock_at = at;
+	send1(f->sv[0], 1);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail_at(at), avail);
+}
+
 /* A per=process fixed window of 1000000 B a second: a slice is taken in a
  * window and pays later calls there with no clock reading; taken 5 us
  * before the window's end (under the 10 us guard) there is none, the call
@@ -553,16 +573,10 @@ static void test_fixed_window_credit(void **state)
 	 * take's clock: the new window is down by its 500 alone. */
 	clock_at = T0 + 1000 * MS;
 	assert_true(sl_fast_take_tunable_fixed(sl__st.rule_lim[0], 500, clock_at));
-	atomic_store(&short_next, 1);
-	send1(f->sv[0], 0);
-	assert_dec_equal(sl__credit[0].units, 0);
-	assert_dec_equal(avail_at(clock_at), limit - 500);
+	short_send_returns(f, limit - 500);
 	/* 5 us before this window's end: no slice, the call's unit alone
 	 * (the window: 500, then this 1). */
-	clock_at = T0 + 2000 * MS - 5000;
-	send1(f->sv[0], 1);
-	assert_dec_equal(sl__credit[0].units, 0);
-	assert_dec_equal(avail_at(clock_at), limit - 501);
+	send_no_slice(f, T0 + 2000 * MS - 5000, limit - 501);
 	assert_dec_equal(atomic_load(&sent), 3);
 	assert_dec_equal(test_stats(0)->calls, 4);
 	sl__credit_span = fake_span;
@@ -584,15 +598,9 @@ static void test_sliding_window_credit(void **state)
 	assert_dec_equal(limit, 1000000);
 	/* A short send in the same window: the unsent byte and the credit go
 	 * back to it; the window holds the 2 bytes that left. */
-	atomic_store(&short_next, 1);
-	send1(f->sv[0], 0);
-	assert_dec_equal(sl__credit[0].units, 0);
-	assert_dec_equal(avail_at(T0), limit - 2);
+	short_send_returns(f, limit - 2);
 	/* 5 us before the window's end: no slice, the call's byte alone. */
-	clock_at = T0 + 1000 * MS - 5000;
-	send1(f->sv[0], 1);
-	assert_dec_equal(sl__credit[0].units, 0);
-	assert_dec_equal(avail_at(clock_at), limit - 3);
+	send_no_slice(f, T0 + 1000 * MS - 5000, limit - 3);
 	/* The next window: a slice there (the previous window's 3 at full
 	 * weight at its start). */
 	clock_at = T0 + 1000 * MS;
@@ -605,10 +613,7 @@ static void test_sliding_window_credit(void **state)
 	 * slice (full weight at its start) and the 500, no more, no less. */
 	clock_at = T0 + 2000 * MS;
 	assert_true(sl_fast_take_tunable(sl__st.rule_lim[0], 500, clock_at));
-	atomic_store(&short_next, 1);
-	send1(f->sv[0], 0);
-	assert_dec_equal(sl__credit[0].units, 0);
-	assert_dec_equal(avail_at(clock_at), limit - slice - 500);
+	short_send_returns(f, limit - slice - 500);
 	assert_dec_equal(atomic_load(&sent), 4);
 	assert_dec_equal(test_stats(0)->calls, 6);
 	assert_dec_equal(test_stats(0)->bytes, 4);
@@ -665,6 +670,16 @@ static void *worker_main(void *v)
 	return (void *)2; /* never refused: the limit did not hold */
 }
 
+/* Join threads t[0..n-1]; each must return NULL (nothing went wrong). */
+static void join_all(const pthread_t *t, int n)
+{
+	for (int i = 0; i < n; i++) {
+		void *rv;
+		assert_dec_equal(pthread_join(t[i], &rv), 0);
+		assert_ptr_equal(rv, NULL);
+	}
+}
+
 static void run_workers(int fd, int first, bool drain, void (*between)(void))
 {
 	pthread_t t[THREADS];
@@ -678,11 +693,7 @@ static void run_workers(int fd, int first, bool drain, void (*between)(void))
 		between();
 		pthread_barrier_wait(&bar);
 	}
-	for (int i = 0; i < THREADS; i++) {
-		void *rv;
-		assert_dec_equal(pthread_join(t[i], &rv), 0);
-		assert_ptr_equal(rv, NULL);
-	}
+	join_all(t, THREADS);
 	if (drain)
 		pthread_barrier_destroy(&bar);
 }
@@ -728,19 +739,13 @@ static void run_counted(int fd, int n, int calls, bool together)
 		assert_dec_equal(pthread_barrier_init(&b, NULL, (unsigned)n), 0);
 	for (int i = 0; i < n; i++) {
 		assert_dec_equal(pthread_create(&t[i], NULL, counted_main, &c), 0);
-		if (!together) {
-			void *rv;
-			assert_dec_equal(pthread_join(t[i], &rv), 0);
-			assert_ptr_equal(rv, NULL);
-		}
+		if (!together)
+			join_all(&t[i], 1);
 	}
-	for (int i = 0; together && i < n; i++) {
-		void *rv;
-		assert_dec_equal(pthread_join(t[i], &rv), 0);
-		assert_ptr_equal(rv, NULL);
-	}
-	if (together)
+	if (together) {
+		join_all(t, n);
 		pthread_barrier_destroy(&b);
+	}
 }
 
 /* Calls the credit paid for count in their thread's slot, which an exited
