@@ -59,9 +59,12 @@
  * before it, so a signal handler's send in between passes through (as one
  * made during the real call does) and cannot spend the same units.
  *
- * Counting: a call the credit pays for counts in its thread's slot of
- * the status record (shm_format.h, struct sl_tcount) with two plain adds,
- * not in the rule's shared counters with three locked ones. A thread
+ * Counting: a call the credit pays for on the hot path (xfer_hot.h, and
+ * a receive's sl__fast_recv_credit) counts in its thread's slot of the
+ * status record (shm_format.h, struct sl_tcount) with two plain adds, not
+ * in the rule's shared counters with three locked ones; a call that takes
+ * a slice, or spends credit on the full path (sl__fast_send_out), counts
+ * there as before. Readers add both. A thread
  * claims a slot with its first slice and gives it up when it exits (the
  * counts stay: the next owner adds to them); while all SL_SHM_TSLOTS are
  * claimed, a thread takes no credit (the fast path of xfer.h, as before).
