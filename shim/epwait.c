@@ -62,6 +62,7 @@ static int ep_translate(struct epoll_event *ev, int n)
 {
 	int m = 0;
 	uint64_t now = 0; /* read at the first event that needs it */
+	struct sl_nb_round round, *rd = sl__nb_round_begin(&round, n);
 	for (int i = 0; i < n; i++) {
 		uint64_t u = ev[i].data.u64;
 		if ((u >> 48) != SL_EP_MAGIC) {
@@ -94,7 +95,7 @@ static int ep_translate(struct epoll_event *ev, int n)
 		 * its registrations and gives them back when it ends, which
 		 * re-arms an edge or a oneshot), and not reported. */
 		uint32_t rev = ev[i].events;
-		rev &= ~sl__nb_unready((int)fd, rev, &now);
+		rev &= ~sl__nb_unready((int)fd, rev, &now, rd);
 		if (rev == 0)
 			continue;
 		if (asked & EPOLLONESHOT)

@@ -129,6 +129,7 @@ int sl__fair_init_unsync(void)
 	atomic_store_explicit(&sl__fair_kept, 0, memory_order_relaxed);
 	if (fair_rules != 0)
 		sl__fd_on_forget_unsync(forget);
+	sl__st.round_rules = fair_rules & sl__st.probe_rules;
 	return 0;
 }
 

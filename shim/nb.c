@@ -153,6 +153,20 @@ static inline __attribute__((always_inline)) uint32_t probe_look(int fd, enum sl
 	return shortr;
 }
 
+/* The call sl__nb_probe and a round ask the limiters with, for fd (record
+ * rec, its peer copied to *peer: the record may be rewritten) in dir under
+ * the nb `rules`. */
+static struct sl_call probe_call(int fd, enum sl_dir dir, uint64_t now, const struct sl_fdrec *rec,
+				 uint32_t rules, struct sl_addr *peer)
+{
+	*peer = rec->peer;
+	return (struct sl_call){.fd = fd,
+				.op = dir == SL_DIR_IN ? SL_OP_RECV : SL_OP_SEND,
+				.peer = peer,
+				.start_ns = now,
+				.nb_rules = rules};
+}
+
 /* sl__nb_probe past its first look, for the rules `shortr` (not 0) of
  * `rules` that may be short: the instant their units are there, or 0. Out
  * of line: only a contended limiter comes here. */
@@ -165,11 +179,8 @@ static __attribute__((noinline)) uint64_t probe_short(int fd, enum sl_dir dir, u
 	if (sl__fair_has(fd, dir))
 		return 0;
 	int saved = errno;
-	struct sl_addr peer = rec->peer; /* copied: the record may be rewritten */
-	struct sl_call c = {.fd = fd,
-			    .op = dir == SL_DIR_IN ? SL_OP_RECV : SL_OP_SEND,
-			    .peer = &peer,
-			    .start_ns = now};
+	struct sl_addr peer;
+	struct sl_call c = probe_call(fd, dir, now, rec, 0, &peer);
 	uint64_t t = 0;
 	/* A short receive's turn is reserved now, in line with the other fds
 	 * that wait for the limiter (fair.c): two fds reported ready at once
@@ -224,17 +235,81 @@ static __attribute__((noinline)) bool hold_short(int fd, enum sl_dir dir, uint64
 	return true;
 }
 
-uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now)
+uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now, struct sl_nb_round *rd)
 {
 	uint32_t drop = 0, rules = 0, shortr;
 	const struct sl_fdrec *rec = NULL;
-	if ((rev & SL_HIDE_IN) && (shortr = probe_look(fd, SL_K_RECV, now, &rec, &rules)) != 0 &&
-	    hold_short(fd, SL_DIR_IN, now, rec, rules, shortr))
-		drop |= SL_HIDE_IN | POLLHUP;
+	if (rev & SL_HIDE_IN) {
+		shortr = probe_look(fd, SL_K_RECV, now, &rec, &rules);
+		if (shortr != 0 && hold_short(fd, SL_DIR_IN, now, rec, rules, shortr))
+			drop |= SL_HIDE_IN | POLLHUP;
+		else if (rec != NULL)
+			drop |= sl__nb_round(rd, fd, SL_HIDE_IN, rec, now);
+	}
 	if ((rev & SL_HIDE_OUT) && (shortr = probe_look(fd, SL_K_SEND, now, &rec, &rules)) != 0 &&
 	    hold_short(fd, SL_DIR_OUT, now, rec, rules, shortr))
 		drop |= SL_HIDE_OUT;
 	return drop;
+}
+
+/* Reserve fd's turn to receive (sl__fair_reserve) at now: the instant it
+ * starts, or 0 if none was reserved. */
+static uint64_t round_reserve(int fd, uint64_t now)
+{
+	const struct sl_fdrec *rec = sl__fd_rec(fd);
+	if (rec == NULL)
+		return 0;
+	int saved = errno;
+	struct sl_addr peer;
+	struct sl_call c = probe_call(fd, SL_DIR_IN, now, rec,
+				      rec->match[SL_K_RECV] & sl__st.probe_rules, &peer);
+	const uint64_t t = sl__fair_reserve(&c, SL_DIR_IN, now);
+	if (c.pinned != 0)
+		sl__peer_unpin_call(&c);
+	errno = saved;
+	return t;
+}
+
+/* True if fd is a listener (its IN is an accept, not a receive). */
+static bool round_listener(int fd)
+{
+	const struct sl_fdrec *rec = sl__fd_rec(fd);
+	return rec != NULL && rec->stream && rec->peer.family == 0;
+}
+
+uint32_t sl__nb_round_more(struct sl_nb_round *rd, int fd, uint32_t f, uint64_t now)
+{
+	if (rd->first >= 0) { /* the round's first fd, noted inline */
+		const int a = rd->first;
+		const bool lst = round_listener(a);
+		for (uint32_t rest = rd->rules; rest != 0; rest &= rest - 1)
+			rd->fd[__builtin_ctz(rest)] = a;
+		rd->first = -1;
+		if (lst)
+			rd->rules = 0;
+	}
+	if (round_listener(fd))
+		return 0;
+	const uint32_t shared = f & rd->rules;
+	if (shared != 0) {
+		/* The first fd of each shared rule has its turn reserved (if
+		 * it has none), before this one's: its receive then leaves
+		 * this one's units. */
+		for (uint32_t rest = shared; rest != 0; rest &= rest - 1) {
+			const int a = rd->fd[__builtin_ctz(rest)];
+			if (a != fd && !sl__fair_has(a, SL_DIR_IN))
+				(void)round_reserve(a, now);
+		}
+		const uint64_t t = round_reserve(fd, now);
+		if (t > now) {
+			sl__ready_hold(fd, SL_DIR_IN, t);
+			return SL_HIDE_IN | POLLHUP;
+		}
+	}
+	for (uint32_t rest = f & ~rd->rules; rest != 0; rest &= rest - 1)
+		rd->fd[__builtin_ctz(rest)] = fd;
+	rd->rules |= f;
+	return 0;
 }
 
 void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)

@@ -101,7 +101,8 @@ static inline void sl__nb_end(struct sl_call *c, enum sl_dir dir, bool cut, uint
  */
 uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now);
 /* sl__nb_hold_unready past its first look (nb.c). */
-uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now);
+struct sl_nb_round;
+uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now, struct sl_nb_round *rd);
 /* The rules a wait wrapper asks about (probe_rules, state.h) for the fd
  * whose published record is rec, in the directions of the poll bits rev. */
 static inline uint32_t sl__nb_asked(const struct sl_fdrec *rec, uint32_t rev)
@@ -126,6 +127,55 @@ static inline __attribute__((always_inline)) bool sl__nb_at_rest(uint32_t asked,
 			return false;
 	return true;
 }
+/*
+ * One wait's round (a poll, select or epoll_wait that returns): the fds it
+ * reports ready to receive under a rule with turns (fair.h). The first fd of
+ * a rule is reported on the probe's word, with nothing reserved. A second
+ * one of the same rule is not: the first one's receive takes every unit it
+ * finds, up to what it asks for, and would leave the second with none (two
+ * connections reported at once with the bucket full: the second refused
+ * with EAGAIN). So from the second fd of a rule on, each reported fd has its
+ * turn reserved (sl__fair_reserve), the first one's too, and an fd whose
+ * turn is still to come is held back until it, not reported. A round is
+ * the wait wrapper's own (on its stack, begun with sl__nb_round_begin)
+ * before it looks at what the kernel reported; a wait the kernel answered
+ * with one fd passes NULL (no round: nothing to share). A listener's IN (an
+ * accept) is not in it.
+ */
+struct sl_nb_round {
+	uint32_t rules;       /* rules with an fd reported in this round */
+	int first;            /* the round's first fd, until sl__nb_round_more
+	                           spreads it to fd[] (then -1) */
+	int fd[SL_MAX_RULES]; /* of each rule of `rules`, the first fd reported */
+};
+static inline struct sl_nb_round *sl__nb_round_begin(struct sl_nb_round *rd, long reported)
+{
+	if (__builtin_expect(reported < 2, 1))
+		return NULL;
+	rd->rules = 0; /* the other fields are read under rules only */
+	return rd;
+}
+/* sl__nb_round past the round's first fd (nb.c): a listener's IN (an
+ * accept) is not a receive, and is dropped from the round there. */
+uint32_t sl__nb_round_more(struct sl_nb_round *rd, int fd, uint32_t f, uint64_t now);
+/* fd (record rec) is to be reported in the poll bits rev: note it in the
+ * round rd (NULL: none); the bits to take out of what is reported (0:
+ * none). Inline, the round's first fd: two stores. */
+static inline __attribute__((always_inline)) uint32_t
+sl__nb_round(struct sl_nb_round *rd, int fd, uint32_t rev, const struct sl_fdrec *rec, uint64_t now)
+{
+	if (__builtin_expect(rd == NULL, 1))
+		return 0;
+	const uint32_t f = (rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] & sl__st.round_rules : 0;
+	if (__builtin_expect(f == 0, 1))
+		return 0;
+	if (rd->rules == 0) {
+		rd->rules = f;
+		rd->first = fd;
+		return 0;
+	}
+	return sl__nb_round_more(rd, fd, f, now);
+}
 /* For the poll bits `rev` the kernel reported for fd (poll and epoll bits
  * are the same on Linux): hold fd back in each direction sl__nb_probe finds
  * not ready, and return the bits to take out of what is reported (0: none).
@@ -134,33 +184,38 @@ static inline __attribute__((always_inline)) bool sl__nb_at_rest(uint32_t asked,
  * fd with no rule to ask about, or whose rules are all at rest
  * (sl__nb_at_rest), is ready; anything else asks sl__nb_hold_look, which
  * answers the same for such an fd. */
-static inline __attribute__((always_inline)) uint32_t sl__nb_hold_unready(int fd, uint32_t rev,
-									  uint64_t now)
+static inline __attribute__((always_inline)) uint32_t
+sl__nb_hold_unready(int fd, uint32_t rev, uint64_t now, struct sl_nb_round *rd)
 {
 	if ((unsigned)fd < SL_FD_LIMIT &&
 	    (atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire) & SL_FDB_READY)) {
-		const uint32_t asked = sl__nb_asked(&sl__fdrecs[fd], rev);
-		if (asked == 0 || sl__nb_at_rest(asked, now))
+		const struct sl_fdrec *rec = &sl__fdrecs[fd];
+		const uint32_t asked = sl__nb_asked(rec, rev);
+		if (asked == 0)
 			return 0;
+		if (sl__nb_at_rest(asked, now))
+			return sl__nb_round(rd, fd, rev, rec, now);
 	}
-	return sl__nb_hold_look(fd, rev, now);
+	return sl__nb_hold_look(fd, rev, now, rd);
 }
 /* sl__nb_hold_unready for a wait wrapper that reads the clock only for an
  * fd that needs it: *now is the clock (0: not read yet), read here for a
  * classified fd with rules to ask about, or an fd not classified yet whose
  * directions in rev do not pass. One load of the fd's bits. */
-static inline __attribute__((always_inline)) uint32_t sl__nb_unready(int fd, uint32_t rev,
-								     uint64_t *now)
+static inline __attribute__((always_inline)) uint32_t
+sl__nb_unready(int fd, uint32_t rev, uint64_t *now, struct sl_nb_round *rd)
 {
 	if ((unsigned)fd < SL_FD_LIMIT) {
 		const uint8_t b = atomic_load_explicit(&sl__fdbits[fd], memory_order_acquire);
 		if (b & SL_FDB_READY) {
-			const uint32_t asked = sl__nb_asked(&sl__fdrecs[fd], rev);
+			const struct sl_fdrec *rec = &sl__fdrecs[fd];
+			const uint32_t asked = sl__nb_asked(rec, rev);
 			if (asked == 0)
 				return 0;
 			if (*now == 0)
 				*now = sl__clock_ns();
-			return sl__nb_at_rest(asked, *now) ? 0 : sl__nb_hold_look(fd, rev, *now);
+			return sl__nb_at_rest(asked, *now) ? sl__nb_round(rd, fd, rev, rec, *now)
+							   : sl__nb_hold_look(fd, rev, *now, rd);
 		}
 		if (!((rev & SL_HIDE_IN) && !(b & SL_FDB_PASS(SL_K_RECV))) &&
 		    !((rev & SL_HIDE_OUT) && !(b & SL_FDB_PASS(SL_K_SEND))))
@@ -170,6 +225,6 @@ static inline __attribute__((always_inline)) uint32_t sl__nb_unready(int fd, uin
 	}
 	if (*now == 0)
 		*now = sl__clock_ns();
-	return sl__nb_hold_look(fd, rev, *now);
+	return sl__nb_hold_look(fd, rev, *now, rd);
 }
 #endif /* SLUICE_SHIM_NB_H */

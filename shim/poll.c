@@ -104,6 +104,7 @@ static bool poll_is_held(const struct poll_held *hd, uint32_t i)
 static int poll_seen(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
 {
 	uint64_t now = 0;
+	struct sl_nb_round round, *rd = sl__nb_round_begin(&round, r);
 	for (nfds_t i = 0; i < n && r > 0; i++) {
 		uint32_t rev = (uint16_t)fds[i].revents;
 		const int fd = fds[i].fd;
@@ -122,7 +123,7 @@ static int poll_seen(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
 		}
 		if (rev & POLLNVAL)
 			continue;
-		uint32_t drop = sl__nb_unready(fd, rev, &now);
+		uint32_t drop = sl__nb_unready(fd, rev, &now, rd);
 		if (drop == 0)
 			continue;
 		rev &= ~drop;
@@ -317,6 +318,7 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t now, uint64_t deadl
 		/* Ready, but its next call would be refused for units: held back
 		 * (sl__nb_hold_unready), not reported. */
 		const uint64_t at = r > 0 ? sl__clock_ns() : 0;
+		struct sl_nb_round round, *rd = sl__nb_round_begin(&round, r);
 		for (int fd = 0; r > 0 && fd < nfds; fd++) {
 			bool in = (s->user[0] && FD_ISSET(fd, &s->k[0])),
 			     out = (s->user[1] && FD_ISSET(fd, &s->k[1]));
@@ -325,7 +327,7 @@ static int select_loop(int nfds, struct fd_sets *s, uint64_t now, uint64_t deadl
 			uint32_t drop = sl__nb_hold_unready(fd,
 							    (in ? POLLIN : 0u) |
 								    (out ? POLLOUT : 0u),
-							    at);
+							    at, rd);
 			if ((drop & SL_HIDE_IN) && in) {
 				FD_CLR(fd, &s->k[0]);
 				r--;

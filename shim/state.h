@@ -90,6 +90,9 @@ struct sl_state {
 	                          answers the question at once
 	                          (sl__nb_hold_unready) */
 	uint32_t hard_rules;             /* probe_rules but rest_rules */
+	uint32_t round_rules;            /* probe_rules with turns (fair.c): a wait's
+	                          round reserves them from its second fd
+	                          (sl__nb_round, nb.h) */
 	uint32_t n_fd_rules, n_thread_rules, n_peer_rules;
 	uint64_t piece_min; /* smallest sl__piece_max of the byte rules (not dry-run) at init:
 	                       a transfer no larger is never split, unless

@@ -465,6 +465,107 @@ static void test_shim_poll_recv_turns(void **state)
 	close(lst2);
 }
 
+/* One wait reports three connections ready to receive under one limiter
+ * whose bucket is full (nb.h, a wait's round). Before, all three were
+ * reported (the bucket at rest), the first receive took the whole burst and
+ * the next two got EAGAIN after "ready". Now the first two have turns
+ * reserved in the order reported (50 B each: the burst of 100), the third's
+ * turn is the next 50 B, at T0 + 50 ms, and it is held back until then. poll,
+ * select and epoll_wait alike (how: 0, 1, 2). */
+enum { ROUND_POLL, ROUND_SELECT, ROUND_EPOLL };
+
+/* The fds of fd[0..2] that a wait of kind how reports readable at once. */
+static unsigned round_wait(int how, const int fd[3])
+{
+	unsigned got = 0;
+	if (how == ROUND_POLL) {
+		struct pollfd p[3];
+		for (int k = 0; k < 3; k++)
+			p[k] = (struct pollfd){.fd = fd[k], .events = POLLIN};
+		const int n = poll(p, 3, 1000);
+		for (int k = 0; k < 3; k++)
+			got |= p[k].revents == POLLIN ? 1u << k : 0;
+		assert_dec_equal(n, __builtin_popcount(got));
+	} else if (how == ROUND_SELECT) {
+		fd_set r;
+		FD_ZERO(&r);
+		int hi = 0;
+		for (int k = 0; k < 3; k++) {
+			FD_SET(fd[k], &r);
+			hi = fd[k] > hi ? fd[k] : hi;
+		}
+		struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
+		const int n = select(hi + 1, &r, NULL, NULL, &tv);
+		for (int k = 0; k < 3; k++)
+			got |= FD_ISSET(fd[k], &r) ? 1u << k : 0;
+		assert_dec_equal(n, __builtin_popcount(got));
+	} else {
+		const int ep = epoll_create1(0);
+		assert_true(ep >= 0);
+		for (int k = 0; k < 3; k++) {
+			struct epoll_event e = {.events = EPOLLIN, .data.u64 = (uint64_t)k};
+			assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd[k], &e), 0);
+		}
+		struct epoll_event ev[4];
+		const int n = epoll_wait(ep, ev, 4, 1000);
+		for (int k = 0; k < n; k++)
+			got |= 1u << ev[k].data.u64;
+		assert_dec_equal(n, __builtin_popcount(got));
+		close(ep);
+	}
+	return got;
+}
+
+static void round_case(struct fix *f, int how)
+{
+	int lst[2], cli[2], srv[2];
+	struct sockaddr_in a[2];
+	for (int k = 0; k < 2; k++)
+		loopback_pair(&lst[k], &cli[k], &srv[k], &a[k]);
+	use_policy("SLUICE_RECV", RATE_SPEC);
+	const int fd[3] = {f->srv, srv[0], srv[1]};
+	const int peer[3] = {f->cli, cli[0], cli[1]};
+	for (int k = 0; k < 3; k++) {
+		set_nonblock(fd[k]);
+		assert_dec_equal(send(peer[k], f->buf, 1000, 0), 1000);
+	}
+	/* The first two, at once; the third is held back. */
+	assert_dec_equal(round_wait(how, fd), 3u);
+	assert_dec_equal(fake_now, T0);
+	uint64_t until = NONE;
+	assert_dec_equal(sl__ready_hidden(fd[2], fake_now, &until), SL_HIDE_IN);
+	assert_dec_equal(until, T0 + 50 * MS);
+	/* Each reported one receives its turn: no EAGAIN after "ready". */
+	assert_dec_equal(recv(fd[0], f->buf, 1000, 0), 50);
+	assert_dec_equal(recv(fd[1], f->buf, 1000, 0), 50);
+	/* The third is reported at its turn (the first two, cut short, have
+	 * theirs after it), and receives it. */
+	assert_dec_equal(round_wait(how, fd), 4u);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(recv(fd[2], f->buf, 1000, 0), 50);
+	assert_dec_equal(n_sleeps, 0);
+	for (int k = 0; k < 2; k++) {
+		close(srv[k]);
+		close(cli[k]);
+		close(lst[k]);
+	}
+}
+
+static void test_shim_poll_round_poll(void **state)
+{
+	round_case(*state, ROUND_POLL);
+}
+
+static void test_shim_poll_round_select(void **state)
+{
+	round_case(*state, ROUND_SELECT);
+}
+
+static void test_shim_poll_round_epoll(void **state)
+{
+	round_case(*state, ROUND_EPOLL);
+}
+
 /* A per=thread turn is the reserving thread's: another thread's call on
  * the fd uses its own limiter, and the turn's units go back to the
  * reserving thread's (before, the other thread spent them on top of its
@@ -706,6 +807,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_edge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_oneshot, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recv_turns, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_poll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_select, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_epoll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_turn_other_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_send_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recvmmsg, setup, teardown),

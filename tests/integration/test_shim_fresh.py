@@ -21,6 +21,11 @@ the peer is the parent, on loopback:
            SLUICE_RECV=1MiB/s, the parent sending 1 MiB on each: no read
            after POLLIN gets EAGAIN, the bytes arrive exact, and 3 MiB take
            at least 3 s less the burst;
+  round    3 connections with data waiting, a full bucket under
+           SLUICE_RECV=1MiB/s, then one poll, epoll and select, 5 times
+           each: every fd reported is read with no EAGAIN (the first read
+           took the whole burst and the other two got EAGAIN before a
+           wait reserved turns for all it reports, nb.h), every byte exact;
   wget2    (when installed) --max-threads=4, 4 files of 2 MB under
            --recv 1MiB/s: exit 0, no "Failed to read", every file exact, at
            least 8 MB / 1 MiB/s less the burst;
@@ -142,6 +147,78 @@ print(json.dumps({"eagain": eagain, "sums": sorted(x.hexdigest() for x in h.valu
                   "lens": sorted(n.values()), "elapsed": time.monotonic() - t0}))
 """
 
+ROUND = r"""
+import json, select, socket, sys, time
+port, how, size = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+cs = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+for c in cs:
+    c.setblocking(False)
+eagain, reported, got = 0, 0, {c.fileno(): 0 for c in cs}
+for rnd in range(5):
+    time.sleep(0.05)  # the bucket fills up
+    if how == "poll":
+        p = select.poll()
+        for c in cs:
+            p.register(c, select.POLLIN)
+        ready = [fd for fd, ev in p.poll(2000)]
+    elif how == "epoll":
+        e = select.epoll()
+        for c in cs:
+            e.register(c, select.EPOLLIN)
+        ready = [fd for fd, ev in e.poll(2)]
+        e.close()
+    else:
+        ready = [c.fileno() for c in select.select(cs, [], [], 2)[0]]
+    reported += len(ready)
+    for fd in ready:
+        c = [x for x in cs if x.fileno() == fd][0]
+        try:
+            got[fd] += len(c.recv(65536))
+        except BlockingIOError:
+            eagain += 1
+for c in cs:  # the rest, to check every byte
+    c.setblocking(True)
+    while got[c.fileno()] < size:
+        d = c.recv(65536)
+        if not d:
+            break
+        got[c.fileno()] += len(d)
+print(json.dumps({"eagain": eagain, "reported": reported, "got": sorted(got.values())}))
+"""
+
+
+def serve3(data):
+    """A loopback listener whose first 3 connections each get data, then
+    their end."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+
+    def serve():
+        for _ in range(3):
+            c, _ = ls.accept()
+            threading.Thread(target=lambda c=c: (c.sendall(data), c.close()), daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return ls
+
+
+def test_round():
+    size = 60000
+    for how in ("poll", "epoll", "select"):
+        ls = serve3(b"r" * size)
+        rc, r, err = run_child(None, {"SLUICE_RECV": "1MiB/s"}, timeout=120,
+                               argv=[sys.executable, "-c", ROUND, str(ls.getsockname()[1]),
+                                     how, str(size)])
+        ls.close()
+        check(r is not None, "round %s: the child ran (%s)" % (how, err[-300:]))
+        if r is None:
+            continue
+        print("measured: round %s: 5 waits with 3 connections ready and the bucket full: "
+              "%d reported, %d EAGAIN after ready" % (how, r["reported"], r["eagain"]))
+        check(r["eagain"] == 0, "round %s: no read refused after ready (%d)" % (how, r["eagain"]))
+        check(r["reported"] >= 5, "round %s: each wait reported an fd (%d)" % (how, r["reported"]))
+        check(r["got"] == [size] * 3, "round %s: every byte arrived (%s)" % (how, r["got"]))
+
 
 def udp_server():
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -239,15 +316,7 @@ def test_send():
 def test_poll():
     total = 1 << 20
     data = payload(total)
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(8)
-
-    def serve():
-        for _ in range(3):
-            c, _ = ls.accept()
-            threading.Thread(target=lambda c=c: (c.sendall(data), c.close()), daemon=True).start()
-    threading.Thread(target=serve, daemon=True).start()
+    ls = serve3(data)
     rc, r, err = run_child(None, {"SLUICE_RECV": "1MiB/s"}, timeout=120,
                            argv=[sys.executable, "-c", POLL, str(ls.getsockname()[1]), str(total)])
     check(r is not None, "poll: the child ran (%s)" % err[-300:])
@@ -332,6 +401,7 @@ def main():
     check_dig("SLUICE_RECV", 50)
     test_send()
     test_poll()
+    test_round()
     finish()
 
 
