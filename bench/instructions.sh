@@ -10,6 +10,8 @@
 #   SL_BUILD   the build directory whose bench/calls runs [build]
 #   BENCH_OUT  where instructions.csv goes [a new directory under /tmp]
 #   BENCH_JOBS callgrind runs at a time [2]
+#   BENCH_BEFORE_LIB  another libsluice.so measured in the same run: a
+#              "before" column and the change (before and after, one run)
 # The name has no bench_ prefix: make bench runs it inside bench_compare.sh.
 set -eu
 if [ "${1:-}" = --explain ]; then
@@ -21,6 +23,10 @@ lib=${1:-${LIB:-}}
 case $lib in
 "" | /*) ;;
 *) lib=$(pwd)/$lib ;; # relative to where it was typed, not to the tree
+esac
+case ${BENCH_BEFORE_LIB:-/} in
+/*) ;;
+*) export BENCH_BEFORE_LIB="$(pwd)/$BENCH_BEFORE_LIB" ;;
 esac
 cd "$(dirname "$0")/.."
 build=${SL_BUILD:-build}

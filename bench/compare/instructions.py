@@ -16,6 +16,12 @@ rule that silently matched nothing cannot pass its budget.
 Standalone: bench/instructions.sh [LIB] (or python3 bench/compare/instructions.py
 [LIB]) prints the Markdown table and writes instructions.csv to BENCH_OUT
 (default: a fresh directory under /tmp).
+
+Before and after in one run: BENCH_BEFORE_LIB=OLD/libsluice.so (here and in
+make bench) measures that library too, every case, in the same run and
+against the same no-tool figures, as the table's "before" column and the
+change between them ("tool" before in instructions.csv). Its rows have no
+budget: the verdict is the library under test's.
 """
 
 import concurrent.futures
@@ -147,9 +153,10 @@ def rule_text(case):
 class Runner:
     """Runs calls under callgrind; knows the library, the launcher and a scratch dir."""
 
-    def __init__(self, build, lib, tmp):
+    def __init__(self, build, lib, tmp, before=None):
         self.calls = os.path.abspath(os.path.join(build, "bench", "calls"))
         self.lib = os.path.abspath(lib)
+        self.before = os.path.abspath(before) if before else None
         cli = os.path.join(os.path.dirname(self.lib), "sluice")
         self.cli = cli if os.access(cli, os.X_OK) else os.path.abspath(os.path.join(build, "sluice"))
         self.tmp = tmp
@@ -165,9 +172,10 @@ class Runner:
 
     def _cmd(self, tool, case, argv):
         """(argv, env) for one run of argv under tool."""
-        if tool == "sluice":
+        if tool in ("sluice", "before"):
             name = self.shared_name() if "NAME" in case["opts"] else None
-            return argv, sluice_env(self.lib, case, name), name
+            lib = self.lib if tool == "sluice" else self.before
+            return argv, sluice_env(lib, case, name), name
         if tool == "trickle":
             return ["trickle", "-s", "-u" if case["op"] == "send" else "-d",
                     str(TRICKLE_KB)] + argv, {}, None
@@ -248,10 +256,11 @@ def _verdict(value, budget):
     return "met" if v <= budget else "missed by %d" % (v - budget)
 
 
-def measure(build, lib, tmp, jobs=2, have_trickle=True):
+def measure(build, lib, tmp, jobs=2, have_trickle=True, before=None):
     """Rows: one per (tool, case) with instructions per call and, for sluice,
-    the budget and verdict; 'none' rows give the no-tool figure per kind."""
-    r = Runner(build, lib, tmp)
+    the budget and verdict; 'none' rows give the no-tool figure per kind;
+    'before' rows the library `before` (if given) on the same cases."""
+    r = Runner(build, lib, tmp, before)
     if not os.access(r.calls, os.X_OK):
         raise proc.RunError("%s missing: make %s" % (r.calls, os.path.relpath(r.calls)))
     all_cases = cases()
@@ -262,6 +271,8 @@ def measure(build, lib, tmp, jobs=2, have_trickle=True):
             kinds.append(c["kind"])
             work.append(("none", c))
         work.append(("sluice", c))
+        if before:
+            work.append(("before", c))
         if have_trickle and not c["opts"] and (c["kind"] in TRICKLE_WRAPS or
                                                c["kind"] == "devnull"):
             work.append(("trickle", c))
@@ -311,6 +322,13 @@ def measure(build, lib, tmp, jobs=2, have_trickle=True):
     return out
 
 
+def _added(rows, tool, case):
+    for r in rows:
+        if r["tool"] == tool and r["case"] == case:
+            return r.get("added_instr_per_call")
+    return None
+
+
 def _cell(rows, tool, case):
     for r in rows:
         if r["tool"] == tool and r["case"] == case:
@@ -320,10 +338,12 @@ def _cell(rows, tool, case):
     return None
 
 
-def table(rows, lib=""):
+def table(rows, lib="", before=""):
     """The Markdown table of the rows measure() returned."""
-    L = ["| call | rule (never reached) | sluice | trickle | target | verdict |",
-         "|---|---|---|---|---|---|"]
+    has_before = any(r["tool"] == "before" for r in rows)
+    L = ["| call | rule (never reached) | sluice |%s trickle | target | verdict |" % (
+        " before | change |" if has_before else ""),
+         "|---|---|---|%s---|---|---|" % ("---|---|" if has_before else "")]
     for c in cases():
         s = [r for r in rows if r["tool"] == "sluice" and r["case"] == c["name"]]
         if not s:
@@ -336,8 +356,14 @@ def table(rows, lib=""):
                 t = "n/a: trickle does not wrap %s (the call passes unthrottled)" % c["kind"]
             else:
                 t = "not installed"
-        L.append("| %s | `%s` | %s | %s | %s | %s |" % (
-            c["label"], rule_text(c), _cell(rows, "sluice", c["name"]), t,
+        b = ""
+        if has_before:
+            now_, was = (_added(rows, tool, c["name"]) for tool in ("sluice", "before"))
+            b = " %s | %s |" % (_cell(rows, "before", c["name"]) or "–",
+                                "%+.0f" % (round(now_) - round(was))
+                                if now_ is not None and was is not None else "–")
+        L.append("| %s | `%s` | %s |%s %s | %s | %s |" % (
+            c["label"], rule_text(c), _cell(rows, "sluice", c["name"]), b, t,
             s[0].get("budget_text", "–"), s[0].get("verdict", "–")))
     base = ["%s %.0f" % (r["call"], r["instr_per_call"]) for r in rows
             if r["tool"] == "none" and r.get("instr_per_call") is not None]
@@ -345,9 +371,12 @@ def table(rows, lib=""):
     total = sum(1 for r in rows if r["tool"] == "sluice" and r.get("verdict", "–") != "–")
     L += ["", "Instructions per call added over the same program without a tool (callgrind, "
           "runs of %d and %d calls subtracted); without a tool a call costs: %s. "
-          "trickle runs at -u/-d %d KB/s. Budgets met: %d of %d.%s" % (
+          "trickle runs at -u/-d %d KB/s. Budgets met: %d of %d.%s%s" % (
               N1, N2, ", ".join(base), TRICKLE_KB, met, total,
-              " Library: `%s`." % lib if lib else "")]
+              " Library: `%s`." % lib if lib else "",
+              " Before: `%s` (BENCH_BEFORE_LIB), in the same run; change: sluice − before."
+              % before if has_before and before else
+              " Before: BENCH_BEFORE_LIB, in the same run." if has_before else "")]
     return L
 
 
@@ -418,11 +447,16 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
         return 0
     start = time.monotonic()
+    before = os.environ.get("BENCH_BEFORE_LIB") or None
+    if before and not os.path.exists(before):
+        print("instructions: BENCH_BEFORE_LIB=%s: no such library" % before, file=sys.stderr)
+        return 2
     rows = measure(build, lib, tmp, int(os.environ.get("BENCH_JOBS", "2")),
-                   bool(shutil.which("trickle")))
+                   bool(shutil.which("trickle")), before)
     shutil.rmtree(tmp, ignore_errors=True)
     report.write_csv(os.path.join(out, "instructions.csv"), rows)
-    print("\n".join(table(rows, os.path.abspath(lib))))
+    print("\n".join(table(rows, os.path.abspath(lib),
+                         os.path.abspath(before) if before else "")))
     print("\n(%.0f s; %s/instructions.csv)" % (time.monotonic() - start, out))
     return 1 if any(str(r.get("note", "")).startswith(("failed", "not matched"))
                     for r in rows if r["tool"] == "sluice") else 0

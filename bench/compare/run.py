@@ -10,6 +10,8 @@ Environment:
   BENCH_OUT=DIR      where to write (default bench/results/latest)
   BENCH_LIB=PATH     the libsluice.so to measure (default BUILD_DIR/libsluice.so)
   BENCH_JOBS=N       callgrind runs at a time in workload 7 (default 2)
+  BENCH_BEFORE_LIB=PATH  another libsluice.so measured beside it in workload 7
+                     (a "before" column: before and after in one run)
 Writes DIR/*.csv (one per workload), DIR/summary.md and DIR/*.png, and
 prints the summary. Exit status 1 if a workload could not run sluice at all.
 """
@@ -215,7 +217,8 @@ def summary(env, res, wall):
     if "instructions" in res:
         L += ["### 7. Instructions per call added, every scope and both directions "
               "(callgrind; against the project's targets)", ""]
-        L += instructions.table(res["instructions"]) + [""]
+        L += instructions.table(res["instructions"], "",
+                                os.environ.get("BENCH_BEFORE_LIB", "")) + [""]
     t = targets(env, res)
     if t:
         L += ["### Targets (sluice, same run)", "", "| target | sluice | trickle | verdict |",
@@ -261,7 +264,8 @@ def instructions_rows(env):
                  "note": env.sluice_why or "valgrind not installed"}]
     try:
         return instructions.measure(env.build, env.shim, env.tmp,
-                                    int(os.environ.get("BENCH_JOBS", "2")), not env.trickle_why)
+                                    int(os.environ.get("BENCH_JOBS", "2")), not env.trickle_why,
+                                    os.environ.get("BENCH_BEFORE_LIB") or None)
     except proc.RunError as e:
         return [{"tool": "sluice", "case": "devnull", "note": "failed: %s" % e}]
 
