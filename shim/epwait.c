@@ -57,12 +57,13 @@ _Static_assert(((SL_EP_WAKE_TOKEN >> 32) & 0xffffu) >= SL_EP_SLOTS,
 	       "the wake-up's token names no slot");
 
 /* Put the program's data back into the n events; drop those of parked or
- * freed registrations. Returns how many are left. */
-static int ep_translate(struct epoll_event *ev, int n)
+ * freed registrations. Returns how many are left. rd: the wait's round
+ * (nb.h), NULL for one event (a constant there: ep_translate). */
+static inline __attribute__((always_inline)) int ep_translate_in(struct epoll_event *ev, int n,
+								 struct sl_nb_round *rd)
 {
 	int m = 0;
 	uint64_t now = 0; /* read at the first event that needs it */
-	struct sl_nb_round round, *rd = sl__nb_round_begin(&round, n);
 	for (int i = 0; i < n; i++) {
 		uint64_t u = ev[i].data.u64;
 		if ((u >> 48) != SL_EP_MAGIC) {
@@ -107,6 +108,16 @@ static int ep_translate(struct epoll_event *ev, int n)
 		m++;
 	}
 	return m;
+}
+
+/* ep_translate_in, compiled apart for one event (no round: the common
+ * case pays nothing for it) and for more. */
+static int ep_translate(struct epoll_event *ev, int n)
+{
+	if (n == 1)
+		return ep_translate_in(ev, 1, NULL);
+	struct sl_nb_round round;
+	return ep_translate_in(ev, n, sl__nb_round_begin(&round, n));
 }
 
 enum ep_how { SL_EP_WAIT, SL_EP_PWAIT, SL_EP_PWAIT2 };

@@ -100,11 +100,12 @@ static bool poll_is_held(const struct poll_held *hd, uint32_t i)
  * and not reported (sl__nb_hold_unready); the clock is read at the first
  * entry that needs it (an fd whose direction passes needs none), after the
  * wait: a hold is timed from the instant of the question. Returns the
- * count still reported. */
-static int poll_seen(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
+ * count still reported. rd: the wait's round (nb.h), NULL for one entry
+ * reported (a constant there: poll_seen). */
+static inline __attribute__((always_inline)) int
+poll_seen_in(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd, struct sl_nb_round *rd)
 {
 	uint64_t now = 0;
-	struct sl_nb_round round, *rd = sl__nb_round_begin(&round, r);
 	for (nfds_t i = 0; i < n && r > 0; i++) {
 		uint32_t rev = (uint16_t)fds[i].revents;
 		const int fd = fds[i].fd;
@@ -132,6 +133,16 @@ static int poll_seen(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
 		fds[i].revents = (short)rev;
 	}
 	return r;
+}
+
+/* poll_seen_in, compiled apart for one entry reported (no round: the
+ * common case pays nothing for it) and for more. */
+static int poll_seen(struct pollfd *fds, nfds_t n, int r, struct poll_held *hd)
+{
+	if (r == 1)
+		return poll_seen_in(fds, n, 1, hd, NULL);
+	struct sl_nb_round round;
+	return poll_seen_in(fds, n, r, hd, sl__nb_round_begin(&round, r));
 }
 
 /* The entries of fds with something hidden at now (sl__ready_hidden) are
