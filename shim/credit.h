@@ -127,18 +127,27 @@ static inline uint64_t sl__credit_tsc(void)
 #endif
 }
 
-/* Spend n units of fast rule i (descriptor d; i in sl__st.credit_rules)
- * from this thread's credit c (&sl__credit[i]): true if it had them, at
- * d's generation, not expired, for key (the call's fd record's ckey: 0 for
- * a rule not keyed). */
+/* Whether this thread's credit c (&sl__credit[i]) of fast rule i
+ * (descriptor d; i in sl__st.credit_rules) holds n units, at d's
+ * generation, not expired, for key (the call's fd record's ckey: 0 for a
+ * rule not keyed). Nothing is spent: a receive spends what came, after the
+ * call (sl__fast_recv_credit). */
 static inline __attribute__((always_inline)) bool
-sl__credit_spend(struct sl_credit *c, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
+sl__credit_has(const struct sl_credit *c, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
 {
 	/* Relaxed gen: a retune racing the spend lets it use the old slot's
 	 * units once more, which that slot admitted. */
-	if (c->units < n || c->key != key ||
-	    c->gen != atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) ||
-	    (int64_t)(sl__credit_tsc() - c->until) >= 0)
+	return c->units >= n && c->key == key &&
+	       c->gen == atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) &&
+	       (int64_t)(sl__credit_tsc() - c->until) < 0;
+}
+
+/* Spend n units of fast rule i from this thread's credit c: true if it had
+ * them (sl__credit_has). */
+static inline __attribute__((always_inline)) bool
+sl__credit_spend(struct sl_credit *c, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
+{
+	if (!sl__credit_has(c, d, n, key))
 		return false;
 	c->units -= n;
 	return true;

@@ -199,15 +199,14 @@ void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, ui
 	errno = e;
 }
 
-/* The call's units go back to the credit, the bytes that came are charged
+/* The call spent nothing of the credit: the bytes that came are charged
  * at their arrival (as the receive fast path charges them), and the credit
  * goes back: the thread waited, or will (nothing came). */
 __attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, const struct sl_credit *c,
-							    size_t total, ssize_t r)
+							    ssize_t r)
 {
 	int e = errno;
 	const unsigned i = (unsigned)(c - sl__credit);
-	sl__credit[i].units += total;
 	const uint64_t now = sl__clock_ns();
 	if (r > 0)
 		sl__fast_charge1(fd, i, (uint64_t)r, now);

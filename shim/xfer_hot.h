@@ -110,8 +110,8 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 }
 
 /* A receive's hot path (as sl__send_hot, the credit bit seen): the credit
- * of the one byte rule pays for the whole buffer before the call, what
- * does not come goes back to it (sl__fast_recv_credit). The conditions
+ * of the one byte rule must hold the whole buffer before the call, and
+ * pays for what came after it (sl__fast_recv_credit). The conditions
  * are sl__recv_rec's for its credit path. */
 static inline __attribute__((always_inline)) bool
 sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
@@ -127,7 +127,7 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	struct sl_credit *c = &sl__credit[i];
 	__asm__("" : "+r"(c)); /* as for a send */
 	sl__busy = 1;
-	if (__builtin_expect(!sl__credit_spend(c, d, io->total, SL_FDR_CKEY(rec, SL_K_RECV)), 0)) {
+	if (__builtin_expect(!sl__credit_has(c, d, io->total, SL_FDR_CKEY(rec, SL_K_RECV)), 0)) {
 		sl__busy = 0;
 		return false;
 	}

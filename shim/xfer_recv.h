@@ -91,12 +91,15 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 	return r;
 }
 
-/* A receive under one byte rule for which this thread's credit c paid
- * `total` units before the call (sl__busy set): what did not come goes
- * back to the credit. If nothing came (an error, EAGAIN, the end), or the
- * credit expired while the call waited for data, the call is settled in
- * sl__fast_recv_credit_late instead. */
-ssize_t sl__fast_recv_credit_late(int fd, const struct sl_credit *c, size_t total, ssize_t r);
+/* A receive under one byte rule whose credit c (this thread's) holds the
+ * whole buffer, `total` units (sl__credit_has; sl__busy set): the call is
+ * made, then what came is spent from the credit. Nothing is spent before
+ * the call: the credit is this thread's alone, and a signal handler's
+ * call during it passes through (sl__busy), so the units are still there
+ * after it; only c is live across the call. If nothing came (an error,
+ * EAGAIN, the end), or the credit expired while the call waited for data,
+ * the call is settled in sl__fast_recv_credit_late instead. */
+ssize_t sl__fast_recv_credit_late(int fd, const struct sl_credit *c, ssize_t r);
 static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const struct sl_io *io,
 									  struct sl_credit *c)
 {
@@ -105,12 +108,12 @@ static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const 
 	__asm__("" : "+r"(c));
 	const ssize_t r = sl__io_xfer(io, 0, io->total);
 	if (__builtin_expect(r > 0 && (int64_t)(sl__credit_tsc() - c->until) < 0, 1)) {
-		c->units += io->total - (size_t)r;
+		c->units -= (size_t)r;
 		sl__busy = 0;
 		sl__credit_count(c, (uint64_t)r);
 		return r;
 	}
-	return sl__fast_recv_credit_late(io->fd, c, io->total, r);
+	return sl__fast_recv_credit_late(io->fd, c, r);
 }
 
 /* The receive side of every wrapper: record, fast path, general path (see
@@ -137,12 +140,16 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 			sl__busy = 1;
 			const uint64_t key = SL_FDR_CKEY(rec, SL_K_RECV);
 			struct sl_credit *c = &sl__credit[i];
-			if (__builtin_expect(sl__credit_spend(c, d, io->total, key), 1))
+			if (__builtin_expect(sl__credit_has(c, d, io->total, key), 1))
 				return sl__fast_recv_credit(io, c);
 			now = sl__clock_ns();
 			if (sl__credit_wanted(i, d, io->total, key, now) &&
-			    sl__credit_take(i, d, io->total, now, false, io->fd))
+			    sl__credit_take(i, d, io->total, now, false, io->fd)) {
+				/* The take left the rest of the slice: the
+				 * call's units go back in, spent after it. */
+				c->units += io->total;
 				return sl__fast_recv_credit(io, c);
+			}
 			sl__busy = 0;
 		} else {
 			now = sl__clock_ns();
