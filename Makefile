@@ -191,9 +191,9 @@ integration: deps
 
 # Integration tests again and again, to catch a flaky check before make
 # test does (scripts/repeat-tests.sh): each of TESTS N times, two copies at
-# once beside a busy loop per CPU (alone if run-tests.sh runs it alone);
-# by default the ones changed against origin/main or by the last commit,
-# and in the work tree. REPEAT_SECONDS bounds it: no run starts that would
+# once beside a busy loop per CPU (alone if run-tests.sh runs it after the
+# others); by default the ones changed against origin/main or by the last
+# commit, and in the work tree. REPEAT_SECONDS bounds it: no run starts that would
 # end later, by the test's last time (CI: 60). Installs nothing.
 N ?= 3
 REPEAT_SECONDS ?= 0

@@ -6,8 +6,9 @@
 # each test once, beside 3 others on 2 cores (scripts/run-tests.sh), and a
 # check that passes alone may lose a race there only now and then.
 #
-# Each round runs every TEST. A test that run-tests.sh runs alone (its
-# $alone list: timing checks that want a quiet machine) runs once, alone.
+# Each round runs every TEST. A test that run-tests.sh runs after the
+# others (its $busy, $light and $alone lists: timing checks that want no
+# busy neighbour) runs once, alone.
 # Any other runs as a pair, two copies at once (names, ports or files that
 # two runs would share collide there) beside SL_REPEAT_LOAD busy loops: about
 # the load of make test's parallel pass. A failed run's output is printed;
