@@ -85,7 +85,7 @@ CLI := $(BUILD)/sluice
 UNIT_TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check unit tests demo test integration test-repeat sanitize asan tsan fuzz bench transparency check-layers \
+.PHONY: all check unit tests demo test integration test-repeat sanitize sanitize-build asan tsan fuzz bench transparency check-layers \
 	format-check deb install clean deps need-cmocka FORCE
 .DEFAULT_GOAL := all
 
@@ -218,18 +218,21 @@ unit: check
 # tests (real programs preloading the ASan build), TSan over the thread
 # tests (the core's, the shim's clock and lease thread).
 sanitize: deps
-	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all tests
+	$(MAKE) sanitize-build
 	SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/asan
 	# The shim's integration tests preload the ASan build (runtime first);
 	# the Redis client and lease thread too (test_redis.py: faults, fork).
 	SL_TEST_INTEGRATION_ONLY=1 SL_TEST_FILTER='test_shim_ test_redis.' scripts/run-tests.sh build/asan
-	$(MAKE) BUILD=build/tsan SAN_FLAGS='-fsanitize=thread' CFLAGS='-O1 -g' \
-		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(UNIT_TESTS)))
 	# A race report inside a test that links the shim can hang (TSan's
 	# symbolizer opens files through the shim's wrappers): 5 minutes each.
 	SL_TEST_TIMEOUT=300 SL_TEST_FILTER=thread SL_TEST_UNIT_ONLY=1 scripts/run-tests.sh build/tsan
 asan: sanitize
 tsan: sanitize
+# The two builds alone (CI makes them beside make test, at idle priority).
+sanitize-build:
+	$(MAKE) BUILD=build/asan SAN_FLAGS='-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' all tests
+	$(MAKE) BUILD=build/tsan SAN_FLAGS='-fsanitize=thread' CFLAGS='-O1 -g' \
+		$(patsubst $(BUILD)/%,build/tsan/%,$(filter %thread,$(UNIT_TESTS)))
 
 # libFuzzer: each tests/fuzz/fuzz_NAME.c runs FUZZ_SECONDS on its corpus
 # tests/fuzz/corpus/NAME (copied, so the tree is never written), FUZZ_JOBS
