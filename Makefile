@@ -243,15 +243,19 @@ FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all $(ARCH_CFLAGS) -Icore -Ipolicy
 FUZZ_RUNS := $(patsubst tests/fuzz/fuzz_%.c,fuzz-run-%,$(FUZZ_SRC))
-.PHONY: $(FUZZ_RUNS)
+FUZZ_BINS := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz/fuzz_%,$(FUZZ_SRC))
+.PHONY: $(FUZZ_RUNS) fuzz-build
 fuzz:
 	@scripts/deps.sh fuzz
 	@# Its own job count, not the caller's jobserver: the settings passed on.
 	@MAKEFLAGS= $(MAKE) --no-print-directory -j$(FUZZ_JOBS) -Otarget BUILD='$(BUILD)' \
 		FUZZ_CC='$(FUZZ_CC)' FUZZ_SECONDS='$(FUZZ_SECONDS)' $(FUZZ_RUNS)
-$(FUZZ_RUNS): fuzz-run-%:
-	@mkdir -p $(BUILD)/fuzz
-	@$(FUZZ_CC) $(FUZZ_FLAGS) -o $(BUILD)/fuzz/fuzz_$* tests/fuzz/fuzz_$*.c $(POLICY_SRC) $(CORE_SRC)
+# The fuzzers alone, not run (CI builds them beside the tests).
+fuzz-build: $(FUZZ_BINS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(POLICY_SRC) $(CORE_SRC) $(wildcard core/*.h policy/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(POLICY_SRC) $(CORE_SRC)
+$(FUZZ_RUNS): fuzz-run-%: $(BUILD)/fuzz/fuzz_%
 	@rm -rf $(BUILD)/fuzz/fuzz_$*.corpus; mkdir -p $(BUILD)/fuzz/fuzz_$*.corpus
 	@if [ -d tests/fuzz/corpus/$* ]; then cp tests/fuzz/corpus/$*/* $(BUILD)/fuzz/fuzz_$*.corpus/; fi
 	@echo "fuzz: fuzz_$* for $(FUZZ_SECONDS)s"
