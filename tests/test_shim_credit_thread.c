@@ -274,9 +274,9 @@ static void test_message_rule(void **state)
 	assert_dec_equal(sl__credit[0].units, 998);
 }
 
-/* A receive: credit pays for the whole buffer before the call, what did
- * not come goes back to it; EAGAIN gives it all back to the limiter (the
- * thread will wait). */
+/* A receive: credit must hold the whole buffer before the call, and what
+ * came is spent from it after; EAGAIN gives it all back to the limiter
+ * (the thread will wait). */
 static void test_recv_credit(void **state)
 {
 	struct fix *f = *state;
