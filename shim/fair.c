@@ -34,11 +34,11 @@
  *
  * Both directions: a receive's units are charged after the fact
  * (sl__charge uses the turn's first), a send's are taken before it is made
- * (sl__admit asks the limiter only for what the turn does not cover). The
- * send fast path (xfer.h) does not look at turns: a send it admits takes
- * units nobody reserved, and a turn left kept then waits for the fd's next
- * general-path call or its close. A reservation not used is given back when the fd is closed (the forget
- * hook) or by its next call. Two threads calling on one fd in one
+ * (sl__admit asks the limiter only for what the turn does not cover).
+ * While any turn is kept (sl__st.fair_kept), the fast paths of both (xfer.h,
+ * xfer_recv.h, xfer_hot.h) leave every call to the general path, which
+ * settles the fd's own turn first. A reservation not used is given back
+ * when the fd is closed (the forget hook) or by its next call. Two threads calling on one fd in one
  * direction at once: the second finds the record busy and reserves nothing
  * (it waits as before, for the units to be there).
  */
@@ -68,7 +68,6 @@ struct resv {
 	uint64_t units[FAIR_RULES];
 };
 
-_Atomic uint32_t sl__fair_kept;
 static struct resv (*tab)[2]; /* [sl__fd_cap][dir], mmap'd */
 static _Atomic uint32_t fd_hi;
 static uint32_t fair_rules; /* rules whose turns are reserved */
@@ -90,7 +89,7 @@ static bool take(int fd, enum sl_dir dir, struct resv *out, uint64_t now)
 		return false;
 	memcpy(out, r, sizeof(*out));
 	atomic_store_explicit(&r->state, FAIR_NONE, memory_order_release);
-	atomic_fetch_sub_explicit(&sl__fair_kept, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&sl__st.fair_kept, 1, memory_order_relaxed);
 	return true;
 }
 
@@ -99,7 +98,7 @@ static void forget(int fd)
 {
 	for (int dir = 0; dir < 2; dir++) {
 		struct resv r;
-		if (atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0 ||
+		if (atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) == 0 ||
 		    !take(fd, (enum sl_dir)dir, &r, UINT64_MAX))
 			continue;
 		uint64_t now = sl__clock_ns();
@@ -126,7 +125,7 @@ int sl__fair_init_unsync(void)
 		memset((void *)tab, 0, sizeof(*tab) * atomic_load(&fd_hi));
 	}
 	atomic_store_explicit(&fd_hi, 0, memory_order_relaxed);
-	atomic_store_explicit(&sl__fair_kept, 0, memory_order_relaxed);
+	atomic_store_explicit(&sl__st.fair_kept, 0, memory_order_relaxed);
 	if (fair_rules != 0)
 		sl__fd_on_forget_unsync(forget);
 	sl__st.round_rules = fair_rules & sl__st.probe_rules;
@@ -140,7 +139,7 @@ uint32_t sl__fair_rules(void)
 
 bool sl__fair_has(int fd, enum sl_dir dir)
 {
-	/* Relaxed: a hint, as sl__fair_kept is; the turn's own call settles. */
+	/* Relaxed: a hint, as sl__st.fair_kept is; the turn's own call settles. */
 	return tab != NULL && (unsigned)fd < sl__fd_cap &&
 	       atomic_load_explicit(&tab[fd][dir].state, memory_order_relaxed) != FAIR_NONE;
 }
@@ -227,7 +226,7 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 	}
 	atomic_store_explicit(&r->turn_ns, t, memory_order_relaxed);
 	t = later(c, t);
-	atomic_fetch_add_explicit(&sl__fair_kept, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sl__st.fair_kept, 1, memory_order_relaxed);
 	/* Release: the fields above are complete before KEPT is seen. */
 	atomic_store_explicit(&r->state, FAIR_KEPT, memory_order_release);
 	return t;

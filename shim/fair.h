@@ -11,6 +11,7 @@
 #include "call.h"
 #include "internal.h"
 #include "ready.h"
+#include "state.h"
 
 /* Map (once) and clear the table, register the forget hook. Init only
  * (after the eagain rules are known). Returns 0 or -1. */
@@ -34,15 +35,14 @@ uint32_t sl__fair_rules(void);
 /* True if (fd, dir) has a turn reserved or being settled: its next call owns
  * units the limiter no longer shows (sl__nb_probe asks). */
 bool sl__fair_has(int fd, enum sl_dir dir);
-/* Reservations kept now (any fd); a hint. */
-extern _Atomic uint32_t sl__fair_kept;
+/* Reservations kept now (any fd), a hint: sl__st.fair_kept (state.h). */
 /* A call c on (fd, dir) begins: the units of the fd's reserved turn become
  * the call's (c->credit: sl__available counts them, sl__charge uses them
  * first, sl__call_end gives back the rest). Nothing if none is kept. */
 static inline void sl__fair_settle(struct sl_call *c, enum sl_dir dir)
 {
 	/* Relaxed: a hint; the fd's own record is exchanged. */
-	if (__builtin_expect(atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) != 0, 0))
+	if (__builtin_expect(atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) != 0, 0))
 		sl__fair_settle_slow(c, dir);
 }
 

@@ -182,13 +182,13 @@ static __attribute__((noinline)) uint64_t probe_short(int fd, enum sl_dir dir, u
 	struct sl_addr peer;
 	struct sl_call c = probe_call(fd, dir, now, rec, 0, &peer);
 	uint64_t t = 0;
-	/* A short receive's turn is reserved now, in line with the other fds
-	 * that wait for the limiter (fair.c): two fds reported ready at once
-	 * do not both count on the same units, and the first read of the one
+	/* A short fd's turn is reserved now, in line with the other fds that
+	 * wait for the limiter (fair.c): two fds reported ready at once do not
+	 * both count on the same units, and the first call of the one
 	 * reported first does not leave the second with none. Its next call
-	 * owns the units. Not a send's: the send fast path does not use
-	 * turns, and one it left kept would hold its units until a close. */
-	if (dir == SL_DIR_IN && (shortr & sl__fair_rules()) != 0) {
+	 * owns the units (a send's fast paths leave them to the general path
+	 * while a turn is kept: xfer.h). */
+	if ((shortr & sl__fair_rules()) != 0) {
 		c.nb_rules = rules;
 		t = sl__fair_reserve(&c, dir, now);
 		shortr &= ~sl__fair_rules();
@@ -237,40 +237,56 @@ static __attribute__((noinline)) bool hold_short(int fd, enum sl_dir dir, uint64
 
 uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now, struct sl_nb_round *rd)
 {
-	uint32_t drop = 0, rules = 0, shortr;
-	const struct sl_fdrec *rec = NULL;
+	uint32_t drop = 0, rules = 0, shortr, ready = 0;
+	const struct sl_fdrec *rec = NULL, *r = NULL;
+	/* Each direction held back if its units are short, else, if a rule
+	 * was asked about, in the round (one call: both directions). */
 	if (rev & SL_HIDE_IN) {
-		shortr = probe_look(fd, SL_K_RECV, now, &rec, &rules);
-		if (shortr != 0 && hold_short(fd, SL_DIR_IN, now, rec, rules, shortr))
+		shortr = probe_look(fd, SL_K_RECV, now, &r, &rules);
+		if (shortr != 0 && hold_short(fd, SL_DIR_IN, now, r, rules, shortr))
 			drop |= SL_HIDE_IN | POLLHUP;
-		else if (rec != NULL)
-			drop |= sl__nb_round(rd, fd, SL_HIDE_IN, rec, now);
+		else if (r != NULL)
+			ready |= SL_HIDE_IN, rec = r;
 	}
-	if ((rev & SL_HIDE_OUT) && (shortr = probe_look(fd, SL_K_SEND, now, &rec, &rules)) != 0 &&
-	    hold_short(fd, SL_DIR_OUT, now, rec, rules, shortr))
-		drop |= SL_HIDE_OUT;
+	if (rev & SL_HIDE_OUT) {
+		r = NULL;
+		shortr = probe_look(fd, SL_K_SEND, now, &r, &rules);
+		if (shortr != 0 && hold_short(fd, SL_DIR_OUT, now, r, rules, shortr))
+			drop |= SL_HIDE_OUT;
+		else if (r != NULL)
+			ready |= SL_HIDE_OUT, rec = r;
+	}
+	if (ready != 0)
+		drop |= sl__nb_round(rd, fd, ready, rec, now);
 	return drop;
 }
 
-/* Reserve fd's turn to receive (sl__fair_reserve) at now: the instant it
+/* The kind of call rule i polices: its direction (a rule is of one). */
+static enum sl_dir rule_dir(unsigned i)
+{
+	return (sl__st.kind_rules[SL_K_SEND] >> i & 1) ? SL_DIR_OUT : SL_DIR_IN;
+}
+
+/* Reserve fd's turn in dir (sl__fair_reserve) at now: the instant it
  * starts, or 0 if none was reserved. */
-static uint64_t round_reserve(int fd, uint64_t now)
+static uint64_t round_reserve(int fd, enum sl_dir dir, uint64_t now)
 {
 	const struct sl_fdrec *rec = sl__fd_rec(fd);
 	if (rec == NULL)
 		return 0;
 	int saved = errno;
 	struct sl_addr peer;
-	struct sl_call c = probe_call(fd, SL_DIR_IN, now, rec,
-				      rec->match[SL_K_RECV] & sl__st.probe_rules, &peer);
-	const uint64_t t = sl__fair_reserve(&c, SL_DIR_IN, now);
+	const enum sl_kind_call k = dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND;
+	struct sl_call c = probe_call(fd, dir, now, rec, rec->match[k] & sl__st.probe_rules, &peer);
+	const uint64_t t = sl__fair_reserve(&c, dir, now);
 	if (c.pinned != 0)
 		sl__peer_unpin_call(&c);
 	errno = saved;
 	return t;
 }
 
-/* True if fd is a listener (its IN is an accept, not a receive). */
+/* True if fd is a listener (its IN is an accept, not a receive) or a
+ * stream socket not connected yet (its OUT is its connect's end). */
 static bool round_listener(int fd)
 {
 	const struct sl_fdrec *rec = sl__fd_rec(fd);
@@ -291,25 +307,32 @@ uint32_t sl__nb_round_more(struct sl_nb_round *rd, int fd, uint32_t f, uint64_t 
 	if (round_listener(fd))
 		return 0;
 	const uint32_t shared = f & rd->rules;
+	uint32_t drop = 0;
 	if (shared != 0) {
-		/* The first fd of each shared rule has its turn reserved (if
-		 * it has none), before this one's: its receive then leaves
-		 * this one's units. */
+		/* The first fd of each shared rule has its turn reserved in
+		 * the rule's direction (if it has none), before this one's:
+		 * its call then leaves this one's units. */
 		for (uint32_t rest = shared; rest != 0; rest &= rest - 1) {
-			const int a = rd->fd[__builtin_ctz(rest)];
-			if (a != fd && !sl__fair_has(a, SL_DIR_IN))
-				(void)round_reserve(a, now);
+			const unsigned i = (unsigned)__builtin_ctz(rest);
+			const int a = rd->fd[i];
+			if (a != fd && !sl__fair_has(a, rule_dir(i)))
+				(void)round_reserve(a, rule_dir(i), now);
 		}
-		const uint64_t t = round_reserve(fd, now);
-		if (t > now) {
-			sl__ready_hold(fd, SL_DIR_IN, t);
-			return SL_HIDE_IN | POLLHUP;
+		for (int dir = SL_DIR_IN; dir <= SL_DIR_OUT; dir++) {
+			const enum sl_kind_call k = dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND;
+			if ((shared & sl__st.kind_rules[k]) == 0)
+				continue;
+			const uint64_t t = round_reserve(fd, (enum sl_dir)dir, now);
+			if (t > now) {
+				sl__ready_hold(fd, (enum sl_dir)dir, t);
+				drop |= dir == SL_DIR_IN ? SL_HIDE_IN | POLLHUP : SL_HIDE_OUT;
+			}
 		}
 	}
 	for (uint32_t rest = f & ~rd->rules; rest != 0; rest &= rest - 1)
 		rd->fd[__builtin_ctz(rest)] = fd;
 	rd->rules |= f;
-	return 0;
+	return drop;
 }
 
 void sl__nb_end_slow(struct sl_call *c, enum sl_dir dir, bool cut)

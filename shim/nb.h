@@ -129,18 +129,21 @@ static inline __attribute__((always_inline)) bool sl__nb_at_rest(uint32_t asked,
 }
 /*
  * One wait's round (a poll, select or epoll_wait that returns): the fds it
- * reports ready to receive under a rule with turns (fair.h). The first fd of
- * a rule is reported on the probe's word, with nothing reserved. A second
- * one of the same rule is not: the first one's receive takes every unit it
- * finds, up to what it asks for, and would leave the second with none (two
- * connections reported at once with the bucket full: the second refused
- * with EAGAIN). So from the second fd of a rule on, each reported fd has its
- * turn reserved (sl__fair_reserve), the first one's too, and an fd whose
- * turn is still to come is held back until it, not reported. A round is
- * the wait wrapper's own (on its stack, begun with sl__nb_round_begin)
- * before it looks at what the kernel reported; a wait the kernel answered
- * with one fd passes NULL (no round: nothing to share). A listener's IN (an
- * accept) is not in it.
+ * reports ready to receive or to send under a rule with turns (fair.h). The
+ * first fd of a rule is reported on the probe's word, with nothing
+ * reserved. A second one of the same rule is not: the first one's call
+ * takes every unit it finds, up to what it asks for (a receive what came,
+ * a send a partial write of what the rules allow now), and would leave the
+ * second with none (two connections reported at once with the bucket full:
+ * the second refused with EAGAIN). So from the second fd of a rule on, each
+ * reported fd has its turn reserved in that rule's direction
+ * (sl__fair_reserve), the first one's too, and an fd whose turn is still to
+ * come is held back in that direction until it, not reported. A rule is of
+ * one kind (a send rule or a receive rule), so its direction is its own. A
+ * round is the wait wrapper's own (on its stack, begun with
+ * sl__nb_round_begin) before it looks at what the kernel reported; a wait
+ * the kernel answered with one fd passes NULL (no round: nothing to
+ * share). A listener's IN (an accept) is not in it.
  */
 struct sl_nb_round {
 	uint32_t rules;       /* rules with an fd reported in this round */
@@ -166,7 +169,9 @@ sl__nb_round(struct sl_nb_round *rd, int fd, uint32_t rev, const struct sl_fdrec
 {
 	if (__builtin_expect(rd == NULL, 1))
 		return 0;
-	const uint32_t f = (rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] & sl__st.round_rules : 0;
+	const uint32_t f = (((rev & SL_HIDE_IN) ? rec->match[SL_K_RECV] : 0) |
+			    ((rev & SL_HIDE_OUT) ? rec->match[SL_K_SEND] : 0)) &
+			   sl__st.round_rules;
 	if (__builtin_expect(f == 0, 1))
 		return 0;
 	if (rd->rules == 0) {

@@ -107,6 +107,14 @@ struct sl_state {
 	struct sl_rstats *stats;        /* [n_rules], in rec */
 	struct sl_shm_stat *rec;        /* the live status record (record.c) */
 	_Alignas(SL_CACHELINE) struct sl_fast_rule fast[SL_MAX_RULES];
+	/* Turns kept now, any fd (fair.c), a hint the fast paths read
+	 * relaxed: while it is not 0 they leave every call to the general
+	 * path, which settles the fd's own turn. In sl__st, so that the fast
+	 * paths reach it from the base they hold already (one compare), on a
+	 * line of its own: every reserve and settle writes it, and the fields
+	 * above are read-only after init. */
+	_Alignas(SL_CACHELINE) _Atomic uint32_t fair_kept;
+	uint8_t pad_kept[SL_CACHELINE - sizeof(uint32_t)];
 };
 extern struct sl_state sl__st;
 

@@ -363,14 +363,16 @@ sl__xfer_rec(int fd, enum sl_kind_call k)
 }
 
 /* True if a send of `total` bytes on rec's fd (`to` its destination, NULL
- * if none) may take the fast path. */
+ * if none) may take the fast path: not while a turn is kept (fair.h: the
+ * general path settles the fd's own; a hint read relaxed, as a receive's). */
 static inline bool sl__fast_send_ok(const struct sl_fdrec *rec, uint32_t rules, size_t total,
 				    const void *to)
 {
 	/* rules != 0 too: match and fast are two reads, and a record being
 	 * rewritten (a connect racing the call) may show one new, one old. */
 	return (rec->fast & SL_FDR_FAST(SL_K_SEND)) && rules != 0 && total <= sl__st.piece_min &&
-	       (to == NULL || rec->peer.family != 0);
+	       (to == NULL || rec->peer.family != 0) &&
+	       atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) == 0;
 }
 
 /* The stats of a fast transfer of one rule (its stats st) that moved

@@ -81,8 +81,10 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	const uint32_t rules = rec->match[SL_K_SEND] & sl__st.credit_rules;
 	const void *to = io->msg != NULL ? io->msg->msg_name : io->addr;
 	/* sl__fast_send_ok but its fast bit: the credit bit implies it (fd.c,
-	 * rec_fill, sets it first; a credit rule is a fast rule). */
-	if (rules == 0 || io->total > sl__st.piece_min || (to != NULL && rec->peer.family == 0))
+	 * rec_fill, sets it first; a credit rule is a fast rule). A kept turn
+	 * (fair.h) sends the call to the general path, as a receive's. */
+	if (rules == 0 || io->total > sl__st.piece_min || (to != NULL && rec->peer.family == 0) ||
+	    atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) != 0)
 		return false;
 	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];
@@ -120,7 +122,7 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	const uint32_t rules = rec->match[SL_K_RECV] & sl__st.credit_in_rules;
 	if (__builtin_expect(rules == 0 || io->total == 0, 0) ||
 	    (io->flags & (MSG_PEEK | MSG_ERRQUEUE | MSG_WAITALL)) ||
-	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) != 0)
+	    atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) != 0)
 		return false;
 	const size_t i = (size_t)__builtin_ctz(rules);
 	const struct sl_fast_rule *d = &sl__st.fast[i];

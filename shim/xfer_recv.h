@@ -127,7 +127,7 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 		return sl__io_xfer(io, 0, io->total);
 	uint64_t now = 0;
 	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
-	    atomic_load_explicit(&sl__fair_kept, memory_order_relaxed) == 0) {
+	    atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) == 0) {
 		const uint32_t credit = rules & sl__st.credit_in_rules;
 		if (__builtin_expect((rec->fast & SL_FDR_ANY_CREDIT(SL_K_RECV)) && credit != 0,
 				     1)) {

@@ -474,17 +474,19 @@ static void test_shim_poll_recv_turns(void **state)
  * select and epoll_wait alike (how: 0, 1, 2). */
 enum { ROUND_POLL, ROUND_SELECT, ROUND_EPOLL };
 
-/* The fds of fd[0..2] that a wait of kind how reports readable at once. */
-static unsigned round_wait(int how, const int fd[3])
+/* The fds of fd[0..2] that a wait of kind how reports ready at once to
+ * receive (out false) or to send (out true). */
+static unsigned round_wait(int how, const int fd[3], bool out)
 {
+	const short ev = out ? POLLOUT : POLLIN;
 	unsigned got = 0;
 	if (how == ROUND_POLL) {
 		struct pollfd p[3];
 		for (int k = 0; k < 3; k++)
-			p[k] = (struct pollfd){.fd = fd[k], .events = POLLIN};
+			p[k] = (struct pollfd){.fd = fd[k], .events = ev};
 		const int n = poll(p, 3, 1000);
 		for (int k = 0; k < 3; k++)
-			got |= p[k].revents == POLLIN ? 1u << k : 0;
+			got |= p[k].revents == ev ? 1u << k : 0;
 		assert_dec_equal(n, __builtin_popcount(got));
 	} else if (how == ROUND_SELECT) {
 		fd_set r;
@@ -495,7 +497,8 @@ static unsigned round_wait(int how, const int fd[3])
 			hi = fd[k] > hi ? fd[k] : hi;
 		}
 		struct timeval tv = {.tv_sec = 1, .tv_usec = 0};
-		const int n = select(hi + 1, &r, NULL, NULL, &tv);
+		const int n = out ? select(hi + 1, NULL, &r, NULL, &tv)
+				  : select(hi + 1, &r, NULL, NULL, &tv);
 		for (int k = 0; k < 3; k++)
 			got |= FD_ISSET(fd[k], &r) ? 1u << k : 0;
 		assert_dec_equal(n, __builtin_popcount(got));
@@ -503,34 +506,54 @@ static unsigned round_wait(int how, const int fd[3])
 		const int ep = epoll_create1(0);
 		assert_true(ep >= 0);
 		for (int k = 0; k < 3; k++) {
-			struct epoll_event e = {.events = EPOLLIN, .data.u64 = (uint64_t)k};
+			struct epoll_event e = {.events = out ? EPOLLOUT : EPOLLIN,
+						.data.u64 = (uint64_t)k};
 			assert_dec_equal(epoll_ctl(ep, EPOLL_CTL_ADD, fd[k], &e), 0);
 		}
-		struct epoll_event ev[4];
-		const int n = epoll_wait(ep, ev, 4, 1000);
+		struct epoll_event ev4[4];
+		const int n = epoll_wait(ep, ev4, 4, 1000);
 		for (int k = 0; k < n; k++)
-			got |= 1u << ev[k].data.u64;
+			got |= 1u << ev4[k].data.u64;
 		assert_dec_equal(n, __builtin_popcount(got));
 		close(ep);
 	}
 	return got;
 }
 
+/* Two more connected loopback pairs beside the fixture's, for a round. */
+struct pairs2 {
+	int lst[2], cli[2], srv[2];
+};
+
+static void pairs2_open(struct pairs2 *p)
+{
+	struct sockaddr_in a;
+	for (int k = 0; k < 2; k++)
+		loopback_pair(&p->lst[k], &p->cli[k], &p->srv[k], &a);
+}
+
+static void pairs2_close(const struct pairs2 *p)
+{
+	for (int k = 0; k < 2; k++) {
+		close(p->srv[k]);
+		close(p->cli[k]);
+		close(p->lst[k]);
+	}
+}
+
 static void round_case(struct fix *f, int how)
 {
-	int lst[2], cli[2], srv[2];
-	struct sockaddr_in a[2];
-	for (int k = 0; k < 2; k++)
-		loopback_pair(&lst[k], &cli[k], &srv[k], &a[k]);
+	struct pairs2 p;
+	pairs2_open(&p);
 	use_policy("SLUICE_RECV", RATE_SPEC);
-	const int fd[3] = {f->srv, srv[0], srv[1]};
-	const int peer[3] = {f->cli, cli[0], cli[1]};
+	const int fd[3] = {f->srv, p.srv[0], p.srv[1]};
+	const int peer[3] = {f->cli, p.cli[0], p.cli[1]};
 	for (int k = 0; k < 3; k++) {
 		set_nonblock(fd[k]);
 		assert_dec_equal(send(peer[k], f->buf, 1000, 0), 1000);
 	}
 	/* The first two, at once; the third is held back. */
-	assert_dec_equal(round_wait(how, fd), 3u);
+	assert_dec_equal(round_wait(how, fd, false), 3u);
 	assert_dec_equal(fake_now, T0);
 	uint64_t until = NONE;
 	assert_dec_equal(sl__ready_hidden(fd[2], fake_now, &until), SL_HIDE_IN);
@@ -540,15 +563,11 @@ static void round_case(struct fix *f, int how)
 	assert_dec_equal(recv(fd[1], f->buf, 1000, 0), 50);
 	/* The third is reported at its turn (the first two, cut short, have
 	 * theirs after it), and receives it. */
-	assert_dec_equal(round_wait(how, fd), 4u);
+	assert_dec_equal(round_wait(how, fd, false), 4u);
 	assert_dec_equal(fake_now, T0 + 50 * MS);
 	assert_dec_equal(recv(fd[2], f->buf, 1000, 0), 50);
 	assert_dec_equal(n_sleeps, 0);
-	for (int k = 0; k < 2; k++) {
-		close(srv[k]);
-		close(cli[k]);
-		close(lst[k]);
-	}
+	pairs2_close(&p);
 }
 
 static void test_shim_poll_round_poll(void **state)
@@ -564,6 +583,60 @@ static void test_shim_poll_round_select(void **state)
 static void test_shim_poll_round_epoll(void **state)
 {
 	round_case(*state, ROUND_EPOLL);
+}
+
+/* The same round for sends: three connections reported writable at once
+ * with the send bucket full. Before, the first send took the whole burst
+ * (a partial write of what the rule allowed now) and the next two got
+ * EAGAIN after "ready". Now each reported fd sends its turn of 50 B, and the
+ * third is held back until its turn at T0 + 50 ms. n is each send's size:
+ * 1000 (past the rule's piece: the general path) or 40 (the fast path's
+ * size, which leaves the call to the general path while turns are kept:
+ * the fd's own turn pays for it, 10 B go back, the next fd's turn is
+ * untouched). */
+static void round_send_case(struct fix *f, int how, size_t n)
+{
+	struct pairs2 p;
+	pairs2_open(&p);
+	use_policy("SLUICE_SEND", RATE_SPEC);
+	const int fd[3] = {f->cli, p.cli[0], p.cli[1]};
+	for (int k = 0; k < 3; k++)
+		set_nonblock(fd[k]);
+	const ssize_t turn = n < 50 ? (ssize_t)n : 50;
+	assert_dec_equal(round_wait(how, fd, true), 3u);
+	assert_dec_equal(fake_now, T0);
+	uint64_t until = NONE;
+	assert_dec_equal(sl__ready_hidden(fd[2], fake_now, &until), SL_HIDE_OUT);
+	assert_dec_equal(until, T0 + 50 * MS);
+	assert_dec_equal(send(fd[0], f->buf, n, 0), turn);
+	assert_dec_equal(send(fd[1], f->buf, n, 0), turn);
+	/* The third is reported at its turn (the first two, cut short or
+	 * probed short, have theirs after it), and sends it. */
+	assert_dec_equal(round_wait(how, fd, true), 4u);
+	assert_dec_equal(fake_now, T0 + 50 * MS);
+	assert_dec_equal(send(fd[2], f->buf, n, 0), turn);
+	assert_dec_equal(n_sleeps, 0);
+	pairs2_close(&p);
+}
+
+static void test_shim_poll_round_send_poll(void **state)
+{
+	round_send_case(*state, ROUND_POLL, 1000);
+}
+
+static void test_shim_poll_round_send_select(void **state)
+{
+	round_send_case(*state, ROUND_SELECT, 1000);
+}
+
+static void test_shim_poll_round_send_epoll(void **state)
+{
+	round_send_case(*state, ROUND_EPOLL, 1000);
+}
+
+static void test_shim_poll_round_send_small(void **state)
+{
+	round_send_case(*state, ROUND_POLL, 40);
 }
 
 /* A per=thread turn is the reserving thread's: another thread's call on
@@ -810,6 +883,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_select, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_epoll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_poll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_select, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_epoll, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_small, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_turn_other_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_send_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recvmmsg, setup, teardown),

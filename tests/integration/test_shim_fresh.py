@@ -26,6 +26,12 @@ the peer is the parent, on loopback:
            each: every fd reported is read with no EAGAIN (the first read
            took the whole burst and the other two got EAGAIN before a
            wait reserved turns for all it reports, nb.h), every byte exact;
+  sendround 3 connections reported writable together (poll, epoll,
+           select) under SLUICE_SEND=10000B/s,burst=3000B, 1000 bytes
+           sent on each fd reported, for 1.5 s: no send refused after
+           "writable" (the first send took what the bucket had and left
+           the others EAGAIN before a wait reserved send turns, nb.h), at
+           most 3000 + 10000 x t bytes, each connection's bytes exact;
   wget2    (when installed) --max-threads=4, 4 files of 2 MB under
            --recv 1MiB/s: exit 0, no "Failed to read", every file exact, at
            least 8 MB / 1 MiB/s less the burst;
@@ -147,7 +153,29 @@ print(json.dumps({"eagain": eagain, "sums": sorted(x.hexdigest() for x in h.valu
                   "lens": sorted(n.values()), "elapsed": time.monotonic() - t0}))
 """
 
-ROUND = r"""
+WAIT3 = r"""
+import select
+
+
+def wait3(how, cs, out):
+    "The fds of cs one wait of kind how reports ready to send (out) or receive."
+    if how == "poll":
+        p = select.poll()
+        for c in cs:
+            p.register(c, select.POLLOUT if out else select.POLLIN)
+        return [fd for fd, ev in p.poll(2000)]
+    if how == "epoll":
+        e = select.epoll()
+        for c in cs:
+            e.register(c, select.EPOLLOUT if out else select.EPOLLIN)
+        ready = [fd for fd, ev in e.poll(2)]
+        e.close()
+        return ready
+    r, w, _ = select.select([] if out else cs, cs if out else [], [], 2)
+    return [c.fileno() for c in (w if out else r)]
+"""
+
+ROUND = WAIT3 + r"""
 import json, select, socket, sys, time
 port, how, size = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 cs = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
@@ -156,19 +184,7 @@ for c in cs:
 eagain, reported, got = 0, 0, {c.fileno(): 0 for c in cs}
 for rnd in range(5):
     time.sleep(0.05)  # the bucket fills up
-    if how == "poll":
-        p = select.poll()
-        for c in cs:
-            p.register(c, select.POLLIN)
-        ready = [fd for fd, ev in p.poll(2000)]
-    elif how == "epoll":
-        e = select.epoll()
-        for c in cs:
-            e.register(c, select.EPOLLIN)
-        ready = [fd for fd, ev in e.poll(2)]
-        e.close()
-    else:
-        ready = [c.fileno() for c in select.select(cs, [], [], 2)[0]]
+    ready = wait3(how, cs, False)
     reported += len(ready)
     for fd in ready:
         c = [x for x in cs if x.fileno() == fd][0]
@@ -185,6 +201,101 @@ for c in cs:  # the rest, to check every byte
         got[c.fileno()] += len(d)
 print(json.dumps({"eagain": eagain, "reported": reported, "got": sorted(got.values())}))
 """
+
+
+SENDROUND = WAIT3 + r"""
+import hashlib, json, select, socket, sys, time
+port, how = int(sys.argv[1]), sys.argv[2]
+cs = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+for c in cs:
+    c.setblocking(False)
+by = {c.fileno(): c for c in cs}
+data = bytes(range(256)) * 4  # 1000-byte sends: 1024 cut to 1000 below
+sent = {c.fileno(): 0 for c in cs}
+h = {c.fileno(): hashlib.sha256() for c in cs}
+eagain, reported, waits = 0, 0, 0
+t0 = time.monotonic()
+while time.monotonic() - t0 < 1.5 and waits < 2000:
+    waits += 1
+    ready = wait3(how, cs, True)
+    reported += len(ready)
+    for fd in ready:
+        off = sent[fd] % 256
+        chunk = data[off:off + 1000]
+        try:
+            k = by[fd].send(chunk)
+        except BlockingIOError:
+            eagain += 1
+            continue
+        h[fd].update(chunk[:k])
+        sent[fd] += k
+elapsed = time.monotonic() - t0
+for c in cs:
+    c.close()
+print(json.dumps({"eagain": eagain, "reported": reported, "waits": waits, "elapsed": elapsed,
+                  "sent": sorted([sent[fd], h[fd].hexdigest()] for fd in sent)}))
+"""
+
+
+def count_server(n):
+    """A loopback listener whose first n connections are read to their end:
+    a list of [bytes, sha256] per connection, filled as each ends."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    got = []
+
+    def conn(c):
+        h, k = hashlib.sha256(), 0
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            h.update(d)
+            k += len(d)
+        got.append([k, h.hexdigest()])
+        c.close()
+
+    def serve():
+        for _ in range(n):
+            c, _ = ls.accept()
+            threading.Thread(target=conn, args=(c,), daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return ls, got
+
+
+def test_send_round():
+    rate, burst = 10000, 3000
+    for how in ("poll", "epoll", "select"):
+        ls, got = count_server(3)
+        rc, r, err = run_child(None, {"SLUICE_SEND": "%dB/s,burst=%dB" % (rate, burst)},
+                               timeout=120,
+                               argv=[sys.executable, "-c", SENDROUND, str(ls.getsockname()[1]),
+                                     how])
+        check(r is not None, "sendround %s: the child ran (%s)" % (how, err[-300:]))
+        if r is None:
+            ls.close()
+            continue
+        total = sum(k for k, _ in r["sent"])
+        print("measured: sendround %s: %d waits, %d fds reported writable, %d EAGAIN after "
+              "writable, %d bytes in %.3f s (%s)"
+              % (how, r["waits"], r["reported"], r["eagain"], total, r["elapsed"],
+                 [k for k, _ in r["sent"]]))
+        check(r["eagain"] == 0, "sendround %s: no send refused after writable (%d)"
+              % (how, r["eagain"]))
+        check(total <= burst + rate * r["elapsed"],
+              "sendround %s: at most burst + rate x t: %d <= %.0f"
+              % (how, total, burst + rate * r["elapsed"]))
+        check(total >= rate * 1.5 / 2, "sendround %s: and not starved: %d bytes" % (how, total))
+        check(min(k for k, _ in r["sent"]) >= total / 6,
+              "sendround %s: each connection had its share (%s)"
+              % (how, [k for k, _ in r["sent"]]))
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(sorted(got) == r["sent"], "sendround %s: the peer got each connection's bytes "
+              "exactly (%s)" % (how, sorted(got)))
+        ls.close()
 
 
 def serve3(data):
@@ -402,6 +513,7 @@ def main():
     test_send()
     test_poll()
     test_round()
+    test_send_round()
     finish()
 
 
