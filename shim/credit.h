@@ -14,7 +14,9 @@
  * thread gets the tokens, and when they leave:
  *   - credit is good for the time the slice is worth at the rate (at most
  *     1 ms), read on the TSC (one unordered rdtsc): a thread idle longer
- *     gives it back before its next call. So what leaves in any window is
+ *     gives it back before its next call (a receive that found it valid
+ *     and then waited for data spends it for what came, a bucket's, and
+ *     the next call gives back the rest). So what leaves in any window is
  *     at most one slice more than the limiter's own bound for it;
  *   - it is good only at the tunable head's generation it was taken at:
  *     `sluice set` makes every thread's credit void (not given back: the

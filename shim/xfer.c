@@ -199,14 +199,28 @@ void sl__fast_recv_end_multi(int fd, uint32_t rules, size_t total, ssize_t r, ui
 	errno = e;
 }
 
-/* The call spent nothing of the credit: the bytes that came are charged
- * at their arrival (as the receive fast path charges them), and the credit
- * goes back: the thread waited, or will (nothing came). */
-__attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, const struct sl_credit *c,
-							    ssize_t r)
+__attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, struct sl_credit *c, ssize_t r)
 {
-	int e = errno;
 	const unsigned i = (unsigned)(c - sl__credit);
+	/* Bytes came under a bucket, and the credit expired during the call
+	 * (it held the whole buffer before it): the credit pays, as on the hot
+	 * path. Its units were admitted when taken (burst + rate x t holds),
+	 * and what leaves in any window is at most one slice more than the
+	 * bucket's bound, as for any credit (credit.h). What is left is
+	 * expired: the next call gives it back and takes anew, one slow call
+	 * per renewal (as a send's), not two. */
+	if (r > 0 && !sl__credit_windowed(sl__st.fast[i].how)) {
+		c->units -= (size_t)r;
+		sl__busy = 0;
+		sl__credit_count(c, (uint64_t)r);
+		return r;
+	}
+	/* A window's credit is spent only in the window it was taken in, and
+	 * nothing came, or an error: nothing is spent of the credit; the bytes
+	 * that came are charged at their arrival (as the receive fast path
+	 * charges them), and the credit goes back: the thread waited, or will
+	 * (nothing came). */
+	int e = errno;
 	const uint64_t now = sl__clock_ns();
 	if (r > 0)
 		sl__fast_charge1(fd, i, (uint64_t)r, now);

@@ -98,8 +98,10 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
  * call during it passes through (sl__busy), so the units are still there
  * after it; only c is live across the call. If nothing came (an error,
  * EAGAIN, the end), or the credit expired while the call waited for data,
- * the call is settled in sl__fast_recv_credit_late instead. */
-ssize_t sl__fast_recv_credit_late(int fd, const struct sl_credit *c, ssize_t r);
+ * the call is settled in sl__fast_recv_credit_late instead (xfer.c: a
+ * bucket's credit still pays for what came; a window's charges it at its
+ * arrival). */
+ssize_t sl__fast_recv_credit_late(int fd, struct sl_credit *c, ssize_t r);
 static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const struct sl_io *io,
 									  struct sl_credit *c)
 {

@@ -306,16 +306,47 @@ static void test_recv_credit(void **state)
 	assert_dec_equal(st->bytes, 5);
 }
 
-/* A receive whose credit expired while it waited for data: the bytes are
- * charged when they came, the credit goes back. */
+/* Under SLUICE_RECV=spec, with slices that expire as soon as taken (span
+ * 0), a receive of 10 bytes to which 3 come. */
+static void recv_expired_3(struct fix *f, const char *spec)
+{
+	char buf[10];
+	use_policy("SLUICE_RECV", spec);
+	span_ticks = 0;
+	atomic_store(&recv_give, 3);
+	assert_dec_equal(recv(f->sv[0], buf, 10, 0), 3);
+}
+
+/* A receive whose credit expired while it waited for data (span 0: it
+ * expires as soon as taken): under a bucket the credit, which held the
+ * whole buffer before the call, pays for what came, and the next call
+ * gives the expired rest back and takes a slice anew. */
 static void test_recv_expired(void **state)
 {
 	struct fix *f = *state;
 	char buf[10];
-	use_policy("SLUICE_RECV", "1000000B/s,burst=80000B,family=unix");
-	span_ticks = 0;
-	atomic_store(&recv_give, 3);
-	assert_dec_equal(recv(f->sv[0], buf, 10, 0), 3);
+	recv_expired_3(f, "1000000B/s,burst=80000B,family=unix");
+	assert_dec_equal(sl__credit[0].units, 997);
+	assert_dec_equal(avail(), 79000);
+	atomic_store(&recv_give, 2);
+	assert_dec_equal(recv(f->sv[0], buf, 10, 0), 2);
+	assert_dec_equal(sl__credit[0].units, 998);
+	assert_dec_equal(avail(), 80000 - 3 - 1000);
+	assert_dec_equal(test_stats(0)->bytes, 5);
+	/* Nothing came: the credit goes back whole. */
+	atomic_store(&recv_give, -1);
+	assert_dec_equal(recv(f->sv[0], buf, 10, 0), -1);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(avail(), 80000 - 5);
+	assert_dec_equal(test_stats(0)->bytes, 5);
+}
+
+/* The same under a fixed window: its credit is spent only in the window it
+ * was taken in, so the bytes are charged when they came, and the credit
+ * goes back. */
+static void test_recv_expired_window(void **state)
+{
+	recv_expired_3(*state, "80000B/80ms,algo=fixed,family=unix");
 	assert_dec_equal(sl__credit[0].units, 0);
 	assert_dec_equal(avail(), 80000 - 3);
 	assert_dec_equal(test_stats(0)->bytes, 3);
@@ -836,6 +867,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_message_rule, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recv_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recv_expired, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recv_expired_window, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thread_rule_slice, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_thread_rule_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_keyed, setup, teardown),
