@@ -51,6 +51,10 @@
  * credit goes to its fd's bucket if the fd still names the socket (a
  * close and reuse of the fd racing that check may give the new socket's
  * bucket one slice, never more than its burst).
+ * A call under two or more rules, all buckets that lend (not windows),
+ * spends from each one's credit or from none (mcredit.c): each rule's
+ * slice is taken and given back as under one rule, so each limiter's bound
+ * holds as there.
  * A thread of a sandboxed process (sandbox.h) that has not taken credit
  * before the filter takes none: its exit handler's key may allocate.
  * No TSC (another architecture, a TSC the clock turned off, or the first
@@ -222,6 +226,26 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 /* Give this thread's credit of every rule back at now (a short send, a
  * thread's exit). */
 void sl__credit_return_all(uint64_t now);
+
+/* A call of n bytes under two or more rules whose record shows
+ * SL_FDR_MCREDIT(k) (key: the record's ckey[k]; send: a send's units, else
+ * a receive's, n of each): true, sl__busy set, if this thread's credit of
+ * each rule held its units, slices taken for those short, and they are
+ * spent; false, nothing spent and sl__busy clear, if the fast path must
+ * decide. mcredit.c. */
+bool sl__mcredit_spend(uint32_t rules, uint64_t key, size_t n, bool send, int fd);
+/* The end of a send of `total` bytes the credits of `rules` paid for
+ * (sl__mcredit_spend): counted in this thread's slots, or, short, ended by
+ * sl__fast_send_short (what was not sent goes back into each credit).
+ * Clears sl__busy; returns r, errno as the call left it. */
+ssize_t sl__mcredit_send_end(int fd, int flags, uint32_t rules, size_t total, ssize_t r);
+/* The end of a receive of `total` bytes whose credits paid the whole
+ * buffer before it (sl__mcredit_spend; the credit is this thread's, so
+ * giving back after the call is sound): what did not come goes back into
+ * each, and the call is counted; nothing came (an error, EAGAIN, the end):
+ * the credit goes back whole. Clears sl__busy; returns r, errno as the
+ * call left it. */
+ssize_t sl__mcredit_recv_end(uint32_t rules, size_t total, ssize_t r);
 
 /* Forget the calling thread's credit without giving it back (state init;
  * a fork child, whose limiters are its own or its parent's). */

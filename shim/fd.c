@@ -177,9 +177,17 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r, int fd)
 		const uint32_t credit = k == SL_K_RECV ? sl__st.credit_in_rules
 						       : sl__st.credit_rules;
 		/* Credit pays sends and receives only. */
-		if ((k != SL_K_SEND && k != SL_K_RECV) || m == 0 || (m & (m - 1)) != 0 ||
-		    (m & credit) == 0)
+		if ((k != SL_K_SEND && k != SL_K_RECV) || m == 0 || (m & credit) == 0)
 			continue;
+		if ((m & (m - 1)) != 0) {
+			/* Two rules or more: each its own credit, if all are
+			 * buckets (no window: fast_take_multi's order). */
+			if ((m & ~(sl__st.mcredit_rules & credit)) == 0) {
+				out->fast |= (uint16_t)SL_FDR_MCREDIT(k);
+				SL_FDR_CKEY(out, k) = sl__fd_credit_key(fd, r->ino);
+			}
+			continue;
+		}
 		if (sl__fast_keyed(&sl__st.fast[__builtin_ctz(m)])) {
 			out->fast |= (uint16_t)SL_FDR_KCREDIT(k);
 			SL_FDR_CKEY(out, k) = sl__fd_credit_key(fd, r->ino);

@@ -35,6 +35,11 @@
  * so that a thread serving many fds in turn does not try them. */
 #define SL_FDR_KCREDIT(k) (1u << (8 + (k)))
 #define SL_FDR_ANY_CREDIT(k) (SL_FDR_CREDIT(k) | SL_FDR_KCREDIT(k))
+/* match[k] is two or more rules, all of sl__st.mcredit_rules (a receive's:
+ * counting bytes): the call tries this thread's credit of each (xfer.c,
+ * sl__mcredit_spend); ckey[k] is the fd's key, which a
+ * keyed rule's credit must show. */
+#define SL_FDR_MCREDIT(k) (1u << (12 + (k)))
 /* rec's credit key for a send (SL_K_SEND) or a receive (SL_K_RECV). */
 #define SL_FDR_CKEY(rec, k) ((rec)->ckey[(k)-SL_K_SEND])
 
@@ -47,13 +52,15 @@ struct sl_fdrec {
 	uint8_t stream;             /* SOCK_STREAM: byte transfers may be split */
 	uint16_t fast;              /* SL_FDR_FAST(k): match[k] is not empty and all
 	                               fast rules (state.h): the fast paths apply;
-	                               and SL_FDR_CREDIT(k), SL_FDR_KCREDIT(k) */
+	                               and SL_FDR_CREDIT(k), SL_FDR_KCREDIT(k),
+	                               SL_FDR_MCREDIT(k) */
 	struct sl_addr peer;        /* family 0 if not connected */
 	struct sl_addr local;
 	_Atomic uint32_t conn; /* connection record index + 1, 0 = none */
 	uint64_t dev, ino;     /* the socket's identity (fstat), checked by
 	                              sl__fd_same before a rule acts on the fd */
-	uint64_t ckey[2];      /* SL_FDR_CKEY: with SL_FDR_KCREDIT(k) the key a
+	uint64_t ckey[2];      /* SL_FDR_CKEY: with SL_FDR_KCREDIT(k) or
+	                     SL_FDR_MCREDIT(k) the key a keyed
 	                     thread's credit of match[k] must show (credit.h:
 	                     sl__fd_credit_key of the fd and socket), else 0 */
 	uint64_t pad;          /* 128 bytes: a record's address is a shift */

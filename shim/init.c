@@ -125,7 +125,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	st->byte_rules = st->conns_rules = st->reject_rules = st->eagain_rules = 0;
 	st->proc_rules = st->fast_rules = st->lease_rules = 0;
 	st->fd_rules = st->thread_rules = st->peer_rules = st->late_rules = 0;
-	st->credit_rules = st->credit_in_rules = 0;
+	st->credit_rules = st->credit_in_rules = st->mcredit_rules = st->keyed_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = st->n_peer_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT,
@@ -209,6 +209,14 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			st->credit_rules |= 1u << i;
 	}
 	st->credit_in_rules = st->credit_rules & st->byte_rules;
+	st->mcredit_rules = st->keyed_rules = 0;
+	for (uint32_t rest = st->credit_rules; rest != 0; rest &= rest - 1) {
+		const struct sl_fast_rule *d = &st->fast[__builtin_ctz(rest)];
+		if (!sl__credit_windowed(d->how))
+			st->mcredit_rules |= 1u << __builtin_ctz(rest);
+		if (sl__fast_keyed(d))
+			st->keyed_rules |= 1u << __builtin_ctz(rest);
+	}
 	st->piece_min = sl__piece_of(st->byte_rules);
 	st->fd_lims = remap(st->fd_lims, &fd_lims_bytes, (size_t)sl__fd_cap * st->n_fd_rules);
 	st->thread_lims = remap(st->thread_lims, &thread_lims_bytes,

@@ -77,6 +77,11 @@ struct sl_state {
 	                         credit (credit.h); a call of one of them alone
 	                         tries it first */
 	uint32_t credit_in_rules;        /* credit_rules that count bytes: a receive's credit */
+	uint32_t keyed_rules;            /* credit_rules whose credit is keyed to an fd
+	                         (per=fd, per=peer: sl__fast_keyed) */
+	uint32_t mcredit_rules;          /* credit_rules that are buckets (not windows): a
+	                         call under two or more, all of them, spends
+	                         each one's credit (fd.h: SL_FDR_MCREDIT) */
 	uint32_t late_rules;             /* sliding windows: the fast path polices at most one,
 	                         last (its refund rounds down what its acquire
 	                         rounded up, so it is never given back for

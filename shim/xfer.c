@@ -260,12 +260,14 @@ __attribute__((noinline)) ssize_t sl__fast_send_short(int fd, int flags, uint32_
 {
 	int e = errno;
 	if (now == 0) {
-		/* The call spent credit (one rule): what it did not use goes
-		 * back into the credit, and with it to wherever the credit
+		/* The call spent credit (of each rule): what it did not use
+		 * goes back into the credit, and with it to wherever the credit
 		 * came from (credit.c: a fixed window's to its window). */
 		now = sl__clock_ns();
-		const unsigned i = (unsigned)__builtin_ctz(rules);
-		sl__credit[i].units += fast_unused(i, total, r);
+		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+			const unsigned i = (unsigned)__builtin_ctz(rest);
+			sl__credit[i].units += fast_unused(i, total, r);
+		}
 		/* The socket is full: the thread will wait, without it. */
 		sl__credit_return_all(now);
 	} else {

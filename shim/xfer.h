@@ -362,9 +362,8 @@ sl__xfer_rec(int fd, enum sl_kind_call k)
 	return rec != NULL && rec->cand[k] != 0 ? rec : NULL;
 }
 
-/* True if a send of `total` bytes on rec's fd (`to` its destination, NULL
- * if none) may take the fast path: not while a turn is kept (fair.h: the
- * general path settles the fd's own; a hint read relaxed, as a receive's). */
+/* True if a send of `total` bytes on rec's fd (`to` its destination, NULL if
+ * none) may take the fast path: not while a turn is kept (fair.h, a hint). */
 static inline bool sl__fast_send_ok(const struct sl_fdrec *rec, uint32_t rules, size_t total,
 				    const void *to)
 {
@@ -461,6 +460,12 @@ static inline __attribute__((always_inline)) ssize_t sl__send_rec(const struct s
 				return sl__fast_send_out(io, rules, d, true, now);
 			sl__busy = 0;
 		} else {
+			/* Two rules or more, each lending credit: as for one. */
+			if ((rec->fast & SL_FDR_MCREDIT(SL_K_SEND)) &&
+			    sl__mcredit_spend(rules, SL_FDR_CKEY(rec, SL_K_SEND), io->total, true,
+					      io->fd))
+				return sl__mcredit_send_end(io->fd, io->flags, rules, io->total,
+							    sl__io_xfer(io, 0, io->total));
 			/* Kept for the general path if a rule does not admit
 			 * at once: its first decision is at this instant too
 			 * (nothing here blocks). */

@@ -154,6 +154,13 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 			}
 			sl__busy = 0;
 		} else {
+			/* Two rules or more, each lending credit: each holds
+			 * the whole buffer, and gets back what did not come. */
+			if ((rec->fast & SL_FDR_MCREDIT(SL_K_RECV)) &&
+			    sl__mcredit_spend(rules, SL_FDR_CKEY(rec, SL_K_RECV), io->total, false,
+					      io->fd))
+				return sl__mcredit_recv_end(rules, io->total,
+							    sl__io_xfer(io, 0, io->total));
 			now = sl__clock_ns();
 		}
 		if (sl__fast_recv_begin(io->fd, rules, io->total, now)) {

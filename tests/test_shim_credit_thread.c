@@ -482,6 +482,82 @@ static void test_fd_rule_keyed(void **state)
 	assert_dec_equal(atomic_load(&sent), 504);
 }
 
+/* Two rules, per=process (rule 0) and per=fd (rule 1): each lends its own
+ * credit (fd.h: SL_FDR_MCREDIT). The first call takes rule 0's slice, finds
+ * rule 1's credit keyed to no fd (it takes the key) and takes its units the
+ * plain way; the second takes rule 1's slice; the next 500 read no clock;
+ * a short send gives back both credits, so each bucket is down by exactly
+ * what left. Counted in both rules. */
+#define TWO_RULES(op)                                                                              \
+	op ":1000000B/s,burst=80000B,family=unix;" op ":1000000B/s,burst=80000B,per=fd,family=unix"
+static void test_two_rules_send(void **state)
+{
+	struct fix *f = *state;
+	const int a = f->sv[0];
+	use_policy("SLUICE_RULES", TWO_RULES("send"));
+	send1(a, 1);
+	assert_dec_equal(sl__credit[0].units, 1000);
+	assert_dec_equal(sl__credit[1].units, 0);
+	assert_dec_equal(avail(), 80000 - 1000 - 1);
+	assert_dec_equal(sl_limiter_available(sl__fd_lim(a, 1), T0), 79999);
+	send1(a, 1);
+	assert_dec_equal(sl__credit[0].units, 999);
+	assert_dec_equal(sl__credit[1].units, 999);
+	assert_dec_equal(sl_limiter_available(sl__fd_lim(a, 1), T0), 80000 - 1 - 1000);
+	atomic_store(&clock_reads, 0);
+	for (int k = 0; k < 500; k++)
+		send1(a, 1);
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(sl__credit[0].units, 499);
+	assert_dec_equal(sl__credit[1].units, 499);
+	atomic_store(&short_next, 1);
+	send1(a, 0);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(sl__credit[1].units, 0);
+	assert_dec_equal(avail(), 80000 - 502);
+	assert_dec_equal(sl_limiter_available(sl__fd_lim(a, 1), T0), 80000 - 502);
+	assert_dec_equal(atomic_load(&sent), 502);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_dec_equal(test_stats(i)->calls, 503);
+		assert_dec_equal(test_stats(i)->bytes, 502);
+	}
+}
+
+/* The same rules for receives: each credit must hold the whole buffer
+ * before the call and gets back what did not come; nothing came (EAGAIN):
+ * both go back, each bucket down by exactly what came. */
+static void test_two_rules_recv(void **state)
+{
+	struct fix *f = *state;
+	const int a = f->sv[0];
+	char buf[10];
+	use_policy("SLUICE_RULES", TWO_RULES("recv"));
+	assert_dec_equal(recv(a, buf, 10, 0), 1);
+	assert_dec_equal(sl__credit[0].units, 1000);
+	assert_dec_equal(avail(), 80000 - 1000 - 1);
+	atomic_store(&recv_give, 4);
+	atomic_store(&clock_reads, 0);
+	assert_dec_equal(recv(a, buf, 10, 0), 4);
+	assert_dec_equal(sl__credit[0].units, 996);
+	assert_dec_equal(sl__credit[1].units, 996);
+	assert_dec_equal(recv(a, buf, 10, 0), 4);
+	assert_dec_equal(sl__credit[0].units, 992);
+	assert_dec_equal(sl__credit[1].units, 992);
+	assert_dec_equal(atomic_load(&clock_reads), 1); /* rule 1's take alone */
+	atomic_store(&recv_give, -1);
+	errno = 0;
+	assert_dec_equal(recv(a, buf, 10, 0), -1);
+	assert_dec_equal(errno, EAGAIN);
+	assert_dec_equal(sl__credit[0].units, 0);
+	assert_dec_equal(sl__credit[1].units, 0);
+	assert_dec_equal(avail(), 80000 - 9);
+	assert_dec_equal(sl_limiter_available(sl__fd_lim(a, 1), T0), 80000 - 9);
+	for (unsigned i = 0; i < 2; i++) {
+		assert_dec_equal(test_stats(i)->calls, 4);
+		assert_dec_equal(test_stats(i)->bytes, 9);
+	}
+}
+
 /* Credit of a closed fd whose number comes back on another socket: not
  * spent there (the key holds the inode) and not given to the new socket's
  * bucket, which starts full. */
@@ -519,6 +595,26 @@ static void test_fd_rule_threads_bound(void **state)
 	assert_dec_equal(avail_fd(f->sv[0]), 0);
 	send1(f->sv[1], 1); /* classified now: its own full bucket */
 	assert_dec_equal(avail_fd(f->sv[1]), 7999);
+}
+
+/* 8 threads on one fd under two reject rules at a frozen clock, each
+ * thread taking slices of both: never a byte past the smaller burst (rule
+ * 1's), and once they have exited (their credit given back) each bucket
+ * is down by exactly what left. Credit one thread holds of rule 0 may
+ * leave another without (each slice is 1000 of rule 0's 8000), so fewer
+ * may leave than rule 1's burst, never more. */
+static void test_two_rules_threads_bound(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_RULES", "send:1000000B/s,burst=8000B,family=unix,action=reject;"
+				   "send:1000000B/s,burst=5000B,per=fd,family=unix,action=reject");
+	const uintptr_t n = drain_threads(f->sv[0]);
+	print_message("measured: 8 threads under two rules sent %llu bytes (at most 5000)\n",
+		      (unsigned long long)n);
+	assert_true(n > 0 && n <= 5000);
+	assert_dec_equal(atomic_load(&sent), n);
+	assert_dec_equal(avail(), 8000 - n);
+	assert_dec_equal(sl_limiter_available(sl__fd_lim(f->sv[0], 1), T0), 5000 - n);
 }
 
 /* ---- a fixed window ---- */
@@ -872,6 +968,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_thread_rule_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_keyed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_reused_number, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_rules_send, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_rules_recv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_rules_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fixed_window_credit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sliding_window_credit, setup, teardown),
