@@ -282,6 +282,7 @@ bool sl__credit_take(unsigned i, const struct sl_fast_rule *d, uint64_t n, uint6
 		c->units = slice - n;
 		c->gen = gen;
 		c->at = now;
+		c->windowed = windowed;
 		c->until = sl__credit_tsc() + span;
 		return true;
 	}

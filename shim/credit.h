@@ -109,7 +109,11 @@ struct sl_credit {
 	 * (shm_format.h: its slot), set with every slice: what the credit
 	 * pays for counts there. */
 	struct sl_tcount *cnt;
-	uint64_t pad[2];
+	uint64_t windowed; /* a fixed or sliding window's (sl__credit_windowed):
+	                      a receive tests its deadline after the call
+	                      too (sl__fast_recv_credit); a bucket's pays
+	                      for what came, expired or not (xfer.c) */
+	uint64_t pad;
 };
 /* What a take reads. */
 struct sl_credit_slice {

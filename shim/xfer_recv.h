@@ -97,10 +97,10 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
  * the call: the credit is this thread's alone, and a signal handler's
  * call during it passes through (sl__busy), so the units are still there
  * after it; only c is live across the call. If nothing came (an error,
- * EAGAIN, the end), or the credit expired while the call waited for data,
- * the call is settled in sl__fast_recv_credit_late instead (xfer.c: a
- * bucket's credit still pays for what came; a window's charges it at its
- * arrival). */
+ * EAGAIN, the end), or a window's credit expired while the call waited for
+ * data, the call is settled in sl__fast_recv_credit_late instead (xfer.c:
+ * a window's bytes are charged at their arrival). A bucket's credit pays
+ * for what came, expired or not, with no TSC reading after the call. */
 ssize_t sl__fast_recv_credit_late(int fd, struct sl_credit *c, ssize_t r);
 static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const struct sl_io *io,
 									  struct sl_credit *c)
@@ -109,7 +109,12 @@ static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const 
 	 * from it): fewer registers to save. */
 	__asm__("" : "+r"(c));
 	const ssize_t r = sl__io_xfer(io, 0, io->total);
-	if (__builtin_expect(r > 0 && (int64_t)(sl__credit_tsc() - c->until) < 0, 1)) {
+	/* A bucket's credit pays for what came even if it expired while the
+	 * call waited (sl__fast_recv_credit_late would do the same): no TSC
+	 * reading after the call; a window's must still be good. */
+	if (__builtin_expect(r > 0 && (__builtin_expect(!c->windowed, 1) ||
+				       (int64_t)(sl__credit_tsc() - c->until) < 0),
+			     1)) {
 		c->units -= (size_t)r;
 		sl__busy = 0;
 		sl__credit_count(c, (uint64_t)r);
