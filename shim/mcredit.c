@@ -46,10 +46,20 @@ static bool mcredit_have(uint32_t rules, uint64_t key, size_t n, bool send, int 
 	return true;
 }
 
+/* Whether credit c of rule i holds u units for key k at the TSC reading
+ * tsc (sl__credit_has, the TSC read once for all rules). */
+static inline __attribute__((always_inline)) bool mcredit_ok(const struct sl_credit *c, unsigned i,
+							     uint64_t u, uint64_t k, uint64_t tsc)
+{
+	return c->units >= u && c->key == k && (int64_t)(tsc - c->until) < 0 &&
+	       c->gen == atomic_load_explicit(&sl__st.fast[i].lim->u.tun.gen, memory_order_relaxed);
+}
+
 /* Spend from this thread's credit of each rule of `rules` what a call of n
  * bytes takes of it, the TSC read once: true if each had it; false, none
  * spent (what was, put back). */
-static inline bool mcredit_spend_now(uint32_t rules, uint64_t key, size_t n, bool send)
+static __attribute__((noinline)) bool mcredit_spend_now(uint32_t rules, uint64_t key, size_t n,
+							bool send)
 {
 	struct sl_credit *const base = sl__credit;
 	const uint64_t tsc = sl__credit_tsc();
@@ -59,10 +69,7 @@ static inline bool mcredit_spend_now(uint32_t rules, uint64_t key, size_t n, boo
 		const unsigned i = (unsigned)__builtin_ctz(rest);
 		struct sl_credit *c = &base[i];
 		const uint64_t u = (bytes >> i & 1) ? n : 1;
-		const uint64_t k = (sl__st.keyed_rules >> i & 1) ? key : 0;
-		if (c->units < u || c->key != k || (int64_t)(tsc - c->until) >= 0 ||
-		    c->gen != atomic_load_explicit(&sl__st.fast[i].lim->u.tun.gen,
-						   memory_order_relaxed)) {
+		if (!mcredit_ok(c, i, u, (sl__st.keyed_rules >> i & 1) ? key : 0, tsc)) {
 			for (uint32_t back = done; back != 0; back &= back - 1) {
 				const unsigned j = (unsigned)__builtin_ctz(back);
 				base[j].units += (bytes >> j & 1) ? n : 1;
@@ -73,6 +80,34 @@ static inline bool mcredit_spend_now(uint32_t rules, uint64_t key, size_t n, boo
 		done |= 1u << i;
 	}
 	return true;
+}
+
+/* mcredit_spend_now for two rules, i and j (the common case): no loop, no
+ * give-back (both are tested before either is spent). */
+static inline __attribute__((always_inline)) bool mcredit_spend2(unsigned i, unsigned j,
+								 uint64_t key, size_t n, bool send)
+{
+	struct sl_credit *const base = sl__credit;
+	const uint64_t tsc = sl__credit_tsc();
+	const uint32_t bytes = send ? sl__st.byte_rules : ~0u, keyed = sl__st.keyed_rules;
+	const uint64_t ui = (bytes >> i & 1) ? n : 1, uj = (bytes >> j & 1) ? n : 1;
+	if (!mcredit_ok(&base[i], i, ui, (keyed >> i & 1) ? key : 0, tsc) ||
+	    !mcredit_ok(&base[j], j, uj, (keyed >> j & 1) ? key : 0, tsc))
+		return false;
+	base[i].units -= ui;
+	base[j].units -= uj;
+	return true;
+}
+
+/* sl__mcredit_spend past a first look that found a credit short: slices
+ * taken, then the spend again; sl__busy cleared if it fails. */
+static __attribute__((noinline)) bool mcredit_slow(uint32_t rules, uint64_t key, size_t n,
+						   bool send, int fd)
+{
+	if (mcredit_have(rules, key, n, send, fd) && mcredit_spend_now(rules, key, n, send))
+		return true;
+	sl__busy = 0;
+	return false;
 }
 
 bool sl__mcredit_spend(uint32_t rules, uint64_t key, size_t n, bool send, int fd)
@@ -86,11 +121,16 @@ bool sl__mcredit_spend(uint32_t rules, uint64_t key, size_t n, bool send, int fd
 	/* Before the credits' loads and stores: the sl__busy protocol
 	 * (xfer.h). */
 	sl__busy = 1;
-	if (__builtin_expect(mcredit_spend_now(rules, key, n, send), 1) ||
-	    (mcredit_have(rules, key, n, send, fd) && mcredit_spend_now(rules, key, n, send)))
+	const uint32_t second = rules & (rules - 1);
+	if (__builtin_expect(second != 0 && (second & (second - 1)) == 0, 1)) {
+		if (__builtin_expect(mcredit_spend2((unsigned)__builtin_ctz(rules),
+						    (unsigned)__builtin_ctz(second), key, n, send),
+				     1))
+			return true;
+	} else if (mcredit_spend_now(rules, key, n, send)) {
 		return true;
-	sl__busy = 0;
-	return false;
+	}
+	return mcredit_slow(rules, key, n, send, fd);
 }
 
 ssize_t sl__mcredit_send_end(int fd, int flags, uint32_t rules, size_t total, ssize_t r)
@@ -98,8 +138,9 @@ ssize_t sl__mcredit_send_end(int fd, int flags, uint32_t rules, size_t total, ss
 	sl__busy = 0;
 	if (__builtin_expect(r < 0 || (size_t)r != total, 0))
 		return sl__fast_send_short(fd, flags, rules, total, r, 0);
+	struct sl_credit *const base = sl__credit;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		sl__credit_count(&sl__credit[__builtin_ctz(rest)], (uint64_t)r);
+		sl__credit_count(&base[__builtin_ctz(rest)], (uint64_t)r);
 	return r;
 }
 
