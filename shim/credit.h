@@ -137,6 +137,17 @@ static inline uint64_t sl__credit_tsc(void)
 #endif
 }
 
+/* sl__credit_has but its deadline (the caller tests it: mcredit.c reads
+ * the TSC once for two rules). */
+static inline __attribute__((always_inline)) bool
+sl__credit_holds(const struct sl_credit *c, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
+{
+	/* Relaxed gen: a retune racing the spend lets it use the old slot's
+	 * units once more, which that slot admitted. */
+	return c->units >= n && c->key == key &&
+	       c->gen == atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed);
+}
+
 /* Whether this thread's credit c (&sl__credit[i]) of fast rule i
  * (descriptor d; i in sl__st.credit_rules) holds n units, at d's
  * generation, not expired, for key (the call's fd record's ckey: 0 for a
@@ -145,11 +156,7 @@ static inline uint64_t sl__credit_tsc(void)
 static inline __attribute__((always_inline)) bool
 sl__credit_has(const struct sl_credit *c, const struct sl_fast_rule *d, uint64_t n, uint64_t key)
 {
-	/* Relaxed gen: a retune racing the spend lets it use the old slot's
-	 * units once more, which that slot admitted. */
-	return c->units >= n && c->key == key &&
-	       c->gen == atomic_load_explicit(&d->lim->u.tun.gen, memory_order_relaxed) &&
-	       (int64_t)(sl__credit_tsc() - c->until) < 0;
+	return sl__credit_holds(c, d, n, key) && (int64_t)(sl__credit_tsc() - c->until) < 0;
 }
 
 /* Spend n units of fast rule i from this thread's credit c: true if it had

@@ -51,8 +51,7 @@ static bool mcredit_have(uint32_t rules, uint64_t key, size_t n, bool send, int 
 static inline __attribute__((always_inline)) bool mcredit_ok(const struct sl_credit *c, unsigned i,
 							     uint64_t u, uint64_t k, uint64_t tsc)
 {
-	return c->units >= u && c->key == k && (int64_t)(tsc - c->until) < 0 &&
-	       c->gen == atomic_load_explicit(&sl__st.fast[i].lim->u.tun.gen, memory_order_relaxed);
+	return sl__credit_holds(c, &sl__st.fast[i], u, k) && (int64_t)(tsc - c->until) < 0;
 }
 
 /* Spend from this thread's credit of each rule of `rules` what a call of n
