@@ -221,12 +221,16 @@ static void fd_copy(int fd, const struct sl_fdrec *r, struct sl_fdrec *out)
 }
 
 /* The fd byte's pass bits for a record: kind k passes if no rule of it is a
- * candidate. */
+ * candidate or, for a connected stream socket's sends and receives, if none
+ * matches: its peer is its only one (a connect reclassifies it); a datagram
+ * socket's sendto may name another. */
 static uint8_t rec_pass(const struct sl_fdrec *r)
 {
+	const bool fixed = r->stream && r->peer.family != 0;
 	uint8_t pass = 0;
 	for (int k = 0; k < SL_K_COUNT; k++)
-		if (r->cand[k] == 0)
+		if (r->cand[k] == 0 ||
+		    (fixed && (k == SL_K_SEND || k == SL_K_RECV) && r->match[k] == 0))
 			pass |= (uint8_t)SL_FDB_PASS(k);
 	return pass;
 }

@@ -297,6 +297,34 @@ static void test_shim_unmatched_passthrough(void **state)
 	assert_false(sl__fd_pass(d, SL_K_SEND));
 }
 
+/* A connected TCP socket whose peer no rule's to= fits passes straight
+ * through, both ways, from its first call: the wrapper's pass bits, not
+ * the general path on every call. A UDP socket keeps its candidates (a
+ * sendto may name a peer that fits), and a rule that fits the TCP peer
+ * still polices it. */
+static int udp_self(void);
+
+static void test_shim_unmatched_peer_passes(void **state)
+{
+	struct fix *f = *state;
+	static char buf[100];
+	use_policy("SLUICE_RULES", "send:10B/s,burst=10B,to=10.0.0.0/8;"
+				   "recv:10B/s,burst=10B,to=10.0.0.0/8");
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 100);
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 100);
+	assert_dec_equal(n_sleeps, 0);
+	assert_true(sl__fd_pass(f->cli, SL_K_SEND));
+	assert_true(sl__fd_pass(f->cli, SL_K_RECV));
+	int u = udp_self();
+	assert_dec_equal(send(u, buf, 1, 0), 1);
+	assert_false(sl__fd_pass(u, SL_K_SEND));
+	close(u);
+	use_policy("SLUICE_SEND", "10B/s,burst=10B,to=127.0.0.0/8");
+	assert_dec_equal(send(f->cli, buf, sizeof(buf), 0), 100);
+	assert_false(sl__fd_pass(f->cli, SL_K_SEND));
+	assert_true(n_sleeps > 0);
+}
+
 /* A receive asks the kernel for no more than the bucket holds, and the next
  * one waits until at least one byte is available. MSG_PEEK is free. */
 static void test_shim_recv_cap(void **state)
@@ -796,6 +824,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_send_max_delay, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_errno_preserved, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_unmatched_passthrough, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_unmatched_peer_passes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_gathers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_recv_gather_limits, setup, teardown),
