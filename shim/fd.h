@@ -36,8 +36,9 @@
 #define SL_FDR_KCREDIT(k) (1u << (8 + (k)))
 #define SL_FDR_ANY_CREDIT(k) (SL_FDR_CREDIT(k) | SL_FDR_KCREDIT(k))
 /* match[k] is two or more rules, all of sl__st.mcredit_rules (a receive's:
- * counting bytes): the call tries this thread's credit of each (xfer.c,
- * sl__mcredit_spend); ckey[k] is the fd's key, which a
+ * counting bytes): the call tries this thread's credit of each (two rules:
+ * hot2_NAME, xfer_hot.h; else or a credit short: sl__mcredit_spend);
+ * ckey[k] is the fd's key, which a
  * keyed rule's credit must show. */
 #define SL_FDR_MCREDIT(k) (1u << (12 + (k)))
 /* rec's credit key for a send (SL_K_SEND) or a receive (SL_K_RECV). */

@@ -11,6 +11,7 @@
 #include "act.h"
 #include "clock.h"
 #include "credit.h"
+#include "mcredit.h"
 #include "params.h"
 #include "state.h"
 #include "xfer.h"
@@ -46,14 +47,6 @@ static bool mcredit_have(uint32_t rules, uint64_t key, size_t n, bool send, int 
 	return true;
 }
 
-/* Whether credit c of rule i holds u units for key k at the TSC reading
- * tsc (sl__credit_has, the TSC read once for all rules). */
-static inline __attribute__((always_inline)) bool mcredit_ok(const struct sl_credit *c, unsigned i,
-							     uint64_t u, uint64_t k, uint64_t tsc)
-{
-	return sl__credit_holds(c, &sl__st.fast[i], u, k) && (int64_t)(tsc - c->until) < 0;
-}
-
 /* Spend from this thread's credit of each rule of `rules` what a call of n
  * bytes takes of it, the TSC read once: true if each had it; false, none
  * spent (what was, put back). */
@@ -68,7 +61,7 @@ static __attribute__((noinline)) bool mcredit_spend_now(uint32_t rules, uint64_t
 		const unsigned i = (unsigned)__builtin_ctz(rest);
 		struct sl_credit *c = &base[i];
 		const uint64_t u = (bytes >> i & 1) ? n : 1;
-		if (!mcredit_ok(c, i, u, (sl__st.keyed_rules >> i & 1) ? key : 0, tsc)) {
+		if (!sl__mcredit_ok(c, i, u, (sl__st.keyed_rules >> i & 1) ? key : 0, tsc)) {
 			for (uint32_t back = done; back != 0; back &= back - 1) {
 				const unsigned j = (unsigned)__builtin_ctz(back);
 				base[j].units += (bytes >> j & 1) ? n : 1;
@@ -78,23 +71,6 @@ static __attribute__((noinline)) bool mcredit_spend_now(uint32_t rules, uint64_t
 		c->units -= u;
 		done |= 1u << i;
 	}
-	return true;
-}
-
-/* mcredit_spend_now for two rules, i and j (the common case): no loop, no
- * give-back (both are tested before either is spent). */
-static inline __attribute__((always_inline)) bool mcredit_spend2(unsigned i, unsigned j,
-								 uint64_t key, size_t n, bool send)
-{
-	struct sl_credit *const base = sl__credit;
-	const uint64_t tsc = sl__credit_tsc();
-	const uint32_t bytes = send ? sl__st.byte_rules : ~0u, keyed = sl__st.keyed_rules;
-	const uint64_t ui = (bytes >> i & 1) ? n : 1, uj = (bytes >> j & 1) ? n : 1;
-	if (!mcredit_ok(&base[i], i, ui, (keyed >> i & 1) ? key : 0, tsc) ||
-	    !mcredit_ok(&base[j], j, uj, (keyed >> j & 1) ? key : 0, tsc))
-		return false;
-	base[i].units -= ui;
-	base[j].units -= uj;
 	return true;
 }
 
@@ -122,8 +98,9 @@ bool sl__mcredit_spend(uint32_t rules, uint64_t key, size_t n, bool send, int fd
 	sl__busy = 1;
 	const uint32_t second = rules & (rules - 1);
 	if (__builtin_expect(second != 0 && (second & (second - 1)) == 0, 1)) {
-		if (__builtin_expect(mcredit_spend2((unsigned)__builtin_ctz(rules),
-						    (unsigned)__builtin_ctz(second), key, n, send),
+		if (__builtin_expect(sl__mcredit_spend2((unsigned)__builtin_ctz(rules),
+							(unsigned)__builtin_ctz(second), key, n,
+							send),
 				     1))
 			return true;
 	} else if (mcredit_spend_now(rules, key, n, send)) {

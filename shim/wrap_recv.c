@@ -27,37 +27,35 @@
 
 const int sl__wrap_recv_anchor = 1;
 
+/* The description of a call of one buffer (as SEND_IO, wrap_send.c). */
+#define RECV_IO(how_, fd_, buf_, n_, buflen_, flags_, from_, fromlen_)                             \
+	((struct sl_io){.how = (how_),                                                             \
+			.fd = (fd_),                                                               \
+			.buf = (buf_),                                                             \
+			.total = (n_),                                                             \
+			.buflen = (buflen_),                                                       \
+			.flags = (flags_),                                                         \
+			.addr = (from_),                                                           \
+			.addrlenp = (fromlen_)})
+
 /* The call described for the engine; inlined into each full_NAME below
  * (rec as in wrap_send.c: NULL, and sl__recv looks). */
 static inline __attribute__((always_inline)) ssize_t
 recv_buf(enum sl_io_how how, int fd, void *buf, size_t n, size_t buflen, int flags,
 	 struct sockaddr *from, socklen_t *fromlen, const struct sl_fdrec *rec)
 {
-	struct sl_io io = {.how = how,
-			   .fd = fd,
-			   .buf = buf,
-			   .total = n,
-			   .buflen = buflen,
-			   .flags = flags,
-			   .addr = from,
-			   .addrlenp = fromlen};
+	struct sl_io io = RECV_IO(how, fd, buf, n, buflen, flags, from, fromlen);
 	return rec != NULL ? sl__recv_rec(&io, rec) : sl__recv(&io);
 }
 
-/* The hot path (sl__recv_hot) of a call of one buffer on rec's fd: true if
- * it made the call (*r). */
+/* The hot path (sl__recv_hot; two: sl__recv_hot2) of a call of one buffer
+ * on rec's fd: true if it made the call (*r). */
 static inline __attribute__((always_inline)) bool
 recv_hot(enum sl_io_how how, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
-	 socklen_t *fromlen, const struct sl_fdrec *rec, ssize_t *r)
+	 socklen_t *fromlen, const struct sl_fdrec *rec, ssize_t *r, bool two)
 {
-	return sl__recv_hot(&(struct sl_io){.how = how,
-					    .fd = fd,
-					    .buf = buf,
-					    .total = n,
-					    .flags = flags,
-					    .addr = from,
-					    .addrlenp = fromlen},
-			    rec, r);
+	const struct sl_io io = RECV_IO(how, fd, buf, n, 0, flags, from, fromlen);
+	return two ? sl__recv_hot2(&io, rec, r) : sl__recv_hot(&io, rec, r);
 }
 
 /* slow_NAME, hot_NAME and full_NAME: as in wrap_send.c. */
@@ -67,21 +65,26 @@ static __attribute__((noinline)) ssize_t full_recv(int fd, void *buf, size_t n, 
 	return recv_buf(SL_IO_RECV, fd, buf, n, 0, flags, NULL, NULL, rec);
 }
 
-static __attribute__((noinline)) ssize_t hot_recv(int fd, void *buf, size_t n, int flags,
-						  const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_recv_i(int fd, void *buf, size_t n, int flags, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (recv_hot(SL_IO_RECV, fd, buf, n, flags, NULL, NULL, rec, &r))
+	if (recv_hot(SL_IO_RECV, fd, buf, n, flags, NULL, NULL, rec, &r, two))
 		return r;
 	return full_recv(fd, buf, n, flags, rec);
 }
+SL_HOT_PAIR(recv, (int fd, void *buf, size_t n, int flags, const struct sl_fdrec *rec),
+	    (fd, buf, n, flags, rec))
 
 static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, int flags,
 						   unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
+	if (h == SL_HOT_ONE)
 		return hot_recv(fd, buf, n, flags, rec);
+	if (h == SL_HOT_TWO)
+		return hot2_recv(fd, buf, n, flags, rec);
 	return full_recv(fd, buf, n, flags, rec);
 }
 
@@ -92,23 +95,30 @@ static __attribute__((noinline)) ssize_t full_recvfrom(int fd, void *buf, size_t
 	return recv_buf(SL_IO_RECVFROM, fd, buf, n, 0, flags, from, fromlen, rec);
 }
 
-static __attribute__((noinline)) ssize_t hot_recvfrom(int fd, void *buf, size_t n, int flags,
-						      struct sockaddr *from, socklen_t *fromlen,
-						      const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_recvfrom_i(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fromlen,
+	       const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (recv_hot(SL_IO_RECVFROM, fd, buf, n, flags, from, fromlen, rec, &r))
+	if (recv_hot(SL_IO_RECVFROM, fd, buf, n, flags, from, fromlen, rec, &r, two))
 		return r;
 	return full_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 }
+SL_HOT_PAIR(recvfrom,
+	    (int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fromlen,
+	     const struct sl_fdrec *rec),
+	    (fd, buf, n, flags, from, fromlen, rec))
 
 static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t n, int flags,
 						       struct sockaddr *from, socklen_t *fromlen,
 						       unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
+	if (h == SL_HOT_ONE)
 		return hot_recvfrom(fd, buf, n, flags, from, fromlen, rec);
+	if (h == SL_HOT_TWO)
+		return hot2_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 	return full_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 }
 
@@ -134,20 +144,24 @@ static __attribute__((noinline)) ssize_t full_read(int fd, void *buf, size_t n,
 	return recv_buf(SL_IO_READ, fd, buf, n, 0, 0, NULL, NULL, rec);
 }
 
-static __attribute__((noinline)) ssize_t hot_read(int fd, void *buf, size_t n,
-						  const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_read_i(int fd, void *buf, size_t n, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (recv_hot(SL_IO_READ, fd, buf, n, 0, NULL, NULL, rec, &r))
+	if (recv_hot(SL_IO_READ, fd, buf, n, 0, NULL, NULL, rec, &r, two))
 		return r;
 	return full_read(fd, buf, n, rec);
 }
+SL_HOT_PAIR(read, (int fd, void *buf, size_t n, const struct sl_fdrec *rec), (fd, buf, n, rec))
 
 static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n, unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
+	if (h == SL_HOT_ONE)
 		return hot_read(fd, buf, n, rec);
+	if (h == SL_HOT_TWO)
+		return hot2_read(fd, buf, n, rec);
 	return full_read(fd, buf, n, rec);
 }
 
@@ -157,21 +171,26 @@ static __attribute__((noinline)) ssize_t full_readv(int fd, const struct iovec *
 	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt, rec);
 }
 
-static __attribute__((noinline)) ssize_t hot_readv(int fd, const struct iovec *iov, int cnt,
-						   const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_readv_i(int fd, const struct iovec *iov, int cnt, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (sl__vec_hot(SL_IO_READV, fd, iov, cnt, rec, &r))
+	if (sl__vec_hot(SL_IO_READV, fd, iov, cnt, rec, &r, two))
 		return r;
 	return full_readv(fd, iov, cnt, rec);
 }
+SL_HOT_PAIR(readv, (int fd, const struct iovec *iov, int cnt, const struct sl_fdrec *rec),
+	    (fd, iov, cnt, rec))
 
 static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *iov, int cnt,
 						    unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_RECV, b, &rec))
+	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
+	if (h == SL_HOT_ONE)
 		return hot_readv(fd, iov, cnt, rec);
+	if (h == SL_HOT_TWO)
+		return hot2_readv(fd, iov, cnt, rec);
 	return full_readv(fd, iov, cnt, rec);
 }
 

@@ -24,6 +24,17 @@
 
 const int sl__wrap_send_anchor = 1;
 
+/* The description of a call of one buffer: a compound literal, so that
+ * its declaration initializes the struct in place. */
+#define SEND_IO(how_, fd_, buf_, n_, flags_, to_, tolen_)                                          \
+	((struct sl_io){.how = (how_),                                                             \
+			.fd = (fd_),                                                               \
+			.buf = (char *)(buf_),                                                     \
+			.total = (n_),                                                             \
+			.flags = (flags_),                                                         \
+			.addr = (struct sockaddr *)(to_),                                          \
+			.addrlen = (tolen_)})
+
 /* The call described for the engine; inlined into each full_NAME below.
  * rec: the fd's record if slow_NAME found it (sl__xfer_rec_hot), else NULL
  * (then the engine looks: sl__send). */
@@ -31,41 +42,33 @@ static inline __attribute__((always_inline)) ssize_t
 send_buf(enum sl_io_how how, int fd, const void *buf, size_t n, int flags,
 	 const struct sockaddr *to, socklen_t tolen, const struct sl_fdrec *rec)
 {
-	struct sl_io io = {.how = how,
-			   .fd = fd,
-			   .buf = (char *)buf,
-			   .total = n,
-			   .flags = flags,
-			   .addr = (struct sockaddr *)to,
-			   .addrlen = tolen};
+	struct sl_io io = SEND_IO(how, fd, buf, n, flags, to, tolen);
 	return rec != NULL ? sl__send_rec(&io, rec) : sl__send(&io);
 }
 
-/* The hot path (sl__send_hot) of a call of one buffer on rec's fd: true if
- * it made the call (*r). */
+/* The hot path (sl__send_hot; two: sl__send_hot2) of a call of one buffer
+ * on rec's fd: true if it made the call (*r). */
 static inline __attribute__((always_inline)) bool
 send_hot(enum sl_io_how how, int fd, const void *buf, size_t n, int flags,
-	 const struct sockaddr *to, socklen_t tolen, const struct sl_fdrec *rec, ssize_t *r)
+	 const struct sockaddr *to, socklen_t tolen, const struct sl_fdrec *rec, ssize_t *r,
+	 bool two)
 {
-	return sl__send_hot(&(struct sl_io){.how = how,
-					    .fd = fd,
-					    .buf = (char *)buf,
-					    .total = n,
-					    .flags = flags,
-					    .addr = (struct sockaddr *)to,
-					    .addrlen = tolen},
-			    rec, r);
+	struct sl_io io = SEND_IO(how, fd, buf, n, flags, to, tolen);
+	return two ? sl__send_hot2(&io, rec, r) : sl__send_hot(&io, rec, r);
 }
 
 /*
- * Three functions per wrapper, each of the others a tail call:
+ * Four functions per wrapper, each of the others a tail call:
  *   slow_NAME  what the shell calls: the fd's record from the bits the
- *              shell loaded, and its credit bit (sl__xfer_credit), with no
- *              register to save; on to hot_NAME or full_NAME;
- *   hot_NAME   the hot path (xfer_hot.h), apart so that it saves few
- *              registers; on to full_NAME if it does not make the call;
+ *              shell loaded, and its credit bits (sl__xfer_credit), with no
+ *              register to save; on to hot_NAME, hot2_NAME or full_NAME;
+ *   hot_NAME   the hot path of one rule's credit (xfer_hot.h), apart so
+ *              that it saves few registers; on to full_NAME if it does not
+ *              make the call;
+ *   hot2_NAME  the same for two rules' credits (sl__send_hot2): both are
+ *              copies of hot_NAME_i (SL_HOT_PAIR);
  *   full_NAME  the whole decision (sl__send_rec, or sl__send if no record
- *              was found yet).
+ *              was found yet), which takes slices when a credit is short.
  */
 static __attribute__((noinline)) ssize_t full_send(int fd, const void *buf, size_t n, int flags,
 						   const struct sl_fdrec *rec)
@@ -73,21 +76,26 @@ static __attribute__((noinline)) ssize_t full_send(int fd, const void *buf, size
 	return send_buf(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec);
 }
 
-static __attribute__((noinline)) ssize_t hot_send(int fd, const void *buf, size_t n, int flags,
-						  const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_send_i(int fd, const void *buf, size_t n, int flags, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (send_hot(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec, &r))
+	if (send_hot(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec, &r, two))
 		return r;
 	return full_send(fd, buf, n, flags, rec);
 }
+SL_HOT_PAIR(send, (int fd, const void *buf, size_t n, int flags, const struct sl_fdrec *rec),
+	    (fd, buf, n, flags, rec))
 
 static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size_t n, int flags,
 						   unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec))
+	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
+	if (h == SL_HOT_ONE)
 		return hot_send(fd, buf, n, flags, rec);
+	if (h == SL_HOT_TWO)
+		return hot2_send(fd, buf, n, flags, rec);
 	return full_send(fd, buf, n, flags, rec);
 }
 
@@ -101,23 +109,30 @@ static __attribute__((noinline)) ssize_t full_sendto(int fd, const void *buf, si
 	return r;
 }
 
-static __attribute__((noinline)) ssize_t hot_sendto(int fd, const void *buf, size_t n, int flags,
-						    const struct sockaddr *to, socklen_t tolen,
-						    const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_sendto_i(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
+	     socklen_t tolen, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (send_hot(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, rec, &r))
+	if (send_hot(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, rec, &r, two))
 		return r;
 	return full_sendto(fd, buf, n, flags, to, tolen, rec);
 }
+SL_HOT_PAIR(sendto,
+	    (int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
+	     socklen_t tolen, const struct sl_fdrec *rec),
+	    (fd, buf, n, flags, to, tolen, rec))
 
 static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, size_t n, int flags,
 						     const struct sockaddr *to, socklen_t tolen,
 						     unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec) && !(flags & MSG_FASTOPEN))
+	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
+	if (h == SL_HOT_ONE && !(flags & MSG_FASTOPEN))
 		return hot_sendto(fd, buf, n, flags, to, tolen, rec);
+	if (h == SL_HOT_TWO && !(flags & MSG_FASTOPEN))
+		return hot2_sendto(fd, buf, n, flags, to, tolen, rec);
 	return full_sendto(fd, buf, n, flags, to, tolen, rec);
 }
 
@@ -143,27 +158,33 @@ static __attribute__((noinline)) ssize_t full_sendmsg(int fd, const struct msghd
 	return r;
 }
 
-static __attribute__((noinline)) ssize_t hot_sendmsg(int fd, const struct msghdr *msg, int flags,
-						     const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_sendmsg_i(int fd, const struct msghdr *msg, int flags, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (!sl__bad_msg(msg) &&
-	    sl__send_hot(&(struct sl_io){.how = SL_IO_SENDMSG,
-					 .fd = fd,
-					 .msg = (struct msghdr *)msg,
-					 .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen),
-					 .flags = flags},
-			 rec, &r))
+	if (sl__bad_msg(msg))
+		return full_sendmsg(fd, msg, flags, rec);
+	const struct sl_io io = {.how = SL_IO_SENDMSG,
+				 .fd = fd,
+				 .msg = (struct msghdr *)msg,
+				 .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen),
+				 .flags = flags};
+	if (two ? sl__send_hot2(&io, rec, &r) : sl__send_hot(&io, rec, &r))
 		return r;
 	return full_sendmsg(fd, msg, flags, rec);
 }
+SL_HOT_PAIR(sendmsg, (int fd, const struct msghdr *msg, int flags, const struct sl_fdrec *rec),
+	    (fd, msg, flags, rec))
 
 static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghdr *msg, int flags,
 						      unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec) && !(flags & MSG_FASTOPEN))
+	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
+	if (h == SL_HOT_ONE && !(flags & MSG_FASTOPEN))
 		return hot_sendmsg(fd, msg, flags, rec);
+	if (h == SL_HOT_TWO && !(flags & MSG_FASTOPEN))
+		return hot2_sendmsg(fd, msg, flags, rec);
 	return full_sendmsg(fd, msg, flags, rec);
 }
 
@@ -173,20 +194,25 @@ static __attribute__((noinline)) ssize_t full_write(int fd, const void *buf, siz
 	return send_buf(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, rec);
 }
 
-static __attribute__((noinline)) ssize_t hot_write(int fd, const void *buf, size_t n,
-						   const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_write_i(int fd, const void *buf, size_t n, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (send_hot(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, rec, &r))
+	if (send_hot(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, rec, &r, two))
 		return r;
 	return full_write(fd, buf, n, rec);
 }
+SL_HOT_PAIR(write, (int fd, const void *buf, size_t n, const struct sl_fdrec *rec),
+	    (fd, buf, n, rec))
 
 static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, size_t n, unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec))
+	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
+	if (h == SL_HOT_ONE)
 		return hot_write(fd, buf, n, rec);
+	if (h == SL_HOT_TWO)
+		return hot2_write(fd, buf, n, rec);
 	return full_write(fd, buf, n, rec);
 }
 
@@ -196,21 +222,26 @@ static __attribute__((noinline)) ssize_t full_writev(int fd, const struct iovec 
 	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt, rec);
 }
 
-static __attribute__((noinline)) ssize_t hot_writev(int fd, const struct iovec *iov, int cnt,
-						    const struct sl_fdrec *rec)
+static inline __attribute__((always_inline)) ssize_t
+hot_writev_i(int fd, const struct iovec *iov, int cnt, const struct sl_fdrec *rec, bool two)
 {
 	ssize_t r;
-	if (sl__vec_hot(SL_IO_WRITEV, fd, iov, cnt, rec, &r))
+	if (sl__vec_hot(SL_IO_WRITEV, fd, iov, cnt, rec, &r, two))
 		return r;
 	return full_writev(fd, iov, cnt, rec);
 }
+SL_HOT_PAIR(writev, (int fd, const struct iovec *iov, int cnt, const struct sl_fdrec *rec),
+	    (fd, iov, cnt, rec))
 
 static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec *iov, int cnt,
 						     unsigned b)
 {
 	const struct sl_fdrec *rec;
-	if (sl__xfer_credit(fd, SL_K_SEND, b, &rec))
+	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
+	if (h == SL_HOT_ONE)
 		return hot_writev(fd, iov, cnt, rec);
+	if (h == SL_HOT_TWO)
+		return hot2_writev(fd, iov, cnt, rec);
 	return full_writev(fd, iov, cnt, rec);
 }
 

@@ -17,6 +17,7 @@
 #ifndef SLUICE_SHIM_XFER_HOT_H
 #define SLUICE_SHIM_XFER_HOT_H
 
+#include "mcredit.h"
 #include "xfer.h"
 #include "xfer_recv.h"
 
@@ -50,20 +51,113 @@ static inline bool sl__xfer_credit_mine(const struct sl_fdrec *rec, enum sl_kind
 	return rules != 0 && sl__credit[__builtin_ctz(rules)].key == SL_FDR_CKEY(rec, k);
 }
 
-/* slow_NAME's question (wrap_send.c): true if the fd's record (*rec) shows
- * the credit bit of kind k, or its keyed credit bit and this thread's
- * credit is the fd's, for hot_NAME; else *rec is the record or NULL, for
- * full_NAME. */
-static inline __attribute__((always_inline)) bool
+/* slow_NAME's answers (sl__xfer_credit): the full path, hot_NAME (one
+ * rule's credit), hot2_NAME (two rules' credits). */
+enum { SL_HOT_NONE, SL_HOT_ONE, SL_HOT_TWO };
+
+/* slow_NAME's question (wrap_send.c): SL_HOT_ONE if the fd's record (*rec)
+ * shows the credit bit of kind k, or its keyed credit bit and this
+ * thread's credit is the fd's, for hot_NAME; SL_HOT_TWO if it shows the
+ * credit bit of two or more rules (SL_FDR_MCREDIT), for hot2_NAME; else
+ * SL_HOT_NONE, *rec the record or NULL, for full_NAME. */
+static inline __attribute__((always_inline)) int
 sl__xfer_credit(int fd, enum sl_kind_call k, unsigned b, const struct sl_fdrec **rec)
 {
 	*rec = sl__xfer_rec_hot(fd, k, b);
 	if (*rec == NULL)
-		return false;
+		return SL_HOT_NONE;
 	const unsigned f = (*rec)->fast;
 	if (__builtin_expect(f & SL_FDR_CREDIT(k), 1))
+		return SL_HOT_ONE;
+	if ((f & SL_FDR_KCREDIT(k)) && sl__xfer_credit_mine(*rec, k))
+		return SL_HOT_ONE;
+	return (f & SL_FDR_MCREDIT(k)) ? SL_HOT_TWO : SL_HOT_NONE;
+}
+
+/* The two rules of a record's match that hot2_NAME spends from (i, the
+ * lowest, and j): true if match[k] is exactly two rules, both lending
+ * (lend: sl__st.mcredit_rules, a receive's counting bytes); three or more
+ * take the full path (sl__mcredit_spend's loop). */
+static inline __attribute__((always_inline)) bool sl__xfer_two(uint32_t rules, uint32_t lend,
+							       unsigned *i, unsigned *j)
+{
+	const uint32_t second = rules & (rules - 1);
+	if (second == 0 || (second & (second - 1)) != 0 || (rules & ~lend) != 0)
+		return false;
+	*i = (unsigned)__builtin_ctz(rules);
+	*j = (unsigned)__builtin_ctz(second);
+	return true;
+}
+
+/* sl__mcredit_spend2 with sl__busy set before it (the sl__busy protocol,
+ * xfer.h), and clear again if it spent nothing. */
+static inline __attribute__((always_inline)) bool sl__xfer_spend2(unsigned i, unsigned j,
+								  uint64_t key, size_t n, bool send)
+{
+	sl__busy = 1;
+	if (sl__mcredit_spend2(i, j, key, n, send))
 		return true;
-	return (f & SL_FDR_KCREDIT(k)) && sl__xfer_credit_mine(*rec, k);
+	sl__busy = 0;
+	return false;
+}
+
+/* A send's two-rule hot path (rec from sl__xfer_credit, SL_HOT_TWO): as
+ * sl__send_hot, from both rules' credits or neither (mcredit.h); a credit
+ * short, or anything sl__send_rec would not pay from credit, returns false,
+ * nothing taken, and the full path decides (and takes slices). */
+static inline __attribute__((always_inline)) bool
+sl__send_hot2(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
+{
+	const uint32_t rules = rec->match[SL_K_SEND];
+	const void *to = io->msg != NULL ? io->msg->msg_name : io->addr;
+	unsigned i, j;
+	if (!sl__xfer_two(rules, sl__st.mcredit_rules, &i, &j) || io->total > sl__st.piece_min ||
+	    (to != NULL && rec->peer.family == 0) ||
+	    atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) != 0)
+		return false;
+	if (__builtin_expect(!sl__xfer_spend2(i, j, SL_FDR_CKEY(rec, SL_K_SEND), io->total, true),
+			     0))
+		return false;
+	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	sl__busy = 0;
+	if (__builtin_expect(r < 0 || (size_t)r != io->total, 0)) {
+		*out = sl__fast_send_short(io->fd, io->flags, rules, io->total, r, 0);
+		return true;
+	}
+	sl__credit_count(&sl__credit[i], (uint64_t)r);
+	sl__credit_count(&sl__credit[j], (uint64_t)r);
+	*out = r;
+	return true;
+}
+
+/* A receive's two-rule hot path (as sl__send_hot2; the conditions
+ * sl__recv_hot's): each credit holds the whole buffer before the call and
+ * gets back what did not come after it (sl__mcredit_recv_end). */
+static inline __attribute__((always_inline)) bool
+sl__recv_hot2(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
+{
+	const uint32_t rules = rec->match[SL_K_RECV];
+	unsigned i, j;
+	if (!sl__xfer_two(rules, sl__st.mcredit_rules & sl__st.byte_rules, &i, &j) ||
+	    io->total == 0 || (io->flags & (MSG_PEEK | MSG_ERRQUEUE | MSG_WAITALL)) ||
+	    atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) != 0)
+		return false;
+	if (__builtin_expect(!sl__xfer_spend2(i, j, SL_FDR_CKEY(rec, SL_K_RECV), io->total, false),
+			     0))
+		return false;
+	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	if (__builtin_expect(r <= 0, 0)) {
+		*out = sl__mcredit_recv_end(rules, io->total, r);
+		return true;
+	}
+	struct sl_credit *const base = sl__credit;
+	base[i].units += io->total - (size_t)r;
+	base[j].units += io->total - (size_t)r;
+	sl__busy = 0;
+	sl__credit_count(&base[i], (uint64_t)r);
+	sl__credit_count(&base[j], (uint64_t)r);
+	*out = r;
+	return true;
 }
 
 /* A send's hot path (rec from sl__xfer_credit, which saw its credit bit:
@@ -137,12 +231,12 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 	return true;
 }
 
-/* writev's and readv's hot path (how): as sl__xfer_vec's, iov is read only
- * for a socket a rule may match. */
+/* writev's and readv's hot paths (how; two: hot2_NAME's): as
+ * sl__xfer_vec's, iov is read only for a socket a rule may match. */
 static inline __attribute__((always_inline)) bool sl__vec_hot(enum sl_io_how how, int fd,
 							      const struct iovec *iov, int cnt,
 							      const struct sl_fdrec *rec,
-							      ssize_t *out)
+							      ssize_t *out, bool two)
 {
 	const enum sl_kind_call k = how == SL_IO_WRITEV ? SL_K_SEND : SL_K_RECV;
 	if (sl__bad_iov(iov, cnt))
@@ -152,7 +246,21 @@ static inline __attribute__((always_inline)) bool sl__vec_hot(enum sl_io_how how
 				 .iov = iov,
 				 .iovcnt = cnt,
 				 .total = sl__iov_total(iov, (size_t)cnt)};
+	if (two)
+		return k == SL_K_SEND ? sl__send_hot2(&io, rec, out) : sl__recv_hot2(&io, rec, out);
 	return k == SL_K_SEND ? sl__send_hot(&io, rec, out) : sl__recv_hot(&io, rec, out);
 }
+
+/* hot_NAME and hot2_NAME (wrap_send.c, wrap_recv.c): each a copy of
+ * hot_NAME_i with `two` constant, apart so that each saves few registers. */
+#define SL_HOT_PAIR(name, params, args)                                                            \
+	static __attribute__((noinline)) ssize_t hot_##name params                                 \
+	{                                                                                          \
+		return hot_##name##_i(SL_WRAP_ARGS args, false);                                   \
+	}                                                                                          \
+	static __attribute__((noinline)) ssize_t hot2_##name params                                \
+	{                                                                                          \
+		return hot_##name##_i(SL_WRAP_ARGS args, true);                                    \
+	}
 
 #endif /* SLUICE_SHIM_XFER_HOT_H */

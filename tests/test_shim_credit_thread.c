@@ -558,6 +558,48 @@ static void test_two_rules_recv(void **state)
 	}
 }
 
+/* Every wrapper of the send and receive families spends two rules' credit
+ * as send and recv do (hot2_NAME, wrap_send.c and wrap_recv.c): after the
+ * two calls that take the slices, write, writev, sendto and sendmsg (read,
+ * readv, recvfrom and recvmsg) on the real socket read no clock and take
+ * their byte from both credits. */
+static void test_two_rules_every_wrapper(void **state)
+{
+	struct fix *f = *state;
+	const int a = f->sv[0];
+	char b = 'x';
+	struct iovec v = {.iov_base = &b, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1};
+	use_policy("SLUICE_RULES", TWO_RULES("send"));
+	send1(a, 1);
+	send1(a, 1);
+	atomic_store(&clock_reads, 0);
+	for (int k = 0; k < 10; k++) {
+		assert_dec_equal(write(a, &b, 1), 1);
+		assert_dec_equal(writev(a, &v, 1), 1);
+		assert_dec_equal(sendto(a, &b, 1, 0, NULL, 0), 1);
+		assert_dec_equal(sendmsg(a, &m, 0), 1);
+	}
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(sl__credit[0].units, 999 - 40);
+	assert_dec_equal(sl__credit[1].units, 999 - 40);
+	use_policy("SLUICE_RULES", TWO_RULES("recv"));
+	static char in[100];
+	assert_dec_equal(write(f->sv[1], in, sizeof in), 100);
+	assert_dec_equal(recv(a, &b, 1, 0), 1);
+	assert_dec_equal(recv(a, &b, 1, 0), 1);
+	atomic_store(&clock_reads, 0);
+	for (int k = 0; k < 10; k++) {
+		assert_dec_equal(read(a, &b, 1), 1);
+		assert_dec_equal(readv(a, &v, 1), 1);
+		assert_dec_equal(recvfrom(a, &b, 1, 0, NULL, NULL), 1);
+		assert_dec_equal(recvmsg(a, &m, 0), 1);
+	}
+	assert_dec_equal(atomic_load(&clock_reads), 0);
+	assert_dec_equal(sl__credit[0].units, 999 - 40);
+	assert_dec_equal(sl__credit[1].units, 999 - 40);
+}
+
 /* Credit of a closed fd whose number comes back on another socket: not
  * spent there (the key holds the inode) and not given to the new socket's
  * bucket, which starts full. */
@@ -970,6 +1012,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fd_rule_reused_number, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_rules_send, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_rules_recv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_rules_every_wrapper, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_two_rules_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fd_rule_threads_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fixed_window_credit, setup, teardown),
