@@ -639,6 +639,35 @@ static void test_shim_poll_round_send_small(void **state)
 	round_send_case(*state, ROUND_POLL, 40);
 }
 
+/* A small send while turns are kept, the bucket holding more than the
+ * turns: its fd's turn pays for it and the rest of the turn goes back, as
+ * the general path settles it; the fast path (which would spend the
+ * bucket's units, or this thread's credit, and leave the turn kept) is not
+ * taken while any turn is kept (fair.h). */
+static void test_shim_poll_round_send_fast_kept(void **state)
+{
+	struct fix *f = *state;
+	struct pairs2 p;
+	pairs2_open(&p);
+	use_policy("SLUICE_SEND", "1000B/s,burst=1000B");
+	const int fd[3] = {f->cli, p.cli[0], p.cli[1]};
+	for (int k = 0; k < 3; k++)
+		set_nonblock(fd[k]);
+	/* Each reported fd holds a turn of 100 B (100 ms at the rate). */
+	assert_dec_equal(round_wait(ROUND_POLL, fd, true), 7u);
+	assert_dec_equal(sl_limiter_available(sl__st.rule_lim[0], fake_now), 700);
+	assert_dec_equal(atomic_load(&sl__st.fair_kept), 3);
+	/* Without the check: 660 (the bucket paid) and 3 turns kept. */
+	assert_dec_equal(send(fd[0], f->buf, 40, 0), 40);
+	assert_dec_equal(sl_limiter_available(sl__st.rule_lim[0], fake_now), 760);
+	assert_dec_equal(atomic_load(&sl__st.fair_kept), 2);
+	assert_dec_equal(send(fd[1], f->buf, 40, 0), 40);
+	assert_dec_equal(sl_limiter_available(sl__st.rule_lim[0], fake_now), 820);
+	assert_dec_equal(atomic_load(&sl__st.fair_kept), 1);
+	assert_dec_equal(n_sleeps, 0);
+	pairs2_close(&p);
+}
+
 /* A per=thread turn is the reserving thread's: another thread's call on
  * the fd uses its own limiter, and the turn's units go back to the
  * reserving thread's (before, the other thread spent them on top of its
@@ -887,6 +916,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_select, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_epoll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_small, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_fast_kept, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_turn_other_thread, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_send_turns, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_recvmmsg, setup, teardown),
