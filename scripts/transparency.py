@@ -10,6 +10,9 @@ a test that passes without sluice and fails, errors or is skipped under
 it, or the other way round, is listed. Exit 0 when the two runs agree, 1
 when they differ, 77 when no python here has the tests.
   SL_TRANSPARENCY_TIMEOUT  seconds per run [1800]
+  SL_TRANSPARENCY_TWO=1    a second never-limiting rule per direction
+                           (per=fd), so each transfer spends two rules'
+                           credit (shim/mcredit.c, hot2_NAME)
 make transparency runs it (not part of make test: about 2 x 5 min here).
 """
 import os
@@ -90,6 +93,9 @@ def main():
     base = {k: v for k, v in os.environ.items() if not k.startswith("SLUICE_")}
     base.pop("LD_PRELOAD", None)
     under = dict(base, LD_PRELOAD=os.path.join(build, "libsluice.so"), **RULES)
+    if os.environ.get("SL_TRANSPARENCY_TWO") == "1":
+        under["SLUICE_RULES"] = ";".join("%s:10GB/s,per=fd,family=inet+inet6+unix" % op
+                                         for op in ("send", "recv"))
     with tempfile.TemporaryDirectory(prefix="sl-transparency-") as tmp:
         a, ta = run(py, tests, base, "without", tmp)
         b, tb = run(py, tests, under, "under-sluice", tmp)
