@@ -20,6 +20,10 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
+#if defined(__GLIBC__)
+#include <sys/single_threaded.h>
+#endif
 
 #include "log.h"
 #include "real.h"
@@ -42,10 +46,22 @@
 SL_REAL_LIST(SL_LAZY_DEF)
 #undef SL_LAZY_DEF
 
-struct sl_real sl__real = {
+_Alignas(SL_REAL_ALIGN) struct sl_real sl__real = {
 #define SL_LAZY_INIT(ret, name, params, args, shape, fd) SL_LAZY_##shape(.name = lazy_##name, )
 	SL_REAL_LIST(SL_LAZY_INIT)
 #undef SL_LAZY_INIT
+#if SL_RAWCALL
+		.single = &__libc_single_threaded,
+#endif
+};
+
+/* The slots whose glibc function is, with one thread, its system call
+ * alone (rawcall.h; each call site names the call: xfer.h, sl__io_real). */
+static const bool raw_slot[SL_REAL_COUNT] = {
+	[SL_REAL_send] = true,     [SL_REAL_sendto] = true,  [SL_REAL_sendmsg] = true,
+	[SL_REAL_write] = true,    [SL_REAL_writev] = true,  [SL_REAL_recv] = true,
+	[SL_REAL_recvfrom] = true, [SL_REAL_recvmsg] = true, [SL_REAL_read] = true,
+	[SL_REAL_readv] = true,
 };
 
 /* Each slot's lazy stub, NULL for a slot that starts empty. */
@@ -89,8 +105,22 @@ static _Atomic(void *) *slot_ptr(enum sl_real_slot slot)
 	return (_Atomic(void *) *)((char *)&sl__real + (size_t)slot * sizeof(void *));
 }
 
-_Static_assert(sizeof(struct sl_real) == SL_REAL_COUNT * sizeof(void *),
-	       "struct sl_real is a plain array of pointers");
+_Static_assert(offsetof(struct sl_real, libc) == SL_REAL_COUNT * sizeof(void *),
+	       "struct sl_real starts with a plain array of pointers");
+
+/* Whether fn is glibc's own: defined in the object that defines
+ * __libc_single_threaded (rawcall.h). */
+static bool in_glibc(void *fn)
+{
+#if SL_RAWCALL
+	Dl_info a, b;
+	return dladdr(fn, &a) != 0 && dladdr((const void *)&__libc_single_threaded, &b) != 0 &&
+	       a.dli_fbase == b.dli_fbase;
+#else
+	(void)fn;
+	return false;
+#endif
+}
 
 /*
  * Resolve one slot with dlsym(RTLD_NEXT) and publish it. Thread-safe and
@@ -111,6 +141,8 @@ void *sl__real_resolve(enum sl_real_slot slot)
 	bool missing = fn == NULL;
 	if (missing)
 		fn = (void *)real_enosys;
+	if (!missing && raw_slot[slot] && in_glibc(fn))
+		atomic_store_explicit(&sl__real.libc[slot], fn, memory_order_relaxed);
 	/* Release pairs with the acquire load in SL_REAL(): whoever sees the
 	 * pointer sees a resolved symbol. A racer stores the same value. */
 	atomic_store_explicit(p, fn, memory_order_release);

@@ -183,12 +183,25 @@ enum sl_real_slot {
  * SEND, SEND_TFO and RECV shapes, whose slots start as lazy stubs that
  * resolve the symbol on their first call (SL_REAL_SET, real.c). Tests overwrite the
  * pointers with fakes (after sl_real_resolve_all, so nothing overwrites
- * them back). */
+ * them back). Then what rawcall.h reads beside a slot, on the same page
+ * (real.c aligns the table to its size): the glibc function the slot was
+ * resolved to, if its bare system call may stand for it, and glibc's
+ * __libc_single_threaded. */
 struct sl_real {
 #define SL_REAL_FIELD(ret, name, params, args, shape, fd) ret(*_Atomic name) params;
 	SL_REAL_LIST(SL_REAL_FIELD)
 #undef SL_REAL_FIELD
+	_Atomic(void *) libc[SL_REAL_COUNT];
+	const char *single;
 };
+#define SL_REAL_ALIGN 2048
+/* Whether this build makes a transfer's system call itself (rawcall.h). */
+#if defined(__x86_64__) && defined(__GLIBC__) && !defined(SL_NO_RAWCALL)
+#define SL_RAWCALL 1
+#else
+#define SL_RAWCALL 0
+#endif
+_Static_assert(sizeof(struct sl_real) <= SL_REAL_ALIGN, "real.h: the table fits its alignment");
 extern struct sl_real sl__real;
 
 /* The lazy stub slot starts with (NULL: it starts empty); for tests. */

@@ -52,10 +52,10 @@ recv_buf(enum sl_io_how how, int fd, void *buf, size_t n, size_t buflen, int fla
  * on rec's fd: true if it made the call (*r). */
 static inline __attribute__((always_inline)) bool
 recv_hot(enum sl_io_how how, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
-	 socklen_t *fromlen, const struct sl_fdrec *rec, ssize_t *r, bool two)
+	 socklen_t *fromlen, const struct sl_fdrec *rec, ssize_t *r, bool two, bool raw)
 {
 	const struct sl_io io = RECV_IO(how, fd, buf, n, 0, flags, from, fromlen);
-	return two ? sl__recv_hot2(&io, rec, r) : sl__recv_hot(&io, rec, r);
+	return two ? sl__recv_hot2(&io, rec, r) : sl__recv_hot(&io, rec, r, raw);
 }
 
 /* slow_NAME, hot_NAME and full_NAME: as in wrap_send.c. */
@@ -66,10 +66,10 @@ static __attribute__((noinline)) ssize_t full_recv(int fd, void *buf, size_t n, 
 }
 
 static inline __attribute__((always_inline)) ssize_t
-hot_recv_i(int fd, void *buf, size_t n, int flags, const struct sl_fdrec *rec, bool two)
+hot_recv_i(int fd, void *buf, size_t n, int flags, const struct sl_fdrec *rec, bool two, bool raw)
 {
 	ssize_t r;
-	if (recv_hot(SL_IO_RECV, fd, buf, n, flags, NULL, NULL, rec, &r, two))
+	if (recv_hot(SL_IO_RECV, fd, buf, n, flags, NULL, NULL, rec, &r, two, raw))
 		return r;
 	return full_recv(fd, buf, n, flags, rec);
 }
@@ -82,7 +82,8 @@ static __attribute__((noinline)) ssize_t slow_recv(int fd, void *buf, size_t n, 
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
 	if (h == SL_HOT_ONE)
-		return hot_recv(fd, buf, n, flags, rec);
+		return SL_RAW_OK(recv) ? hotr_recv(fd, buf, n, flags, rec)
+				       : hot_recv(fd, buf, n, flags, rec);
 	if (h == SL_HOT_TWO)
 		return hot2_recv(fd, buf, n, flags, rec);
 	return full_recv(fd, buf, n, flags, rec);
@@ -97,10 +98,10 @@ static __attribute__((noinline)) ssize_t full_recvfrom(int fd, void *buf, size_t
 
 static inline __attribute__((always_inline)) ssize_t
 hot_recvfrom_i(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fromlen,
-	       const struct sl_fdrec *rec, bool two)
+	       const struct sl_fdrec *rec, bool two, bool raw)
 {
 	ssize_t r;
-	if (recv_hot(SL_IO_RECVFROM, fd, buf, n, flags, from, fromlen, rec, &r, two))
+	if (recv_hot(SL_IO_RECVFROM, fd, buf, n, flags, from, fromlen, rec, &r, two, raw))
 		return r;
 	return full_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 }
@@ -116,7 +117,8 @@ static __attribute__((noinline)) ssize_t slow_recvfrom(int fd, void *buf, size_t
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
 	if (h == SL_HOT_ONE)
-		return hot_recvfrom(fd, buf, n, flags, from, fromlen, rec);
+		return SL_RAW_OK(recvfrom) ? hotr_recvfrom(fd, buf, n, flags, from, fromlen, rec)
+					   : hot_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 	if (h == SL_HOT_TWO)
 		return hot2_recvfrom(fd, buf, n, flags, from, fromlen, rec);
 	return full_recvfrom(fd, buf, n, flags, from, fromlen, rec);
@@ -145,10 +147,10 @@ static __attribute__((noinline)) ssize_t full_read(int fd, void *buf, size_t n,
 }
 
 static inline __attribute__((always_inline)) ssize_t
-hot_read_i(int fd, void *buf, size_t n, const struct sl_fdrec *rec, bool two)
+hot_read_i(int fd, void *buf, size_t n, const struct sl_fdrec *rec, bool two, bool raw)
 {
 	ssize_t r;
-	if (recv_hot(SL_IO_READ, fd, buf, n, 0, NULL, NULL, rec, &r, two))
+	if (recv_hot(SL_IO_READ, fd, buf, n, 0, NULL, NULL, rec, &r, two, raw))
 		return r;
 	return full_read(fd, buf, n, rec);
 }
@@ -159,7 +161,7 @@ static __attribute__((noinline)) ssize_t slow_read(int fd, void *buf, size_t n, 
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
 	if (h == SL_HOT_ONE)
-		return hot_read(fd, buf, n, rec);
+		return SL_RAW_OK(read) ? hotr_read(fd, buf, n, rec) : hot_read(fd, buf, n, rec);
 	if (h == SL_HOT_TWO)
 		return hot2_read(fd, buf, n, rec);
 	return full_read(fd, buf, n, rec);
@@ -171,11 +173,13 @@ static __attribute__((noinline)) ssize_t full_readv(int fd, const struct iovec *
 	return sl__xfer_vec(SL_IO_READV, fd, iov, cnt, rec);
 }
 
-static inline __attribute__((always_inline)) ssize_t
-hot_readv_i(int fd, const struct iovec *iov, int cnt, const struct sl_fdrec *rec, bool two)
+static inline __attribute__((always_inline)) ssize_t hot_readv_i(int fd, const struct iovec *iov,
+								 int cnt,
+								 const struct sl_fdrec *rec,
+								 bool two, bool raw)
 {
 	ssize_t r;
-	if (sl__vec_hot(SL_IO_READV, fd, iov, cnt, rec, &r, two))
+	if (sl__vec_hot(SL_IO_READV, fd, iov, cnt, rec, &r, two, raw))
 		return r;
 	return full_readv(fd, iov, cnt, rec);
 }
@@ -188,7 +192,8 @@ static __attribute__((noinline)) ssize_t slow_readv(int fd, const struct iovec *
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_RECV, b, &rec);
 	if (h == SL_HOT_ONE)
-		return hot_readv(fd, iov, cnt, rec);
+		return SL_RAW_OK(readv) ? hotr_readv(fd, iov, cnt, rec)
+					: hot_readv(fd, iov, cnt, rec);
 	if (h == SL_HOT_TWO)
 		return hot2_readv(fd, iov, cnt, rec);
 	return full_readv(fd, iov, cnt, rec);

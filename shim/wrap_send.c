@@ -51,10 +51,10 @@ send_buf(enum sl_io_how how, int fd, const void *buf, size_t n, int flags,
 static inline __attribute__((always_inline)) bool
 send_hot(enum sl_io_how how, int fd, const void *buf, size_t n, int flags,
 	 const struct sockaddr *to, socklen_t tolen, const struct sl_fdrec *rec, ssize_t *r,
-	 bool two)
+	 bool two, bool raw)
 {
 	struct sl_io io = SEND_IO(how, fd, buf, n, flags, to, tolen);
-	return two ? sl__send_hot2(&io, rec, r) : sl__send_hot(&io, rec, r);
+	return two ? sl__send_hot2(&io, rec, r) : sl__send_hot(&io, rec, r, raw);
 }
 
 /*
@@ -76,11 +76,13 @@ static __attribute__((noinline)) ssize_t full_send(int fd, const void *buf, size
 	return send_buf(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec);
 }
 
-static inline __attribute__((always_inline)) ssize_t
-hot_send_i(int fd, const void *buf, size_t n, int flags, const struct sl_fdrec *rec, bool two)
+static inline __attribute__((always_inline)) ssize_t hot_send_i(int fd, const void *buf, size_t n,
+								int flags,
+								const struct sl_fdrec *rec,
+								bool two, bool raw)
 {
 	ssize_t r;
-	if (send_hot(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec, &r, two))
+	if (send_hot(SL_IO_SEND, fd, buf, n, flags, NULL, 0, rec, &r, two, raw))
 		return r;
 	return full_send(fd, buf, n, flags, rec);
 }
@@ -93,7 +95,8 @@ static __attribute__((noinline)) ssize_t slow_send(int fd, const void *buf, size
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
 	if (h == SL_HOT_ONE)
-		return hot_send(fd, buf, n, flags, rec);
+		return SL_RAW_OK(send) ? hotr_send(fd, buf, n, flags, rec)
+				       : hot_send(fd, buf, n, flags, rec);
 	if (h == SL_HOT_TWO)
 		return hot2_send(fd, buf, n, flags, rec);
 	return full_send(fd, buf, n, flags, rec);
@@ -111,10 +114,10 @@ static __attribute__((noinline)) ssize_t full_sendto(int fd, const void *buf, si
 
 static inline __attribute__((always_inline)) ssize_t
 hot_sendto_i(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
-	     socklen_t tolen, const struct sl_fdrec *rec, bool two)
+	     socklen_t tolen, const struct sl_fdrec *rec, bool two, bool raw)
 {
 	ssize_t r;
-	if (send_hot(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, rec, &r, two))
+	if (send_hot(SL_IO_SENDTO, fd, buf, n, flags, to, tolen, rec, &r, two, raw))
 		return r;
 	return full_sendto(fd, buf, n, flags, to, tolen, rec);
 }
@@ -130,7 +133,8 @@ static __attribute__((noinline)) ssize_t slow_sendto(int fd, const void *buf, si
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
 	if (h == SL_HOT_ONE && !(flags & MSG_FASTOPEN))
-		return hot_sendto(fd, buf, n, flags, to, tolen, rec);
+		return SL_RAW_OK(sendto) ? hotr_sendto(fd, buf, n, flags, to, tolen, rec)
+					 : hot_sendto(fd, buf, n, flags, to, tolen, rec);
 	if (h == SL_HOT_TWO && !(flags & MSG_FASTOPEN))
 		return hot2_sendto(fd, buf, n, flags, to, tolen, rec);
 	return full_sendto(fd, buf, n, flags, to, tolen, rec);
@@ -158,8 +162,10 @@ static __attribute__((noinline)) ssize_t full_sendmsg(int fd, const struct msghd
 	return r;
 }
 
-static inline __attribute__((always_inline)) ssize_t
-hot_sendmsg_i(int fd, const struct msghdr *msg, int flags, const struct sl_fdrec *rec, bool two)
+static inline __attribute__((always_inline)) ssize_t hot_sendmsg_i(int fd, const struct msghdr *msg,
+								   int flags,
+								   const struct sl_fdrec *rec,
+								   bool two, bool raw)
 {
 	ssize_t r;
 	if (sl__bad_msg(msg))
@@ -169,7 +175,7 @@ hot_sendmsg_i(int fd, const struct msghdr *msg, int flags, const struct sl_fdrec
 				 .msg = (struct msghdr *)msg,
 				 .total = sl__iov_total(msg->msg_iov, msg->msg_iovlen),
 				 .flags = flags};
-	if (two ? sl__send_hot2(&io, rec, &r) : sl__send_hot(&io, rec, &r))
+	if (two ? sl__send_hot2(&io, rec, &r) : sl__send_hot(&io, rec, &r, raw))
 		return r;
 	return full_sendmsg(fd, msg, flags, rec);
 }
@@ -182,7 +188,8 @@ static __attribute__((noinline)) ssize_t slow_sendmsg(int fd, const struct msghd
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
 	if (h == SL_HOT_ONE && !(flags & MSG_FASTOPEN))
-		return hot_sendmsg(fd, msg, flags, rec);
+		return SL_RAW_OK(sendmsg) ? hotr_sendmsg(fd, msg, flags, rec)
+					  : hot_sendmsg(fd, msg, flags, rec);
 	if (h == SL_HOT_TWO && !(flags & MSG_FASTOPEN))
 		return hot2_sendmsg(fd, msg, flags, rec);
 	return full_sendmsg(fd, msg, flags, rec);
@@ -195,10 +202,10 @@ static __attribute__((noinline)) ssize_t full_write(int fd, const void *buf, siz
 }
 
 static inline __attribute__((always_inline)) ssize_t
-hot_write_i(int fd, const void *buf, size_t n, const struct sl_fdrec *rec, bool two)
+hot_write_i(int fd, const void *buf, size_t n, const struct sl_fdrec *rec, bool two, bool raw)
 {
 	ssize_t r;
-	if (send_hot(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, rec, &r, two))
+	if (send_hot(SL_IO_WRITE, fd, buf, n, 0, NULL, 0, rec, &r, two, raw))
 		return r;
 	return full_write(fd, buf, n, rec);
 }
@@ -210,7 +217,7 @@ static __attribute__((noinline)) ssize_t slow_write(int fd, const void *buf, siz
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
 	if (h == SL_HOT_ONE)
-		return hot_write(fd, buf, n, rec);
+		return SL_RAW_OK(write) ? hotr_write(fd, buf, n, rec) : hot_write(fd, buf, n, rec);
 	if (h == SL_HOT_TWO)
 		return hot2_write(fd, buf, n, rec);
 	return full_write(fd, buf, n, rec);
@@ -222,11 +229,13 @@ static __attribute__((noinline)) ssize_t full_writev(int fd, const struct iovec 
 	return sl__xfer_vec(SL_IO_WRITEV, fd, iov, cnt, rec);
 }
 
-static inline __attribute__((always_inline)) ssize_t
-hot_writev_i(int fd, const struct iovec *iov, int cnt, const struct sl_fdrec *rec, bool two)
+static inline __attribute__((always_inline)) ssize_t hot_writev_i(int fd, const struct iovec *iov,
+								  int cnt,
+								  const struct sl_fdrec *rec,
+								  bool two, bool raw)
 {
 	ssize_t r;
-	if (sl__vec_hot(SL_IO_WRITEV, fd, iov, cnt, rec, &r, two))
+	if (sl__vec_hot(SL_IO_WRITEV, fd, iov, cnt, rec, &r, two, raw))
 		return r;
 	return full_writev(fd, iov, cnt, rec);
 }
@@ -239,7 +248,8 @@ static __attribute__((noinline)) ssize_t slow_writev(int fd, const struct iovec 
 	const struct sl_fdrec *rec;
 	const int h = sl__xfer_credit(fd, SL_K_SEND, b, &rec);
 	if (h == SL_HOT_ONE)
-		return hot_writev(fd, iov, cnt, rec);
+		return SL_RAW_OK(writev) ? hotr_writev(fd, iov, cnt, rec)
+					 : hot_writev(fd, iov, cnt, rec);
 	if (h == SL_HOT_TWO)
 		return hot2_writev(fd, iov, cnt, rec);
 	return full_writev(fd, iov, cnt, rec);

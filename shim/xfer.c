@@ -55,6 +55,7 @@
 #include "iov.h"
 #include "match.h"
 #include "nb.h"
+#include "rawcall.h"
 #include "state.h"
 #include "xfer.h"
 #include "xfer_recv.h"
@@ -229,6 +230,16 @@ __attribute__((noinline)) ssize_t sl__fast_recv_credit_late(int fd, struct sl_cr
 	sl__stats_end(1u << i, r >= 0, r > 0 ? (uint64_t)r : 0);
 	errno = e;
 	return r;
+}
+
+ssize_t sl__fast_recv_credit_late_k(int fd, struct sl_credit *c, long k)
+{
+	return sl__fast_recv_credit_late(fd, c, sl__raw_ret(k));
+}
+
+ssize_t sl__fast_send_short_k(int fd, int flags, const struct sl_credit *c, size_t total, long k)
+{
+	return sl__fast_send_short_c(fd, flags, c, total, sl__raw_ret(k));
 }
 
 /* Every rule in turn; what was taken is given back if one does not admit.

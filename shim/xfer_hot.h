@@ -167,7 +167,7 @@ sl__recv_hot2(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
  * sl__busy clear, if sl__send must decide. A short send gives back to rule i alone: its units are all
  * this call took. Counted in the thread's slot (credit.h). */
 static inline __attribute__((always_inline)) bool
-sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
+sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out, bool raw)
 {
 	/* A record being rewritten may show the credit bit of one match and
 	 * the rules of another: the credit rules among them, the lowest alone
@@ -194,10 +194,12 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 		sl__busy = 0;
 		return false;
 	}
-	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	const ssize_t r = raw ? sl__io_raw(io) : sl__io_xfer(io, 0, io->total);
 	sl__busy = 0;
-	if (__builtin_expect(r < 0 || (size_t)r != io->total, 0)) {
-		*out = sl__fast_send_short_c(io->fd, io->flags, c, io->total, r);
+	/* r < 0 too: (size_t)-1 is a total of SIZE_MAX. */
+	if (__builtin_expect((size_t)r != io->total, 0)) {
+		*out = raw ? sl__fast_send_short_k(io->fd, io->flags, c, io->total, r)
+			   : sl__fast_send_short_c(io->fd, io->flags, c, io->total, r);
 		return true;
 	}
 	sl__credit_count(c, (uint64_t)r);
@@ -210,7 +212,7 @@ sl__send_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
  * pays for what came after it (sl__fast_recv_credit). The conditions
  * are sl__recv_rec's for its credit path. */
 static inline __attribute__((always_inline)) bool
-sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
+sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out, bool raw)
 {
 	/* The credit rules among the match, as for a send. */
 	const uint32_t rules = rec->match[SL_K_RECV] & sl__st.credit_in_rules;
@@ -227,7 +229,7 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 		sl__busy = 0;
 		return false;
 	}
-	*out = sl__fast_recv_credit(io, c);
+	*out = sl__fast_recv_credit(io, c, raw);
 	return true;
 }
 
@@ -236,7 +238,7 @@ sl__recv_hot(const struct sl_io *io, const struct sl_fdrec *rec, ssize_t *out)
 static inline __attribute__((always_inline)) bool sl__vec_hot(enum sl_io_how how, int fd,
 							      const struct iovec *iov, int cnt,
 							      const struct sl_fdrec *rec,
-							      ssize_t *out, bool two)
+							      ssize_t *out, bool two, bool raw)
 {
 	const enum sl_kind_call k = how == SL_IO_WRITEV ? SL_K_SEND : SL_K_RECV;
 	if (sl__bad_iov(iov, cnt))
@@ -248,19 +250,25 @@ static inline __attribute__((always_inline)) bool sl__vec_hot(enum sl_io_how how
 				 .total = sl__iov_total(iov, (size_t)cnt)};
 	if (two)
 		return k == SL_K_SEND ? sl__send_hot2(&io, rec, out) : sl__recv_hot2(&io, rec, out);
-	return k == SL_K_SEND ? sl__send_hot(&io, rec, out) : sl__recv_hot(&io, rec, out);
+	return k == SL_K_SEND ? sl__send_hot(&io, rec, out, raw) : sl__recv_hot(&io, rec, out, raw);
 }
 
-/* hot_NAME and hot2_NAME (wrap_send.c, wrap_recv.c): each a copy of
- * hot_NAME_i with `two` constant, apart so that each saves few registers. */
+/* hot_NAME, hotr_NAME and hot2_NAME (wrap_send.c, wrap_recv.c): each a
+ * copy of hot_NAME_i with `two` and `raw` constant, apart so that each
+ * saves few registers; hotr_NAME makes the system call itself (rawcall.h),
+ * so that it calls nothing but in tail position. */
 #define SL_HOT_PAIR(name, params, args)                                                            \
 	static __attribute__((noinline)) ssize_t hot_##name params                                 \
 	{                                                                                          \
-		return hot_##name##_i(SL_WRAP_ARGS args, false);                                   \
+		return hot_##name##_i(SL_WRAP_ARGS args, false, false);                            \
+	}                                                                                          \
+	static __attribute__((noinline)) ssize_t hotr_##name params                                \
+	{                                                                                          \
+		return hot_##name##_i(SL_WRAP_ARGS args, false, true);                             \
 	}                                                                                          \
 	static __attribute__((noinline)) ssize_t hot2_##name params                                \
 	{                                                                                          \
-		return hot_##name##_i(SL_WRAP_ARGS args, true);                                    \
+		return hot_##name##_i(SL_WRAP_ARGS args, true, false);                             \
 	}
 
 #endif /* SLUICE_SHIM_XFER_HOT_H */

@@ -11,6 +11,7 @@
 #ifndef SLUICE_SHIM_XFER_RECV_H
 #define SLUICE_SHIM_XFER_RECV_H
 
+#include "rawcall.h"
 #include "xfer.h"
 
 /* sl__fast_peek1 and sl__fast_charge1 for the kinds they do not inline,
@@ -91,6 +92,43 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
 	return r;
 }
 
+/* The whole call io as the system call glibc's function would make (one of
+ * the hot paths' calls: a send, sendto, sendmsg, write, writev, recv,
+ * recvfrom, read or readv): the kernel's result, -errno on failure. */
+static inline __attribute__((always_inline)) long sl__io_raw(const struct sl_io *io)
+{
+	const long fd = io->fd, fl = io->flags, n = (long)io->total;
+	switch (io->how) {
+	case SL_IO_SEND:
+		return sl__raw6(SYS_sendto, fd, (long)io->buf, n, fl, 0, 0);
+	case SL_IO_SENDTO:
+		return sl__raw6(SYS_sendto, fd, (long)io->buf, n, fl, (long)io->addr,
+				(long)io->addrlen);
+	case SL_IO_SENDMSG:
+		return sl__raw6(SYS_sendmsg, fd, (long)io->msg, fl, 0, 0, 0);
+	case SL_IO_WRITE:
+		return sl__raw6(SYS_write, fd, (long)io->buf, n, 0, 0, 0);
+	case SL_IO_WRITEV:
+		return sl__raw6(SYS_writev, fd, (long)io->iov, io->iovcnt, 0, 0, 0);
+	case SL_IO_RECV:
+		return sl__raw6(SYS_recvfrom, fd, (long)io->buf, n, fl, 0, 0);
+	case SL_IO_RECVFROM:
+		return sl__raw6(SYS_recvfrom, fd, (long)io->buf, n, fl, (long)io->addr,
+				(long)io->addrlenp);
+	case SL_IO_READ:
+		return sl__raw6(SYS_read, fd, (long)io->buf, n, 0, 0, 0);
+	case SL_IO_READV:
+		return sl__raw6(SYS_readv, fd, (long)io->iov, io->iovcnt, 0, 0, 0);
+	default:
+		return -ENOSYS; /* not a hot path's call */
+	}
+}
+
+/* sl__fast_send_short_c and sl__fast_recv_credit_late for a result k of
+ * sl__io_raw (xfer.c): errno set first, as glibc's function would have. */
+ssize_t sl__fast_send_short_k(int fd, int flags, const struct sl_credit *c, size_t total, long k);
+ssize_t sl__fast_recv_credit_late_k(int fd, struct sl_credit *c, long k);
+
 /* A receive under one byte rule whose credit c (this thread's) holds the
  * whole buffer, `total` units (sl__credit_has; sl__busy set): the call is
  * made, then what came is spent from the credit. Nothing is spent before
@@ -100,15 +138,17 @@ sl__fast_recv_end(int fd, uint32_t rules, size_t total, ssize_t r, uint64_t now)
  * EAGAIN, the end), or a window's credit expired while the call waited for
  * data, the call is settled in sl__fast_recv_credit_late instead (xfer.c:
  * a window's bytes are charged at their arrival). A bucket's credit pays
- * for what came, expired or not, with no TSC reading after the call. */
+ * for what came, expired or not, with no TSC reading after the call. raw:
+ * the call is its system call (rawcall.h; the hot path of a single-threaded
+ * process). */
 ssize_t sl__fast_recv_credit_late(int fd, struct sl_credit *c, ssize_t r);
-static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const struct sl_io *io,
-									  struct sl_credit *c)
+static inline __attribute__((always_inline)) ssize_t
+sl__fast_recv_credit(const struct sl_io *io, struct sl_credit *c, bool raw)
 {
 	/* c alone carries the rule past the real call (the late path finds i
 	 * from it): fewer registers to save. */
 	__asm__("" : "+r"(c));
-	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	const ssize_t r = raw ? sl__io_raw(io) : sl__io_xfer(io, 0, io->total);
 	/* A bucket's credit pays for what came even if it expired while the
 	 * call waited (sl__fast_recv_credit_late would do the same): no TSC
 	 * reading after the call; a window's must still be good. */
@@ -120,7 +160,8 @@ static inline __attribute__((always_inline)) ssize_t sl__fast_recv_credit(const 
 		sl__credit_count(c, (uint64_t)r);
 		return r;
 	}
-	return sl__fast_recv_credit_late(io->fd, c, r);
+	return raw ? sl__fast_recv_credit_late_k(io->fd, c, r)
+		   : sl__fast_recv_credit_late(io->fd, c, r);
 }
 
 /* The receive side of every wrapper: record, fast path, general path (see
@@ -148,14 +189,14 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 			const uint64_t key = SL_FDR_CKEY(rec, SL_K_RECV);
 			struct sl_credit *c = &sl__credit[i];
 			if (__builtin_expect(sl__credit_has(c, d, io->total, key), 1))
-				return sl__fast_recv_credit(io, c);
+				return sl__fast_recv_credit(io, c, false);
 			now = sl__clock_ns();
 			if (sl__credit_wanted(i, d, io->total, key, now) &&
 			    sl__credit_take(i, d, io->total, now, false, io->fd)) {
 				/* The take left the rest of the slice: the
 				 * call's units go back in, spent after it. */
 				c->units += io->total;
-				return sl__fast_recv_credit(io, c);
+				return sl__fast_recv_credit(io, c, false);
 			}
 			sl__busy = 0;
 		} else {
