@@ -58,15 +58,18 @@ send_hot(enum sl_io_how how, int fd, const void *buf, size_t n, int flags,
 }
 
 /*
- * Four functions per wrapper, each of the others a tail call:
+ * Five functions per wrapper, each of the others a tail call:
  *   slow_NAME  what the shell calls: the fd's record from the bits the
  *              shell loaded, and its credit bits (sl__xfer_credit), with no
- *              register to save; on to hot_NAME, hot2_NAME or full_NAME;
+ *              register to save; on to hotr_NAME, hot_NAME, hot2_NAME or
+ *              full_NAME;
  *   hot_NAME   the hot path of one rule's credit (xfer_hot.h), apart so
  *              that it saves few registers; on to full_NAME if it does not
  *              make the call;
- *   hot2_NAME  the same for two rules' credits (sl__send_hot2): both are
- *              copies of hot_NAME_i (SL_HOT_PAIR);
+ *   hotr_NAME  the same, making the system call itself (rawcall.h: a
+ *              single-threaded process, the slot glibc's function);
+ *   hot2_NAME  the same for two rules' credits (sl__send_hot2): all three
+ *              are copies of hot_NAME_i (SL_HOT_PAIR);
  *   full_NAME  the whole decision (sl__send_rec, or sl__send if no record
  *              was found yet), which takes slices when a credit is short.
  */
