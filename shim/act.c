@@ -81,7 +81,7 @@ void sl__call_begin_at(struct sl_call *c, int fd, enum sl_op op, const struct sl
 	c->timeout_known = timeout_opt == 0 || sl__sandboxed(); /* no getsockopt there */
 	c->start_fresh = true;
 	c->defer = c->nb_partial = c->ident_checked = c->passing = false;
-	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = c->credit_rules = 0;
+	c->delayed_rules = c->nb_rules = c->nb_maybe = c->pinned = c->credit_rules = c->nb_round = 0;
 	c->waited_ns = c->nb_want = c->ready_ns = 0;
 }
 
@@ -325,6 +325,12 @@ uint64_t sl__available(struct sl_call *c, uint32_t rules, bool wait, int *err)
 			bool gather = false;
 			if ((c->nb_want == 0 || a < c->nb_want) && sl__nb_has(c, i)) {
 				need = sl__need(c, i, SL_NB_QUANTUM_NS);
+				/* A turn of the fd's own is all its call needs:
+				 * reported ready, it is not refused (a round's
+				 * turns may be smaller than need: fair.c). */
+				if (((c->credit_rules >> i) & 1) && c->credit[i] != 0 &&
+				    c->credit[i] < need)
+					need = c->credit[i];
 			} else if (wait && r->action == SL_ACTION_DELAY &&
 				   (r->algo == SL_ALGO_TOKEN || r->algo == SL_ALGO_LEAKY)) {
 				/* Buckets only: a window's units come back at

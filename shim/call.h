@@ -52,6 +52,9 @@ struct sl_call {
 	                               the call pins (scope.c), or SL_PIN_NONE */
 	uint32_t credit_rules;         /* rules in whose limiter this call has units
 	                            already taken: the fd's reserved turn (fair.c) */
+	uint32_t nb_round;             /* a turn reserved in a wait's round: the fds the
+	                               wait reported (nb.h), each turn at most that
+	                               share of a piece (fair.c); 0: none */
 	uint64_t credit[SL_MAX_RULES]; /* per rule in credit_rules: those units */
 };
 

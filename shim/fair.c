@@ -17,8 +17,9 @@
  * is cut short or refused (nb.c), its next turn is reserved in the limiter,
  * as a blocking call's wait is (a token or leaky bucket hands out slots one
  * after the other: a reservation made later starts later): sl__need units
- * (at most what the call wanted, half the burst, 100 ms of the rate), and
- * the fd is held back until that turn starts. Its next receive on that fd
+ * (at most what the call wanted, half the burst, 100 ms of the rate; in a
+ * wait's round of k events, a (k+1)-th of a piece), and the fd is held back
+ * until that turn starts. Its next receive on that fd
  * owns those units (they are taken already: sl_call.credit, which
  * sl__available counts and sl__charge uses first) and gives back only
  * what it did not use; reservations made after it stay where they are. (A
@@ -208,6 +209,16 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 		unsigned i = (unsigned)__builtin_ctz(rules);
 		struct sl_limiter *l = sl__limiter(c, i);
 		uint64_t need = sl__need(c, i, SL_NB_QUANTUM_NS);
+		/* In a round of k fds, a turn is at most a (k+1)-th of a
+		 * piece (k turns of a k-th would wait for the bucket's
+		 * rounding at the last): a rule that never limits reports
+		 * every fd at once (half a piece each reported one fd of
+		 * 3000, each of the rest a turn later). The fd's call needs
+		 * no more than its turn (sl__available). */
+		if (c->nb_round > 1 && need > 1) {
+			const uint64_t share = sl__piece_max(i) / ((uint64_t)c->nb_round + 1);
+			need = share == 0 ? 1 : share < need ? share : need;
+		}
 		struct sl_decision d = sl_limiter_acquire(l, need, now, FAIR_MAX_WAIT_NS);
 		if (d.verdict != SL_ADMIT)
 			continue;

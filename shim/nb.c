@@ -172,7 +172,7 @@ static struct sl_call probe_call(int fd, enum sl_dir dir, uint64_t now, const st
  * of line: only a contended limiter comes here. */
 static __attribute__((noinline)) uint64_t probe_short(int fd, enum sl_dir dir, uint64_t now,
 						      const struct sl_fdrec *rec, uint32_t rules,
-						      uint32_t shortr)
+						      uint32_t shortr, uint32_t round)
 {
 	/* A turn of its own reserved (fair.c): the limiter shows its units
 	 * taken, and its next call owns them. */
@@ -190,6 +190,7 @@ static __attribute__((noinline)) uint64_t probe_short(int fd, enum sl_dir dir, u
 	 * while a turn is kept: xfer.h). */
 	if ((shortr & sl__fair_rules()) != 0) {
 		c.nb_rules = rules;
+		c.nb_round = round;
 		t = sl__fair_reserve(&c, dir, now);
 		shortr &= ~sl__fair_rules();
 	}
@@ -219,16 +220,16 @@ uint64_t sl__nb_probe(int fd, enum sl_dir dir, uint64_t now)
 	uint32_t rules = 0;
 	const uint32_t shortr = probe_look(fd, dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND, now, &rec,
 					   &rules);
-	return shortr == 0 ? 0 : probe_short(fd, dir, now, rec, rules, shortr);
+	return shortr == 0 ? 0 : probe_short(fd, dir, now, rec, rules, shortr, 0);
 }
 
 /* Hold fd back in dir until the instant probe_short names, if it is still
  * to come: true if it was. */
 static __attribute__((noinline)) bool hold_short(int fd, enum sl_dir dir, uint64_t now,
 						 const struct sl_fdrec *rec, uint32_t rules,
-						 uint32_t shortr)
+						 uint32_t shortr, const struct sl_nb_round *rd)
 {
-	const uint64_t t = probe_short(fd, dir, now, rec, rules, shortr);
+	const uint64_t t = probe_short(fd, dir, now, rec, rules, shortr, rd != NULL ? rd->n : 0);
 	if (t <= now)
 		return false;
 	sl__ready_hold(fd, dir, t);
@@ -243,7 +244,7 @@ uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now, struct sl_nb_round
 	 * was asked about, in the round (one call: both directions). */
 	if (rev & SL_HIDE_IN) {
 		shortr = probe_look(fd, SL_K_RECV, now, &r, &rules);
-		if (shortr != 0 && hold_short(fd, SL_DIR_IN, now, r, rules, shortr))
+		if (shortr != 0 && hold_short(fd, SL_DIR_IN, now, r, rules, shortr, rd))
 			drop |= SL_HIDE_IN | POLLHUP;
 		else if (r != NULL)
 			ready |= SL_HIDE_IN, rec = r;
@@ -251,7 +252,7 @@ uint32_t sl__nb_hold_look(int fd, uint32_t rev, uint64_t now, struct sl_nb_round
 	if (rev & SL_HIDE_OUT) {
 		r = NULL;
 		shortr = probe_look(fd, SL_K_SEND, now, &r, &rules);
-		if (shortr != 0 && hold_short(fd, SL_DIR_OUT, now, r, rules, shortr))
+		if (shortr != 0 && hold_short(fd, SL_DIR_OUT, now, r, rules, shortr, rd))
 			drop |= SL_HIDE_OUT;
 		else if (r != NULL)
 			ready |= SL_HIDE_OUT, rec = r;
@@ -269,7 +270,7 @@ static enum sl_dir rule_dir(unsigned i)
 
 /* Reserve fd's turn in dir (sl__fair_reserve) at now: the instant it
  * starts, or 0 if none was reserved. */
-static uint64_t round_reserve(int fd, enum sl_dir dir, uint64_t now)
+static uint64_t round_reserve(int fd, enum sl_dir dir, uint64_t now, uint32_t round)
 {
 	const struct sl_fdrec *rec = sl__fd_rec(fd);
 	if (rec == NULL)
@@ -278,6 +279,7 @@ static uint64_t round_reserve(int fd, enum sl_dir dir, uint64_t now)
 	struct sl_addr peer;
 	const enum sl_kind_call k = dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND;
 	struct sl_call c = probe_call(fd, dir, now, rec, rec->match[k] & sl__st.probe_rules, &peer);
+	c.nb_round = round;
 	const uint64_t t = sl__fair_reserve(&c, dir, now);
 	if (c.pinned != 0)
 		sl__peer_unpin_call(&c);
@@ -316,13 +318,13 @@ uint32_t sl__nb_round_more(struct sl_nb_round *rd, int fd, uint32_t f, uint64_t 
 			const unsigned i = (unsigned)__builtin_ctz(rest);
 			const int a = rd->fd[i];
 			if (a != fd && !sl__fair_has(a, rule_dir(i)))
-				(void)round_reserve(a, rule_dir(i), now);
+				(void)round_reserve(a, rule_dir(i), now, rd->n);
 		}
 		for (int dir = SL_DIR_IN; dir <= SL_DIR_OUT; dir++) {
 			const enum sl_kind_call k = dir == SL_DIR_IN ? SL_K_RECV : SL_K_SEND;
 			if ((shared & sl__st.kind_rules[k]) == 0)
 				continue;
-			const uint64_t t = round_reserve(fd, (enum sl_dir)dir, now);
+			const uint64_t t = round_reserve(fd, (enum sl_dir)dir, now, rd->n);
 			if (t > now) {
 				sl__ready_hold(fd, (enum sl_dir)dir, t);
 				drop |= dir == SL_DIR_IN ? SL_HIDE_IN | POLLHUP : SL_HIDE_OUT;

@@ -150,12 +150,14 @@ struct sl_nb_round {
 	int first;            /* the round's first fd, until sl__nb_round_more
 	                           spreads it to fd[] (then -1) */
 	int fd[SL_MAX_RULES]; /* of each rule of `rules`, the first fd reported */
+	uint32_t n;           /* the fds the wait reported: a turn's share (fair.c) */
 };
 static inline struct sl_nb_round *sl__nb_round_begin(struct sl_nb_round *rd, long reported)
 {
 	if (__builtin_expect(reported < 2, 1))
 		return NULL;
-	rd->rules = 0; /* the other fields are read under rules only */
+	rd->rules = 0; /* the other fields are read under rules only, but n */
+	rd->n = reported > UINT32_MAX ? UINT32_MAX : (uint32_t)reported;
 	return rd;
 }
 /* sl__nb_round past the round's first fd (nb.c): a listener's IN (an

@@ -541,6 +541,30 @@ static void pairs2_close(const struct pairs2 *p)
 	}
 }
 
+/* One step of a round test: a wait reports the fds of `got` at `at_ms`
+ * after T0, and fd k (one of them) moves `moved` bytes. */
+struct round_step {
+	unsigned got;
+	unsigned at_ms;
+	int k;
+	ssize_t moved;
+};
+
+/* The steps after the first wait, each checked against the rule's bound
+ * (1000 B/s, burst 100 B: never more than 100 B + 1 B per ms so far). */
+static void round_steps(int how, const int fd[3], bool out, char *buf, size_t n, ssize_t total,
+			const struct round_step *st, int nst)
+{
+	for (int q = 0; q < nst; q++) {
+		assert_dec_equal(round_wait(how, fd, out), st[q].got);
+		assert_dec_equal(fake_now, T0 + st[q].at_ms * MS);
+		const ssize_t m = out ? send(fd[st[q].k], buf, n, 0) : recv(fd[st[q].k], buf, n, 0);
+		assert_dec_equal(m, st[q].moved);
+		total += m;
+		assert_true(total <= 100 + (ssize_t)st[q].at_ms);
+	}
+}
+
 static void round_case(struct fix *f, int how)
 {
 	struct pairs2 p;
@@ -552,20 +576,22 @@ static void round_case(struct fix *f, int how)
 		set_nonblock(fd[k]);
 		assert_dec_equal(send(peer[k], f->buf, 1000, 0), 1000);
 	}
-	/* The first two, at once; the third is held back. */
-	assert_dec_equal(round_wait(how, fd, false), 3u);
+	/* All three at once: a round of three fds shares the piece four ways,
+	 * a turn of 25 B each (before, turns of half the piece: two fds, the
+	 * third held back 50 ms; under a rule that never limits, one fd of
+	 * 3000). Nothing is held back. */
+	assert_dec_equal(round_wait(how, fd, false), 7u);
 	assert_dec_equal(fake_now, T0);
 	uint64_t until = NONE;
-	assert_dec_equal(sl__ready_hidden(fd[2], fake_now, &until), SL_HIDE_IN);
-	assert_dec_equal(until, T0 + 50 * MS);
-	/* Each reported one receives its turn: no EAGAIN after "ready". */
+	assert_dec_equal(sl__ready_hidden(fd[2], fake_now, &until), 0);
+	/* Each reported one receives at least its turn, none EAGAIN after
+	 * "ready"; the first also the 25 B left free. */
 	assert_dec_equal(recv(fd[0], f->buf, 1000, 0), 50);
-	assert_dec_equal(recv(fd[1], f->buf, 1000, 0), 50);
-	/* The third is reported at its turn (the first two, cut short, have
-	 * theirs after it), and receives it. */
-	assert_dec_equal(round_wait(how, fd, false), 4u);
-	assert_dec_equal(fake_now, T0 + 50 * MS);
-	assert_dec_equal(recv(fd[2], f->buf, 1000, 0), 50);
+	assert_dec_equal(recv(fd[1], f->buf, 1000, 0), 25);
+	assert_dec_equal(recv(fd[2], f->buf, 1000, 0), 25);
+	/* Then each at its next turn (half the piece), in order. */
+	const struct round_step st[] = {{1, 50, 0, 50}, {2, 100, 1, 50}, {4, 150, 2, 50}};
+	round_steps(how, fd, false, f->buf, 1000, 100, st, 3);
 	assert_dec_equal(n_sleeps, 0);
 	pairs2_close(&p);
 }
@@ -586,14 +612,13 @@ static void test_shim_poll_round_epoll(void **state)
 }
 
 /* The same round for sends: three connections reported writable at once
- * with the send bucket full. Before, the first send took the whole burst
- * (a partial write of what the rule allowed now) and the next two got
- * EAGAIN after "ready". Now each reported fd sends its turn of 50 B, and the
- * third is held back until its turn at T0 + 50 ms. n is each send's size:
- * 1000 (past the rule's piece: the general path) or 40 (the fast path's
- * size, which leaves the call to the general path while turns are kept:
- * the fd's own turn pays for it, 10 B go back, the next fd's turn is
- * untouched). */
+ * with the send bucket full. Before turns, the first send took the whole
+ * burst (a partial write of what the rule allowed now) and the next two got
+ * EAGAIN after "ready". Each reported fd has its turn of 25 B (as
+ * round_case), and sends at least it. n is each send's size: 1000 (past the
+ * rule's piece: the general path) or 40 (the fast path's size, which
+ * leaves the call to the general path while turns are kept: the fd's own
+ * turn pays first, then what is free). */
 static void round_send_case(struct fix *f, int how, size_t n)
 {
 	struct pairs2 p;
@@ -602,19 +627,28 @@ static void round_send_case(struct fix *f, int how, size_t n)
 	const int fd[3] = {f->cli, p.cli[0], p.cli[1]};
 	for (int k = 0; k < 3; k++)
 		set_nonblock(fd[k]);
-	const ssize_t turn = n < 50 ? (ssize_t)n : 50;
-	assert_dec_equal(round_wait(how, fd, true), 3u);
+	assert_dec_equal(round_wait(how, fd, true), 7u);
 	assert_dec_equal(fake_now, T0);
 	uint64_t until = NONE;
-	assert_dec_equal(sl__ready_hidden(fd[2], fake_now, &until), SL_HIDE_OUT);
-	assert_dec_equal(until, T0 + 50 * MS);
-	assert_dec_equal(send(fd[0], f->buf, n, 0), turn);
-	assert_dec_equal(send(fd[1], f->buf, n, 0), turn);
-	/* The third is reported at its turn (the first two, cut short or
-	 * probed short, have theirs after it), and sends it. */
-	assert_dec_equal(round_wait(how, fd, true), 4u);
-	assert_dec_equal(fake_now, T0 + 50 * MS);
-	assert_dec_equal(send(fd[2], f->buf, n, 0), turn);
+	assert_dec_equal(sl__ready_hidden(fd[2], fake_now, &until), 0);
+	const bool big = n == 1000;
+	/* 1000: 25 + 25 free, 25, 25. 40: 25 + 15 free, 25 + 10 free, 25.
+	 * epoll: the kernel reported a fourth event, the shim's own (its
+	 * ready timer, not passed on), and a round shares among every event
+	 * reported: turns of 20 B, 20 + 40 free, 20, 20. */
+	const bool four = how == ROUND_EPOLL;
+	assert_dec_equal(send(fd[0], f->buf, n, 0), four ? 60 : big ? 50 : 40);
+	assert_dec_equal(send(fd[1], f->buf, n, 0), four ? 20 : big ? 25 : 35);
+	assert_dec_equal(send(fd[2], f->buf, n, 0), four ? 20 : 25);
+	/* Then each at its turn: half the piece, or what its last call still
+	 * wanted (fd 1: 5 B, fd 2: 15 B). */
+	const struct round_step big_st[] = {{1, 50, 0, 50}, {2, 100, 1, 50}, {4, 150, 2, 50}};
+	const struct round_step small_st[] = {{2, 5, 1, 5},
+					      {4, 20, 2, 15},
+					      {1, 70, 0, 40},
+					      {2, 105, 1, 35}};
+	assert_true(big || !four); /* the small case is poll's */
+	round_steps(how, fd, true, f->buf, n, 100, big ? big_st : small_st, big ? 3 : 4);
 	assert_dec_equal(n_sleeps, 0);
 	pairs2_close(&p);
 }
@@ -637,6 +671,35 @@ static void test_shim_poll_round_send_epoll(void **state)
 static void test_shim_poll_round_send_small(void **state)
 {
 	round_send_case(*state, ROUND_POLL, 40);
+}
+
+/* A rule that never limits is not seen by a wait that reports many fds:
+ * 40 connected pairs, all writable, all reported (before, the second fd's
+ * turn of half a piece waited for the bucket's rounding: 1 of 40), and
+ * each then sends its byte. */
+#define MANY 40
+static void test_shim_poll_round_never_limits(void **state)
+{
+	struct fix *f = *state;
+	use_policy("SLUICE_SEND", "10GB/s,family=unix");
+	int sv[MANY][2];
+	struct pollfd p[MANY];
+	for (int k = 0; k < MANY; k++) {
+		assert_dec_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[k]), 0);
+		set_nonblock(sv[k][0]);
+		p[k] = (struct pollfd){.fd = sv[k][0], .events = POLLOUT};
+	}
+	assert_dec_equal(poll(p, MANY, 1000), MANY);
+	assert_dec_equal(fake_now, T0);
+	for (int k = 0; k < MANY; k++) {
+		assert_dec_equal(p[k].revents, POLLOUT);
+		assert_dec_equal(send(sv[k][0], f->buf, 1, 0), 1);
+	}
+	assert_dec_equal(n_sleeps, 0);
+	for (int k = 0; k < MANY; k++) {
+		close(sv[k][0]);
+		close(sv[k][1]);
+	}
 }
 
 /* A small send while turns are kept, the bucket holding more than the
@@ -916,6 +979,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_select, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_epoll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_small, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_never_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_round_send_fast_kept, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_turn_other_thread, setup, teardown),
