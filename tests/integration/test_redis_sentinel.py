@@ -18,7 +18,10 @@ killed on every way out.
             is no master each falls back to its recent share, so the
             listener's count over the run is within 5% of 300/s, and no
             window of t seconds holds more than 1.05 * 300 * t + one server
-            burst + one lease per process (counted at the listener).
+            burst + one lease per process (counted when each process's
+            connect returns, as test_redis.py counts: the listener's accept
+            times bunch whenever its thread waits for the CPU, which once
+            put 34 connects in a 0.05 s window under CI's load).
 """
 import os
 import shutil
@@ -204,8 +207,9 @@ def test_failover(st, lis):
     print("measured: failover: %.1f connects/s while there was no master"
           % (down / max(promoted - killed - 0.3, 1e-9)))
     slack = 3 + 4 * 3  # server bucket max(burst 2, lease 3) + a lease of 3 per process
-    for t in (0.05, 0.2, 1.0, 2.0, ev[-1] - ev[0]):
-        m = max_in_window(ev, [1] * len(ev), t)
+    adm = sorted(t for r in results for t in r["ok"])
+    for t in (0.05, 0.2, 1.0, 2.0, adm[-1] - adm[0]):
+        m = max_in_window(adm, [1] * len(adm), t)
         check(m <= 1.05 * rate * t + slack, "failover: at most %.0f connects in any %.2f s "
               "window (1.05 * %d * t + %d): %d" % (1.05 * rate * t + slack, t, rate, slack, m))
 
