@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) long sl__raw6(long nr, long a1, lon
 #endif
 }
 
-/* errno = -r, and -1 (real.c): out of line, so that a hot path keeps no
+/* errno = -r, and -1 (rawcall.c): out of line, so that a hot path keeps no
  * register for it. */
 ssize_t sl__raw_fail(long r) __attribute__((cold));
 

@@ -55,13 +55,13 @@ _Alignas(SL_REAL_ALIGN) struct sl_real sl__real = {
 #endif
 };
 
-/* The slots whose glibc function is, with one thread, its system call
- * alone (rawcall.h; each call site names the call: xfer.h, sl__io_real). */
+/* The slots a hot path may call as their system call (rawcall.h; the
+ * calls themselves: sl__io_raw, xfer_recv.h): glibc's function is, with one
+ * thread, that call alone. */
 static const bool raw_slot[SL_REAL_COUNT] = {
-	[SL_REAL_send] = true,     [SL_REAL_sendto] = true,  [SL_REAL_sendmsg] = true,
-	[SL_REAL_write] = true,    [SL_REAL_writev] = true,  [SL_REAL_recv] = true,
-	[SL_REAL_recvfrom] = true, [SL_REAL_recvmsg] = true, [SL_REAL_read] = true,
-	[SL_REAL_readv] = true,
+	[SL_REAL_send] = true,     [SL_REAL_sendto] = true, [SL_REAL_sendmsg] = true,
+	[SL_REAL_write] = true,    [SL_REAL_writev] = true, [SL_REAL_recv] = true,
+	[SL_REAL_recvfrom] = true, [SL_REAL_read] = true,   [SL_REAL_readv] = true,
 };
 
 /* Each slot's lazy stub, NULL for a slot that starts empty. */
