@@ -218,6 +218,16 @@ uint64_t sl__fair_reserve(struct sl_call *c, enum sl_dir dir, uint64_t now)
 		if (c->nb_round > 1 && need > 1) {
 			const uint64_t share = sl__piece_max(i) / ((uint64_t)c->nb_round + 1);
 			need = share == 0 ? 1 : share < need ? share : need;
+			/* And at most what the limiter holds, if it holds any:
+			 * the turn starts now. Turns kept by fds reported
+			 * before and not called since (a loop that stopped
+			 * serving them) may hold the rest; under a rule that
+			 * never limits, a turn of the full share waited for
+			 * them to refill, and the fd was held back (CPython's
+			 * test_selectors: its writer, then a zero-timeout
+			 * select reported nothing). */
+			const uint64_t there = sl_limiter_available(l, now);
+			need = there != 0 && there < need ? there : need;
 		}
 		struct sl_decision d = sl_limiter_acquire(l, need, now, FAIR_MAX_WAIT_NS);
 		if (d.verdict != SL_ADMIT)

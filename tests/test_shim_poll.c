@@ -731,6 +731,47 @@ static void test_shim_poll_round_send_fast_kept(void **state)
 	pairs2_close(&p);
 }
 
+/* Turns kept by fds a loop stopped serving (reported, never called since)
+ * hold most of the bucket: a round's new turn is what is left, and its fd
+ * is reported (before, its turn of the full share waited 5 ms for the rest
+ * and the fd was held back: under a rule that never limits, CPython's
+ * test_selectors saw a zero-timeout select report nothing). */
+static void test_shim_poll_round_kept_elsewhere(void **state)
+{
+	struct fix *f = *state;
+	struct pairs2 p, q;
+	pairs2_open(&p);
+	pairs2_open(&q);
+	/* A piece of 1000 B; a turn is at most half of it, 500 B. */
+	use_policy("SLUICE_SEND", "10000B/s,burst=1000B");
+	const int fd[5] = {f->cli, p.cli[0], p.cli[1], q.cli[0], q.cli[1]};
+	struct pollfd a[4];
+	for (int k = 0; k < 5; k++)
+		set_nonblock(fd[k]);
+	for (int k = 0; k < 4; k++)
+		a[k] = (struct pollfd){.fd = fd[k], .events = POLLOUT};
+	/* Four reported: a fifth of the piece each, 200 B kept four times. */
+	assert_dec_equal(poll(a, 4, 1000), 4);
+	assert_dec_equal(sl_limiter_available(sl__st.rule_lim[0], fake_now), 200);
+	/* Two of them again, with a fifth fd: its share, a quarter (250 B),
+	 * is more than the 200 B left; its turn is those 200 B. */
+	struct pollfd b[3] = {{.fd = fd[0], .events = POLLOUT},
+			      {.fd = fd[1], .events = POLLOUT},
+			      {.fd = fd[4], .events = POLLOUT}};
+	assert_dec_equal(poll(b, 3, 0), 3);
+	assert_dec_equal(b[2].revents, POLLOUT);
+	assert_dec_equal(fake_now, T0);
+	assert_dec_equal(sl_limiter_available(sl__st.rule_lim[0], fake_now), 0);
+	assert_dec_equal(atomic_load(&sl__st.fair_kept), 5);
+	/* It sends its turn, no more: nothing else is free at T0. */
+	assert_dec_equal(send(fd[4], f->buf, 1000, 0), 200);
+	/* The fds not served keep theirs: each still sends its 200 B. */
+	assert_dec_equal(send(fd[2], f->buf, 1000, 0), 200);
+	assert_dec_equal(n_sleeps, 0);
+	pairs2_close(&q);
+	pairs2_close(&p);
+}
+
 /* A per=thread turn is the reserving thread's: another thread's call on
  * the fd uses its own limiter, and the turn's units go back to the
  * reserving thread's (before, the other thread spent them on top of its
@@ -989,6 +1030,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shim_poll_accept_epoll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_inside_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shim_poll_epoll_data_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shim_poll_round_kept_elsewhere, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
