@@ -206,6 +206,39 @@ static __attribute__((noinline)) uint64_t ep_held_next(int epfd, struct epoll_ev
 	return next;
 }
 
+/* The kernel filled all `max` events: if the wake-up timer's is among them
+ * (wake.h; never passed on), it took room a program's event may need. It
+ * is taken out and the kernel asked again, without waiting, for one event
+ * that is not among those (a level-triggered one comes again once those
+ * not delivered yet have come). Raw tokens, before ep_translate. Seen:
+ * CPython's selectors wait for as many events as fds are registered; a new
+ * epoll set gets the timer's edge if it expired before (it is never read),
+ * and select(0) over one writable socket returned nothing. Returns the new
+ * count; errno is kept. */
+static __attribute__((noinline)) int ep_wake_room(enum ep_how how, int epfd, struct epoll_event *ev,
+						  int n, const sigset_t *mask)
+{
+	int w = 0;
+	while (w < n && ev[w].data.u64 != SL_EP_WAKE_TOKEN)
+		w++;
+	if (w == n)
+		return n;
+	sl__wake_fired();
+	memmove(&ev[w], &ev[w + 1], sizeof(*ev) * (size_t)(n - 1 - w));
+	n--;
+	const int saved = errno;
+	struct epoll_event more;
+	if (ep_wait_once(how, epfd, &more, 1, 0, 0, false, mask) == 1) {
+		bool there = more.data.u64 == SL_EP_WAKE_TOKEN;
+		for (int i = 0; i < n && !there; i++)
+			there = ev[i].data.u64 == more.data.u64;
+		if (!there)
+			ev[n++] = more;
+	}
+	errno = saved;
+	return n;
+}
+
 /* The wait loop of every epoll_wait flavour: span is the caller's timeout
  * in ns (UINT64_MAX: none) from the call.
  *
@@ -255,6 +288,8 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, u
 			n = ep_inject(epfd, ev, n, max);
 		if (n < 0)
 			return n;
+		if (n == max)
+			n = ep_wake_room(how, epfd, ev, n, mask);
 		if (n > 0 && (n = ep_translate(ev, n)) > 0)
 			return n;
 		if (past)
