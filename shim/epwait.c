@@ -288,7 +288,7 @@ static int ep_wait(enum ep_how how, int epfd, struct epoll_event *ev, int max, u
 			n = ep_inject(epfd, ev, n, max);
 		if (n < 0)
 			return n;
-		if (n == max)
+		if (n == max && sl__wake_maybe())
 			n = ep_wake_room(how, epfd, ev, n, mask);
 		if (n > 0 && (n = ep_translate(ev, n)) > 0)
 			return n;

@@ -42,6 +42,7 @@
 static _Atomic int wake_fd = -1;
 static _Atomic uint32_t waiters;
 static _Atomic uint64_t armed_at = UINT64_MAX;
+_Atomic bool sl__wake_ever;
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void wake_forget(int fd)
@@ -149,6 +150,8 @@ void sl__wake_lowered(uint64_t at)
 		if (atomic_compare_exchange_weak(&armed_at, &cur, at))
 			break;
 	}
+	if (!atomic_load_explicit(&sl__wake_ever, memory_order_relaxed))
+		atomic_store_explicit(&sl__wake_ever, true, memory_order_relaxed);
 	int saved = errno;
 	struct itimerspec its = {.it_value = {.tv_sec = (time_t)(at / 1000000000u),
 					      .tv_nsec = (long)(at % 1000000000u)}};

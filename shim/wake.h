@@ -20,6 +20,7 @@
 #ifndef SLUICE_SHIM_WAKE_H
 #define SLUICE_SHIM_WAKE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -42,5 +43,15 @@ void sl__wake_leave(void);
 void sl__wake_lowered(uint64_t at);
 /* The wake-up timer's event was delivered: it is no longer armed. */
 void sl__wake_fired(void);
+/* True once a wake-up timer was armed in this process (wake.c): only then
+ * can its event be among a wait's (epwait.c looks for it in a full one). */
+extern _Atomic bool sl__wake_ever;
+static inline bool sl__wake_maybe(void)
+{
+	/* Relaxed: a hint; set before the timer is armed, by the thread that
+	 * arms it, so a wait that gets the event after it sees it set (the
+	 * kernel's wait orders the two). */
+	return atomic_load_explicit(&sl__wake_ever, memory_order_relaxed);
+}
 
 #endif /* SLUICE_SHIM_WAKE_H */
