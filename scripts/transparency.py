@@ -13,6 +13,9 @@ when they differ, 77 when no python here has the tests.
   SL_TRANSPARENCY_TWO=1    a second never-limiting rule per direction
                            (per=fd), so each transfer spends two rules'
                            credit (shim/mcredit.c, hot2_NAME)
+  SL_TRANSPARENCY_SUPERVISE=1  the second run under BUILD/sluice
+                           --supervise with the same rules (the seccomp
+                           supervisor instead of the preload)
 make transparency runs it (not part of make test: about 2 x 5 min here).
 """
 import os
@@ -55,14 +58,14 @@ def outcomes(xml_path):
     return out
 
 
-def run(py, tests, env, label, tmp):
+def run(py, tests, env, label, tmp, prefix=()):
     xml_path = os.path.join(tmp, label + ".xml")
     t0 = time.monotonic()
     try:
         # AF_VSOCK tests wait for ever in a container without a vsock peer
         # (seen here: test_socket's VSock tests in vsock_accept, with or
         # without sluice); a test past the timeout fails instead of hanging.
-        p = subprocess.run([py, "-m", "test", "--timeout", "300", "--ignore", "*VSOCK*", "--ignore", "*VSock*",
+        p = subprocess.run(list(prefix) + [py, "-m", "test", "--timeout", "300", "--ignore", "*VSOCK*", "--ignore", "*VSock*",
                             "--junit-xml", xml_path] + tests, env=env,
                            cwd=tmp, capture_output=True, text=True,
                            timeout=int(os.environ.get("SL_TRANSPARENCY_TIMEOUT", "1800")))
@@ -96,9 +99,15 @@ def main():
     if os.environ.get("SL_TRANSPARENCY_TWO") == "1":
         under["SLUICE_RULES"] = ";".join("%s:10GB/s,per=fd,family=inet+inet6+unix" % op
                                          for op in ("send", "recv"))
+    prefix = ()
+    if os.environ.get("SL_TRANSPARENCY_SUPERVISE") == "1":
+        # The launcher reads the same SLUICE_* rules; it runs the program
+        # supervised, with no preload.
+        under.pop("LD_PRELOAD")
+        prefix = (os.path.join(build, "sluice"), "--supervise", "--")
     with tempfile.TemporaryDirectory(prefix="sl-transparency-") as tmp:
         a, ta = run(py, tests, base, "without", tmp)
-        b, tb = run(py, tests, under, "under-sluice", tmp)
+        b, tb = run(py, tests, under, "under-sluice", tmp, prefix)
     differ = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     for k in differ:
         print("differs: %s: %s without sluice, %s under it" % (k, a.get(k, "absent"),
