@@ -233,11 +233,20 @@ def run(exe, mode, rule, args):
     return res
 
 
+# A busy machine's stall: a miss by less than this (beyond 10 %) is still
+# marginal. Seen in CI (system calls at about 1 us that day, make test's
+# other tests beside): a supervised 1 MiB upload at 1 MiB/s in 1.0993 s
+# against 0.9981 s preloaded (x1.1015: not marginal at 10 % alone, so no
+# second run); 0.9974 s alone.
+STALL_S = 0.15
+
+
 def attempt(name, rule, args, server, expect, verify, tol):
     """One run of a case in each mode. Checks of what ran (exit, mode, data,
     lower bounds) are made at once; the upper bounds and the agreement are
     returned as (ok, text, marginal) for case() to judge: marginal, a miss
-    within 10 % of the bound (twice the tolerance for connect rates).
+    within 10 % of the bound (twice the tolerance for connect rates), plus
+    STALL_S.
     Returns (elapsed by mode, timing checks, whether an immediate check
     failed)."""
     el, timing, before = {}, [], len(failures)
@@ -254,7 +263,7 @@ def attempt(name, rule, args, server, expect, verify, tol):
         if expect[0] == "rate":
             check(res["elapsed"] >= expect[1] - EPS, "%s >= floor %.4f s" % (what, expect[1]))
             timing.append((res["elapsed"] <= expect[2], "%s <= %.3f s" % (what, expect[2]),
-                           res["elapsed"] <= expect[2] * 1.1))
+                           res["elapsed"] <= expect[2] * 1.1 + STALL_S))
         elif expect[0] == "free":
             timing.append((res["elapsed"] <= expect[1],
                            "%s <= %.2f s (the rule must not throttle it)" % (what, expect[1]),
@@ -267,13 +276,13 @@ def attempt(name, rule, args, server, expect, verify, tol):
             timing.append((b <= a * 1.03 and a <= b * 1.03,
                            "%s: modes agree within 3 %%: preload %.4f s, supervised %.4f s (x%.4f)"
                            % (name, a, b, b / a if a else float("inf")),
-                           b <= a * 1.1 and a <= b * 1.1))
+                           b <= a * 1.1 + STALL_S and a <= b * 1.1 + STALL_S))
         else:
             lim = max(0.1, 0.1 * max(a, b))
             timing.append((abs(a - b) <= lim,
                            "%s: modes agree within 10 %% or 0.1 s: preload %.4f s, supervised "
                            "%.4f s (differ by %.4f s)" % (name, a, b, abs(a - b)),
-                           abs(a - b) <= 2 * lim))
+                           abs(a - b) <= 2 * lim + STALL_S))
     return el, timing, len(failures) > before
 
 

@@ -119,11 +119,14 @@ def run(redis, sink, sl, procs, dur, kill_at=None, seg=None):
     return t0, t1, rts, took
 
 
-# Below the rate, at least 5 % is allowed whatever tol: a sender or sink
+# Below the rate, at least 15 % is allowed whatever tol: a sender or sink
 # kept off the CPU delivers less, never more. make test's first wave
 # (lintian beside) once took 170 ms from the alone case's 4.6 s window:
-# -3.71 % (-0.00 to -0.43 % here beside busy loops and a build).
-SLOW = 0.05
+# -3.71 % (-0.00 to -0.43 % here beside busy loops and a build); on a day
+# this VM's system calls cost about 1 us (3 to 4 times the usual), two CI
+# runs gave -12.11 % and -7.25 % (-0.04 to +0.11 % alone that day, -0.77
+# and +0.50 % beside two busy loops). Above the rate, tol stays strict.
+SLOW = 0.15
 
 
 def check_rate(name, sink, t0, t1, tol):

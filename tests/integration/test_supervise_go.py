@@ -74,7 +74,12 @@ def body():
     within("8 MiB net/http download at 2 MiB/s", r.get("elapsed", 0), (len(data) - 10486) / (2 * MiB),
            0.03)
     check(sha256_file(out_path) == hashlib.sha256(data).hexdigest(), "get: sha256 equal")
-    check(r.get("late_ms", 99) < 50, "a 10 ms ticker ran at most %.1f ms late" % r.get("late_ms", 99))
+    # A program held up by its supervisor (a fabricated EAGAIN's spin, a
+    # call held for the whole download) is late by seconds; a busy machine
+    # (make test's other tests beside it, system calls at 1 us) made it
+    # 93 ms late once in CI: the bound allows such a stall.
+    check(r.get("late_ms", 999) < 250, "a 10 ms ticker ran at most %.1f ms late (< 250)"
+          % r.get("late_ms", 999))
 
     # 100 connects from 10 goroutines at 50/s: the 100th at 99/50 s.
     rc, out, err = sluice(["--connect", "50/s", "--", prog, "connect",
