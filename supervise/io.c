@@ -12,8 +12,11 @@
  * A blocking socket's call goes on piece by piece until all is sent when
  * the filter has WAIT_KILLABLE_RECV (the program's signals then wait for
  * the answer, so none can cancel the call between a piece and its answer);
- * without it, and always on a non-blocking socket, the call is answered
- * with the count of its first piece, a short count as the kernel may give.
+ * without it the call is answered with the count of its first piece, a
+ * short count as the kernel may give. A non-blocking socket's call (with
+ * it) goes on while each piece went whole and the rules have the next
+ * one's units now, up to NB_MORE_MAX (nb_more), as a native call moves what
+ * the buffer takes.
  * A full socket buffer: a blocking call waits for POLLOUT on the duplicate
  * (SO_SNDTIMEO honoured), a non-blocking one gets the kernel's EAGAIN. EPIPE
  * raises SIGPIPE in the calling thread unless the call said MSG_NOSIGNAL.
@@ -165,6 +168,40 @@ static bool wait_io(struct sl_sup_call *c, short events, uint64_t now_ns)
 	return true;
 }
 
+/* A non-blocking send goes on after a piece only with this many bytes moved
+ * at most (the kernel takes at most a socket buffer's room, a few MiB, in
+ * one call; the supervisor serves other calls meanwhile). */
+#define NB_MORE_MAX (16ull * SL_SUP_PIECE_MAX)
+
+/* A non-blocking send moved a piece whole and has more to move: go on
+ * (true) only if every rule of the call has the next piece's units now,
+ * as the preload's call moves what the rules admit and the kernel takes,
+ * not one bounce buffer's worth (a send of 16 MiB under a rule that never
+ * limits moved 256 KiB per call, so CPython's test_socket
+ * testWriteNonBlocking never filled the buffer in 11 calls); else the call
+ * is answered with its count, nothing taken (a short count, as the kernel
+ * gives when the buffer fills). Only where the program's signals wait for
+ * the answer (WAIT_KILLABLE_RECV): none can cancel the call between two
+ * pieces. */
+static bool nb_more(struct sl_sup *s, struct sl_sup_call *c, uint64_t piece, uint64_t now_ns)
+{
+	if (!c->nonblock || !c->stream || c->cont || c->src_fd >= 0 || !s->feat.wait_killable ||
+	    c->done >= NB_MORE_MAX)
+		return false;
+	for (uint32_t rest = c->rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &s->policy.rules[i];
+		/* A message rule counted the call's one message; a dry run
+		 * never holds a call back (its admit notes what it would). */
+		if (r->unit != SL_UNIT_BYTES || r->action == SL_ACTION_DRYRUN)
+			continue;
+		const struct sl_limiter *l = sl_sup_lim_of(s, c, i, now_ns);
+		if (l == NULL || sl_limiter_available(l, now_ns) < piece)
+			return false;
+	}
+	return true;
+}
+
 bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
 	for (;;) {
@@ -231,9 +268,16 @@ bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 		c->granted = false;
 		c->done += (uint64_t)r;
 		sl_sup_stat_bytes(c->th->proc, c->rules, (uint64_t)r);
-		if (c->done >= c->total || c->nonblock || !c->stream || !s->feat.wait_killable)
+		if (c->done >= c->total || !c->stream || !s->feat.wait_killable)
 			return finish(s, c, 0);
 		now_ns = sl_sup_now_ns();
+		if (c->nonblock) {
+			const uint64_t rest = c->total - c->done;
+			const uint64_t cap = sl_sup_piece_cap(s, c, now_ns);
+			if ((uint64_t)r < (uint64_t)k ||
+			    !nb_more(s, c, rest < cap ? rest : cap, now_ns))
+				return finish(s, c, 0);
+		}
 	}
 }
 
