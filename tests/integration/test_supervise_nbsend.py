@@ -67,8 +67,15 @@ def body():
         check(r["got"] == r["total"], "%s: the peer received exactly the %d bytes reported (%d)"
               % (mode, r["total"], r["got"]))
         first = r["counts"][0] if r["counts"] else 0
-        check(first > PIECE, "%s: the first call moved more than one piece of %d B (%d; "
-              "native %d)" % (mode, PIECE, first, native["counts"][0] if native["counts"] else -1))
+        nfirst = native["counts"][0] if native["counts"] else -1
+        # Only a buffer that takes more than a piece natively tells the two
+        # apart (loopback here: 3.9 MB; 4 MiB is Linux's default maximum).
+        if nfirst > PIECE:
+            check(first > PIECE, "%s: the first call moved more than one piece of %d B (%d; "
+                  "native %d)" % (mode, PIECE, first, nfirst))
+        else:
+            print("note: native's first send took %d B, not more than a piece: not compared"
+                  % nfirst)
         check(-1 in r["counts"], "%s: a later call found the buffer full: EAGAIN (%s)"
               % (mode, r["counts"]))
         r = run([SLUICE, mode, "--send", "1MiB/s", "--"])
