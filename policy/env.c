@@ -220,7 +220,7 @@ const struct sl_var_info sl_policy_vars[] = {
 	{"SLUICE_ACCEPT", "50/s,action=reject", "limit accept() calls: RATE[,OPTION...]"},
 	{"SLUICE_SEND", "1MiB/s", "limit bytes or messages sent: RATE[,OPTION...]"},
 	{"SLUICE_RECV", "10MiB/s,per=fd", "limit bytes or messages received: RATE[,OPTION...]"},
-	{"SLUICE_CONNS", "100", "limit connections open at once: COUNT[,OPTION...]"},
+	{"SLUICE_CONNS", "100", "limit connections open at once: COUNT|adaptive[,OPTION...]"},
 	{"SLUICE_RULES", "send:1MiB/s;connect:10/s,to=10.0.0.0/8",
 	 "any number of rules: OP:SPEC;OP:SPEC"},
 	{"SLUICE_LOG", "info", "log level: error, warn, info or debug [error]"},

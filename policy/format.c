@@ -4,7 +4,8 @@
  *
  * The canonical form of a rule is "OP:LIMIT" followed by every option whose
  * value differs from its default, in the fixed order burst, warmup, cold,
- * algo, action, max-delay, errno, per, to, port, family, type, nonblock,
+ * min, max, initial and algo (conns:adaptive), algo, action, max-delay, errno,
+ * per, to, port, family, type, nonblock,
  * shared, redis, on-error, lease. Numbers are integers in the largest unit
  * that holds them exactly:
  *   bytes      GiB, GB, MiB, MB, KiB, KB, B (largest first): 1048576 -> 1MiB,
@@ -177,7 +178,9 @@ static void out_option(struct sl__out *o, const char *name)
 
 static void out_limit(struct sl__out *o, const struct sl_rule *r)
 {
-	if (r->op == SL_OP_CONNS)
+	if (r->op == SL_OP_CONNS && r->adaptive)
+		sl__out_str(o, "adaptive");
+	else if (r->op == SL_OP_CONNS)
 		sl__out_u64(o, r->amount);
 	else
 		sl__out_rate(o, r->amount, (enum sl_unit)r->unit, r->period_ns);
@@ -207,6 +210,27 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len)
 		if (r->cold != 3) {
 			out_option(&o, "cold");
 			sl__out_u64(&o, r->cold);
+		}
+	}
+	if (r->adaptive) {
+		uint64_t init = SL_ADAPT_INITIAL_DEFAULT;
+		init = init < r->adapt_min ? r->adapt_min : init > r->adapt_max ? r->adapt_max : init;
+		if (r->adapt_min != SL_ADAPT_MIN_DEFAULT) {
+			out_option(&o, "min");
+			sl__out_u64(&o, r->adapt_min);
+		}
+		if (r->adapt_max != (SL_ADAPT_MAX_DEFAULT > r->adapt_min ? SL_ADAPT_MAX_DEFAULT
+									 : r->adapt_min)) {
+			out_option(&o, "max");
+			sl__out_u64(&o, r->adapt_max);
+		}
+		if (r->amount != init) {
+			out_option(&o, "initial");
+			sl__out_u64(&o, r->amount);
+		}
+		if (r->adapt_algo != SL_ADAPT_GRADIENT2) {
+			out_option(&o, "algo");
+			sl__out_str(&o, sl_adapt_algo_name((enum sl_adapt_algo)r->adapt_algo));
 		}
 	}
 	if (r->op != SL_OP_CONNS && r->algo != SL_ALGO_TOKEN) {

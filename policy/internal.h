@@ -106,6 +106,7 @@ uint64_t sl__worth(uint64_t amount, uint64_t period_ns, uint64_t t_ns);
 extern const char *const sl__op_names[SL_OP_COUNT];
 extern const char *const sl__op_vars[SL_OP_COUNT]; /* "SLUICE_CONNECT", ... */
 extern const char *const sl__algo_names[4];
+extern const char *const sl__adapt_algo_names[3];
 extern const char *const sl__action_names[3];
 extern const char *const sl__scope_names[4];
 extern const char *const sl__nonblock_names[2];

@@ -10,6 +10,7 @@ const char *const sl__op_names[SL_OP_COUNT] = {"connect", "accept", "send", "rec
 const char *const sl__op_vars[SL_OP_COUNT] = {"SLUICE_CONNECT", "SLUICE_ACCEPT", "SLUICE_SEND",
 					      "SLUICE_RECV", "SLUICE_CONNS"};
 const char *const sl__algo_names[4] = {"token", "leaky", "fixed", "sliding"};
+const char *const sl__adapt_algo_names[3] = {"gradient2", "vegas", "aimd"};
 const char *const sl__action_names[3] = {"delay", "reject", "dry-run"};
 const char *const sl__scope_names[4] = {"process", "thread", "fd", "peer"};
 const char *const sl__nonblock_names[2] = {"eagain", "sleep"};
@@ -31,6 +32,11 @@ const char *sl_op_name(enum sl_op op)
 const char *sl_algo_name(enum sl_algo a)
 {
 	return name_of(sl__algo_names, 4, (unsigned)a);
+}
+
+const char *sl_adapt_algo_name(enum sl_adapt_algo a)
+{
+	return name_of(sl__adapt_algo_names, 3, (unsigned)a);
 }
 
 const char *sl_action_name(enum sl_action a)

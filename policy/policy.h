@@ -16,7 +16,7 @@
  *   SLUICE_CONNECT / _ACCEPT / _SEND / _RECV / _CONNS = SPEC
  *   SLUICE_RULES = OP:SPEC ( ';' OP:SPEC )*      OP: connect accept send recv conns break
  *   SPEC   := LIMIT ( ',' OPTION )*
- *   LIMIT  := RATE (connect, accept, send, recv) | COUNT (conns)
+ *   LIMIT  := RATE (connect, accept, send, recv) | COUNT | 'adaptive' (conns)
  *   RATE   := AMOUNT '/' [NUMBER] PERIOD
  *   AMOUNT := NUMBER [UNIT]   UNIT: B KB MB GB (10^3) KiB MiB GiB (2^10): bytes;
  *                             none: calls (messages for send/recv)
@@ -28,6 +28,7 @@
  *           | shared=NAME
  *           | redis=KEY | on-error=local|open|closed | lease=AMOUNT
  *           | warmup=DURATION | cold=N
+ *           | min=N | max=N | initial=N | algo=gradient2|vegas|aimd (conns adaptive)
  *   SLUICE_REDIS = redis://[[USER]:PASS@]HOST[:PORT][/DB] | unix:///PATH
  *                | redis+cluster://[[USER]:PASS@]NODE(,NODE)*
  *                | redis+sentinel://[[USER]:PASS@]NODE(,NODE)* "/" MASTER [/DB]
@@ -91,6 +92,18 @@ enum sl_algo {
 	SL_ALGO_SLIDING = 3,
 };
 
+/* algo= of a conns adaptive rule: how the limit follows the latency it
+ * measures (engine/adaptive.c). */
+enum sl_adapt_algo {
+	SL_ADAPT_GRADIENT2 = 0, /* default */
+	SL_ADAPT_VEGAS = 1,
+	SL_ADAPT_AIMD = 2,
+};
+#define SL_ADAPT_MIN_DEFAULT 1u
+#define SL_ADAPT_MAX_DEFAULT 1000u
+#define SL_ADAPT_INITIAL_DEFAULT 20u
+#define SL_ADAPT_LIMIT_MAX 1000000u /* the largest min=, max=, initial= */
+
 enum sl_action {
 	SL_ACTION_DELAY = 0,
 	SL_ACTION_REJECT = 1,
@@ -148,6 +161,9 @@ enum sl_on_error {
 #define SL_OPT_LEASE (1u << 14)
 #define SL_OPT_WARMUP (1u << 15)
 #define SL_OPT_COLD (1u << 16)
+#define SL_OPT_MIN (1u << 17)
+#define SL_OPT_MAX (1u << 18)
+#define SL_OPT_INITIAL (1u << 19)
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
@@ -190,6 +206,13 @@ struct sl_rule {
 	uint8_t cold;
 	uint8_t reserved2[6];
 	uint64_t warmup_ns;
+	/* conns:adaptive: the limit is the library's, between adapt_min and
+	 * adapt_max, starting at amount (initial=); adapt_algo is enum
+	 * sl_adapt_algo. adaptive is 0 and the rest 0 for every other rule. */
+	uint8_t adaptive;
+	uint8_t adapt_algo;
+	uint8_t reserved3[6];
+	uint64_t adapt_min, adapt_max;
 };
 
 /*
@@ -371,6 +394,7 @@ const char *sl_algo_name(enum sl_algo a);
 const char *sl_action_name(enum sl_action a);
 const char *sl_scope_name(enum sl_scope s);
 const char *sl_on_error_name(enum sl_on_error e);
+const char *sl_adapt_algo_name(enum sl_adapt_algo a);
 
 /* The errno a refusal of this rule uses for the given call (resolves err == 0
  * to the operation's default: connect ECONNREFUSED, accept ECONNABORTED,

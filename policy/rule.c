@@ -80,6 +80,9 @@ enum opt {
 	O_LEASE,
 	O_WARMUP,
 	O_COLD,
+	O_MIN,
+	O_MAX,
+	O_INITIAL,
 	O_COUNT
 };
 
@@ -87,7 +90,7 @@ enum opt {
 static const char *const opt_names[O_COUNT] = {"burst",    "algo",   "action", "max-delay", "errno",
 					       "per",      "to",     "port",   "family",    "type",
 					       "nonblock", "shared", "redis",  "on-error",  "lease",
-					       "warmup",   "cold"};
+					       "warmup",   "cold",   "min",    "max",       "initial"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -146,6 +149,17 @@ static int parse_count(struct sl_rule *r, const struct sl__ctx *c, size_t pos, s
 {
 	enum sl_unit unit;
 	size_t next;
+
+	if (end - pos == 8 && strncmp(c->value + pos, "adaptive", 8) == 0) {
+		r->adaptive = 1;
+		r->adapt_algo = SL_ADAPT_GRADIENT2;
+		return 0;
+	}
+	if (c->value[pos] < '0' || c->value[pos] > '9')
+		return sl__fail(c, pos,
+				"expected a count of open connections or 'adaptive', not '%.*s' "
+				"(e.g. conns:100 or conns:adaptive)",
+				SL__TOK(c, pos, end));
 
 	if (sl__amount_parse(c, pos, end, &r->amount, &unit, &next) < 0)
 		return -1;
@@ -290,6 +304,21 @@ static int parse_redis_key(struct sl_rule *r, const struct sl__ctx *c, size_t po
 	return 0;
 }
 
+/* min=, max=, initial= of conns:adaptive: a whole count of connections. */
+static int parse_adapt_count(const struct sl__ctx *c, size_t pos, size_t end, const char *what,
+			     uint64_t *out)
+{
+	struct sl__num n;
+	if (sl__num_parse(c, pos, end, &n) < 0)
+		return -1;
+	if (n.end != end || n.frac != 0 || n.mant == 0 || n.mant > SL_ADAPT_LIMIT_MAX)
+		return sl__fail(c, pos,
+				"%s '%.*s' must be a whole number of connections from 1 to %u", what,
+				SL__TOK(c, pos, end), SL_ADAPT_LIMIT_MAX);
+	*out = n.mant;
+	return 0;
+}
+
 static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const struct sl__ctx *c,
 		       uint64_t *burst)
 {
@@ -304,7 +333,16 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 					SL__TOK(c, next, end));
 		return 0;
 	case O_ALGO:
+		if (r->adaptive)
+			return parse_choice(c, pos, end, "algo (of conns:adaptive)",
+					    sl__adapt_algo_names, 3, &r->adapt_algo);
 		return parse_choice(c, pos, end, "algo", sl__algo_names, 4, &r->algo);
+	case O_MIN:
+		return parse_adapt_count(c, pos, end, "min", &r->adapt_min);
+	case O_MAX:
+		return parse_adapt_count(c, pos, end, "max", &r->adapt_max);
+	case O_INITIAL:
+		return parse_adapt_count(c, pos, end, "initial", &r->amount);
 	case O_ACTION:
 		return parse_choice(c, pos, end, "action", sl__action_names, 3, &r->action);
 	case O_MAX_DELAY:
@@ -371,7 +409,7 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 static int parse_option(struct sl_rule *r, struct spec *sp, const struct sl__ctx *c, size_t pos,
 			size_t end, uint64_t *burst)
 {
-	char hint[64], expected[128];
+	char hint[64], expected[192];
 	size_t eq = sl__find(c->value, pos, end, '=');
 	size_t name_end = eq;
 
@@ -484,8 +522,14 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 {
 	const char *op = sl_op_name((enum sl_op)r->op);
 
+	for (enum opt o = O_MIN; o <= O_INITIAL; o++)
+		if (!r->adaptive && given(r, o))
+			return sl__fail(c, sp->name_pos[o],
+					"option '%s' is valid only with conns:adaptive (a fixed count "
+					"has no %s)",
+					opt_names[o], o == O_INITIAL ? "start" : "bounds");
 	for (enum opt o = O_BURST; o <= O_ALGO; o++)
-		if (r->op == SL_OP_CONNS && given(r, o))
+		if (r->op == SL_OP_CONNS && given(r, o) && !(r->adaptive && o == O_ALGO))
 			return sl__fail(
 				c, sp->name_pos[o],
 				"option '%s' is not valid for conns (conns limits how many connections are open at once)",
@@ -536,6 +580,39 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 }
 
 /* An AMOUNT option (burst=, lease=) written at pos must be in the rate's unit. */
+/* conns:adaptive: defaults and bounds that agree. */
+static int check_adaptive(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
+{
+	if (!r->adaptive)
+		return 0;
+	if (r->scope != SL_SCOPE_PROCESS)
+		return sl__fail(c, sp->val_pos[O_PER],
+				"conns:adaptive is valid only with per=process (one limit for the "
+				"server's processes; shared=NAME for every process of the host)");
+	if (!given(r, O_MIN))
+		r->adapt_min = SL_ADAPT_MIN_DEFAULT;
+	if (!given(r, O_MAX))
+		r->adapt_max = SL_ADAPT_MAX_DEFAULT > r->adapt_min ? SL_ADAPT_MAX_DEFAULT
+								  : r->adapt_min;
+	if (r->adapt_min > r->adapt_max)
+		return sl__fail(c, sp->val_pos[given(r, O_MAX) ? O_MAX : O_MIN],
+				"min=%llu is larger than max=%llu: the limit could never be in "
+				"between",
+				(unsigned long long)r->adapt_min, (unsigned long long)r->adapt_max);
+	if (!given(r, O_INITIAL)) {
+		r->amount = SL_ADAPT_INITIAL_DEFAULT;
+		r->amount = r->amount < r->adapt_min   ? r->adapt_min
+			    : r->amount > r->adapt_max ? r->adapt_max
+						       : r->amount;
+	} else if (r->amount < r->adapt_min || r->amount > r->adapt_max) {
+		return sl__fail(c, sp->val_pos[O_INITIAL],
+				"initial=%llu is outside min=%llu..max=%llu",
+				(unsigned long long)r->amount, (unsigned long long)r->adapt_min,
+				(unsigned long long)r->adapt_max);
+	}
+	return 0;
+}
+
 static int check_unit(const struct sl_rule *r, const struct sl__ctx *c, size_t pos,
 		      enum sl_unit unit, const char *opt)
 {
@@ -676,7 +753,8 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
 		if (parse_option(&r, &sp, c, opos, oend, &burst) < 0)
 			return -1;
 	}
-	if (check_combinations(&r, &sp, c) < 0 || check_warmup(&r, &sp, c) < 0 ||
+	if (check_combinations(&r, &sp, c) < 0 || check_adaptive(&r, &sp, c) < 0 ||
+	    check_warmup(&r, &sp, c) < 0 ||
 	    check_burst(&r, &sp, c, burst) < 0 || check_lease(&r, &sp, c) < 0 ||
 	    check_core(&r, &sp, c) < 0)
 		return -1;
@@ -723,5 +801,7 @@ bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
 	       memcmp(a->to.addr, b->to.addr, sizeof a->to.addr) == 0 &&
 	       strncmp(a->shared, b->shared, sizeof a->shared) == 0 &&
 	       strcmp(a->redis_key, b->redis_key) == 0 && a->lease == b->lease &&
-	       a->on_error == b->on_error && a->warmup_ns == b->warmup_ns && a->cold == b->cold;
+	       a->on_error == b->on_error && a->warmup_ns == b->warmup_ns && a->cold == b->cold &&
+	       a->adaptive == b->adaptive && a->adapt_algo == b->adapt_algo &&
+	       a->adapt_min == b->adapt_min && a->adapt_max == b->adapt_max;
 }

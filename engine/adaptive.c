@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adaptive.c - the conns:adaptive controller: what limit the latency of the
+ * last window of turns asks for (adaptive.h has the algorithms and the
+ * protocol with the front ends).
+ *
+ * Concurrency: samples are added with atomic read-modify-writes by every
+ * thread and process; the controller's words are written only by the
+ * holder of `lock`, taken with a CAS and never waited for (a caller that
+ * does not get it leaves the window to the holder). A holder that died
+ * (a process killed between its CAS and its unlock) is replaced after
+ * SL_ADAPT_LOCK_STALE_NS. A sample that lands while the holder swaps the
+ * window out counts in the next window: windows are statistics, nothing is
+ * owed to them.
+ */
+#include "adaptive.h"
+
+/* Relaxed everywhere but the lock: the words are statistics and the limit a
+ * value the caller publishes through its limiter's retune (which orders
+ * what matters); the lock's acquire/release orders one holder's writes
+ * before the next holder's reads. */
+#define RLX memory_order_relaxed
+
+static uint64_t isqrt(uint64_t v)
+{
+	uint64_t r = 0, bit = (uint64_t)1 << 62;
+	while (bit > v)
+		bit >>= 2;
+	while (bit != 0) {
+		if (v >= r + bit) {
+			v -= r + bit;
+			r = (r >> 1) + bit;
+		} else {
+			r >>= 1;
+		}
+		bit >>= 2;
+	}
+	return r;
+}
+
+static uint64_t ilog10(uint64_t v)
+{
+	uint64_t l = 0;
+	while (v >= 10) {
+		v /= 10;
+		l++;
+	}
+	return l;
+}
+
+static uint64_t clamp(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+void sl_adapt_init_unsync(struct sl_adapt *a, const struct sl_rule *r, uint64_t now_ns)
+{
+	*a = (struct sl_adapt){.magic = SL_ADAPT_MAGIC,
+			       .algo = r->adapt_algo,
+			       .min = r->adapt_min != 0 ? r->adapt_min : 1,
+			       .max = r->adapt_max};
+	if (a->max < a->min)
+		a->max = a->min;
+	const uint64_t init = clamp(r->amount, a->min, a->max);
+	atomic_store_explicit(&a->win_min_ns, UINT64_MAX, RLX);
+	atomic_store_explicit(&a->win_start_ns, now_ns, RLX);
+	atomic_store_explicit(&a->limit_x, init * SL_ADAPT_ONE, RLX);
+	atomic_store_explicit(&a->limit, init, RLX);
+	atomic_store_explicit(&a->probe_min_ns, UINT64_MAX, RLX);
+}
+
+bool sl_adapt_valid(const struct sl_adapt *a)
+{
+	const uint64_t l = atomic_load_explicit(&a->limit, RLX);
+	return a->magic == SL_ADAPT_MAGIC && a->algo <= SL_ADAPT_AIMD && a->min >= 1 &&
+	       a->min <= a->max && a->max <= SL_ADAPT_LIMIT_MAX && l >= a->min && l <= a->max;
+}
+
+void sl_adapt_refused(struct sl_adapt *a, uint64_t now_ns)
+{
+	atomic_store_explicit(&a->bound_ns, now_ns | 1, RLX);
+}
+
+void sl_adapt_started(struct sl_adapt *a, uint64_t in_flight)
+{
+	uint64_t p = atomic_load_explicit(&a->win_peak, RLX);
+	while (p < in_flight &&
+	       !atomic_compare_exchange_weak_explicit(&a->win_peak, &p, in_flight, RLX, RLX))
+		;
+}
+
+void sl_adapt_sample(struct sl_adapt *a, uint64_t start_ns, uint64_t latency_ns)
+{
+	if (start_ns < atomic_load_explicit(&a->changed_ns, RLX))
+		return;
+	atomic_fetch_add_explicit(&a->win_sum_ns, latency_ns, RLX);
+	atomic_fetch_add_explicit(&a->win_count, 1, RLX);
+	uint64_t m = atomic_load_explicit(&a->win_min_ns, RLX);
+	while (latency_ns < m &&
+	       !atomic_compare_exchange_weak_explicit(&a->win_min_ns, &m, latency_ns, RLX, RLX))
+		;
+}
+
+/* One window's step of the algorithm from limit x (1/SL_ADAPT_ONE) for a
+ * mean latency t against no-load latency n; used: the limit was used (may
+ * grow); g_lo: gradient2's lower bound on its gradient, in 1/1024. */
+static uint64_t step(const struct sl_adapt *a, uint64_t x, uint64_t t, uint64_t n, bool used,
+		     uint64_t g_lo)
+{
+	const uint64_t one = SL_ADAPT_ONE;
+	uint64_t next = x;
+	t = t != 0 ? t : 1;
+	switch (a->algo) {
+	case SL_ADAPT_VEGAS: {
+		const uint64_t l = ilog10(x / one) > 1 ? ilog10(x / one) : 1;
+		/* The queue, in 1/SL_ADAPT_ONE: x (1 - n / t). */
+		const uint64_t q = t > n ? (uint64_t)((__uint128_t)x * (t - n) / t) : 0;
+		if (q <= l * one)
+			next = x + 6 * l * one;
+		else if (q < 3 * l * one)
+			next = x + l * one;
+		else if (q > 6 * l * one)
+			next = x > l * one ? x - l * one : 0;
+		break;
+	}
+	case SL_ADAPT_AIMD:
+		if (t > 2 * n + SL_ADAPT_SLACK_NS)
+			next = x * 9 / 10;
+		else
+			next = x + one;
+		break;
+	default: {
+		/* g = (1.5 n + slack) / t, in 1/1024. */
+		uint64_t g = (uint64_t)(((__uint128_t)(n + n / 10 + SL_ADAPT_SLACK_NS) << 10) / t);
+		g = clamp(g, g_lo, 1024);
+		const uint64_t gx = (uint64_t)(((__uint128_t)x * g) >> 10);
+		next = gx + isqrt(gx * one);
+		/* Up a fifth of the way (Gradient2's smoothing 0.2), down at
+		 * once. */
+		if (next > x)
+			next = x + (next - x) / 5;
+		break;
+	}
+	}
+	if (next > x && !used)
+		next = x;
+	return clamp(next, a->min * one, a->max * one);
+}
+
+/* Take the lock if it is free, or held by someone gone for long. */
+static bool lock_take(struct sl_adapt *a, uint64_t now_ns)
+{
+	uint64_t held = atomic_load_explicit(&a->lock, RLX);
+	if (held != 0 && now_ns - (held & ~(uint64_t)1) < SL_ADAPT_LOCK_STALE_NS)
+		return false;
+	/* Acquire: the previous holder's writes (released by its unlock)
+	 * are seen. */
+	return atomic_compare_exchange_strong_explicit(&a->lock, &held, now_ns | 1,
+						       memory_order_acquire, RLX);
+}
+
+void sl_adapt_unlock(struct sl_adapt *a)
+{
+	atomic_store_explicit(&a->lock, 0, memory_order_release);
+}
+
+/* Publish limit x (1/SL_ADAPT_ONE) and the limit in force `lim`; true if
+ * the latter changed (the lock is then kept for the caller's retune). */
+static bool publish(struct sl_adapt *a, uint64_t x, uint64_t lim, uint64_t now_ns, uint64_t *out)
+{
+	atomic_store_explicit(&a->limit_x, x, RLX);
+	const uint64_t old = atomic_load_explicit(&a->limit, RLX);
+	lim = clamp(lim, a->min, a->max);
+	if (lim == old) {
+		sl_adapt_unlock(a);
+		return false;
+	}
+	atomic_store_explicit(&a->limit, lim, RLX);
+	atomic_store_explicit(&a->changed_ns, now_ns, RLX);
+	*out = lim;
+	return true;
+}
+
+/* A probe's window: n more samples of turns that started under the probe's
+ * limit, the least mn; ends the probe with enough of them, or gives up
+ * after a while. */
+static bool probe_window(struct sl_adapt *a, uint64_t n, uint64_t mn, uint64_t now_ns,
+			 uint64_t *out)
+{
+	const uint64_t start = atomic_load_explicit(&a->probe_ns, RLX);
+	uint64_t noload = atomic_load_explicit(&a->noload_ns, RLX);
+	const uint64_t got = atomic_load_explicit(&a->probe_n, RLX) + n;
+	atomic_store_explicit(&a->probe_n, got, RLX);
+	if (mn < atomic_load_explicit(&a->probe_min_ns, RLX))
+		atomic_store_explicit(&a->probe_min_ns, mn, RLX);
+	const uint64_t limit_ns = 20 * noload > SL_ADAPT_PROBE_MAX_NS ? 20 * noload
+								       : SL_ADAPT_PROBE_MAX_NS;
+	const bool done = got >= SL_ADAPT_PROBE_SAMPLES;
+	if (!done && now_ns - start < limit_ns) {
+		sl_adapt_unlock(a);
+		return false;
+	}
+	const uint64_t saved = atomic_load_explicit(&a->saved_x, RLX);
+	uint64_t x = saved;
+	if (done) {
+		noload = atomic_load_explicit(&a->probe_min_ns, RLX);
+		atomic_store_explicit(&a->noload_ns, noload, RLX);
+		atomic_fetch_add_explicit(&a->probes, 1, RLX);
+		/* One step from before the probe with the new no-load
+		 * latency: the gradient may go down to 0.1 at once. */
+		const uint64_t before = atomic_load_explicit(&a->before_ns, RLX);
+		if (before != 0)
+			x = step(a, saved, before, noload, false, 102);
+	}
+	atomic_store_explicit(&a->probe, 0, RLX);
+	atomic_store_explicit(&a->probe_min_ns, UINT64_MAX, RLX);
+	atomic_store_explicit(&a->probe_ns, now_ns + SL_ADAPT_PROBE_EVERY_NS, RLX);
+	atomic_store_explicit(&a->probe_end_ns, now_ns, RLX);
+	return publish(a, x, x / SL_ADAPT_ONE, now_ns, out);
+}
+
+bool sl_adapt_update(struct sl_adapt *a, uint64_t in_flight, uint64_t now_ns, uint64_t *out)
+{
+	uint64_t win = SL_ADAPT_WINDOW_RTTS * atomic_load_explicit(&a->latency_ns, RLX);
+	win = win > SL_ADAPT_WINDOW_MIN_NS ? win : SL_ADAPT_WINDOW_MIN_NS;
+	if (atomic_load_explicit(&a->win_count, RLX) == 0 ||
+	    now_ns - atomic_load_explicit(&a->win_start_ns, RLX) < win || !lock_take(a, now_ns))
+		return false;
+	/* Another holder may have closed the window since the look above. */
+	if (now_ns - atomic_load_explicit(&a->win_start_ns, RLX) < win) {
+		sl_adapt_unlock(a);
+		return false;
+	}
+	const uint64_t sum = atomic_exchange_explicit(&a->win_sum_ns, 0, RLX);
+	const uint64_t n = atomic_exchange_explicit(&a->win_count, 0, RLX);
+	const uint64_t mn = atomic_exchange_explicit(&a->win_min_ns, UINT64_MAX, RLX);
+	const uint64_t peak = atomic_exchange_explicit(&a->win_peak, in_flight, RLX);
+	atomic_store_explicit(&a->win_start_ns, now_ns, RLX);
+	if (n == 0 || mn == UINT64_MAX) {
+		sl_adapt_unlock(a);
+		return false;
+	}
+	const uint64_t t = sum / n;
+	atomic_store_explicit(&a->latency_ns, t, RLX);
+	atomic_fetch_add_explicit(&a->updates, 1, RLX);
+	if (atomic_load_explicit(&a->probe, RLX) != 0)
+		return probe_window(a, n, mn, now_ns, out);
+	uint64_t base = atomic_load_explicit(&a->noload_ns, RLX);
+	if (base == 0 || mn < base) {
+		base = mn;
+		atomic_store_explicit(&a->noload_ns, base, RLX);
+	}
+	const uint64_t x = atomic_load_explicit(&a->limit_x, RLX);
+	const uint64_t bound = atomic_load_explicit(&a->bound_ns, RLX);
+	const uint64_t last_end = atomic_load_explicit(&a->probe_end_ns, RLX);
+	if (bound != 0 && bound > last_end && now_ns >= atomic_load_explicit(&a->probe_ns, RLX) &&
+	    x / SL_ADAPT_ONE > a->min) {
+		/* Probe: hold the limit at min; the turns that start under
+		 * it tell the no-load latency. */
+		atomic_store_explicit(&a->saved_x, x, RLX);
+		atomic_store_explicit(&a->before_ns, t, RLX);
+		atomic_store_explicit(&a->probe_min_ns, UINT64_MAX, RLX);
+		atomic_store_explicit(&a->probe_n, 0, RLX);
+		atomic_store_explicit(&a->probe_ns, now_ns, RLX);
+		atomic_store_explicit(&a->probe, 1, RLX);
+		return publish(a, x, a->min, now_ns, out);
+	}
+	const uint64_t next = step(a, x, t, base, 2 * peak >= x / SL_ADAPT_ONE, 512);
+	return publish(a, next, next / SL_ADAPT_ONE, now_ns, out);
+}
+
+void sl_adapt_view(const struct sl_adapt *a, struct sl_adapt_view *v)
+{
+	v->limit = atomic_load_explicit(&a->limit, RLX);
+	v->noload_ns = atomic_load_explicit(&a->noload_ns, RLX);
+	v->latency_ns = atomic_load_explicit(&a->latency_ns, RLX);
+	v->probes = atomic_load_explicit(&a->probes, RLX);
+	v->updates = atomic_load_explicit(&a->updates, RLX);
+	v->probing = atomic_load_explicit(&a->probe, RLX) != 0;
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * adaptive.h - a concurrency limit that finds a server's knee by itself
+ * (conns:adaptive, adaptive.c): the limit follows the latency of the turns
+ * the front ends measure, against a no-load latency that it re-measures
+ * now and then by probing at a low limit.
+ *
+ * A front end counts the turns in flight in the rule's concurrency limiter
+ * (a tunable one) and tells the state here what happened:
+ *   sl_adapt_refused   a turn could not start: the limit binds;
+ *   sl_adapt_started   a turn started, with this many in flight;
+ *   sl_adapt_sample    a turn that started at start_ns ended after
+ *                      latency_ns;
+ *   sl_adapt_update    now and then (after each sample): when a window of
+ *                      samples is complete, one caller (a try-lock, never
+ *                      waited on) computes the next limit; if it changed,
+ *                      that caller retunes the limiter to it
+ *                      (sl_tunable_retune, serialised by the lock and spaced
+ *                      by the window, at least SL_ADAPT_WINDOW_MIN_NS) and
+ *                      calls sl_adapt_unlock.
+ *
+ * The struct is plain data without pointers, its words C11 atomics: it
+ * lives in a process's memory, in a mapping a fork's children share, or in
+ * a shared segment (every process of a host behind one limit). No call
+ * allocates, blocks or makes a system call; `now` is passed in.
+ *
+ * The algorithms (enum sl_adapt_algo), once per window, with L the limit
+ * (a fraction), T the window's mean latency, N the no-load latency:
+ *   gradient2  g = clamp(1.5 N + 1 ms) / T to [0.5, 2]; L' = g L + sqrt(g L).
+ *              Netflix's Gradient2 (its rtt tolerance 1.5, queue headroom
+ *              sqrt) with N the re-measured no-load latency in place of a
+ *              long-run average, and Envoy's gradient bounds [0.5, 2].
+ *   vegas      Netflix's Vegas: queue q = L (1 - N / T); with l =
+ *              max(1, floor(log10 L)): q <= l: L + 6 l; q < 3 l: L + l;
+ *              q > 6 l: L - l; else L.
+ *   aimd       T > 2 N + 1 ms: 0.9 L; else L + 1.
+ * The limit grows only while it was used (turns in flight reached half of
+ * it in the window), so a rule that never binds stays where it is. Each
+ * result is clamped to [min, max]; the limit in force is its integer part.
+ *
+ * The no-load latency: the smallest sample of any window lowers it at
+ * once; every SL_ADAPT_PROBE_EVERY_NS (and first right after the first
+ * window) while the limit binds, a probe holds the limit at min until
+ * SL_ADAPT_PROBE_SAMPLES turns that started under it ended (they started
+ * with at most min in flight), whose smallest latency is the new no-load
+ * latency (so it may grow too); the limit then takes one step from where
+ * it was with the new value.
+ *
+ * A window lasts at least SL_ADAPT_WINDOW_MIN_NS and twice the last
+ * window's mean latency, and holds at least one turn that started after
+ * the last change of the limit (only those count): each step sees the
+ * effect of the one before.
+ */
+#ifndef SLUICE_ENGINE_ADAPTIVE_H
+#define SLUICE_ENGINE_ADAPTIVE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+#define SL_ADAPT_MAGIC 0x41444131u /* "ADA1" */
+#define SL_ADAPT_ONE 1024u         /* fixed point of the limit: 1/1024ths */
+#define SL_ADAPT_WINDOW_MIN_NS 100000000ull /* a window: at least 100 ms ... */
+#define SL_ADAPT_WINDOW_RTTS 2u             /* ... and 2 mean latencies */
+#define SL_ADAPT_SLACK_NS 1000000ull        /* latency no one minds (1 ms) */
+#define SL_ADAPT_PROBE_EVERY_NS 10000000000ull /* 10 s between probes */
+#define SL_ADAPT_PROBE_SAMPLES 3u
+#define SL_ADAPT_PROBE_MAX_NS 3000000000ull /* a probe that cannot drain gives up */
+#define SL_ADAPT_LOCK_STALE_NS 1000000000ull /* a holder gone this long is replaced */
+
+struct sl_adapt {
+	/* Parameters: written by sl_adapt_init_unsync, read-only afterwards. */
+	uint32_t magic; /* SL_ADAPT_MAGIC */
+	uint32_t algo;  /* enum sl_adapt_algo */
+	uint64_t min, max;
+	uint64_t reserved0[5];
+	/* The window's samples: every turn's end adds to them. */
+	_Alignas(64) _Atomic uint64_t win_sum_ns;
+	_Atomic uint64_t win_count;
+	_Atomic uint64_t win_min_ns; /* UINT64_MAX: none yet */
+	_Atomic uint64_t win_peak;   /* most turns in flight at a start */
+	_Atomic uint64_t bound_ns;   /* last refusal (the limit binds), 0: never */
+	_Atomic uint64_t changed_ns; /* when the limit in force last changed */
+	uint64_t reserved1[2];
+	/* The controller: written by the holder of `lock` only. */
+	_Alignas(64) _Atomic uint64_t lock; /* 0, or the holder's now_ns | 1 */
+	_Atomic uint64_t win_start_ns;
+	_Atomic uint64_t limit_x;    /* the limit, in 1/SL_ADAPT_ONE */
+	_Atomic uint64_t limit;      /* its integer part: the limit in force */
+	_Atomic uint64_t noload_ns;  /* the no-load latency, 0: not measured yet */
+	_Atomic uint64_t latency_ns; /* the last window's mean latency */
+	_Atomic uint64_t probe_ns;   /* not probing: when the next probe may start;
+	                                probing: when it started */
+	_Atomic uint64_t probe;      /* 1: probing */
+	_Atomic uint64_t probe_n;    /* probing: samples so far */
+	_Atomic uint64_t probe_min_ns;
+	_Atomic uint64_t saved_x;    /* the limit before the probe */
+	_Atomic uint64_t probes;     /* probes completed */
+	_Atomic uint64_t updates;    /* windows completed */
+	_Atomic uint64_t before_ns;  /* the mean latency when the probe began */
+	_Atomic uint64_t probe_end_ns; /* when the last probe ended, 0: none yet */
+	uint64_t reserved2[1];
+};
+_Static_assert(sizeof(struct sl_adapt) == 256, "adaptive.h: sl_adapt layout");
+
+/* Start rule r's (conns:adaptive) state at its initial limit. Not
+ * thread-safe: before the state is shared. */
+void sl_adapt_init_unsync(struct sl_adapt *a, const struct sl_rule *r, uint64_t now_ns);
+/* Whether *a looks like a state sl_adapt_init_unsync made (a shared
+ * segment's, before it is trusted). */
+bool sl_adapt_valid(const struct sl_adapt *a);
+
+/* The limit in force now. */
+static inline uint64_t sl_adapt_limit(const struct sl_adapt *a)
+{
+	/* Relaxed: a value for a decision; the limiter is retuned to it. */
+	return atomic_load_explicit(&a->limit, memory_order_relaxed);
+}
+
+void sl_adapt_refused(struct sl_adapt *a, uint64_t now_ns);
+void sl_adapt_started(struct sl_adapt *a, uint64_t in_flight);
+/* A turn that started at start_ns ended after latency_ns. Only turns that
+ * started after the limit in force last changed count: the others ran
+ * under another limit. */
+void sl_adapt_sample(struct sl_adapt *a, uint64_t start_ns, uint64_t latency_ns);
+
+/* If a window is complete and no one else is updating: compute the next
+ * limit (in_flight: the turns in flight now). Returns true with *limit the
+ * new limit in force when it changed: the caller retunes its limiter to it,
+ * then calls sl_adapt_unlock. Returns false when there is nothing to do
+ * (the lock is then not held). */
+bool sl_adapt_update(struct sl_adapt *a, uint64_t in_flight, uint64_t now_ns, uint64_t *limit);
+void sl_adapt_unlock(struct sl_adapt *a);
+
+/* A snapshot for `sluice stat`. */
+struct sl_adapt_view {
+	uint64_t limit, noload_ns, latency_ns, probes, updates;
+	bool probing;
+};
+void sl_adapt_view(const struct sl_adapt *a, struct sl_adapt_view *v);
+
+#endif /* SLUICE_ENGINE_ADAPTIVE_H */
