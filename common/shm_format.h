@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "adaptive.h"
 #include "count.h"
 #include "params.h"
 #include "policy.h"
@@ -47,7 +48,7 @@
 #define SL_SHM_DIR "/dev/shm"
 #define SL_SHM_MAGIC_SHARED 0x48534c53u /* "SLSH" little-endian */
 #define SL_SHM_MAGIC_STAT 0x54534c53u   /* "SLST" */
-#define SL_SHM_VERSION 4u               /* 4: the per-thread counters (struct sl_tcount) */
+#define SL_SHM_VERSION 5u               /* 5: conns:adaptive's controller and view */
 #define SL_SHM_HOLDERS 64u              /* processes tracked per shared conns limiter */
 #define SL_SHM_RECLAIMING 0xffffffffu   /* holder pid while its slots are given back */
 #define SL_SHM_PROGRAM_MAX 64u
@@ -88,6 +89,9 @@ struct sl_shm_shared {
 	_Atomic uint32_t takeovers; /* renewers that followed a silent one */
 	uint8_t pad1[SL_CACHELINE - 16];
 	struct sl_limiter bank; /* concurrency: free slots = units in hand */
+	/* shared=NAME with conns:adaptive: the one controller of the host's
+	 * limit (engine/adaptive.h); zero for other rules. */
+	struct sl_adapt adapt;
 };
 
 /* stat-PID: this header, then n_rules limiters, counters and rule texts
@@ -208,8 +212,10 @@ _Static_assert(offsetof(struct sl_shm_shared, lim) % SL_CACHELINE == 0, "sl_shm_
 _Static_assert(offsetof(struct sl_shm_shared, renewer) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS,
 	       "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_shared, bank) % SL_CACHELINE == 0, "sl_shm_shared layout");
-_Static_assert(sizeof(struct sl_shm_shared) == 64 + 256 + 576 + 8 * SL_SHM_HOLDERS + 64 + 192,
+_Static_assert(sizeof(struct sl_shm_shared) ==
+		       64 + 256 + 576 + 8 * SL_SHM_HOLDERS + 64 + 192 + sizeof(struct sl_adapt),
 	       "sl_shm_shared layout");
+_Static_assert(offsetof(struct sl_shm_shared, adapt) % SL_CACHELINE == 0, "sl_shm_shared layout");
 _Static_assert(sizeof(struct sl_rstats) == 112, "sl_rstats layout");
 _Static_assert(offsetof(struct sl_shm_shared, set_ns) == 56, "sl_shm_shared layout");
 _Static_assert(offsetof(struct sl_shm_stat, program) == 128, "sl_shm_stat layout");
@@ -268,6 +274,8 @@ static inline const char *sl_shm_check_shared(const struct sl_shm_shared *s, uns
 		return "corrupt header";
 	if (!sl_tunable_validate(&s->lim))
 		return "corrupt limiter";
+	if (s->adapt.magic != 0 && !sl_adapt_valid(&s->adapt))
+		return "corrupt adaptive state";
 	if (rule != NULL && strcmp(s->rule, rule) != 0)
 		return "created with different parameters";
 	return NULL;

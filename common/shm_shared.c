@@ -50,6 +50,8 @@ static int shared_init(void *map, size_t size, void *arg)
 		    sl_limiter_acquire(&s->bank, bank.amount, 0, 0).verdict != SL_ADMIT)
 			return -1;
 	}
+	if (a->r->adaptive)
+		sl_adapt_init_unsync(&s->adapt, a->r, a->now_ns);
 	s->magic = SL_SHM_MAGIC_SHARED;
 	s->version = SL_SHM_VERSION;
 	s->size = sizeof(*s);

@@ -130,10 +130,12 @@ static uint64_t step(const struct sl_adapt *a, uint64_t x, uint64_t t, uint64_t 
 			next = x + one;
 		break;
 	default: {
-		/* g = (1.5 n + slack) / t, in 1/1024. */
+		/* g = (1.1 n + slack) / t, in 1/1024, applied to the limit in
+		 * force (the one the latency was measured under), not to the
+		 * fraction above it. */
 		uint64_t g = (uint64_t)(((__uint128_t)(n + n / 10 + SL_ADAPT_SLACK_NS) << 10) / t);
 		g = clamp(g, g_lo, 1024);
-		const uint64_t gx = (uint64_t)(((__uint128_t)x * g) >> 10);
+		const uint64_t gx = (uint64_t)(((__uint128_t)(x / one * one) * g) >> 10);
 		next = gx + isqrt(gx * one);
 		/* Up a fifth of the way (Gradient2's smoothing 0.2), down at
 		 * once. */
@@ -194,7 +196,7 @@ static bool probe_window(struct sl_adapt *a, uint64_t n, uint64_t mn, uint64_t n
 	if (mn < atomic_load_explicit(&a->probe_min_ns, RLX))
 		atomic_store_explicit(&a->probe_min_ns, mn, RLX);
 	const uint64_t limit_ns = 20 * noload > SL_ADAPT_PROBE_MAX_NS ? 20 * noload
-								       : SL_ADAPT_PROBE_MAX_NS;
+								      : SL_ADAPT_PROBE_MAX_NS;
 	const bool done = got >= SL_ADAPT_PROBE_SAMPLES;
 	if (!done && now_ns - start < limit_ns) {
 		sl_adapt_unlock(a);

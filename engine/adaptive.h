@@ -25,11 +25,18 @@
  * allocates, blocks or makes a system call; `now` is passed in.
  *
  * The algorithms (enum sl_adapt_algo), once per window, with L the limit
- * (a fraction), T the window's mean latency, N the no-load latency:
- *   gradient2  g = clamp(1.5 N + 1 ms) / T to [0.5, 2]; L' = g L + sqrt(g L).
- *              Netflix's Gradient2 (its rtt tolerance 1.5, queue headroom
- *              sqrt) with N the re-measured no-load latency in place of a
- *              long-run average, and Envoy's gradient bounds [0.5, 2].
+ * (a fraction; Lf its integer part, the limit in force the window was
+ * measured under), T the window's mean latency, N the no-load latency:
+ *   gradient2  g = (1.1 N + 1 ms) / T clamped to [0.5, 1];
+ *              L' = g Lf + sqrt(g Lf), taken at once when it is lower, a
+ *              fifth of the way when higher. Netflix's Gradient2 (gradient
+ *              bounds [0.5, 1], queue headroom sqrt, smoothing 0.2 on the
+ *              way up) with N the re-measured no-load latency in place of
+ *              its long-run average, which drifts up under a steady
+ *              overload, and Envoy's buffer over it (10 % here, so that on
+ *              a processor-shared server the equilibrium is about
+ *              1.1 C + sqrt(1.1 C) turns on C cores: 2 on one core, 6 on
+ *              four; tests/test_engine_adapt.c).
  *   vegas      Netflix's Vegas: queue q = L (1 - N / T); with l =
  *              max(1, floor(log10 L)): q <= l: L + 6 l; q < 3 l: L + l;
  *              q > 6 l: L - l; else L.
@@ -60,14 +67,14 @@
 
 #include "policy.h"
 
-#define SL_ADAPT_MAGIC 0x41444131u /* "ADA1" */
-#define SL_ADAPT_ONE 1024u         /* fixed point of the limit: 1/1024ths */
-#define SL_ADAPT_WINDOW_MIN_NS 100000000ull /* a window: at least 100 ms ... */
-#define SL_ADAPT_WINDOW_RTTS 2u             /* ... and 2 mean latencies */
-#define SL_ADAPT_SLACK_NS 1000000ull        /* latency no one minds (1 ms) */
+#define SL_ADAPT_MAGIC 0x41444131u             /* "ADA1" */
+#define SL_ADAPT_ONE 1024u                     /* fixed point of the limit: 1/1024ths */
+#define SL_ADAPT_WINDOW_MIN_NS 100000000ull    /* a window: at least 100 ms ... */
+#define SL_ADAPT_WINDOW_RTTS 2u                /* ... and 2 mean latencies */
+#define SL_ADAPT_SLACK_NS 1000000ull           /* latency no one minds (1 ms) */
 #define SL_ADAPT_PROBE_EVERY_NS 10000000000ull /* 10 s between probes */
 #define SL_ADAPT_PROBE_SAMPLES 3u
-#define SL_ADAPT_PROBE_MAX_NS 3000000000ull /* a probe that cannot drain gives up */
+#define SL_ADAPT_PROBE_MAX_NS 3000000000ull  /* a probe that cannot drain gives up */
 #define SL_ADAPT_LOCK_STALE_NS 1000000000ull /* a holder gone this long is replaced */
 
 struct sl_adapt {
@@ -96,10 +103,10 @@ struct sl_adapt {
 	_Atomic uint64_t probe;      /* 1: probing */
 	_Atomic uint64_t probe_n;    /* probing: samples so far */
 	_Atomic uint64_t probe_min_ns;
-	_Atomic uint64_t saved_x;    /* the limit before the probe */
-	_Atomic uint64_t probes;     /* probes completed */
-	_Atomic uint64_t updates;    /* windows completed */
-	_Atomic uint64_t before_ns;  /* the mean latency when the probe began */
+	_Atomic uint64_t saved_x;      /* the limit before the probe */
+	_Atomic uint64_t probes;       /* probes completed */
+	_Atomic uint64_t updates;      /* windows completed */
+	_Atomic uint64_t before_ns;    /* the mean latency when the probe began */
 	_Atomic uint64_t probe_end_ns; /* when the last probe ended, 0: none yet */
 	uint64_t reserved2[1];
 };

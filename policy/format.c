@@ -214,13 +214,15 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len)
 	}
 	if (r->adaptive) {
 		uint64_t init = SL_ADAPT_INITIAL_DEFAULT;
-		init = init < r->adapt_min ? r->adapt_min : init > r->adapt_max ? r->adapt_max : init;
+		init = init < r->adapt_min   ? r->adapt_min
+		       : init > r->adapt_max ? r->adapt_max
+					     : init;
 		if (r->adapt_min != SL_ADAPT_MIN_DEFAULT) {
 			out_option(&o, "min");
 			sl__out_u64(&o, r->adapt_min);
 		}
-		if (r->adapt_max != (SL_ADAPT_MAX_DEFAULT > r->adapt_min ? SL_ADAPT_MAX_DEFAULT
-									 : r->adapt_min)) {
+		if (r->adapt_max !=
+		    (SL_ADAPT_MAX_DEFAULT > r->adapt_min ? SL_ADAPT_MAX_DEFAULT : r->adapt_min)) {
 			out_option(&o, "max");
 			sl__out_u64(&o, r->adapt_max);
 		}

@@ -87,10 +87,11 @@ enum opt {
 };
 
 /* In SL_OPT_* bit order. */
-static const char *const opt_names[O_COUNT] = {"burst",    "algo",   "action", "max-delay", "errno",
-					       "per",      "to",     "port",   "family",    "type",
-					       "nonblock", "shared", "redis",  "on-error",  "lease",
-					       "warmup",   "cold",   "min",    "max",       "initial"};
+static const char *const opt_names[O_COUNT] = {"burst",  "algo",     "action",   "max-delay",
+					       "errno",  "per",      "to",       "port",
+					       "family", "type",     "nonblock", "shared",
+					       "redis",  "on-error", "lease",    "warmup",
+					       "cold",   "min",      "max",      "initial"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -313,8 +314,8 @@ static int parse_adapt_count(const struct sl__ctx *c, size_t pos, size_t end, co
 		return -1;
 	if (n.end != end || n.frac != 0 || n.mant == 0 || n.mant > SL_ADAPT_LIMIT_MAX)
 		return sl__fail(c, pos,
-				"%s '%.*s' must be a whole number of connections from 1 to %u", what,
-				SL__TOK(c, pos, end), SL_ADAPT_LIMIT_MAX);
+				"%s '%.*s' must be a whole number of connections from 1 to %u",
+				what, SL__TOK(c, pos, end), SL_ADAPT_LIMIT_MAX);
 	*out = n.mant;
 	return 0;
 }
@@ -334,8 +335,8 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 		return 0;
 	case O_ALGO:
 		if (r->adaptive)
-			return parse_choice(c, pos, end, "algo (of conns:adaptive)",
-					    sl__adapt_algo_names, 3, &r->adapt_algo);
+			return parse_choice(c, pos, end, "algo", sl__adapt_algo_names, 3,
+					    &r->adapt_algo);
 		return parse_choice(c, pos, end, "algo", sl__algo_names, 4, &r->algo);
 	case O_MIN:
 		return parse_adapt_count(c, pos, end, "min", &r->adapt_min);
@@ -593,7 +594,7 @@ static int check_adaptive(struct sl_rule *r, const struct spec *sp, const struct
 		r->adapt_min = SL_ADAPT_MIN_DEFAULT;
 	if (!given(r, O_MAX))
 		r->adapt_max = SL_ADAPT_MAX_DEFAULT > r->adapt_min ? SL_ADAPT_MAX_DEFAULT
-								  : r->adapt_min;
+								   : r->adapt_min;
 	if (r->adapt_min > r->adapt_max)
 		return sl__fail(c, sp->val_pos[given(r, O_MAX) ? O_MAX : O_MIN],
 				"min=%llu is larger than max=%llu: the limit could never be in "
@@ -754,9 +755,8 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
 			return -1;
 	}
 	if (check_combinations(&r, &sp, c) < 0 || check_adaptive(&r, &sp, c) < 0 ||
-	    check_warmup(&r, &sp, c) < 0 ||
-	    check_burst(&r, &sp, c, burst) < 0 || check_lease(&r, &sp, c) < 0 ||
-	    check_core(&r, &sp, c) < 0)
+	    check_warmup(&r, &sp, c) < 0 || check_burst(&r, &sp, c, burst) < 0 ||
+	    check_lease(&r, &sp, c) < 0 || check_core(&r, &sp, c) < 0)
 		return -1;
 	if (sp.to_port != 0) {
 		r.port_lo = sp.to_port;

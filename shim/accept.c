@@ -38,6 +38,7 @@
 #include "nb.h"
 #include "real.h"
 #include "state.h"
+#include "turn.h"
 
 /* Reset an accepted connection we refuse: the client sees ECONNRESET. */
 static void reset_conn(int fd)
@@ -110,6 +111,8 @@ static int accepted(struct sl_call *c, uint32_t rules, const struct sl_grant *gc
 {
 	struct sl_limiter *lims[SL_MAX_RULES];
 	sl__fd_set_conn(r, lims, sl__grant_conns(gc, lims));
+	if (gc->rules & sl__st.adapt_rules) /* its first turn has begun */
+		sl__turn_accepted(r, gc->rules & sl__st.adapt_rules, sl__clock_ns());
 	sl__call_end(c, rules, true);
 	sl__busy = 0;
 	errno = e;
@@ -187,6 +190,8 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 		if (err == 0 && sl__ah_hold(fd, r, due, (struct sockaddr *)&ss, sslen)) {
 			struct sl_limiter *lims[SL_MAX_RULES];
 			sl__fd_set_conn(r, lims, sl__grant_conns(&gc, lims));
+			if (gc.rules & sl__st.adapt_rules)
+				sl__turn_accepted(r, gc.rules & sl__st.adapt_rules, sl__clock_ns());
 			sl__call_end(&c, rules, true);
 			errno = saved;
 			int next = accept_slow(fd, sa, len, flags, rec, depth + 1);

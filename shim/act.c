@@ -59,6 +59,7 @@
 #include "scope.h"
 #include "shm.h"
 #include "state.h"
+#include "turn.h"
 #include "wait.h"
 
 __thread int sl__call_refused __attribute__((tls_model("initial-exec")));
@@ -191,6 +192,8 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, s
 	const struct sl_rule *r = &sl__st.policy.rules[i];
 	uint64_t backoff = SL_DECIDE_BACKOFF_NS;
 	sl__rec_publish(); /* a fork child on its parent's sockets: visible now */
+	if (d.verdict != SL_ADMIT && ((sl__st.adapt_rules >> i) & 1))
+		sl__turn_bound(i, now); /* the adaptive limit binds */
 	if (d.verdict != SL_ADMIT && r->action == SL_ACTION_DRYRUN) {
 		struct sl_answer a = sl_decide_rule(r, l, n, now, now, d);
 		dry_run_note(c, i, a.would_refuse, a.at_ns);
@@ -228,7 +231,8 @@ static __attribute__((noinline)) int admit_slow(struct sl_call *c, unsigned i, s
 		}
 		/* A conns limiter may be full of dead processes' slots, or of
 		 * forked connections whose last holder ended unseen. */
-		if (!a.never && (sl__shm_reclaim(l) || sl__fam_sweep(i, now))) {
+		if (!a.never && (sl__shm_reclaim(l) || sl__fam_sweep(i, now) ||
+				 (((sl__st.adapt_rules >> i) & 1) && sl__turn_sweep(now)))) {
 			d = sl_limiter_acquire(l, n, now, 0);
 			continue;
 		}
@@ -459,7 +463,9 @@ void sl__call_end(struct sl_call *c, uint32_t rules, bool ok)
 unsigned sl__grant_conns(const struct sl_grant *g, struct sl_limiter **lims)
 {
 	unsigned n = 0;
-	for (uint32_t rest = g->rules & sl__st.conns_rules; rest != 0; rest &= rest - 1)
+	/* Not the adaptive rules': a turn holds their slots (turn.c). */
+	for (uint32_t rest = g->rules & sl__st.conns_rules & ~sl__st.adapt_rules; rest != 0;
+	     rest &= rest - 1)
 		lims[n++] = g->lim[__builtin_ctz(rest)];
 	return n;
 }

@@ -80,7 +80,7 @@ struct sl_fdrec *sl__fdrecs; /* [sl__fd_cap], mmap'd by sl__fdtab_init_unsync */
 static _Atomic int big_fd_logged;
 _Atomic uint32_t sl__fd_busy_hi; /* 1 + the highest fd ever classified */
 /* What other modules do when an fd number is forgotten (init only). */
-static void (*forget_hooks[6])(int fd);
+static void (*forget_hooks[8])(int fd);
 static unsigned n_forget_hooks;
 
 /* Allocate the records (once; later calls just clear them). Not
@@ -199,6 +199,9 @@ static void rec_fill(struct sl_fdrec *out, const struct sl_fdrec *r, int fd)
 	out->local = r->local;
 	out->dev = r->dev;
 	out->ino = r->ino;
+	out->turn = r->turn;
+	if (r->turn != 0) /* every send and receive to the general paths */
+		out->fast &= (uint16_t)(SL_FDR_FAST(SL_K_CONNECT) | SL_FDR_FAST(SL_K_ACCEPT));
 }
 
 /* Rewrite fd's record with r. The per=peer entries the fd pinned go before
@@ -229,8 +232,8 @@ static uint8_t rec_pass(const struct sl_fdrec *r)
 	const bool fixed = r->stream && r->peer.family != 0;
 	uint8_t pass = 0;
 	for (int k = 0; k < SL_K_COUNT; k++)
-		if (r->cand[k] == 0 ||
-		    (fixed && (k == SL_K_SEND || k == SL_K_RECV) && r->match[k] == 0))
+		if (r->cand[k] == 0 || (fixed && (k == SL_K_SEND || k == SL_K_RECV) &&
+					r->match[k] == 0 && r->turn == 0))
 			pass |= (uint8_t)SL_FDB_PASS(k);
 	return pass;
 }
@@ -423,6 +426,11 @@ void sl__fd_dup_class(int oldfd, int newfd)
 				 memory_order_release);
 }
 
+void sl__fd_rewrite(int fd, const struct sl_fdrec *r)
+{
+	rec_rewrite(fd, r);
+}
+
 void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n)
 {
 	if (n == 0)
@@ -484,17 +492,4 @@ void sl__fd_opened(int fd)
 					 memory_order_release);
 	}
 	errno = saved;
-}
-
-void sl__fd_forget_range(unsigned first, unsigned last, int flags)
-{
-	/* Only when the call cannot fail with EINVAL (a failed call must keep
-	 * what it did not close), and not for CLOSE_RANGE_CLOEXEC, which
-	 * closes nothing now. */
-	if (first > last || ((unsigned)flags & ~SL_CLOSE_RANGE_FLAGS) != 0 ||
-	    ((unsigned)flags & SL_CLOSE_RANGE_CLOEXEC))
-		return;
-	for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
-		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
-			sl__fd_forget((int)fd);
 }

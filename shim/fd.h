@@ -64,7 +64,13 @@ struct sl_fdrec {
 	                     SL_FDR_MCREDIT(k) the key a keyed
 	                     thread's credit of match[k] must show (credit.h:
 	                     sl__fd_credit_key of the fd and socket), else 0 */
-	uint64_t pad;          /* 128 bytes: a record's address is a shift */
+	/* conns:adaptive rules whose turns this accepted connection has
+	 * (turn.c, sl__fd_set_turn), 0 for every other socket: its sends and
+	 * receives then go through the general paths (no pass bit, no fast
+	 * bit), and cand[] of both holds these rules, so that a call finds
+	 * the record (sl__xfer_rec) though no send or recv rule matches. */
+	uint32_t turn;
+	uint32_t pad; /* 128 bytes: a record's address is a shift */
 };
 _Static_assert(sizeof(struct sl_fdrec) == 128, "fd.h: a record is 128 bytes (pad)");
 
@@ -153,6 +159,9 @@ void sl__fd_set_conn(int fd, struct sl_limiter *const *lims, unsigned n);
 uint32_t sl__fd_conn_claim(int fd, struct sl_limiter *const *lims, unsigned n);
 /* Make fd refer to record c, whose reference the caller hands over. */
 void sl__fd_conn_attach(int fd, uint32_t c);
+/* Rewrite fd's published record with r (a copy sl__fd_get made, changed):
+ * only for an fd no other thread can have yet (turn.c: just accepted). */
+void sl__fd_rewrite(int fd, const struct sl_fdrec *r);
 /* Mark fd unknown but keep its connection (connect changed its peer). */
 void sl__fd_invalidate(int fd);
 /* Allocate (once) and clear the table. Init only. Returns 0 or -1. */

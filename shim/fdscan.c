@@ -99,3 +99,16 @@ void sl__fdtab_classify_pending(void)
 	}
 	errno = saved;
 }
+
+void sl__fd_forget_range(unsigned first, unsigned last, int flags)
+{
+	/* Only when the call cannot fail with EINVAL (a failed call must keep
+	 * what it did not close), and not for CLOSE_RANGE_CLOEXEC, which
+	 * closes nothing now. */
+	if (first > last || ((unsigned)flags & ~SL_CLOSE_RANGE_FLAGS) != 0 ||
+	    ((unsigned)flags & SL_CLOSE_RANGE_CLOEXEC))
+		return;
+	for (unsigned fd = first; fd <= last && fd < sl__fd_cap; fd++)
+		if (atomic_load_explicit(&sl__fdbits[fd], memory_order_relaxed))
+			sl__fd_forget((int)fd);
+}

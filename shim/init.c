@@ -52,6 +52,7 @@
 #include "shm.h"
 #include "state.h"
 #include "stats.h"
+#include "turn.h"
 #include "vfork.h"
 #include "wake.h"
 #include "wrap_raw.h"
@@ -146,8 +147,11 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		const struct sl_rule *r = &p->rules[i];
 		uint32_t bit = (uint32_t)1 << i;
 		for (int k = 0; k < SL_K_COUNT; k++)
-			if (r->op < SL_OP_COUNT && (kinds[r->op] & (1u << k)))
+			if (r->op < SL_OP_COUNT && (kinds[r->op] & (1u << k)) &&
+			    !(r->adaptive && k == SL_K_CONNECT)) /* a server's turns only */
 				st->kind_rules[k] |= bit;
+		if (r->adaptive)
+			st->adapt_rules |= bit;
 		if (r->op == SL_OP_CONNS)
 			st->conns_rules |= bit;
 		else if (r->unit == SL_UNIT_BYTES)
@@ -199,6 +203,11 @@ int sl__state_init_unsync(const struct sl_policy *p)
 			       i + 1, txt, sl_status_name(s));
 			return -1;
 		}
+	}
+	if (sl__turn_init_unsync(st, now) != 0) {
+		sl_log(SL_LOG_ERROR, "cannot map memory for the adaptive limits: %s",
+		       strerror(errno));
+		return -1;
 	}
 	for (uint32_t rest = st->fast_rules; rest != 0; rest &= rest - 1) {
 		unsigned i = (unsigned)__builtin_ctz(rest);
@@ -256,6 +265,7 @@ static bool program_selected(const struct sl_policy *p)
 static void atfork_prepare(void)
 {
 	sl__fdtab_classify_pending();
+	sl__turn_forking();
 	if (sl__st.active && sl__fam_rules() != 0 && !sl__sandboxed())
 		sl__fdtab_share_conns();
 }

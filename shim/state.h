@@ -59,6 +59,8 @@ struct sl_state {
 	uint32_t byte_rules;             /* rules counting bytes */
 	uint32_t reject_rules;           /* action == reject */
 	uint32_t conns_rules;            /* op == conns */
+	uint32_t adapt_rules;            /* conns:adaptive (turn.c; accept only: their
+	                          limit follows the latency of a server's turns) */
 	uint32_t proc_rules;             /* per=process rules whose limiter is always
 	                         rule_lim[i] (not redis=KEY: see lease.c) */
 	uint32_t lease_rules;            /* redis=KEY rules (per=process; lease.c says

@@ -32,6 +32,7 @@
 #include "fd.h"
 #include "ownfd.h"
 #include "real.h"
+#include "turn.h"
 #include "vfork.h"
 
 const int sl__wrap_sock_anchor = 1;
@@ -96,6 +97,7 @@ SL_EXPORT int close(int fd)
 	sl__fd_forget(fd);
 	int r = SL_REAL(close)(fd);
 	sl__cw_after_close(); /* errno is preserved */
+	sl__turn_after_close();
 	return r;
 }
 
@@ -110,6 +112,7 @@ SL_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 			? sl__own_close_range(first, last, flags)
 			: SL_REAL(close_range)(first, last, flags);
 	sl__cw_after_close();
+	sl__turn_after_close();
 	return r;
 }
 

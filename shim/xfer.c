@@ -57,6 +57,7 @@
 #include "nb.h"
 #include "rawcall.h"
 #include "state.h"
+#include "turn.h"
 #include "xfer.h"
 #include "xfer_recv.h"
 
@@ -340,6 +341,8 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 		rules = sl_match(&sl__st.policy, rec->cand[SL_K_SEND], rec->family, rec->type,
 				 peer);
 	}
+	if (__builtin_expect(rec->turn != 0, 0)) /* the answer: the turn ends */
+		sl__turn_send(io->fd, rec);
 	if (rules == 0) {
 		sl__busy = 0;
 		errno = saved;
@@ -400,12 +403,38 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 	return sl__io_end(&c, rules, done, r, err, e);
 }
 
+/* A receive on a connection with turns (turn.c) that no recv rule
+ * matches. */
+__attribute__((noinline)) ssize_t sl__turn_recv(const struct sl_io *io, const struct sl_fdrec *rec)
+{
+	uint64_t tok;
+	sl__busy = 1;
+	const int err = sl__turn_recv_begin(io->fd, rec, io->flags, &tok);
+	sl__busy = 0;
+	if (err != 0) {
+		errno = err;
+		return -1;
+	}
+	const ssize_t r = sl__io_xfer(io, 0, io->total);
+	sl__turn_recv_end(tok, r);
+	return r;
+}
+
 /* The general path of a receive: waits, cut reads, charges after. */
 __attribute__((noinline)) ssize_t sl__recv_general(struct sl_io *io, const struct sl_fdrec *rec,
 						   uint64_t now)
 {
 	int saved = errno;
 	sl__busy = 1;
+	uint64_t tok = 0;
+	if (__builtin_expect(rec->turn != 0, 0)) {
+		const int err = sl__turn_recv_begin(io->fd, rec, io->flags, &tok);
+		if (err != 0) {
+			sl__busy = 0;
+			errno = err;
+			return -1;
+		}
+	}
 	/* Copied out: see sl__send_general. */
 	uint32_t rules = rec->match[SL_K_RECV], bytes = rules & sl__st.byte_rules;
 	bool stream = rec->stream;
@@ -447,5 +476,7 @@ __attribute__((noinline)) ssize_t sl__recv_general(struct sl_io *io, const struc
 	if (done == 0 && (err != 0 || r <= 0))
 		sl__grant_refund(&c, &gm, 1);
 	sl__nb_end(&c, SL_DIR_IN, cut && r > 0, io->total - done);
-	return sl__io_end(&c, rules, done, r, err, e);
+	const ssize_t ret = sl__io_end(&c, rules, done, r, err, e);
+	sl__turn_recv_end(tok, ret);
+	return ret;
 }

@@ -164,6 +164,9 @@ sl__fast_recv_credit(const struct sl_io *io, struct sl_credit *c, bool raw)
 		   : sl__fast_recv_credit_late(io->fd, c, r);
 }
 
+/* A receive on a connection with turns that no recv rule matches (xfer.c). */
+ssize_t sl__turn_recv(const struct sl_io *io, const struct sl_fdrec *rec);
+
 /* The receive side of every wrapper: record, fast path, general path (see
  * sl__send, sl__send_rec). */
 static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct sl_io *io,
@@ -172,7 +175,8 @@ static inline __attribute__((always_inline)) ssize_t sl__recv_rec(const struct s
 	/* match read once: see sl__fast_send_ok. */
 	const uint32_t rules = rec->match[SL_K_RECV];
 	if ((io->flags & (MSG_PEEK | MSG_ERRQUEUE)) || rules == 0)
-		return sl__io_xfer(io, 0, io->total);
+		return __builtin_expect(rec->turn == 0, 1) ? sl__io_xfer(io, 0, io->total)
+							   : sl__turn_recv(io, rec);
 	uint64_t now = 0;
 	if ((rec->fast & SL_FDR_FAST(SL_K_RECV)) && !(io->flags & MSG_WAITALL) && io->total != 0 &&
 	    atomic_load_explicit(&sl__st.fair_kept, memory_order_relaxed) == 0) {

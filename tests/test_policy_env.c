@@ -319,7 +319,7 @@ static void test_policy_rule_parse_names_variable(void **state)
 	assert_string_equal(err,
 			    "--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
 			    "algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
-			    "shared, redis, on-error, lease, warmup, cold)");
+			    "shared, redis, on-error, lease, warmup, cold, min, max, initial)");
 }
 
 static void test_policy_equal_ignores_explicit_opts(void **state)

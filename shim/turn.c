@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * turn.c - conns:adaptive in the preload: a request is a turn on an
+ * accepted connection, and a turn holds one slot of the rule's
+ * concurrency limit, which the engine's controller (engine/adaptive.c)
+ * moves by the turns' latency.
+ *
+ * A turn starts with the connection's accept (the slot taken there by
+ * accept.c, as for any conns rule) or, on a connection that answered its
+ * last request, with its next receive; its latency runs from the first
+ * bytes received in it to its end, which is the connection's first send
+ * after them, or its close. So a keep-alive connection counts one request
+ * at a time, and an idle one counts nothing. A receive that would start a
+ * turn on a blocking socket first waits, without a slot, for the data to be
+ * there, then for a slot (the bytes stay in the kernel meanwhile) up to
+ * the rule's max-delay (action=delay) or, with action=reject, up to the
+ * no-load latency; past it the connection is reset (the client sees a
+ * reset, never a hang) and the receive fails with ECONNRESET. A receive on
+ * a non-blocking socket (or MSG_DONTWAIT) never waits: with no slot free
+ * its turn runs uncounted (an event loop would otherwise spin or stall).
+ *
+ * The state of each connection with turns is an entry of a table in
+ * memory a fork's children share (as are the per=process rules' limiter and
+ * controller), keyed by the socket's inode: a fork-per-connection server's
+ * child ends the turn its parent's accept began, and a prefork server's
+ * workers count in one limit. A turn ends once (a CAS on the entry's
+ * state); its entry is freed at the socket's last close: at once in a
+ * process that never forked, else after the real close once the kernel
+ * says no process holds the socket any more (sockalive.h).
+ *
+ * In a seccomp sandbox (sandbox.h) turns are not followed: no query of
+ * ours may be made there.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+#include "act.h"
+#include "adaptive.h"
+#include "clock.h"
+#include "conn.h"
+#include "fd.h"
+#include "log.h"
+#include "real.h"
+#include "sandboxed.h"
+#include "shm.h"
+#include "sockalive.h"
+#include "turn.h"
+#include "turn_tab.h"
+#include "wait.h"
+
+#define TURN_BACKOFF_MIN_NS 1000000ull
+#define TURN_BACKOFF_MAX_NS 50000000ull
+
+struct turn_fam *sl__turn_fam;
+struct sl_adapt *sl__turn_adapt[SL_MAX_RULES];
+
+int sl__turn_init_unsync(struct sl_state *st, uint64_t now_ns)
+{
+	memset(sl__turn_adapt, 0, sizeof(sl__turn_adapt));
+	if (st->adapt_rules == 0)
+		return 0;
+	if (sl__turn_fam == NULL) {
+		void *m = mmap(NULL, sizeof(*sl__turn_fam), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return -1;
+		sl__turn_fam = m;
+	}
+	memset(sl__turn_fam, 0, sizeof(*sl__turn_fam));
+	sl__turn_forked_reset_unsync();
+	for (uint32_t rest = st->adapt_rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &st->policy.rules[i];
+		if (r->shared[0] != '\0') {
+			/* The shared file's limiter and controller (shm.c),
+			 * one for every process of the host naming it. */
+			struct sl_shm_shared *seg = sl__shm_shared_seg(i);
+			if (seg == NULL || !sl_adapt_valid(&seg->adapt))
+				return -1;
+			sl__turn_adapt[i] = &seg->adapt;
+			continue;
+		}
+		sl__turn_adapt[i] = &sl__turn_fam->adapt[i];
+		sl_adapt_init_unsync(sl__turn_adapt[i], r, now_ns);
+		struct sl_params p;
+		sl__rule_params(r, &p);
+		if (sl_tunable_init(&sl__turn_fam->lim[i], &p, now_ns) != SL_OK)
+			return -1;
+		st->rule_lim[i] = &sl__turn_fam->lim[i].head;
+	}
+	sl__fd_on_forget_unsync(sl__turn_forget);
+	return 0;
+}
+
+static uint32_t ent_hash(uint64_t key)
+{
+	return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40) % TURN_ENTS;
+}
+
+struct turn_ent *sl__turn_find(uint64_t ino)
+{
+	if (sl__turn_fam == NULL || ino == 0)
+		return NULL;
+	const uint64_t key = ino + 1;
+	for (uint32_t p = 0, h = ent_hash(key); p < TURN_PROBES; p++) {
+		struct turn_ent *e = &sl__turn_fam->ent[(h + p) % TURN_ENTS];
+		if (atomic_load_explicit(&e->key, memory_order_acquire) == key)
+			return e;
+	}
+	return NULL;
+}
+
+static struct turn_ent *ent_claim(uint64_t ino)
+{
+	const uint64_t key = ino + 1;
+	for (uint32_t p = 0, h = ent_hash(key); p < TURN_PROBES; p++) {
+		struct turn_ent *e = &sl__turn_fam->ent[(h + p) % TURN_ENTS];
+		uint64_t k = atomic_load_explicit(&e->key, memory_order_relaxed);
+		if (k == key)
+			return e; /* a stale entry of an inode used again */
+		if (k == 0 &&
+		    atomic_compare_exchange_strong_explicit(&e->key, &k, key, memory_order_acquire,
+							    memory_order_relaxed))
+			return e;
+	}
+	return NULL;
+}
+
+static uint64_t held_of(const struct sl_limiter *l)
+{
+	/* Relaxed: a figure for the controller. */
+	return atomic_load_explicit(&l->u.tun.held, memory_order_relaxed);
+}
+
+/* A turn of rule i ended (sample: it had bytes from start_ns): feed the
+ * controller and retune the limiter if it asks for a new limit. */
+static void rule_turn_done(unsigned i, uint64_t start_ns, uint64_t now)
+{
+	struct sl_adapt *a = sl__turn_adapt[i];
+	struct sl_limiter *l = sl__st.rule_lim[i];
+	if (a == NULL || l == NULL)
+		return;
+	if (start_ns != 0 && now > start_ns)
+		sl_adapt_sample(a, start_ns, now - start_ns);
+	uint64_t lim;
+	const uint64_t before = atomic_load_explicit(&a->updates, memory_order_relaxed);
+	const bool changed = sl_adapt_update(a, held_of(l), now, &lim);
+	if (sl__log_level >= SL_LOG_DEBUG &&
+	    atomic_load_explicit(&a->updates, memory_order_relaxed) != before) {
+		struct sl_adapt_view v;
+		sl_adapt_view(a, &v);
+		sl_log(SL_LOG_DEBUG,
+		       "rule %u: window: latency %.1f ms, no-load %.1f ms, %llu in flight, "
+		       "limit %llu (%.2f)%s",
+		       i + 1, (double)v.latency_ns / 1e6, (double)v.noload_ns / 1e6,
+		       (unsigned long long)held_of(l), (unsigned long long)v.limit,
+		       (double)atomic_load_explicit(&a->limit_x, memory_order_relaxed) /
+			       SL_ADAPT_ONE,
+		       v.probing ? " probing" : "");
+	}
+	if (!changed)
+		return;
+	struct sl_tunable *t = (struct sl_tunable *)(void *)l;
+	struct sl_params p = sl_tunable_current(t)->params;
+	p.amount = lim;
+	if (sl_tunable_retune(t, &p, now) != SL_OK)
+		sl_log(SL_LOG_WARN, "rule %u: the adaptive limit %llu was refused", i + 1,
+		       (unsigned long long)lim);
+	sl_adapt_unlock(a);
+	sl_log(SL_LOG_DEBUG, "rule %u: adaptive limit %llu", i + 1, (unsigned long long)lim);
+}
+
+void sl__turn_end(struct turn_ent *e, uint64_t now)
+{
+	uint64_t s = atomic_load_explicit(&e->state, memory_order_acquire);
+	do
+		if ((s & 0xff) != TS_TURN)
+			return;
+	while (!atomic_compare_exchange_weak_explicit(&e->state, &s, ((s >> 8) + 1) << 8 | TS_IDLE,
+						      memory_order_acq_rel, memory_order_acquire));
+	const uint64_t start = atomic_exchange_explicit(&e->start_ns, 0, memory_order_relaxed);
+	const uint32_t rules = atomic_load_explicit(&e->rules, memory_order_relaxed);
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+		sl__conn_release(sl__st.rule_lim[__builtin_ctz(rest)]);
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+		rule_turn_done((unsigned)__builtin_ctz(rest), start, now);
+}
+
+/* fd, just accepted, has turns of `rules`: its sends and receives leave
+ * their fast paths and pass bits for the general paths (fd.h, turn). */
+static void mark_fd(int fd, uint32_t rules)
+{
+	struct sl_fdrec r;
+	if (!sl__fd_get(fd, &r))
+		return;
+	r.turn = rules;
+	r.cand[SL_K_SEND] |= rules;
+	r.cand[SL_K_RECV] |= rules;
+	sl__fd_rewrite(fd, &r);
+	atomic_fetch_and_explicit(&sl__fdbits[fd],
+				  (uint8_t) ~(SL_FDB_PASS(SL_K_SEND) | SL_FDB_PASS(SL_K_RECV)),
+				  memory_order_release);
+}
+
+void sl__turn_accepted(int fd, uint32_t rules, uint64_t now_ns)
+{
+	const int saved = errno;
+	struct turn_ent *e = NULL;
+	if ((unsigned)fd < sl__fd_cap && sl__fdrecs != NULL && !sl__sandboxed())
+		e = ent_claim(sl__fdrecs[fd].ino);
+	if (e == NULL) {
+		/* Not followed: the slots go back now, as if it answered. */
+		for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+			sl__conn_release(sl__st.rule_lim[__builtin_ctz(rest)]);
+		errno = saved;
+		return;
+	}
+	uint64_t s = atomic_load_explicit(&e->state, memory_order_relaxed);
+	if ((s & 0xff) == TS_TURN) /* an inode used again, its turn never ended */
+		sl__turn_end(e, now_ns);
+	atomic_store_explicit(&e->rules, rules, memory_order_relaxed);
+	/* The first request's latency from the accept: its bytes are there
+	 * (or on their way) when the server takes the connection, and what
+	 * the server does before it reads them (a fork) is its latency too. */
+	atomic_store_explicit(&e->start_ns, now_ns, memory_order_relaxed);
+	s = atomic_load_explicit(&e->state, memory_order_relaxed);
+	atomic_store_explicit(&e->state, ((s >> 8) + 1) << 8 | TS_TURN, memory_order_release);
+	mark_fd(fd, rules);
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		if (sl__turn_adapt[i] != NULL)
+			sl_adapt_started(sl__turn_adapt[i], held_of(sl__st.rule_lim[i]));
+	}
+	errno = saved;
+}
+
+void sl__turn_bound(unsigned i, uint64_t now_ns)
+{
+	if (i < SL_MAX_RULES && sl__turn_adapt[i] != NULL)
+		sl_adapt_refused(sl__turn_adapt[i], now_ns);
+}
+
+/* Take one slot of each rule in `rules` now, or none. */
+static bool take_slots(uint32_t rules, uint64_t now)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		struct sl_limiter *l = sl__st.rule_lim[i];
+		if (sl_limiter_acquire(l, 1, now, 0).verdict == SL_ADMIT ||
+		    (sl__turn_sweep(now) && sl_limiter_acquire(l, 1, now, 0).verdict == SL_ADMIT)) {
+			sl__shm_hold(l, 1);
+			continue;
+		}
+		sl__turn_bound(i, now);
+		for (uint32_t back = rules & (((uint32_t)1 << i) - 1); back != 0; back &= back - 1)
+			sl__conn_release(sl__st.rule_lim[__builtin_ctz(back)]);
+		return false;
+	}
+	return true;
+}
+
+/* How long a turn of `rules` may wait for its slots. */
+static uint64_t wait_limit(uint32_t rules)
+{
+	uint64_t lim = UINT64_MAX;
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+		const unsigned i = (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &sl__st.policy.rules[i];
+		uint64_t w = r->max_delay_ns;
+		if (r->action == SL_ACTION_REJECT && sl__turn_adapt[i] != NULL) {
+			struct sl_adapt_view v;
+			sl_adapt_view(sl__turn_adapt[i], &v);
+			w = v.noload_ns != 0 ? v.noload_ns / 2 : TURN_BACKOFF_MAX_NS;
+		}
+		lim = w < lim ? w : lim;
+	}
+	return lim;
+}
+
+/* Refuse the request waiting on fd: the connection is reset. */
+static int turn_refuse(int fd)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	shutdown(fd, SHUT_RDWR);
+	return ECONNRESET;
+}
+
+/* poll(2) on fd alone for `ev`, at most timeout_ms (-1: no limit):
+ * its revents, 0 on timeout, -1 on error (errno). */
+static int poll_one(int fd, short ev, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = ev};
+	int r = SL_REAL(poll)(&p, 1, timeout_ms);
+	return r > 0 ? p.revents : r;
+}
+
+int sl__turn_recv_begin(int fd, const struct sl_fdrec *rec, int flags, uint64_t *tok)
+{
+	*tok = 0;
+	if ((flags & (MSG_PEEK | MSG_ERRQUEUE)) || sl__sandboxed())
+		return 0;
+	struct turn_ent *e = sl__turn_find(rec->ino);
+	if (e == NULL)
+		return 0;
+	const uint32_t idx = (uint32_t)(e - sl__turn_fam->ent) + 1;
+	uint64_t s = atomic_load_explicit(&e->state, memory_order_acquire);
+	if ((s & 0xff) == TS_TURN) {
+		*tok = idx;
+		return 0;
+	}
+	const int saved = errno;
+	const uint32_t rules = atomic_load_explicit(&e->rules, memory_order_relaxed);
+	const int fl = (flags & MSG_DONTWAIT) ? O_NONBLOCK : fcntl(fd, F_GETFL);
+	const bool nb = fl >= 0 && (fl & O_NONBLOCK);
+	struct sl_call c;
+	sl__call_begin(&c, fd, SL_OP_RECV, NULL, SO_RCVTIMEO);
+	if (!nb) {
+		/* The request first: no slot is held while the connection
+		 * is idle. The socket's timeout ends this wait as it would
+		 * end the receive. */
+		const uint64_t until = sl__call_timeout(&c);
+		int ms = -1;
+		if (until != UINT64_MAX) {
+			const uint64_t now = sl__clock_ns();
+			ms = until > now ? (int)((until - now + 999999) / 1000000) : 0;
+		}
+		int ev = poll_one(fd, POLLIN, ms);
+		if (ev == 0) {
+			errno = saved;
+			return EAGAIN;
+		}
+		if (ev < 0) { /* a signal: the receive itself decides, uncounted */
+			errno = saved;
+			return 0;
+		}
+	}
+	uint64_t now = sl__clock_ns();
+	const uint64_t limit = wait_limit(rules);
+	const uint64_t deadline = limit == UINT64_MAX ? UINT64_MAX : now + limit;
+	uint64_t backoff = TURN_BACKOFF_MIN_NS;
+	while (!take_slots(rules, now)) {
+		if (nb) { /* uncounted: see the file comment */
+			errno = saved;
+			return 0;
+		}
+		if (now >= deadline) {
+			const int err = turn_refuse(fd);
+			errno = saved;
+			return err;
+		}
+		uint64_t at = now + backoff;
+		at = at < deadline ? at : deadline;
+		backoff = backoff * 2 < TURN_BACKOFF_MAX_NS ? backoff * 2 : TURN_BACKOFF_MAX_NS;
+		if (sl__call_sleep(&c, at) == EINTR) {
+			errno = saved;
+			return EINTR;
+		}
+		if (c.passing)
+			break;
+		/* The client may have given up meanwhile: its turn is no one's. */
+		if (poll_one(fd, POLLRDHUP, 0) > 0) {
+			errno = saved;
+			return 0;
+		}
+		now = sl__clock_ns();
+	}
+	if (c.passing) {
+		errno = saved;
+		return 0;
+	}
+	uint64_t idle = s;
+	if (atomic_compare_exchange_strong_explicit(&e->state, &idle, ((s >> 8) + 1) << 8 | TS_TURN,
+						    memory_order_acq_rel, memory_order_acquire)) {
+		atomic_store_explicit(&e->start_ns, 0, memory_order_relaxed);
+		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
+			const unsigned i = (unsigned)__builtin_ctz(rest);
+			if (sl__turn_adapt[i] != NULL)
+				sl_adapt_started(sl__turn_adapt[i], held_of(sl__st.rule_lim[i]));
+		}
+		*tok = idx | (uint64_t)1 << 32; /* started here */
+	} else {                                /* another thread's receive started it */
+		for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+			sl__conn_release(sl__st.rule_lim[__builtin_ctz(rest)]);
+		*tok = idx;
+	}
+	errno = saved;
+	return 0;
+}
+
+void sl__turn_recv_end(uint64_t tok, ssize_t r)
+{
+	if (tok == 0 || sl__turn_fam == NULL)
+		return;
+	const int saved = errno;
+	struct turn_ent *e = &sl__turn_fam->ent[(uint32_t)tok - 1];
+	if (r > 0) {
+		uint64_t zero = 0;
+		atomic_compare_exchange_strong_explicit(&e->start_ns, &zero, sl__clock_ns(),
+							memory_order_relaxed, memory_order_relaxed);
+	} else if (r < 0 && (tok >> 32) != 0 && (saved == EAGAIN || saved == EWOULDBLOCK) &&
+		   atomic_load_explicit(&e->start_ns, memory_order_relaxed) == 0) {
+		/* Nothing came after all: no turn. */
+		sl__turn_end(e, sl__clock_ns());
+	}
+	errno = saved;
+}
+
+void sl__turn_send(int fd, const struct sl_fdrec *rec)
+{
+	(void)fd;
+	if (sl__sandboxed())
+		return;
+	struct turn_ent *e = sl__turn_find(rec->ino);
+	if (e == NULL)
+		return;
+	if ((atomic_load_explicit(&e->state, memory_order_acquire) & 0xff) != TS_TURN)
+		return;
+	const int saved = errno;
+	sl__turn_end(e, sl__clock_ns());
+	errno = saved;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * turn.h - conns:adaptive in the preload (turn.c): a server's requests as
+ * turns on its accepted connections, their latency fed to the engine's
+ * controller (engine/adaptive.h), which moves the rule's concurrency limit.
+ *
+ * API: every function may be called from any thread; init and the fork
+ * handlers are _unsync.
+ */
+#ifndef SLUICE_SHIM_TURN_H
+#define SLUICE_SHIM_TURN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fd.h"
+#include "state.h"
+
+/* Map (once) and fill the limiters and controllers of the adaptive rules
+ * (sl__st.adapt_rules): per=process ones in memory a fork's children
+ * share, rule_lim[i] pointing there. Returns 0 or -1 (errno). */
+int sl__turn_init_unsync(struct sl_state *st, uint64_t now_ns);
+/* pthread_atfork prepare: from now on a connection's last close may not
+ * be this process's. */
+void sl__turn_forking(void);
+/* A new state (init): no fork seen yet. */
+void sl__turn_forked_reset_unsync(void);
+
+/* Connection fd was just accepted holding one slot of each rule in
+ * `rules` (adaptive rules, in sl__st.adapt_rules): its first turn has
+ * begun. */
+void sl__turn_accepted(int fd, uint32_t rules, uint64_t now_ns);
+/* A limit is full: ask the kernel (at most every 100 ms) about the
+ * connections whose last known holder was another process (a fork child,
+ * an exec'd program); those gone give their slots back. True if any did. */
+bool sl__turn_sweep(uint64_t now_ns);
+/* Adaptive rule i refused a turn or a connection at now_ns: its limit
+ * binds. */
+void sl__turn_bound(unsigned i, uint64_t now_ns);
+
+/* A receive of `flags` on fd (rec: its record, rec->turn != 0) is about to
+ * be made: an idle connection's turn starts (a blocking socket waits here
+ * for its data, then for a slot: the bytes stay in the kernel meanwhile).
+ * Returns 0, or the errno the receive fails with (a signal, the socket's
+ * timeout, a connection reset because no slot came). *tok is for
+ * sl__turn_recv_end. */
+int sl__turn_recv_begin(int fd, const struct sl_fdrec *rec, int flags, uint64_t *tok);
+/* The receive returned r: the turn's first bytes start its latency. */
+void sl__turn_recv_end(uint64_t tok, ssize_t r);
+/* A send on fd (rec->turn != 0) is about to be made: the turn, if one is
+ * running, ends. */
+void sl__turn_send(int fd, const struct sl_fdrec *rec);
+/* After the real close of fds the forget hook looked at. */
+void sl__turn_after_close(void);
+
+#endif /* SLUICE_SHIM_TURN_H */
