@@ -125,7 +125,13 @@ static int set_pid(int pid, const struct sl_rule *want)
 		char what[64];
 		snprintf(what, sizeof(what), "process %d rule %d", pid, i + 1);
 		struct sl_tunable *lim = &sl_shm_stat_lims(r)[i];
-		if (sl__cli_rule_of(sl_shm_stat_rule(r, i), &cur) == 0 && cur.shared[0] != '\0')
+		const int parsed = sl__cli_rule_of(sl_shm_stat_rule(r, i), &cur);
+		if (parsed == 0 && cur.adaptive)
+			fprintf(stderr,
+				"sluice set: %s is conns:adaptive: its limit is the library's to "
+				"move (sluice stat shows it)\n",
+				what);
+		else if (parsed == 0 && cur.shared[0] != '\0')
 			fprintf(stderr,
 				"sluice set: %s uses shared limiter '%s': change it with "
 				"sluice set shared:%s\n",
@@ -155,7 +161,15 @@ static int set_shared(const char *name, const struct sl_rule *want)
 	}
 	char what[64];
 	snprintf(what, sizeof(what), "shared limiter '%s'", name);
-	int rc = retune(what, s->rule, *want, &s->lim, fd);
+	struct sl_rule cur;
+	int rc = 1;
+	if (sl__cli_rule_of(s->rule, &cur) == 0 && cur.adaptive)
+		fprintf(stderr,
+			"sluice set: %s is conns:adaptive: its limit is the library's to move "
+			"(sluice stat shared:%s shows it)\n",
+			what, name);
+	else
+		rc = retune(what, s->rule, *want, &s->lim, fd);
 	if (rc == 0) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -201,6 +215,11 @@ int sl__cli_set(int argc, char **argv)
 	}
 	if (p.n_rules != 1) {
 		fprintf(stderr, "sluice set: expected one OP:SPEC rule, got %u\n", p.n_rules);
+		return 2;
+	}
+	if (p.rules[0].adaptive) {
+		fprintf(stderr, "sluice set: conns:adaptive: its limit is the library's to move "
+				"(between min= and max=); sluice stat shows it\n");
 		return 2;
 	}
 	if (strncmp(argv[1], "shared:", 7) == 0)

@@ -56,6 +56,11 @@ struct rule_view {
 	bool warm;
 	uint64_t stored;
 	double rate;
+	/* A conns:adaptive rule with a window closed: its limit, turns in
+	 * flight, no-load and last latency (shm_format.h, sl_shm_adapt). */
+	bool adapt;
+	bool probing;
+	uint64_t limit, in_flight, noload_ns, latency_ns, probes;
 };
 
 static const char *const counter_names[7] = {
@@ -73,6 +78,37 @@ static uint64_t ld(const _Atomic uint64_t *v)
 {
 	/* Relaxed: independent counters; no data hangs on them. */
 	return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed);
+}
+
+/* Rule i's conns:adaptive figures: a shared= rule's from its segment's
+ * controller, a process's from the copy in its record. */
+static void view_adapt(const struct sl_shm_stat *r, uint32_t i, const struct sl_shm_shared *seg,
+		       struct rule_view *v)
+{
+	if (seg != NULL) {
+		struct sl_adapt_view w;
+		if (!sl_adapt_valid(&seg->adapt))
+			return;
+		sl_adapt_view(&seg->adapt, &w);
+		v->adapt = w.updates > 0;
+		v->limit = w.limit;
+		v->in_flight = ld(&seg->lim.head.u.tun.held);
+		v->noload_ns = w.noload_ns;
+		v->latency_ns = w.latency_ns;
+		v->probes = w.probes;
+		v->probing = w.probing;
+		return;
+	}
+	const struct sl_shm_adapt *a = sl_shm_stat_adapt(r, i);
+	if (atomic_load_explicit(&a->valid, memory_order_relaxed) == 0)
+		return;
+	v->adapt = true;
+	v->limit = ld(&a->limit);
+	v->in_flight = ld(&a->in_flight);
+	v->noload_ns = ld(&a->noload_ns);
+	v->latency_ns = ld(&a->latency_ns);
+	v->probes = ld(&a->probes);
+	v->probing = atomic_load_explicit(&a->probing, memory_order_relaxed) != 0;
 }
 
 /* Fill v from rule i of record r. */
@@ -109,11 +145,22 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	if (rule.shared[0] != '\0') {
 		seg = sl__cli_shared_open(rule.shared, false, NULL, &why);
 		t = seg != NULL ? &seg->lim : NULL;
+	} else if (rule.adaptive) {
+		/* Its limiter is the fork family's (shim/turn.c), not the
+		 * record's: what is free is the view's limit less its turns. */
+		view_adapt(r, i, NULL, v);
+		v->available = v->limit > v->in_flight ? v->limit - v->in_flight : 0;
+		v->avail_known = v->adapt;
 	} else if (rule.scope == SL_SCOPE_PROCESS && sl_tunable_validate(&sl_shm_stat_lims(r)[i])) {
 		t = &sl_shm_stat_lims(r)[i];
 	}
+	if (rule.adaptive && seg != NULL)
+		view_adapt(r, i, seg, v);
 	if (t != NULL) {
-		sl__cli_current_text(text, &sl_tunable_current(t)->params, v->now, sizeof(v->now));
+		/* An adaptive rule's limit is the library's: its text stays. */
+		if (!rule.adaptive)
+			sl__cli_current_text(text, &sl_tunable_current(t)->params, v->now,
+					     sizeof(v->now));
 		const uint64_t now = now_ns();
 		v->available = sl_limiter_available(&t->head, now);
 		v->avail_known = true;
@@ -206,6 +253,13 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->warm)
 			fprintf(out, "    warm-up: stored %llu  rate %.6g/s\n",
 				(unsigned long long)x->stored, x->rate);
+		if (x->adapt)
+			fprintf(out,
+				"    adaptive: limit %llu  in flight %llu  no-load %.1f ms  latency "
+				"%.1f ms  probes %llu%s\n",
+				(unsigned long long)x->limit, (unsigned long long)x->in_flight,
+				(double)x->noload_ns / 1e6, (double)x->latency_ns / 1e6,
+				(unsigned long long)x->probes, x->probing ? "  (probing)" : "");
 	}
 	sl__cli_break_text(out, brk);
 }
@@ -255,10 +309,20 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 		else
 			fputs(",\"available\":null", out);
 		if (x->warm)
-			fprintf(out, ",\"warmup\":{\"stored\":%llu,\"rate\":%.6g}}",
+			fprintf(out, ",\"warmup\":{\"stored\":%llu,\"rate\":%.6g}",
 				(unsigned long long)x->stored, x->rate);
 		else
-			fputs(",\"warmup\":null}", out);
+			fputs(",\"warmup\":null", out);
+		if (x->adapt)
+			fprintf(out,
+				",\"adaptive\":{\"limit\":%llu,\"in_flight\":%llu,"
+				"\"noload_seconds\":%.9f,\"latency_seconds\":%.9f,\"probes\":%llu,"
+				"\"probing\":%s}}",
+				(unsigned long long)x->limit, (unsigned long long)x->in_flight,
+				(double)x->noload_ns / 1e9, (double)x->latency_ns / 1e9,
+				(unsigned long long)x->probes, x->probing ? "true" : "false");
+		else
+			fputs(",\"adaptive\":null}", out);
 	}
 	fputc(']', out);
 	sl__cli_break_json(out, brk);
@@ -312,6 +376,13 @@ static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule
 			(unsigned long long)x->c[6], (double)x->c[4] / 1e9, (double)x->c[5] / 1e9);
 		if (x->avail_known)
 			fprintf(out, "%llu", (unsigned long long)x->available);
+		if (x->adapt)
+			fprintf(out,
+				"</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">adaptive: limit %llu, "
+				"in flight %llu, no-load %.1f ms, latency %.1f ms, probes %llu%s",
+				(unsigned long long)x->limit, (unsigned long long)x->in_flight,
+				(double)x->noload_ns / 1e6, (double)x->latency_ns / 1e6,
+				(unsigned long long)x->probes, x->probing ? " (probing)" : "");
 		fputs("</td></tr>\n", out);
 	}
 	fputs("</tbody></table>\n", out);
@@ -331,7 +402,8 @@ static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule
 	fputs("</section>\n", out);
 }
 
-/* Prometheus metric families: name, type, help, counter index (-1: available). */
+/* Prometheus metric families: name, type, help, counter index (-1:
+ * available; -2, -3: warm-up; -4 to -7: conns:adaptive). */
 static const struct {
 	const char *name, *type, *help;
 	int k;
@@ -348,6 +420,14 @@ static const struct {
 	{"sluice_available", "gauge", "Units the limiter would admit now.", -1},
 	{"sluice_warmup_stored", "gauge", "Stored permits of a warm-up rule (its coldness).", -2},
 	{"sluice_warmup_rate", "gauge", "Units per second a warm-up rule admits now.", -3},
+	{"sluice_adaptive_limit", "gauge", "The concurrency limit a conns:adaptive rule found.",
+	 -4},
+	{"sluice_adaptive_in_flight", "gauge", "Turns (requests) holding a conns:adaptive slot.",
+	 -5},
+	{"sluice_adaptive_noload_seconds", "gauge",
+	 "The no-load latency of a conns:adaptive rule's turns (re-measured by probes).", -6},
+	{"sluice_adaptive_latency_seconds", "gauge",
+	 "The mean latency of a conns:adaptive rule's turns in its last window.", -7},
 };
 
 /* The labels of rule i of process p's samples, after the metric name. */
@@ -422,7 +502,8 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 			for (uint32_t i = 0; i < recs[p]->n_rules; i++) {
 				const struct rule_view *x = &views[p][i];
 				int k = prom_metrics[m].k;
-				if ((k == -1 && !x->avail_known) || (k < -1 && !x->warm))
+				if ((k == -1 && !x->avail_known) ||
+				    ((k == -2 || k == -3) && !x->warm) || (k < -3 && !x->adapt))
 					continue;
 				fputs(prom_metrics[m].name, out);
 				prom_labels(out, recs[p], i, x);
@@ -433,6 +514,14 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 					fprintf(out, "%llu\n", (unsigned long long)x->stored);
 				else if (k == -3)
 					fprintf(out, "%.6g\n", x->rate);
+				else if (k == -4 || k == -5)
+					fprintf(out, "%llu\n",
+						(unsigned long long)(k == -4 ? x->limit
+									     : x->in_flight));
+				else if (k == -6 || k == -7)
+					fprintf(out, "%.9f\n",
+						(double)(k == -6 ? x->noload_ns : x->latency_ns) /
+							1e9);
 				else
 					fprintf(out, "%llu\n",
 						(unsigned long long)(k < 0 ? x->available
@@ -552,8 +641,14 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 		return 1;
 	}
 	char now_text[SL_RULE_TEXT_MAX], seg_name[64], path[SL_SEG_PATH_MAX], when[64] = "";
-	sl__cli_current_text(s->rule, &sl_tunable_current(&s->lim)->params, now_text,
-			     sizeof(now_text));
+	struct rule_view av;
+	memset(&av, 0, sizeof(av));
+	view_adapt(NULL, 0, s, &av); /* a conns:adaptive rule's controller */
+	if (s->adapt.magic != 0)     /* its limit is the library's: the text stays */
+		snprintf(now_text, sizeof(now_text), "%s", s->rule);
+	else
+		sl__cli_current_text(s->rule, &sl_tunable_current(&s->lim)->params, now_text,
+				     sizeof(now_text));
 	snprintf(seg_name, sizeof(seg_name), SL_SHM_SHARED_NAME, name);
 	sl_seg_path(seg_name, path, sizeof(path));
 	uint64_t avail = sl_limiter_available(&s->lim.head, now_ns());
@@ -582,7 +677,16 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 		fprintf(out, ",\"available\":%llu,\"holders\":[", (unsigned long long)avail);
 		for (int i = 0; i < nh; i++)
 			fprintf(out, "%s%d", i ? "," : "", pids[i]);
-		fputs("]}\n", out);
+		fputc(']', out);
+		if (av.adapt)
+			fprintf(out,
+				",\"adaptive\":{\"limit\":%llu,\"in_flight\":%llu,"
+				"\"noload_seconds\":%.9f,\"latency_seconds\":%.9f,\"probes\":%llu,"
+				"\"probing\":%s}",
+				(unsigned long long)av.limit, (unsigned long long)av.in_flight,
+				(double)av.noload_ns / 1e9, (double)av.latency_ns / 1e9,
+				(unsigned long long)av.probes, av.probing ? "true" : "false");
+		fputs("}\n", out);
 	} else {
 		fprintf(out, "shared limiter %s  %s\n", name, path);
 		fprintf(out, "  rule %s", now_text);
@@ -592,6 +696,13 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 		if (set_ns != 0)
 			fprintf(out, "  set by sluice set at %s\n", when);
 		fprintf(out, "  available %llu\n", (unsigned long long)avail);
+		if (av.adapt)
+			fprintf(out,
+				"  adaptive: limit %llu  in flight %llu  no-load %.1f ms  latency "
+				"%.1f ms  probes %llu%s\n",
+				(unsigned long long)av.limit, (unsigned long long)av.in_flight,
+				(double)av.noload_ns / 1e6, (double)av.latency_ns / 1e6,
+				(unsigned long long)av.probes, av.probing ? "  (probing)" : "");
 		fprintf(out, "  used by %d process%s", nh > 0 ? nh : 0, nh == 1 ? "" : "es");
 		for (int i = 0; i < nh; i++)
 			fprintf(out, "%s%d", i ? " " : ": ", pids[i]);

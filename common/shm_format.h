@@ -138,6 +138,23 @@ struct sl_tcount {
 	uint64_t bytes;
 };
 
+/* A conns:adaptive rule as `sluice stat` shows it (engine/adaptive.h):
+ * the process's copy, written when a window of its controller closes and
+ * the process ends a turn (shim/turn.c), read relaxed. The controller
+ * itself is in memory a fork's children share, or in a shared= segment.
+ * valid 0: no window yet (or not an adaptive rule). */
+struct sl_shm_adapt {
+	_Atomic uint64_t limit;      /* the limit in force */
+	_Atomic uint64_t in_flight;  /* turns holding a slot */
+	_Atomic uint64_t noload_ns;  /* the no-load (least) latency */
+	_Atomic uint64_t latency_ns; /* the last window's mean latency */
+	_Atomic uint64_t probes;     /* no-load probes done */
+	_Atomic uint64_t updates;    /* windows closed */
+	_Atomic uint32_t probing;    /* 1 during a probe */
+	_Atomic uint32_t valid;
+	uint64_t reserved;
+};
+
 /* The rules of a record of n rules that have per-thread counters. */
 static inline uint32_t sl_shm_stat_trules(uint32_t n)
 {
@@ -147,12 +164,12 @@ static inline uint32_t sl_shm_stat_trules(uint32_t n)
 /* Bytes of a record of n rules: per rule, its per=process limiter (unused
  * for shared= rules, whose limiter is the shared file's, and for other
  * scopes), its counters and its canonical text; then the per-thread
- * counters. */
+ * counters; then per rule its conns:adaptive view. */
 static inline size_t sl_shm_stat_size(uint32_t n)
 {
 	return sizeof(struct sl_shm_stat) +
-	       (size_t)n *
-		       (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX) +
+	       (size_t)n * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) +
+			    SL_RULE_TEXT_MAX + sizeof(struct sl_shm_adapt)) +
 	       (size_t)SL_SHM_TSLOTS * sl_shm_stat_trules(n) * sizeof(struct sl_tcount);
 }
 
@@ -177,6 +194,14 @@ static inline struct sl_tcount *sl_shm_stat_tcount(const struct sl_shm_stat *r, 
 {
 	struct sl_tcount *t = (struct sl_tcount *)(void *)sl_shm_stat_rule(r, r->n_rules);
 	return t + (size_t)slot * sl_shm_stat_trules(r->n_rules) + i;
+}
+
+/* Rule i's conns:adaptive view. */
+static inline struct sl_shm_adapt *sl_shm_stat_adapt(const struct sl_shm_stat *r, uint32_t i)
+{
+	struct sl_shm_adapt *a = (struct sl_shm_adapt *)(void *)sl_shm_stat_tcount(r, SL_SHM_TSLOTS,
+										   0);
+	return a + i;
 }
 
 /* Rule i's per-thread counts summed over the slots. */
@@ -223,6 +248,7 @@ _Static_assert(sizeof(struct sl_shm_stat) % SL_CACHELINE == 0, "sl_shm_stat layo
 _Static_assert(sizeof(struct sl_tunable) % SL_CACHELINE == 0, "sl_shm_stat layout");
 _Static_assert(sizeof(struct sl_rstats) % 8 == 0, "sl_shm_stat layout");
 _Static_assert(SL_RULE_TEXT_MAX % 8 == 0 && sizeof(struct sl_tcount) == 16, "sl_shm_stat layout");
+_Static_assert(sizeof(struct sl_shm_adapt) == 64, "sl_shm_stat layout");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
 

@@ -136,6 +136,30 @@ static uint64_t held_of(const struct sl_limiter *l)
 	return atomic_load_explicit(&l->u.tun.held, memory_order_relaxed);
 }
 
+/* Rule i's view in this process's status record (`sluice stat`): the
+ * turns in flight at every turn's end, the controller's figures when a
+ * window closed since. */
+static void view_publish(unsigned i, const struct sl_adapt *a, const struct sl_limiter *l)
+{
+	if (sl__st.rec == NULL)
+		return;
+	struct sl_shm_adapt *v = sl_shm_stat_adapt(sl__st.rec, i);
+	atomic_store_explicit(&v->in_flight, held_of(l), memory_order_relaxed);
+	struct sl_adapt_view w;
+	sl_adapt_view(a, &w);
+	if (atomic_load_explicit(&v->valid, memory_order_relaxed) &&
+	    atomic_load_explicit(&v->updates, memory_order_relaxed) == w.updates &&
+	    atomic_load_explicit(&v->limit, memory_order_relaxed) == w.limit)
+		return;
+	atomic_store_explicit(&v->limit, w.limit, memory_order_relaxed);
+	atomic_store_explicit(&v->noload_ns, w.noload_ns, memory_order_relaxed);
+	atomic_store_explicit(&v->latency_ns, w.latency_ns, memory_order_relaxed);
+	atomic_store_explicit(&v->probes, w.probes, memory_order_relaxed);
+	atomic_store_explicit(&v->updates, w.updates, memory_order_relaxed);
+	atomic_store_explicit(&v->probing, w.probing, memory_order_relaxed);
+	atomic_store_explicit(&v->valid, 1, memory_order_relaxed);
+}
+
 /* A turn of rule i ended (sample: it had bytes from start_ns): feed the
  * controller and retune the limiter if it asks for a new limit. */
 static void rule_turn_done(unsigned i, uint64_t start_ns, uint64_t now)
@@ -149,6 +173,16 @@ static void rule_turn_done(unsigned i, uint64_t start_ns, uint64_t now)
 	uint64_t lim;
 	const uint64_t before = atomic_load_explicit(&a->updates, memory_order_relaxed);
 	const bool changed = sl_adapt_update(a, held_of(l), now, &lim);
+	if (changed) {
+		struct sl_tunable *t = (struct sl_tunable *)(void *)l;
+		struct sl_params p = sl_tunable_current(t)->params;
+		p.amount = lim;
+		if (sl_tunable_retune(t, &p, now) != SL_OK)
+			sl_log(SL_LOG_WARN, "rule %u: the adaptive limit %llu was refused", i + 1,
+			       (unsigned long long)lim);
+		sl_adapt_unlock(a);
+	}
+	view_publish(i, a, l);
 	if (sl__log_level >= SL_LOG_DEBUG &&
 	    atomic_load_explicit(&a->updates, memory_order_relaxed) != before) {
 		struct sl_adapt_view v;
@@ -162,16 +196,6 @@ static void rule_turn_done(unsigned i, uint64_t start_ns, uint64_t now)
 			       SL_ADAPT_ONE,
 		       v.probing ? " probing" : "");
 	}
-	if (!changed)
-		return;
-	struct sl_tunable *t = (struct sl_tunable *)(void *)l;
-	struct sl_params p = sl_tunable_current(t)->params;
-	p.amount = lim;
-	if (sl_tunable_retune(t, &p, now) != SL_OK)
-		sl_log(SL_LOG_WARN, "rule %u: the adaptive limit %llu was refused", i + 1,
-		       (unsigned long long)lim);
-	sl_adapt_unlock(a);
-	sl_log(SL_LOG_DEBUG, "rule %u: adaptive limit %llu", i + 1, (unsigned long long)lim);
 }
 
 void sl__turn_end(struct turn_ent *e, uint64_t now)

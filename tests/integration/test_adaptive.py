@@ -35,6 +35,9 @@ machine): the second run judges it; both are printed.
              10 ms of work at a tenth of its capacity, 160 requests/s): no
              refusal, and the median latency within 5 ms of the run without
              sluice;
+  stat       sluice stat (text, JSON, Prometheus) shows the limit, the
+             turns in flight, the no-load and last latency; sluice set
+             refuses to change the limit;
   bad        bad input is refused with exit 2 and the typed text named.
 """
 import json
@@ -244,8 +247,39 @@ def bad():
               "bad: --conns %s: exit %d, %s" % (spec, r.returncode, r.stderr.strip()[:160]))
 
 
+def stat_view():
+    """sluice stat shows the rule's limit, turns in flight, no-load and last
+    latency (text, JSON, Prometheus); sluice set refuses to change it."""
+    p, port, t0 = start_server("adaptive,action=reject", phases="1")
+    try:
+        load(port, t0, phases="1", loads="3")
+        pid = str(p.pid)
+        js = json.loads(subprocess.run([SLUICE, "stat", "--json", pid], capture_output=True,
+                                       text=True, timeout=30).stdout)
+        rule = [q for q in js["processes"] if q["pid"] == p.pid][0]["rules"][0]
+        a = rule.get("adaptive") or {}
+        print("     stat: %s" % json.dumps(a), flush=True)
+        check(1 <= a.get("limit", 0) <= 3 and 0.03 <= a.get("noload_seconds", 0) <= 0.06 and
+              a.get("latency_seconds", 0) >= a.get("noload_seconds", 1),
+              "stat: one core's limit (1 to 3), no-load about 40 ms, latency not below it")
+        text = subprocess.run([SLUICE, "stat", pid], capture_output=True, text=True,
+                              timeout=30).stdout
+        check("adaptive: limit %d" % a.get("limit", -1) in text, "stat: the text shows it")
+        prom = subprocess.run([SLUICE, "stat", "--prometheus"], capture_output=True,
+                              text=True, timeout=30).stdout
+        check(any(l.startswith("sluice_adaptive_noload_seconds{pid=\"%s\"" % pid)
+                  for l in prom.splitlines()), "stat: Prometheus has its no-load latency")
+        r = subprocess.run([SLUICE, "set", pid, "conns:5"], capture_output=True, text=True,
+                           timeout=30)
+        check(r.returncode != 0 and "adaptive" in r.stderr,
+              "set: refused for an adaptive rule (%s)" % r.stderr.strip())
+    finally:
+        stop(p)
+
+
 def main():
     bad()
+    stat_view()
     knee("thread")
     knee("keepalive", keepalive=50)
     knee("prefork", mode="prefork")
