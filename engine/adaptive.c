@@ -137,10 +137,15 @@ static uint64_t step(const struct sl_adapt *a, uint64_t x, uint64_t t, uint64_t 
 		g = clamp(g, g_lo, 1024);
 		const uint64_t gx = (uint64_t)(((__uint128_t)(x / one * one) * g) >> 10);
 		next = gx + isqrt(gx * one);
-		/* Up a fifth of the way (Gradient2's smoothing 0.2), down at
-		 * once. */
-		if (next > x)
-			next = x + (next - x) / 5;
+		/* Up by a fifth of the step from the limit in force
+		 * (Gradient2's smoothing 0.2), never past the target, so that
+		 * the limit crosses to the next integer in at most five
+		 * windows (a fifth of what is left would only approach it:
+		 * from 1 the target is 2 exactly); down at once. */
+		if (next > x) {
+			const uint64_t up = x + (next - x / one * one) / 5;
+			next = up < next ? up : next;
+		}
 		break;
 	}
 	}

@@ -159,6 +159,18 @@ static void test_adapt_gradient2_steps(void **state)
 	assert_dec_equal(window(&a, 4, 200 * MS, 5, now), 0); /* 1536 + 1254: min 3 */
 	assert_dec_equal(sl_adapt_limit(&a), 3);
 	assert_dec_equal(atomic_load(&a.limit_x), 3 * 1024);
+	/* From 1 the target is 2 exactly: a fifth of the step from the limit
+	 * in force (204/1024) per window reaches it in the sixth. */
+	struct sl_rule one = rule_of("adaptive,initial=1");
+	sl_adapt_init_unsync(&a, &one, now);
+	for (unsigned k = 1; k <= 5; k++) {
+		now += 100 * MS;
+		assert_dec_equal(window(&a, 2, 40 * MS, 1, now), 0);
+		assert_dec_equal(atomic_load(&a.limit_x), 1024 + 204 * k);
+	}
+	now += 100 * MS;
+	assert_dec_equal(window(&a, 2, 40 * MS, 1, now), 2);
+	assert_dec_equal(atomic_load(&a.limit_x), 2048);
 }
 
 static void test_adapt_vegas_aimd_steps(void **state)
