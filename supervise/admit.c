@@ -6,7 +6,8 @@
  * preload decides with.
  *
  * Scopes (per=), for the supervised tree:
- *   process  one limiter per rule and supervised process (thread group);
+ *   process  one limiter per rule and supervised process (thread group),
+ *            but one for the whole tree of a conns:adaptive rule (turn.c);
  *   thread   one per rule and thread;
  *   fd       one per rule and fd of a process, reset when the supervisor
  *            places a new socket at that number;
@@ -23,6 +24,7 @@
 #include "shared.h"
 #include "stat.h"
 #include "state.h"
+#include "turn.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -125,6 +127,8 @@ struct sl_limiter *sl_sup_lim_of(struct sl_sup *s, struct sl_sup_call *c, unsign
 	case SL_SCOPE_PEER:
 		return peer_lim(s, c, i, now_ns);
 	default:
+		if (r->adaptive) /* one for the supervised tree, retuned by turn.c */
+			return sl_sup_turn_lim(s, i, now_ns);
 		if (sl_sup_shared_lim(s, i) != NULL)
 			return sl_sup_shared_lim(s, i); /* shared=NAME */
 		if (sl_sup_stat_lim(p, i) != NULL)

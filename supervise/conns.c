@@ -23,11 +23,19 @@
  * from then on. As in the preload (shim/connfam.c), a connection counts
  * until the last process holding it closes it; one passed (SCM_RIGHTS) to a
  * process the supervisor does not see counts until the last one it sees.
+ *
+ * conns:adaptive rules (turn.c) take their slot here too, from the rule's
+ * one limiter for the supervised tree (sl_sup_lim_of); an accepted
+ * connection hands it to its first turn (sl_sup_turn_accepted), and its
+ * hold, made all the same, tells turn.c when the connection is gone. They
+ * do not apply to connect (sock.c leaves them out: a server's turns only).
  */
 #include "conns.h"
 #include "admit.h"
+#include "filter.h"
 #include "state.h"
 #include "target.h"
+#include "turn.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -42,7 +50,8 @@ struct sl_sup_hold {
 	ino_t ino;
 	pid_t alt_tgid; /* another process found holding it (0: none yet) */
 	int alt_fd;
-	uint32_t rules;
+	uint32_t rules; /* slots held until the connection closes */
+	uint32_t turn;  /* adaptive rules whose turns it has (turn.c holds their slots) */
 	struct sl_limiter *lim[SL_MAX_RULES];
 };
 
@@ -78,6 +87,8 @@ enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, u
 			taken |= 1u << i;
 			continue;
 		}
+		if ((s->traps.turns >> i) & 1)
+			sl_sup_turn_bound(s, i, now_ns); /* the adaptive limit binds */
 		uint64_t limit = sl_sup_limit(s, c, i);
 		struct sl_answer a = sl_decide_rule(r, l, 1, now_ns, limit, d);
 		if (a.step == SL_STEP_DRY) {
@@ -106,7 +117,15 @@ ino_t sl_sup_fd_ino(const struct sl_sup_proc *p, int fd)
 	return fd >= 0 && p->fddir >= 0 && fstatat(p->fddir, name, &st, 0) == 0 ? st.st_ino : 0;
 }
 
-void sl_sup_conns_hold(struct sl_sup_call *c, int fd, ino_t ino)
+/* Give back the slots of rules `turn` that call c took: 0. */
+static uint32_t give_back(struct sl_sup_call *c, uint32_t turn)
+{
+	release(c->conns_lim, turn);
+	c->conns_held &= ~turn;
+	return 0;
+}
+
+void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t ino, uint64_t now_ns)
 {
 	if (c->conns_held == 0)
 		return;
@@ -117,6 +136,14 @@ void sl_sup_conns_hold(struct sl_sup_call *c, int fd, ino_t ino)
 		sl_sup_conns_drop(c); /* gone already */
 		return;
 	}
+	/* Adaptive slots: the connection's first turn, if its sends and
+	 * receives are trapped where it landed; else not followed, and given
+	 * back at once, as if it had answered. */
+	uint32_t turn = c->conns_held & s->traps.turns;
+	if (turn != 0 && !sl_sup_traps_fd(&s->traps, fd))
+		turn = give_back(c, turn);
+	if (c->conns_held == 0)
+		return;
 	if (n_holds == cap_holds) {
 		size_t n = cap_holds ? cap_holds * 2 : 64;
 		struct sl_sup_hold *h = realloc(holds, n * sizeof(*h));
@@ -127,13 +154,18 @@ void sl_sup_conns_hold(struct sl_sup_call *c, int fd, ino_t ino)
 		holds = h;
 		cap_holds = n;
 	}
+	if (turn != 0 && !sl_sup_turn_accepted(s, ino, turn, now_ns))
+		turn = give_back(c, turn);
+	if (c->conns_held == 0)
+		return;
 	struct sl_sup_hold *h = &holds[n_holds++];
 	h->proc = p;
 	h->fd = fd;
 	h->ino = ino;
 	h->alt_tgid = 0;
 	h->alt_fd = -1;
-	h->rules = c->conns_held;
+	h->rules = c->conns_held & ~turn;
+	h->turn = turn;
 	for (unsigned i = 0; i < SL_MAX_RULES; i++)
 		h->lim[i] = c->conns_lim[i];
 	p->refs++; /* the limiters live in the process entry */
@@ -244,6 +276,8 @@ void sl_sup_conns_sweep(struct sl_sup *s)
 			continue;
 		}
 		release(h->lim, h->rules);
+		if (h->turn != 0)
+			sl_sup_turn_gone(s, h->ino); /* a turn still running: its slots */
 		h->proc->refs--;
 		holds[k] = holds[--n_holds];
 	}

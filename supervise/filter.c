@@ -14,7 +14,8 @@
  *   read, readv, recvfrom, recvmsg,           trapped only for fd >= 512
  *   recvmmsg, preadv2 (recv rules);           (the sockets the supervisor
  *   write, writev, sendto, sendmsg,           placed there): file and pipe
- *   sendmmsg, pwritev2, sendfile (send)       I/O is never trapped
+ *   sendmmsg, pwritev2, sendfile (send;       I/O is never trapped
+ *   both with conns:adaptive rules: turns)
  *   splice                                    trapped when either fd >= 512
  *   the send and receive calls on fds 0-2     trapped too with --trap-stdio
  *   dup, dup2, dup3, fcntl(F_DUPFD*)          trapped for fd >= 512 when
@@ -44,8 +45,12 @@
 void sl_sup_traps_of(const struct sl_policy *p, struct sl_sup_traps *t)
 {
 	uint32_t ops = 0; /* bit 1 << op of each rule's op */
-	for (uint32_t i = 0; i < p->n_rules; i++)
+	t->turns = 0;
+	for (uint32_t i = 0; i < p->n_rules; i++) {
 		ops |= 1u << p->rules[i].op;
+		if (p->rules[i].op == SL_OP_CONNS && p->rules[i].adaptive)
+			t->turns |= (uint32_t)1 << i;
+	}
 	const uint32_t conns = 1u << SL_OP_CONNS;
 	t->connect = ops & ((1u << SL_OP_CONNECT) | conns);
 	t->accept = ops & ((1u << SL_OP_ACCEPT) | conns);
@@ -156,12 +161,12 @@ bool sl_sup_traps_fd(const struct sl_sup_traps *t, long fd)
 static bool traps_catch(const struct sl_sup_traps *t, unsigned nr, enum sl_sup_on on)
 {
 	switch (on) {
-	case SL_SUP_ON_SEND:
-		return t->send;
+	case SL_SUP_ON_SEND: /* a send ends a turn, a receive may start one */
+		return t->send || t->turns != 0;
 	case SL_SUP_ON_RECV:
-		return t->recv;
+		return t->recv || t->turns != 0;
 	case SL_SUP_ON_SENDFILE: /* splice either way, sendfile out */
-		return t->send || (nr == __NR_splice && t->recv);
+		return t->send || t->turns != 0 || (nr == __NR_splice && t->recv);
 	case SL_SUP_ON_SOCKET:
 		return t->place;
 	case SL_SUP_ON_ACCEPT:

@@ -13,13 +13,16 @@
 
 /* Which groups of calls the filter hands to the supervisor. */
 struct sl_sup_traps {
-	bool place;   /* socket, accept, accept4 (fd placement) */
-	bool connect; /* connect */
-	bool accept;  /* accept, accept4 (rate or conns) */
-	bool send;    /* write, writev, send*, pwritev2, sendfile, splice: fd >= base */
-	bool recv;    /* read, readv, recv*, preadv2, splice: fd >= base */
-	bool stdio;   /* the send and receive calls above on fds 0-2 too
-		       * (--trap-stdio: inetd-style servers move sockets there) */
+	bool place;     /* socket, accept, accept4 (fd placement) */
+	bool connect;   /* connect */
+	bool accept;    /* accept, accept4 (rate or conns) */
+	bool send;      /* write, writev, send*, pwritev2, sendfile, splice: fd >= base */
+	bool recv;      /* read, readv, recv*, preadv2, splice: fd >= base */
+	bool stdio;     /* the send and receive calls above on fds 0-2 too
+			 * (--trap-stdio: inetd-style servers move sockets there) */
+	uint32_t turns; /* conns:adaptive rules (turn.c): the connections they
+			 * accept are placed at fd >= base, and the sends and
+			 * receives there are trapped (their turns) */
 };
 
 /* The handler a trapped call goes to (loop.c). */

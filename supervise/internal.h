@@ -20,6 +20,8 @@
  *               (pidfd_getfd), their memory (process_vm_readv/writev);
  *   admit.c     limiter scopes, taking and giving back units: over engine/;
  *   conns.c     conns rules: slots held until the connection's fd closes;
+ *   turn.c      conns:adaptive: a request's turn holds a slot from its first
+ *               bytes to its answer; the engine's controller moves the limit;
  *   stat.c      the status record `sluice stat` reads; shared.c: shared=;
  *   sock.c      socket, accept, connect; place.c: their fds (512-1023);
  *   io.c        the send and receive families, performed by the supervisor;

@@ -30,7 +30,8 @@
  * consumes what was delivered: a call cancelled before its answer loses no
  * data. MSG_WAITALL on a blocking stream socket is completed piece by piece
  * under WAIT_KILLABLE_RECV. Calls with MSG_PEEK, MSG_OOB, MSG_ERRQUEUE or
- * MSG_TRUNC continue in the kernel uncharged.
+ * MSG_TRUNC continue in the kernel uncharged. A receive on a connection
+ * with conns:adaptive turns takes its turn step first (turn.c).
  *
  * A throttled call is always held, never answered with a made-up EAGAIN:
  * data that is already queued produces no new edge for an edge-triggered
@@ -56,6 +57,7 @@
 #include "stat.h"
 #include "state.h"
 #include "target.h"
+#include "turn.h"
 
 #include "iov.h"
 #include "match.h"
@@ -319,6 +321,20 @@ static void consume(struct sl_sup_call *c, uint64_t k)
 
 bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
+	if (c->turn_ino != 0) { /* conns:adaptive: the request's turn first */
+		switch (sl_sup_turn_step_recv(s, c, now_ns)) {
+		case SL_SUP_TURN_HOLD:
+			return false;
+		case SL_SUP_TURN_DONE:
+			return true;
+		default:
+			break;
+		}
+		if (c->rules == 0) { /* no recv rule: the kernel's */
+			sl_sup_continue(s, c->req.id);
+			return true;
+		}
+	}
 	bool waitall = (c->flags & MSG_WAITALL) && c->stream && !c->nonblock &&
 		       s->feat.wait_killable;
 	for (;;) {

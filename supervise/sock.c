@@ -16,7 +16,9 @@
  * sockets alike: Go's connect is never answered with a fabricated EAGAIN or
  * EINPROGRESS. accept() waits for a pending connection first (a
  * non-blocking listener with none gets the kernel's EAGAIN), then for the
- * rule's slot, then accepts.
+ * rule's slot, then accepts. A connection a conns:adaptive rule accepts is
+ * placed high whatever the other rules (its turns are its sends and
+ * receives, turn.c), and one it refuses is reset.
  */
 #include "sock.h"
 #include "place.h"
@@ -173,7 +175,8 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 	struct sl_addr a;
 	sl_addr_from(&a, (struct sockaddr *)&ss, (socklen_t)len);
 	uint32_t rules = sl_sup_match(s, SL_OP_CONNECT, t.fam, t.type, &a);
-	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, t.fam, t.type, &a);
+	/* Not conns:adaptive rules: a server's turns only (turn.c). */
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, t.fam, t.type, &a) & ~s->traps.turns;
 	struct sl_sup_call *c = rules | conns ? sl_sup_call_new(s, req, t.th) : NULL;
 	if (c == NULL) {
 		sl_sup_continue(s, req->id);
@@ -234,7 +237,7 @@ bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_n
 	const int fd = (int)(uint32_t)c->req.data.args[0];
 	const ino_t ino = c->conns_held != 0 ? sl_sup_fd_ino(c->th->proc, fd) : 0;
 	if (sl_sup_continue(s, c->req.id) == 0)
-		sl_sup_conns_hold(c, fd, ino);
+		sl_sup_conns_hold(s, c, fd, ino, sl_sup_now_ns());
 	return true;
 }
 
@@ -333,6 +336,10 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 		return true;
 	}
 	if (err != 0) { /* refused: the connection is closed, like policing */
+		if (c->conns_rules & s->traps.turns) { /* reset: the client does not wait */
+			struct linger lg = {.l_onoff = 1, .l_linger = 0};
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		}
 		close(fd);
 		sl_sup_answer(s, c->req.id, 0, err);
 		return true;
@@ -355,7 +362,8 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 	unsigned fam, type;
 	sl_sup_classify(fd, &fam, &type, NULL);
 	int placed;
-	if (wants_place(s, fam, type)) {
+	/* High too under conns:adaptive: its sends and receives are its turns. */
+	if (wants_place(s, fam, type) || (c->conns_rules & s->traps.turns)) {
 		placed = sl_sup_place(s, c->th, c->req.id, fd, (c->flags & SOCK_CLOEXEC) != 0);
 	} else {
 		struct seccomp_notif_addfd add = {.id = c->req.id,
@@ -371,7 +379,7 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 	close(fd);
 	if (placed < 0 && placed != -ENOENT) /* never left unanswered */
 		sl_sup_answer(s, c->req.id, 0, -placed);
-	sl_sup_conns_hold(c, placed, ino); /* fd < 0: its slot goes back */
+	sl_sup_conns_hold(s, c, placed, ino, now_ns); /* fd < 0: its slot goes back */
 	return true;
 }
 

@@ -28,6 +28,7 @@ struct sl_sup_fdrow;  /* admit.c: the per=fd limiters of one fd */
 struct sl_sup_peer;   /* admit.c: a per=peer entry */
 struct sl_shm_stat;   /* the status record (stat.c) */
 struct sl_shm_shared; /* a shared=NAME segment (shared.c) */
+struct sl_sup_turns;  /* conns:adaptive: limiters, controllers, connections (turn.c) */
 
 /* What the supervisor learnt of one socket fd of a process (describe.c):
  * valid while the fd still names inode (dev, ino); the file's O_NONBLOCK
@@ -142,6 +143,10 @@ struct sl_sup_call {
 	uint32_t conns_held;  /* slots taken, not yet handed to a connection */
 	bool conns_taken;
 	struct sl_limiter *conns_lim[SL_MAX_RULES];
+	/* A receive that may start a turn on its connection (turn.c). */
+	ino_t turn_ino;      /* its socket's inode: the turn step comes first; 0: none */
+	bool turn_waiting;   /* the request is there: waiting for a slot ... */
+	uint64_t turn_until; /* ... until this instant, then reset */
 	/* Last, so that a new call clears only what comes before. */
 	struct iovec riov[SL_SUP_IOV_MAX]; /* the target's buffers */
 };
@@ -167,6 +172,7 @@ struct sl_sup {
 	/* admit.c: per=peer limiters */
 	struct sl_sup_peer *peers;
 	struct sl_shm_shared *shared[SL_MAX_RULES]; /* shared=NAME segments, by rule */
+	struct sl_sup_turns *turns;                 /* conns:adaptive (turn.c), made on first use */
 };
 
 #endif /* SLUICE_SUPERVISE_STATE_H */

@@ -29,6 +29,7 @@
 #include "notif.h"
 #include "stat.h"
 #include "state.h"
+#include "turn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -328,6 +329,7 @@ ssize_t sl_sup_mem_write(pid_t tid, uint64_t addr, const void *buf, size_t len)
 void sl_sup_target_free(struct sl_sup *s)
 {
 	sl_sup_conns_free();
+	sl_sup_turn_free(s);
 	forget(s, true);
 	free(s->threads);
 	free(s->procs);

@@ -154,6 +154,33 @@ static void test_supervise_filter_refusals(void **state)
 	assert_dec_equal(verdict(&p, X86, SYS_write, 600, 0), ALLOW);
 }
 
+/* conns:adaptive alone: accept and connect are trapped (connect's handler
+ * leaves the adaptive rules out), the sends and receives of fds >= 512 too
+ * (where the accepted connections are placed: their turns), never a file's;
+ * socket() is not (no placement), nor a move of a high fd. */
+static void test_supervise_filter_turns(void **state)
+{
+	(void)state;
+	struct sl_policy p = policy_of("connect:10/s;conns:adaptive");
+	struct sl_sup_traps t;
+	sl_sup_traps_of(&p, &t);
+	assert_dec_equal(t.turns, 0x2);
+	assert_false(t.place);
+	assert_dec_equal(verdict(&p, X86, SYS_accept4, 3, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_connect, 3, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_socket, 2, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_write, 1, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_read, 511, 0), ALLOW);
+	assert_dec_equal(verdict(&p, X86, SYS_write, 600, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_recvfrom, 600, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_sendfile, 600, 0), NOTIF);
+	assert_dec_equal(verdict(&p, X86, SYS_dup2, 600, 0), ALLOW);
+	p = policy_of("conns:100");
+	sl_sup_traps_of(&p, &t);
+	assert_dec_equal(t.turns, 0);
+	assert_dec_equal(verdict(&p, X86, SYS_write, 600, 0), ALLOW);
+}
+
 /* ---- matching and admission ------------------------------------------- */
 
 struct fixture {
@@ -348,6 +375,7 @@ int main(void)
 		cmocka_unit_test(test_supervise_filter_send),
 		cmocka_unit_test(test_supervise_filter_moves),
 		cmocka_unit_test(test_supervise_filter_refusals),
+		cmocka_unit_test(test_supervise_filter_turns),
 		cmocka_unit_test(test_supervise_match),
 		cmocka_unit_test(test_supervise_admit_token),
 		cmocka_unit_test(test_supervise_admit_actions),

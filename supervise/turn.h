@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * turn.h - conns:adaptive in supervised mode (turn.c): a server's requests
+ * as turns on its accepted connections, each holding one slot of the
+ * rule's concurrency limit, their latency fed to the engine's controller
+ * (engine/adaptive.h), which moves the limit.
+ *
+ * API: the supervisor's one thread (internal.h).
+ */
+#ifndef SLUICE_SUPERVISE_TURN_H
+#define SLUICE_SUPERVISE_TURN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sl_sup;
+struct sl_sup_call;
+struct sl_limiter;
+struct sl_adapt;
+
+/* The limiter of adaptive rule i: one tunable concurrency limiter for the
+ * whole supervised tree (a prefork or fork-per-connection server's
+ * processes count in one limit), retuned by the rule's controller; made on
+ * first use at now_ns. NULL without memory. */
+struct sl_limiter *sl_sup_turn_lim(struct sl_sup *s, unsigned i, uint64_t now_ns);
+/* The controller of adaptive rule i, or NULL before its first use (a
+ * snapshot for `sluice stat` and the tests). */
+const struct sl_adapt *sl_sup_turn_adapt(const struct sl_sup *s, unsigned i);
+/* Adaptive rule i did not admit a connection or a turn at now_ns: its
+ * limit binds. */
+void sl_sup_turn_bound(struct sl_sup *s, unsigned i, uint64_t now_ns);
+/* The connection of socket inode ino was accepted holding one slot of each
+ * adaptive rule in `rules`: its first turn runs (it ends at the first
+ * send). False if it cannot be followed (no memory): the caller gives the
+ * slots back. */
+bool sl_sup_turn_accepted(struct sl_sup *s, ino_t ino, uint32_t rules, uint64_t now_ns);
+/* The connection of ino is closed by every supervised process: a turn
+ * still running gives its slots back (no sample: when it ended is not
+ * known), and the connection is forgotten. */
+void sl_sup_turn_gone(struct sl_sup *s, ino_t ino);
+/* A send on socket ino is about to be made: its running turn ends (its
+ * latency, from the turn's first received bytes, is a sample). */
+void sl_sup_turn_send(struct sl_sup *s, ino_t ino, uint64_t now_ns);
+/* Whether a receive on socket ino must take the turn step first (a
+ * connection with turns that is idle, or whose turn has not received yet). */
+bool sl_sup_turn_wants(const struct sl_sup *s, ino_t ino);
+
+enum sl_sup_turn_step {
+	SL_SUP_TURN_GO = 0, /* go on with the receive (its rules, or the kernel) */
+	SL_SUP_TURN_HOLD,   /* held: stepped again at c->due_ns or on POLLIN */
+	SL_SUP_TURN_DONE,   /* answered (ECONNRESET, the socket's timeout) */
+};
+/* The turn step of receive c (c->turn_ino set by describe): wait (held,
+ * no slot) for the request's bytes, then for a slot of each of the
+ * connection's rules, up to max-delay (action=delay) or half the no-load
+ * latency (action=reject), else reset the connection and answer
+ * ECONNRESET. A non-blocking receive never waits. On GO c->turn_ino is 0. */
+enum sl_sup_turn_step sl_sup_turn_step_recv(struct sl_sup *s, struct sl_sup_call *c,
+					    uint64_t now_ns);
+
+/* Forget every connection and limiter (at the end). */
+void sl_sup_turn_free(struct sl_sup *s);
+
+#endif /* SLUICE_SUPERVISE_TURN_H */

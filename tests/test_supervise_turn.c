@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_supervise_turn.c - conns:adaptive in supervised mode (supervise/turn.c)
+ * driven through the handlers with made-up notifications, as
+ * test_supervise_step.c does: this file defines what supervise/notif.c does
+ * (every answer recorded with its instant) and what supervise/place.c does
+ * (an accepted socket is installed at fd 600, 601, ... of this process), so
+ * the linker takes neither. The program is this test's own thread; its
+ * peers are loopback clients of a listener of its own. The clock is the
+ * fake one: every instant asserted below is exact.
+ *
+ * What is checked: a turn holds one slot from the accept to the first send,
+ * the next receive waits for the request without a slot and then takes
+ * one, a full limit makes a reject rule reset a keep-alive connection (and
+ * refuse an accept with a reset), a delay rule waits for the slot, the
+ * latency of a turn reaches the controller, whose new limit retunes the
+ * limiter, and a connection closed in a turn gives its slot back without a
+ * sample.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "test_core.h"
+#include "test_policy.h"
+
+#include "../common/segment.h"
+#include "../engine/adaptive.h"
+#include "../supervise/calls.h"
+#include "../supervise/conns.h"
+#include "../supervise/filter.h"
+#include "../supervise/io.h"
+#include "../supervise/loop.h"
+#include "../supervise/notif.h"
+#include "../supervise/place.h"
+#include "../supervise/sock.h"
+#include "../supervise/state.h"
+#include "../supervise/target.h"
+#include "../supervise/turn.h"
+
+#define T0 (1000 * MS)
+#define FD0 600 /* where the first accepted socket is installed */
+
+/* ---- the fake notification fd and placement --------------------------- */
+
+struct answer {
+	uint64_t id;
+	int64_t val;
+	int err;
+	bool cont; /* SECCOMP_USER_NOTIF_FLAG_CONTINUE */
+	uint64_t at;
+};
+
+static struct {
+	uint64_t now;
+	int n;
+	struct answer a[64];
+	int next_fd; /* the next accepted socket's number */
+} fake;
+
+uint64_t sl_sup_now_ns(void)
+{
+	return fake.now;
+}
+
+static int record(uint64_t id, int64_t val, int err, bool cont)
+{
+	assert_true(fake.n < 64);
+	fake.a[fake.n++] = (struct answer){id, val, err, cont, fake.now};
+	return 0;
+}
+
+int sl_sup_answer(struct sl_sup *s, uint64_t id, int64_t val, int err)
+{
+	(void)s;
+	return record(id, err != 0 ? 0 : val, err, false);
+}
+
+int sl_sup_continue(struct sl_sup *s, uint64_t id)
+{
+	(void)s;
+	return record(id, 0, 0, true);
+}
+
+bool sl_sup_valid(const struct sl_sup *s, uint64_t id)
+{
+	(void)s;
+	(void)id;
+	return true;
+}
+
+void sl_sup_warn(const char *fmt, ...)
+{
+	(void)fmt;
+}
+
+/* ADDFD: the socket lands at the next number of this process. */
+int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd, bool cloexec)
+{
+	(void)s;
+	(void)th;
+	(void)cloexec;
+	const int fd = fake.next_fd++;
+	assert_dec_equal(dup3(srcfd, fd, O_CLOEXEC), fd);
+	record(id, fd, 0, false);
+	return fd;
+}
+
+/* ---- the rig ------------------------------------------------------------ */
+
+struct rig {
+	struct sl_sup s;
+	char dir[64];
+	int lis; /* the program's listener on 127.0.0.1 */
+	uint16_t port;
+	uint64_t next_id;
+};
+
+static struct rig *rig_new(const char *rules)
+{
+	struct rig *r = calloc(1, sizeof(*r));
+	assert_non_null(r);
+	snprintf(r->dir, sizeof(r->dir), "/tmp/sl-turn.XXXXXX");
+	assert_non_null(mkdtemp(r->dir));
+	sl_seg_use_dir_unsync(r->dir);
+	memset(&fake, 0, sizeof(fake));
+	fake.now = T0;
+	fake.next_fd = FD0;
+	r->s.policy = policy_of(rules);
+	sl_sup_traps_of(&r->s.policy, &r->s.traps);
+	r->s.feat.wait_killable = true;
+	r->s.listener = -1;
+	r->s.calls = calloc(SL_SUP_CALLS_MAX, sizeof(*r->s.calls));
+	assert_non_null(r->s.calls);
+	r->lis = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	assert_dec_equal(bind(r->lis, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_dec_equal(listen(r->lis, 8), 0);
+	assert_dec_equal(getsockname(r->lis, (struct sockaddr *)&a, &al), 0);
+	r->port = ntohs(a.sin_port);
+	r->next_id = 1;
+	return r;
+}
+
+static void rig_free(struct rig *r)
+{
+	for (unsigned i = 0; i < r->s.calls_hi; i++)
+		if (r->s.calls[i].used)
+			sl_sup_call_free(&r->s, &r->s.calls[i]);
+	sl_sup_target_free(&r->s);
+	assert_null(r->s.turns);
+	free(r->s.calls);
+	close(r->lis);
+	for (int fd = FD0; fd < fake.next_fd; fd++)
+		close(fd);
+	assert_dec_equal(rmdir(r->dir), 0);
+	free(r);
+}
+
+/* A client connected to the program's listener (not yet accepted). */
+static int client(struct rig *r)
+{
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons(r->port)};
+	assert_dec_equal(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	return c;
+}
+
+static struct seccomp_notif req_of(struct rig *r, int nr, uint64_t a0, uint64_t a1, uint64_t a2,
+				   uint64_t a3)
+{
+	struct seccomp_notif q = {.id = r->next_id++, .pid = (uint32_t)gettid()};
+	q.data.nr = nr;
+	q.data.arch = AUDIT_ARCH_X86_64;
+	q.data.args[0] = a0;
+	q.data.args[1] = a1;
+	q.data.args[2] = a2;
+	q.data.args[3] = a3;
+	return q;
+}
+
+/* The one held call (asserted), or NULL if none is held. */
+static struct sl_sup_call *held_call(struct rig *r)
+{
+	struct sl_sup_call *c = NULL;
+	for (unsigned i = 0; i < r->s.calls_hi; i++)
+		if (r->s.calls[i].used) {
+			assert_null(c);
+			c = &r->s.calls[i];
+		}
+	return c;
+}
+
+/* Step the held call at instant `at` (its deadline, or its fd ready, as
+ * the loop would); true if it ended. */
+static bool step_at(struct rig *r, uint64_t at)
+{
+	struct sl_sup_call *c = held_call(r);
+	assert_non_null(c);
+	fake.now = at;
+	c->wait = SL_SUP_WAIT_NONE;
+	if (!sl_sup_step(&r->s, c, fake.now))
+		return false;
+	sl_sup_call_free(&r->s, c);
+	return true;
+}
+
+/* The program accepts (blocking accept4): the fd it was given. */
+static int do_accept(struct rig *r)
+{
+	const int n = fake.n;
+	struct seccomp_notif q = req_of(r, SYS_accept4, (uint64_t)r->lis, 0, 0, SOCK_CLOEXEC);
+	sl_sup_on_accept(&r->s, &q);
+	assert_dec_equal(fake.n, n + 1);
+	assert_dec_equal(fake.a[n].id, q.id);
+	return fake.a[n].err != 0 ? -fake.a[n].err : (int)fake.a[n].val;
+}
+
+static char rbuf[256];
+
+/* The program's receive on fd: the request's notification (handled). */
+static struct seccomp_notif do_recv(struct rig *r, int fd, int flags)
+{
+	struct seccomp_notif q = req_of(r, SYS_recvfrom, (uint64_t)fd, (uintptr_t)rbuf,
+					sizeof(rbuf), (uint64_t)flags);
+	sl_sup_on_recv(&r->s, &q);
+	return q;
+}
+
+/* The program's send of its answer on fd (handled). */
+static struct seccomp_notif do_send(struct rig *r, int fd)
+{
+	static const char ok[] = "OK\n";
+	struct seccomp_notif q = req_of(r, SYS_write, (uint64_t)fd, (uintptr_t)ok, 3, 0);
+	sl_sup_on_send(&r->s, &q);
+	return q;
+}
+
+/* What the kernel does with a receive the supervisor let continue. */
+static void kernel_recv(int fd, size_t want)
+{
+	char b[64];
+	assert_dec_equal(recv(fd, b, sizeof(b), MSG_DONTWAIT), (ssize_t)want);
+}
+
+/* Wait (really) until fd has bytes to read: loopback is quick. */
+static void until_readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	assert_dec_equal(poll(&p, 1, 2000), 1);
+}
+
+static uint64_t in_flight(struct rig *r)
+{
+	const struct sl_limiter *l = sl_sup_turn_lim(&r->s, 0, fake.now);
+	return atomic_load_explicit(&l->u.tun.held, memory_order_relaxed);
+}
+
+static uint64_t win_count(struct rig *r)
+{
+	return atomic_load_explicit(&sl_sup_turn_adapt(&r->s, 0)->win_count, memory_order_relaxed);
+}
+
+static uint64_t win_sum_ns(struct rig *r)
+{
+	return atomic_load_explicit(&sl_sup_turn_adapt(&r->s, 0)->win_sum_ns, memory_order_relaxed);
+}
+
+/* ---- the tests -------------------------------------------------------- */
+
+/* A turn holds its slot from the accept to the first send: the receive
+ * before the request goes to the kernel at once (the accept's turn runs,
+ * its latency from the accept, as in the preload), the send ends the turn
+ * (50 ms, a sample). The next receive waits for the next request with no
+ * slot held, then takes one; the send after it gives it back. */
+static void test_turn_accept_to_send(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=4,min=1,max=8");
+	/* Placed high and trapped: no send or recv rule needed. */
+	assert_dec_equal(r->s.traps.turns, 1);
+	int cl = client(r);
+	assert_dec_equal(do_accept(r), FD0);
+	assert_dec_equal(in_flight(r), 1);
+	/* The server reads before the request came: the accept's turn runs,
+	 * the kernel receives (and blocks there). */
+	struct seccomp_notif q = do_recv(r, FD0, 0);
+	assert_dec_equal(fake.n, 2);
+	assert_dec_equal(fake.a[1].id, q.id);
+	assert_true(fake.a[1].cont);
+	assert_null(held_call(r));
+	assert_dec_equal(in_flight(r), 1);
+	assert_dec_equal(write(cl, "GET\n", 4), 4);
+	until_readable(FD0);
+	kernel_recv(FD0, 4);
+	assert_dec_equal(in_flight(r), 1);
+	assert_dec_equal(win_count(r), 0);
+	/* The answer: the turn ends, its latency (from the accept) a sample. */
+	fake.now = T0 + 50 * MS;
+	q = do_send(r, FD0);
+	assert_dec_equal(fake.n, 3);
+	assert_true(fake.a[2].cont); /* no send rule: the kernel sends */
+	assert_null(held_call(r));
+	assert_dec_equal(in_flight(r), 0);
+	assert_dec_equal(win_count(r), 1);
+	assert_dec_equal(win_sum_ns(r), 50 * MS);
+	assert_dec_equal(write(FD0, "OK\n", 3), 3);
+	/* A second send in the same answer: nothing more. */
+	q = do_send(r, FD0);
+	assert_dec_equal(in_flight(r), 0);
+	assert_dec_equal(win_count(r), 1);
+	/* Keep-alive: the next receive waits, with no slot, for the request. */
+	fake.now = T0 + 60 * MS;
+	q = do_recv(r, FD0, 0);
+	assert_dec_equal(held_call(r)->wait, SL_SUP_WAIT_IO);
+	assert_dec_equal(in_flight(r), 0);
+	assert_dec_equal(write(cl, "GET\n", 4), 4);
+	until_readable(FD0);
+	assert_true(step_at(r, T0 + 200 * MS));
+	assert_dec_equal(fake.a[fake.n - 1].id, q.id);
+	assert_true(fake.a[fake.n - 1].cont);
+	assert_dec_equal(in_flight(r), 1);
+	kernel_recv(FD0, 4);
+	/* Receives within the turn pass at once, no second slot. */
+	q = do_recv(r, FD0, MSG_DONTWAIT);
+	assert_true(fake.a[fake.n - 1].cont);
+	assert_null(held_call(r));
+	assert_dec_equal(in_flight(r), 1);
+	fake.now = T0 + 230 * MS;
+	q = do_send(r, FD0);
+	assert_dec_equal(in_flight(r), 0);
+	/* The first window (100 ms at least) closed with these two samples:
+	 * they left it for the next one. */
+	assert_dec_equal(atomic_load_explicit(&sl_sup_turn_adapt(&r->s, 0)->updates,
+					      memory_order_relaxed),
+			 1);
+	assert_dec_equal(atomic_load_explicit(&sl_sup_turn_adapt(&r->s, 0)->latency_ns,
+					      memory_order_relaxed),
+			 40 * MS); /* (50 + 30) / 2 */
+	/* The client closes: the next receive is no turn (the kernel's 0). */
+	close(cl);
+	until_readable(FD0);
+	fake.now = T0 + 300 * MS;
+	do_recv(r, FD0, 0);
+	assert_null(held_call(r));
+	assert_true(fake.a[fake.n - 1].cont);
+	assert_dec_equal(in_flight(r), 0);
+	rig_free(r);
+}
+
+/* The latency of the turns reaches the controller and its new limit the
+ * limiter: under aimd, two turns of 40 ms in a window of 160 ms with the
+ * limit used (one in flight of 2) take it from 2 to 3, and the limiter
+ * admits 3 connections, not 4. */
+static void test_turn_retunes(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=2,min=1,max=8,algo=aimd,action=reject");
+	int cl = client(r);
+	assert_dec_equal(do_accept(r), FD0);
+	assert_dec_equal(write(cl, "GET\n", 4), 4);
+	until_readable(FD0);
+	fake.now = T0 + 10 * MS;
+	do_recv(r, FD0, 0);
+	kernel_recv(FD0, 4);
+	fake.now = T0 + 50 * MS;
+	do_send(r, FD0);
+	assert_dec_equal(sl_adapt_limit(sl_sup_turn_adapt(&r->s, 0)), 2);
+	assert_dec_equal(write(cl, "GET\n", 4), 4);
+	until_readable(FD0);
+	fake.now = T0 + 120 * MS;
+	do_recv(r, FD0, 0);
+	kernel_recv(FD0, 4);
+	fake.now = T0 + 160 * MS;
+	do_send(r, FD0);
+	const struct sl_adapt *a = sl_sup_turn_adapt(&r->s, 0);
+	assert_dec_equal(sl_adapt_limit(a), 3);
+	assert_dec_equal(atomic_load_explicit(&a->noload_ns, memory_order_relaxed), 40 * MS);
+	const struct sl_tunable *t = (const void *)sl_sup_turn_lim(&r->s, 0, fake.now);
+	assert_dec_equal(sl_tunable_current(t)->params.amount, 3);
+	/* Three connections in their first turn at once; the fourth is
+	 * refused at its accept and reset. */
+	int more[3];
+	for (int i = 0; i < 3; i++) {
+		more[i] = client(r);
+		assert_dec_equal(do_accept(r), FD0 + 1 + i);
+	}
+	assert_dec_equal(in_flight(r), 3);
+	const int n = fake.n;
+	int late = client(r);
+	struct seccomp_notif q = req_of(r, SYS_accept4, (uint64_t)r->lis, 0, 0, SOCK_CLOEXEC);
+	sl_sup_on_accept(&r->s, &q);
+	assert_dec_equal(fake.n, n + 1);
+	assert_dec_equal(fake.a[n].err, ECONNABORTED);
+	char b;
+	assert_dec_equal(recv(late, &b, 1, 0), -1); /* reset (SO_LINGER 0) */
+	assert_dec_equal(errno, ECONNRESET);
+	assert_true(atomic_load_explicit(&a->bound_ns, memory_order_relaxed) != 0);
+	for (int i = 0; i < 3; i++)
+		close(more[i]);
+	close(late);
+	close(cl);
+	rig_free(r);
+}
+
+/* action=reject with the limit full (1): a keep-alive connection's next
+ * request waits for a slot with the engine's backoff (1, 2, 4, 8, 16 ms)
+ * up to half the no-load latency (not measured yet: 50 ms), then its
+ * connection is reset and the receive fails with ECONNRESET. */
+static void test_turn_reject_resets(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1,action=reject");
+	int ca = client(r);
+	assert_dec_equal(do_accept(r), FD0);
+	assert_dec_equal(write(ca, "GET\n", 4), 4);
+	until_readable(FD0);
+	do_recv(r, FD0, 0);
+	kernel_recv(FD0, 4);
+	do_send(r, FD0);
+	assert_dec_equal(in_flight(r), 0);
+	int cb = client(r); /* takes the one slot */
+	assert_dec_equal(do_accept(r), FD0 + 1);
+	assert_dec_equal(in_flight(r), 1);
+	assert_dec_equal(write(ca, "GET\n", 4), 4);
+	until_readable(FD0);
+	const int n = fake.n;
+	struct seccomp_notif q = do_recv(r, FD0, 0);
+	assert_dec_equal(fake.n, n);
+	const uint64_t due[] = {T0 + 1 * MS,  T0 + 3 * MS,  T0 + 7 * MS,
+				T0 + 15 * MS, T0 + 31 * MS, T0 + 50 * MS};
+	for (int i = 0; i < 6; i++) {
+		struct sl_sup_call *c = held_call(r);
+		assert_dec_equal(c->wait, SL_SUP_WAIT_TIME);
+		assert_dec_equal(c->due_ns, due[i]);
+		assert_dec_equal(step_at(r, due[i]), i == 5); /* the last one resets */
+	}
+	assert_null(held_call(r));
+	assert_dec_equal(fake.n, n + 1);
+	assert_dec_equal(fake.a[n].id, q.id);
+	assert_dec_equal(fake.a[n].err, ECONNRESET);
+	assert_dec_equal(fake.a[n].at, T0 + 50 * MS);
+	struct linger lg;
+	socklen_t ll = sizeof(lg);
+	assert_dec_equal(getsockopt(FD0, SOL_SOCKET, SO_LINGER, &lg, &ll), 0);
+	assert_dec_equal(lg.l_onoff, 1);
+	assert_dec_equal(lg.l_linger, 0);
+	char b[8];
+	assert_dec_equal(recv(ca, b, sizeof(b), 0), 0); /* the client is told */
+	assert_dec_equal(in_flight(r), 1);              /* B's turn only */
+	close(ca);
+	close(cb);
+	rig_free(r);
+}
+
+/* action=delay (max-delay 200 ms): the request waits for the slot that
+ * another connection's answer frees, and goes at the next retry. A
+ * non-blocking receive with no slot free goes at once, uncounted. */
+static void test_turn_delay_waits(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1,max-delay=200ms");
+	int ca = client(r);
+	assert_dec_equal(do_accept(r), FD0);
+	assert_dec_equal(write(ca, "GET\n", 4), 4);
+	until_readable(FD0);
+	do_recv(r, FD0, 0);
+	kernel_recv(FD0, 4);
+	do_send(r, FD0); /* A idle */
+	int cb = client(r);
+	assert_dec_equal(do_accept(r), FD0 + 1); /* B's turn holds the slot */
+	/* A non-blocking receive on A: not held, uncounted. */
+	assert_dec_equal(write(ca, "GET\n", 4), 4);
+	until_readable(FD0);
+	int n = fake.n;
+	do_recv(r, FD0, MSG_DONTWAIT);
+	assert_dec_equal(fake.n, n + 1);
+	assert_true(fake.a[n].cont);
+	assert_null(held_call(r));
+	assert_dec_equal(in_flight(r), 1);
+	kernel_recv(FD0, 4);
+	do_send(r, FD0); /* no turn ran: nothing given back */
+	assert_dec_equal(in_flight(r), 1);
+	/* A blocking one waits for B's answer. */
+	assert_dec_equal(write(ca, "GET\n", 4), 4);
+	until_readable(FD0);
+	n = fake.n;
+	struct seccomp_notif q = do_recv(r, FD0, 0);
+	assert_dec_equal(held_call(r)->due_ns, T0 + 1 * MS);
+	assert_false(step_at(r, T0 + 1 * MS));
+	assert_false(step_at(r, T0 + 3 * MS));
+	assert_dec_equal(held_call(r)->due_ns, T0 + 7 * MS);
+	/* B's client sends, B's server answers at +5 ms: its slot is free. */
+	assert_dec_equal(write(cb, "GET\n", 4), 4);
+	until_readable(FD0 + 1);
+	/* (B's receive and send go at once: A's call stays the one held.) */
+	fake.now = T0 + 4 * MS;
+	do_recv(r, FD0 + 1, 0);
+	kernel_recv(FD0 + 1, 4);
+	fake.now = T0 + 5 * MS;
+	do_send(r, FD0 + 1);
+	assert_dec_equal(in_flight(r), 0);
+	assert_true(step_at(r, T0 + 7 * MS));
+	assert_dec_equal(fake.a[fake.n - 1].id, q.id);
+	assert_true(fake.a[fake.n - 1].cont);
+	assert_dec_equal(fake.a[fake.n - 1].at, T0 + 7 * MS);
+	assert_dec_equal(in_flight(r), 1);
+	kernel_recv(FD0, 4);
+	close(ca);
+	close(cb);
+	rig_free(r);
+}
+
+/* A connection closed in a turn (close is not trapped): the sweep finds it
+ * gone and gives its slot back, with no sample. */
+static void test_turn_gone(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=2,min=1,max=4");
+	int cl = client(r);
+	assert_dec_equal(do_accept(r), FD0);
+	assert_dec_equal(write(cl, "GET\n", 4), 4);
+	until_readable(FD0);
+	fake.now = T0 + 10 * MS;
+	do_recv(r, FD0, 0);
+	kernel_recv(FD0, 4);
+	assert_dec_equal(in_flight(r), 1);
+	sl_sup_conns_sweep(&r->s);
+	assert_dec_equal(in_flight(r), 1); /* still open */
+	close(FD0);
+	fake.now = T0 + 90 * MS;
+	sl_sup_conns_sweep(&r->s);
+	assert_dec_equal(in_flight(r), 0);
+	assert_dec_equal(win_count(r), 0);
+	close(cl);
+	rig_free(r);
+}
+
+/* Adaptive rules are a server's: a connect continues untouched, its
+ * socket no turn. */
+static void test_turn_not_connect(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1");
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_dec_equal(dup3(s, 700, O_CLOEXEC), 700);
+	close(s);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons(r->port)};
+	for (int i = 0; i < 2; i++) {
+		struct seccomp_notif q = req_of(r, SYS_connect, 700, (uintptr_t)&a, sizeof(a), 0);
+		sl_sup_on_connect(&r->s, &q);
+		assert_dec_equal(fake.n, i + 1);
+		assert_true(fake.a[i].cont);
+		assert_null(held_call(r));
+	}
+	assert_null(sl_sup_turn_adapt(&r->s, 0));
+	close(700);
+	rig_free(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_turn_accept_to_send), cmocka_unit_test(test_turn_retunes),
+		cmocka_unit_test(test_turn_reject_resets),  cmocka_unit_test(test_turn_delay_waits),
+		cmocka_unit_test(test_turn_gone),           cmocka_unit_test(test_turn_not_connect),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
