@@ -14,6 +14,7 @@ adaptive,action=reject`:
   keepalive  the same server, the client reusing 50 connections (a turn on
              an idle connection waits before its receive; a reset one is
              opened again);
+  supervised the thread case under `sluice --supervise` (one engine);
   prefork    16 processes forked after listen, each accepting;
   shared     the same under shared=NAME (one limit and one controller in
              the host's segment);
@@ -56,14 +57,15 @@ PHASE_S = 6.0
 SKIP = 3.0
 
 
-def start_server(rule, mode="thread", phases="1,4,1", work=0.04, t0=None, extra_env=None):
+def start_server(rule, mode="thread", phases="1,4,1", work=0.04, t0=None, extra_env=None,
+                 launcher=()):
     env = dict(os.environ)
     env.update(extra_env or {})
     t0 = t0 if t0 is not None else time.time() + 1.5
     argv = [sys.executable, LIB, "serve", "--mode", mode, "--t0", repr(t0), "--phase-s",
             str(PHASE_S), "--phases", phases, "--work", str(work)]
     if rule is not None:
-        argv = [SLUICE, "--conns", rule, "--"] + argv
+        argv = [SLUICE] + list(launcher) + ["--conns", rule, "--"] + argv
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True,
                          start_new_session=True)
     port = int(p.stdout.readline())
@@ -101,9 +103,9 @@ def fmt(ms):
     return "-" if ms is None else "%.0f ms" % (ms * 1000)
 
 
-def scenario(name, mode="thread", keepalive=0, rule="adaptive,action=reject"):
+def scenario(name, mode="thread", keepalive=0, rule="adaptive,action=reject", launcher=()):
     """One run: the per-phase figures and whether each meets both bounds."""
-    p, port, t0 = start_server(rule, mode)
+    p, port, t0 = start_server(rule, mode, launcher=launcher)
     try:
         base = unloaded(port)
         res = load(port, t0, keepalive)
@@ -123,13 +125,13 @@ def scenario(name, mode="thread", keepalive=0, rule="adaptive,action=reject"):
     return ok, lines
 
 
-def knee(name, mode="thread", keepalive=0, rule="adaptive,action=reject"):
-    ok, lines = scenario(name, mode, keepalive, rule)
+def knee(name, mode="thread", keepalive=0, rule="adaptive,action=reject", launcher=()):
+    ok, lines = scenario(name, mode, keepalive, rule, launcher)
     for l in lines:
         print("     " + l, flush=True)
     if not ok:
         print("     %s: missed once; the second run judges it" % name, flush=True)
-        ok, lines = scenario(name, mode, keepalive, rule)
+        ok, lines = scenario(name, mode, keepalive, rule, launcher)
         for l in lines:
             print("     " + l, flush=True)
     check(ok, "%s: goodput >= 80%% of the capacity and p99 <= 3x unloaded in every phase" % name)
@@ -282,6 +284,7 @@ def main():
     stat_view()
     knee("thread")
     knee("keepalive", keepalive=50)
+    knee("supervised", launcher=("--supervise",))
     knee("prefork", mode="prefork")
     name = "adapt-test-%d" % os.getpid()
     try:
