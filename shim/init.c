@@ -280,6 +280,7 @@ static void atfork_child(void)
 		sl__stats_reset();
 	}
 	sl__credit_reset_unsync();
+	sl__turn_fork_child();
 	sl__fdtab_after_fork_unsync();
 	sl__cw_after_fork_unsync();
 	sl__scope_after_fork_unsync();

@@ -247,6 +247,7 @@ void sl__turn_accepted(int fd, uint32_t rules, uint64_t now_ns)
 	if ((s & 0xff) == TS_TURN) /* an inode used again, its turn never ended */
 		sl__turn_end(e, now_ns);
 	atomic_store_explicit(&e->rules, rules, memory_order_relaxed);
+	atomic_store_explicit(&e->epoch, sl__turn_epoch(), memory_order_relaxed);
 	/* The first request's latency from the accept: its bytes are there
 	 * (or on their way) when the server takes the connection, and what
 	 * the server does before it reads them (a fork) is its latency too. */

@@ -21,10 +21,12 @@
  * (sl__st.adapt_rules): per=process ones in memory a fork's children
  * share, rule_lim[i] pointing there. Returns 0 or -1 (errno). */
 int sl__turn_init_unsync(struct sl_state *st, uint64_t now_ns);
-/* pthread_atfork prepare: from now on a connection's last close may not
- * be this process's. */
+/* pthread_atfork prepare and child: a new epoch on each side, so that a
+ * connection accepted before the fork is no longer closed for good by
+ * either process's close alone (turnclose.c). */
 void sl__turn_forking(void);
-/* A new state (init): no fork seen yet. */
+void sl__turn_fork_child(void);
+/* A new state (init): a new epoch. */
 void sl__turn_forked_reset_unsync(void);
 
 /* Connection fd was just accepted holding one slot of each rule in

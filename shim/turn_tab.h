@@ -30,6 +30,9 @@ struct turn_ent {
 	 * (a fork child, or a program it exec'd) held it; id says which
 	 * socket to ask the kernel about (turn_sweep). */
 	_Atomic uint32_t orphan;
+	/* The accepting process's epoch then (sl__turn_epoch): a close in a
+	 * process of that epoch is the last (no fork came since). */
+	_Atomic uint64_t epoch;
 	struct sl_sockid id;
 };
 
@@ -37,6 +40,7 @@ struct turn_fam {
 	struct sl_tunable lim[SL_MAX_RULES]; /* per=process adaptive rules */
 	struct sl_adapt adapt[SL_MAX_RULES];
 	_Atomic uint32_t orphans;  /* entries with orphan set */
+	_Atomic uint64_t epochs;   /* epochs handed out (turnclose.c) */
 	_Atomic uint64_t swept_ns; /* the last sweep */
 	struct turn_ent ent[TURN_ENTS];
 };
@@ -51,6 +55,9 @@ struct turn_ent *sl__turn_find(uint64_t ino);
 /* End e's running turn, if one runs: its slots go back, its latency to
  * the controllers. */
 void sl__turn_end(struct turn_ent *e, uint64_t now);
+/* This process's epoch: a new one at init and on each side of a fork
+ * (turnclose.c), so that two processes never share one. */
+uint64_t sl__turn_epoch(void);
 /* The forget hook (turnclose.c). */
 void sl__turn_forget(int fd);
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * turnclose.c - the end of a connection with turns (turn.c): its entry is
- * freed, and a running turn ended, at the socket's last close. In a
- * process that never forked that is its close; after a fork the kernel is
- * asked, after the real close, whether another process holds the socket
+ * freed, and a running turn ended, at the socket's last close. In the
+ * process that accepted it, with no fork since (the same epoch), that is
+ * its close; else the kernel is asked, after the real close, whether another process holds the socket
  * (sockalive.h): if one does, that process's send or close ends the turn
  * (a fork child), or a sweep finds the socket gone when a limit is full (a
  * program a child exec'd, a child that exited without closing).
@@ -20,8 +20,8 @@
 #define TURN_SWEEP_NS 100000000ull /* sweeps of orphans at most this often */
 #define TURN_SWEEP_MAX 32u         /* sockets asked about per sweep */
 
-/* Set before the first fork: a last close may then not be ours. */
-static _Atomic bool forked;
+/* This process's epoch (turn_tab.h), 0 before init. */
+static _Atomic uint64_t epoch;
 
 /* Closes whose last-holder question waits for the real close. */
 #define TURN_PEND 8
@@ -33,15 +33,34 @@ static __thread struct {
 } pend[TURN_PEND];
 static __thread unsigned n_pend;
 
-void sl__turn_forking(void)
+static void epoch_new(void)
 {
 	if (sl__turn_fam != NULL)
-		atomic_store_explicit(&forked, true, memory_order_relaxed);
+		atomic_store_explicit(&epoch,
+				      atomic_fetch_add_explicit(&sl__turn_fam->epochs, 1,
+								memory_order_relaxed) +
+					      1,
+				      memory_order_relaxed);
+}
+
+uint64_t sl__turn_epoch(void)
+{
+	return atomic_load_explicit(&epoch, memory_order_relaxed);
+}
+
+void sl__turn_forking(void)
+{
+	epoch_new();
+}
+
+void sl__turn_fork_child(void)
+{
+	epoch_new();
 }
 
 void sl__turn_forked_reset_unsync(void)
 {
-	atomic_store_explicit(&forked, false, memory_order_relaxed);
+	epoch_new();
 }
 
 /* e's connection is closed by its last holder: its turn ends, the entry
@@ -72,7 +91,8 @@ void sl__turn_forget(int fd)
 		return;
 	const int saved = errno;
 	const uint64_t key = rec->ino + 1;
-	if (!atomic_load_explicit(&forked, memory_order_relaxed)) {
+	if (atomic_load_explicit(&e->epoch, memory_order_relaxed) == sl__turn_epoch()) {
+		/* The process that accepted it, no fork since: the last. */
 		ent_close(e, key);
 	} else if (n_pend < TURN_PEND) {
 		/* Another process may hold the socket: asked after the close. */

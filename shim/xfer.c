@@ -477,6 +477,7 @@ __attribute__((noinline)) ssize_t sl__recv_general(struct sl_io *io, const struc
 		sl__grant_refund(&c, &gm, 1);
 	sl__nb_end(&c, SL_DIR_IN, cut && r > 0, io->total - done);
 	const ssize_t ret = sl__io_end(&c, rules, done, r, err, e);
-	sl__turn_recv_end(tok, ret);
+	if (tok != 0)
+		sl__turn_recv_end(tok, ret);
 	return ret;
 }
