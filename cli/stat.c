@@ -206,6 +206,31 @@ static void prom_str(FILE *out, const char *s)
 	fputc('"', out);
 }
 
+/* A conns:adaptive rule's figures after `lead`, in text (sep between
+ * them) or as the JSON member "adaptive" (null when there are none). */
+static void adapt_text(FILE *out, const char *lead, const struct rule_view *x, const char *sep)
+{
+	fprintf(out,
+		"%sadaptive: limit %llu%sin flight %llu%sno-load %.1f ms%slatency %.1f ms%sprobes %llu%s",
+		lead, (unsigned long long)x->limit, sep, (unsigned long long)x->in_flight, sep,
+		(double)x->noload_ns / 1e6, sep, (double)x->latency_ns / 1e6, sep,
+		(unsigned long long)x->probes, x->probing ? " (probing)" : "");
+}
+
+static void adapt_json(FILE *out, const struct rule_view *x)
+{
+	if (!x->adapt) {
+		fputs(",\"adaptive\":null", out);
+		return;
+	}
+	fprintf(out,
+		",\"adaptive\":{\"limit\":%llu,\"in_flight\":%llu,\"noload_seconds\":%.9f,"
+		"\"latency_seconds\":%.9f,\"probes\":%llu,\"probing\":%s}",
+		(unsigned long long)x->limit, (unsigned long long)x->in_flight,
+		(double)x->noload_ns / 1e9, (double)x->latency_ns / 1e9,
+		(unsigned long long)x->probes, x->probing ? "true" : "false");
+}
+
 static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
 		       const struct sl_shm_break *brk)
 {
@@ -253,13 +278,10 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->warm)
 			fprintf(out, "    warm-up: stored %llu  rate %.6g/s\n",
 				(unsigned long long)x->stored, x->rate);
-		if (x->adapt)
-			fprintf(out,
-				"    adaptive: limit %llu  in flight %llu  no-load %.1f ms  latency "
-				"%.1f ms  probes %llu%s\n",
-				(unsigned long long)x->limit, (unsigned long long)x->in_flight,
-				(double)x->noload_ns / 1e6, (double)x->latency_ns / 1e6,
-				(unsigned long long)x->probes, x->probing ? "  (probing)" : "");
+		if (x->adapt) {
+			adapt_text(out, "    ", x, "  ");
+			fputc('\n', out);
+		}
 	}
 	sl__cli_break_text(out, brk);
 }
@@ -313,16 +335,8 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 				(unsigned long long)x->stored, x->rate);
 		else
 			fputs(",\"warmup\":null", out);
-		if (x->adapt)
-			fprintf(out,
-				",\"adaptive\":{\"limit\":%llu,\"in_flight\":%llu,"
-				"\"noload_seconds\":%.9f,\"latency_seconds\":%.9f,\"probes\":%llu,"
-				"\"probing\":%s}}",
-				(unsigned long long)x->limit, (unsigned long long)x->in_flight,
-				(double)x->noload_ns / 1e9, (double)x->latency_ns / 1e9,
-				(unsigned long long)x->probes, x->probing ? "true" : "false");
-		else
-			fputs(",\"adaptive\":null}", out);
+		adapt_json(out, x);
+		fputc('}', out);
 	}
 	fputc(']', out);
 	sl__cli_break_json(out, brk);
@@ -377,12 +391,8 @@ static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->avail_known)
 			fprintf(out, "%llu", (unsigned long long)x->available);
 		if (x->adapt)
-			fprintf(out,
-				"</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">adaptive: limit %llu, "
-				"in flight %llu, no-load %.1f ms, latency %.1f ms, probes %llu%s",
-				(unsigned long long)x->limit, (unsigned long long)x->in_flight,
-				(double)x->noload_ns / 1e6, (double)x->latency_ns / 1e6,
-				(unsigned long long)x->probes, x->probing ? " (probing)" : "");
+			adapt_text(out, "</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">", x,
+				   ", ");
 		fputs("</td></tr>\n", out);
 	}
 	fputs("</tbody></table>\n", out);
@@ -679,13 +689,7 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 			fprintf(out, "%s%d", i ? "," : "", pids[i]);
 		fputc(']', out);
 		if (av.adapt)
-			fprintf(out,
-				",\"adaptive\":{\"limit\":%llu,\"in_flight\":%llu,"
-				"\"noload_seconds\":%.9f,\"latency_seconds\":%.9f,\"probes\":%llu,"
-				"\"probing\":%s}",
-				(unsigned long long)av.limit, (unsigned long long)av.in_flight,
-				(double)av.noload_ns / 1e9, (double)av.latency_ns / 1e9,
-				(unsigned long long)av.probes, av.probing ? "true" : "false");
+			adapt_json(out, &av);
 		fputs("}\n", out);
 	} else {
 		fprintf(out, "shared limiter %s  %s\n", name, path);
@@ -696,13 +700,10 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 		if (set_ns != 0)
 			fprintf(out, "  set by sluice set at %s\n", when);
 		fprintf(out, "  available %llu\n", (unsigned long long)avail);
-		if (av.adapt)
-			fprintf(out,
-				"  adaptive: limit %llu  in flight %llu  no-load %.1f ms  latency "
-				"%.1f ms  probes %llu%s\n",
-				(unsigned long long)av.limit, (unsigned long long)av.in_flight,
-				(double)av.noload_ns / 1e6, (double)av.latency_ns / 1e6,
-				(unsigned long long)av.probes, av.probing ? "  (probing)" : "");
+		if (av.adapt) {
+			adapt_text(out, "  ", &av, "  ");
+			fputc('\n', out);
+		}
 		fprintf(out, "  used by %d process%s", nh > 0 ? nh : 0, nh == 1 ? "" : "es");
 		for (int i = 0; i < nh; i++)
 			fprintf(out, "%s%d", i ? " " : ": ", pids[i]);
