@@ -14,6 +14,7 @@
  * owed to them.
  */
 #include "adaptive.h"
+#include "decide.h"
 
 /* Relaxed everywhere but the lock: the words are statistics and the limit a
  * value the caller publishes through its limiter's retune (which orders
@@ -284,4 +285,30 @@ void sl_adapt_view(const struct sl_adapt *a, struct sl_adapt_view *v)
 	v->probes = atomic_load_explicit(&a->probes, RLX);
 	v->updates = atomic_load_explicit(&a->updates, RLX);
 	v->probing = atomic_load_explicit(&a->probe, RLX) != 0;
+}
+
+uint64_t sl_adapt_wait_ns(const struct sl_rule *r, const struct sl_adapt *a)
+{
+	if (r->action == SL_ACTION_DRYRUN)
+		return 0;
+	if (r->action != SL_ACTION_REJECT)
+		return r->max_delay_ns;
+	const uint64_t n = a != NULL ? atomic_load_explicit(&a->noload_ns, RLX) : 0;
+	return n != 0 ? n / 2 : SL_DECIDE_BACKOFF_MAX_NS;
+}
+
+bool sl_adapt_refuses(const struct sl_policy *p, uint32_t rules)
+{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+		if (p->rules[__builtin_ctz(rest)].action == SL_ACTION_DRYRUN)
+			return false;
+	return true;
+}
+
+uint64_t sl_adapt_retry_at(uint64_t now_ns, uint64_t until_ns, uint64_t *backoff_ns)
+{
+	const uint64_t at = sl_decide_add(now_ns, *backoff_ns);
+	*backoff_ns = *backoff_ns < SL_DECIDE_BACKOFF_MAX_NS / 2 ? *backoff_ns * 2
+								 : SL_DECIDE_BACKOFF_MAX_NS;
+	return at < until_ns ? at : until_ns;
 }

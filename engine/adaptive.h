@@ -141,6 +141,19 @@ void sl_adapt_sample(struct sl_adapt *a, uint64_t start_ns, uint64_t latency_ns)
 bool sl_adapt_update(struct sl_adapt *a, uint64_t in_flight, uint64_t now_ns, uint64_t *limit);
 void sl_adapt_unlock(struct sl_adapt *a);
 
+/* What a front end does with a turn that finds no slot (a keep-alive
+ * request, shim/turn.c and supervise/turn.c alike): it waits, retrying at
+ * sl_adapt_retry_at, for at most the least sl_adapt_wait_ns of its rules
+ * (max-delay with action=delay; half the no-load latency with reject,
+ * SL_DECIDE_BACKOFF_MAX_NS before one is measured; 0 for a dry run); then,
+ * if sl_adapt_refuses, its connection is reset, else (a dry-run rule) the
+ * turn goes on, uncounted. */
+uint64_t sl_adapt_wait_ns(const struct sl_rule *r, const struct sl_adapt *a);
+bool sl_adapt_refuses(const struct sl_policy *p, uint32_t rules);
+/* min(now + *backoff_ns, until); *backoff_ns doubles up to
+ * SL_DECIDE_BACKOFF_MAX_NS (the engine's backoff, decide.h). */
+uint64_t sl_adapt_retry_at(uint64_t now_ns, uint64_t until_ns, uint64_t *backoff_ns);
+
 /* A snapshot for `sluice stat`. */
 struct sl_adapt_view {
 	uint64_t limit, noload_ns, latency_ns, probes, updates;

@@ -40,6 +40,7 @@
 
 #include "act.h"
 #include "adaptive.h"
+#include "decide.h"
 #include "clock.h"
 #include "conn.h"
 #include "fd.h"
@@ -51,9 +52,6 @@
 #include "turn.h"
 #include "turn_tab.h"
 #include "wait.h"
-
-#define TURN_BACKOFF_MIN_NS 1000000ull
-#define TURN_BACKOFF_MAX_NS 50000000ull
 
 struct turn_fam *sl__turn_fam;
 struct sl_adapt *sl__turn_adapt[SL_MAX_RULES];
@@ -288,19 +286,13 @@ static bool take_slots(uint32_t rules, uint64_t now)
 	return true;
 }
 
-/* How long a turn of `rules` may wait for its slots. */
+/* How long a turn of `rules` may wait for its slots (the engine's). */
 static uint64_t wait_limit(uint32_t rules)
 {
 	uint64_t lim = UINT64_MAX;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		const unsigned i = (unsigned)__builtin_ctz(rest);
-		const struct sl_rule *r = &sl__st.policy.rules[i];
-		uint64_t w = r->max_delay_ns;
-		if (r->action == SL_ACTION_REJECT && sl__turn_adapt[i] != NULL) {
-			struct sl_adapt_view v;
-			sl_adapt_view(sl__turn_adapt[i], &v);
-			w = v.noload_ns != 0 ? v.noload_ns / 2 : TURN_BACKOFF_MAX_NS;
-		}
+		const uint64_t w = sl_adapt_wait_ns(&sl__st.policy.rules[i], sl__turn_adapt[i]);
 		lim = w < lim ? w : lim;
 	}
 	return lim;
@@ -366,22 +358,21 @@ int sl__turn_recv_begin(int fd, const struct sl_fdrec *rec, int flags, uint64_t 
 	}
 	uint64_t now = sl__clock_ns();
 	const uint64_t limit = wait_limit(rules);
-	const uint64_t deadline = limit == UINT64_MAX ? UINT64_MAX : now + limit;
-	uint64_t backoff = TURN_BACKOFF_MIN_NS;
+	const uint64_t deadline = sl_decide_add(now, limit);
+	uint64_t backoff = SL_DECIDE_BACKOFF_NS;
 	while (!take_slots(rules, now)) {
 		if (nb) { /* uncounted: see the file comment */
 			errno = saved;
 			return 0;
 		}
 		if (now >= deadline) {
-			const int err = turn_refuse(fd);
+			/* A dry run goes on, uncounted; else the reset. */
+			const int err = sl_adapt_refuses(&sl__st.policy, rules) ? turn_refuse(fd)
+										: 0;
 			errno = saved;
 			return err;
 		}
-		uint64_t at = now + backoff;
-		at = at < deadline ? at : deadline;
-		backoff = backoff * 2 < TURN_BACKOFF_MAX_NS ? backoff * 2 : TURN_BACKOFF_MAX_NS;
-		if (sl__call_sleep(&c, at) == EINTR) {
+		if (sl__call_sleep(&c, sl_adapt_retry_at(now, deadline, &backoff)) == EINTR) {
 			errno = saved;
 			return EINTR;
 		}

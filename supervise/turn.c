@@ -294,36 +294,17 @@ static bool take_slots(struct sl_sup *s, uint32_t rules, uint64_t now)
 	return true;
 }
 
-/* How long a turn of `rules` may wait for its slots: max-delay (delay),
- * half the no-load latency (reject; SL_DECIDE_BACKOFF_MAX_NS before it is
- * measured), 0 for a dry run (it never holds a call back). */
+/* How long a turn of `rules` may wait for its slots (the engine's,
+ * sl_adapt_wait_ns: the preload waits as long). */
 static uint64_t wait_limit(const struct sl_sup *s, uint32_t rules)
 {
 	uint64_t lim = UINT64_MAX;
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
 		const unsigned i = (unsigned)__builtin_ctz(rest);
-		const struct sl_rule *r = &s->policy.rules[i];
-		uint64_t w = r->max_delay_ns;
-		if (r->action == SL_ACTION_REJECT) {
-			struct sl_adapt_view v;
-			sl_adapt_view(&s->turns->adapt[i], &v);
-			w = v.noload_ns != 0 ? v.noload_ns / 2 : SL_DECIDE_BACKOFF_MAX_NS;
-		} else if (r->action == SL_ACTION_DRYRUN) {
-			w = 0;
-		}
+		const uint64_t w = sl_adapt_wait_ns(&s->policy.rules[i], &s->turns->adapt[i]);
 		lim = w < lim ? w : lim;
 	}
 	return lim;
-}
-
-/* Whether a rule of `rules` is a dry run: a turn it would refuse runs,
- * uncounted. */
-static bool dry_run(const struct sl_sup *s, uint32_t rules)
-{
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		if (s->policy.rules[__builtin_ctz(rest)].action == SL_ACTION_DRYRUN)
-			return true;
-	return false;
 }
 
 static enum sl_sup_turn_step go(struct sl_sup_call *c)
@@ -394,16 +375,13 @@ enum sl_sup_turn_step sl_sup_turn_step_recv(struct sl_sup *s, struct sl_sup_call
 	if (c->nonblock)
 		return go(c); /* uncounted: an event loop must not stall */
 	if (now_ns >= c->turn_until)
-		return dry_run(s, e->rules) ? go(c) : refuse(s, c, e->rules);
+		return sl_adapt_refuses(&s->policy, e->rules) ? refuse(s, c, e->rules) : go(c);
 	/* The client may have given up meanwhile: its turn is no one's. */
 	struct pollfd p = {.fd = c->dup, .events = POLLRDHUP};
 	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return go(c);
-	uint64_t at = sl_decide_add(now_ns, c->backoff_ns);
-	c->backoff_ns = 2 * c->backoff_ns < SL_DECIDE_BACKOFF_MAX_NS ? 2 * c->backoff_ns
-								     : SL_DECIDE_BACKOFF_MAX_NS;
 	c->wait = SL_SUP_WAIT_TIME;
-	c->due_ns = at < c->turn_until ? at : c->turn_until;
+	c->due_ns = sl_adapt_retry_at(now_ns, c->turn_until, &c->backoff_ns);
 	return SL_SUP_TURN_HOLD;
 }
 

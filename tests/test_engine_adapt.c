@@ -15,6 +15,7 @@
 #include "test_policy.h"
 
 #include "../engine/adaptive.h"
+#include "../engine/decide.h"
 
 #define T0 (1000 * SEC)
 
@@ -283,6 +284,38 @@ static void test_adapt_lock(void **state)
 	assert_dec_equal(atomic_load(&a.lock), 0);
 }
 
+/* What a front end does with a turn that finds no slot: how long it
+ * waits, when it retries, whether it is then refused (both modes ask). */
+static void test_adapt_turn_wait(void **state)
+{
+	(void)state;
+	struct sl_adapt a;
+	struct sl_rule delay = rule_of("adaptive,max-delay=2s");
+	struct sl_rule reject = rule_of("adaptive,action=reject");
+	struct sl_rule dry = rule_of("adaptive,action=dry-run");
+	sl_adapt_init_unsync(&a, &reject, T0);
+	assert_dec_equal(sl_adapt_wait_ns(&delay, &a), 2 * SEC);
+	struct sl_rule plain = rule_of("adaptive");
+	assert_dec_equal(sl_adapt_wait_ns(&plain, &a), UINT64_MAX);
+	assert_dec_equal(sl_adapt_wait_ns(&reject, &a), 50 * MS); /* no no-load yet */
+	assert_dec_equal(window(&a, 1, 40 * MS, 20, T0 + 100 * MS), 0);
+	assert_dec_equal(sl_adapt_wait_ns(&reject, &a), 20 * MS); /* half of 40 ms */
+	assert_dec_equal(sl_adapt_wait_ns(&dry, &a), 0);
+	struct sl_policy p;
+	sl_policy_init(&p);
+	p.rules[0] = reject;
+	p.rules[1] = dry;
+	p.n_rules = 2;
+	assert_true(sl_adapt_refuses(&p, 1));
+	assert_false(sl_adapt_refuses(&p, 3));
+	uint64_t b = SL_DECIDE_BACKOFF_NS, now = T0;
+	const uint64_t want[8] = {1, 3, 7, 15, 31, 50, 50, 50}; /* ms after T0 */
+	for (unsigned k = 0; k < 8; k++) {
+		now = sl_adapt_retry_at(now, T0 + 50 * MS, &b);
+		assert_dec_equal(now, T0 + want[k] * MS);
+	}
+}
+
 /* ---- A simulated server: processor sharing, capacity known. ---- */
 
 #define SIM_WORK_NS (40 * MS)
@@ -499,6 +532,7 @@ int main(void)
 		cmocka_unit_test(test_adapt_vegas_aimd_steps),
 		cmocka_unit_test(test_adapt_probe),
 		cmocka_unit_test(test_adapt_lock),
+		cmocka_unit_test(test_adapt_turn_wait),
 		cmocka_unit_test(test_adapt_sim_knee),
 		cmocka_unit_test(test_adapt_sim_never),
 	};

@@ -39,6 +39,7 @@ machine): the second run judges it; both are printed.
   stat       sluice stat (text, JSON, Prometheus) shows the limit, the
              turns in flight, the no-load and last latency; sluice set
              refuses to change the limit;
+  dry        a dry-run rule at max=1 resets no keep-alive connection;
   bad        bad input is refused with exit 2 and the typed text named.
 """
 import json
@@ -279,8 +280,23 @@ def stat_view():
         stop(p)
 
 
+def dry():
+    """A dry-run rule refuses nothing, keep-alive requests included (both
+    modes ask the engine: sl_adapt_refuses)."""
+    p, port, t0 = start_server("adaptive,initial=1,max=1,action=dry-run", phases="1")
+    try:
+        res = load(port, t0, keepalive=8, phases="1", loads="0.8")[0]
+    finally:
+        stop(p)
+    print("     dry-run: %d answered, refused %d, late %d" % (res["answered"], res["refused"],
+                                                       res["late"]), flush=True)
+    check(res["refused"] == 0 and res["answered"] > 20,
+          "dry-run: max=1 refuses nothing (%d answered)" % res["answered"])
+
+
 def main():
     bad()
+    dry()
     stat_view()
     knee("thread")
     knee("keepalive", keepalive=50)
