@@ -4,7 +4,8 @@
  *
  * The canonical form of a rule is "OP:LIMIT" followed by every option whose
  * value differs from its default, in the fixed order burst, warmup, cold,
- * min, max, initial and algo (conns:adaptive), algo, action, max-delay, errno,
+ * min, max, initial and algo (conns:adaptive), load1, cpu, rt, algo, action,
+ * max-delay, errno,
  * per, to, port, family, type, nonblock,
  * shared, redis, on-error, lease. Numbers are integers in the largest unit
  * that holds them exactly:
@@ -234,6 +235,31 @@ size_t sl_rule_format(const struct sl_rule *r, char *buf, size_t len)
 			out_option(&o, "algo");
 			sl__out_str(&o, sl_adapt_algo_name((enum sl_adapt_algo)r->adapt_algo));
 		}
+	}
+	if (r->sys_load1 != 0) {
+		out_option(&o, "load1");
+		sl__out_u64(&o, r->sys_load1 / 1000);
+		if (r->sys_load1 % 1000 != 0) {
+			char frac[5] = {'.', (char)('0' + r->sys_load1 / 100 % 10),
+					(char)('0' + r->sys_load1 / 10 % 10),
+					(char)('0' + r->sys_load1 % 10), '\0'};
+			for (int k = 3; k > 0 && frac[k] == '0'; k--)
+				frac[k] = '\0';
+			sl__out_str(&o, frac);
+		}
+	}
+	if (r->sys_cpu != 0) {
+		out_option(&o, "cpu");
+		sl__out_u64(&o, r->sys_cpu / 10);
+		if (r->sys_cpu % 10 != 0) {
+			const char frac[3] = {'.', (char)('0' + r->sys_cpu % 10), '\0'};
+			sl__out_str(&o, frac);
+		}
+		sl__out_str(&o, "%");
+	}
+	if (r->sys_rt_ns != 0) {
+		out_option(&o, "rt");
+		sl__out_duration(&o, r->sys_rt_ns);
 	}
 	if (r->op != SL_OP_CONNS && r->algo != SL_ALGO_TOKEN) {
 		out_option(&o, "algo");

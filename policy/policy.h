@@ -29,6 +29,8 @@
  *           | redis=KEY | on-error=local|open|closed | lease=AMOUNT
  *           | warmup=DURATION | cold=N
  *           | min=N | max=N | initial=N | algo=gradient2|vegas|aimd (conns adaptive)
+ *           | load1=NUMBER | cpu=P% | cpu=FRACTION | rt=DURATION (accept, conns:
+ *             system protection)
  *   SLUICE_REDIS = redis://[[USER]:PASS@]HOST[:PORT][/DB] | unix:///PATH
  *                | redis+cluster://[[USER]:PASS@]NODE(,NODE)*
  *                | redis+sentinel://[[USER]:PASS@]NODE(,NODE)* "/" MASTER [/DB]
@@ -103,6 +105,7 @@ enum sl_adapt_algo {
 #define SL_ADAPT_MAX_DEFAULT 1000u
 #define SL_ADAPT_INITIAL_DEFAULT 20u
 #define SL_ADAPT_LIMIT_MAX 1000000u /* the largest min=, max=, initial= */
+#define SL_SYS_LOAD1_MAX 100000u    /* the largest load1= */
 
 enum sl_action {
 	SL_ACTION_DELAY = 0,
@@ -164,6 +167,9 @@ enum sl_on_error {
 #define SL_OPT_MIN (1u << 17)
 #define SL_OPT_MAX (1u << 18)
 #define SL_OPT_INITIAL (1u << 19)
+#define SL_OPT_LOAD1 (1u << 20)
+#define SL_OPT_CPU (1u << 21)
+#define SL_OPT_RT (1u << 22)
 
 /* to=CIDR[:PORT] */
 struct sl_cidr {
@@ -211,9 +217,24 @@ struct sl_rule {
 	 * sl_adapt_algo. adaptive is 0 and the rest 0 for every other rule. */
 	uint8_t adaptive;
 	uint8_t adapt_algo;
-	uint8_t reserved3[6];
+	/* System protection (accept and conns; engine/adaptive.c, algo
+	 * SL_ADAPT_SYSTEM): over any threshold given (0: not given), a new
+	 * connection or request is admitted only while the turns in flight
+	 * are at most the peak completion rate x the no-load latency.
+	 * sys_cpu: cpu=, the host's busy time in 1/1000 (1..999);
+	 * sys_load1: load1=, the host's 1-minute load average in 1/1000;
+	 * sys_rt_ns: rt=, the mean latency of the turns. */
+	uint16_t sys_cpu;
+	uint32_t sys_load1;
 	uint64_t adapt_min, adapt_max;
+	uint64_t sys_rt_ns;
 };
+
+/* Whether rule r has system protection (load1=, cpu= or rt=). */
+static inline bool sl_rule_system(const struct sl_rule *r)
+{
+	return r->sys_cpu != 0 || r->sys_load1 != 0 || r->sys_rt_ns != 0;
+}
 
 /*
  * A circuit breaker on connect (SLUICE_BREAK=SPEC, break:SPEC in

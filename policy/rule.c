@@ -83,6 +83,9 @@ enum opt {
 	O_MIN,
 	O_MAX,
 	O_INITIAL,
+	O_LOAD1,
+	O_CPU,
+	O_RT,
 	O_COUNT
 };
 
@@ -91,7 +94,8 @@ static const char *const opt_names[O_COUNT] = {"burst",  "algo",     "action",  
 					       "errno",  "per",      "to",       "port",
 					       "family", "type",     "nonblock", "shared",
 					       "redis",  "on-error", "lease",    "warmup",
-					       "cold",   "min",      "max",      "initial"};
+					       "cold",   "min",      "max",      "initial",
+					       "load1",  "cpu",      "rt"};
 
 /* Where each option was written, for messages. */
 struct spec {
@@ -320,6 +324,64 @@ static int parse_adapt_count(const struct sl__ctx *c, size_t pos, size_t end, co
 	return 0;
 }
 
+/* load1=NUMBER: the host's 1-minute load average, above 0, in 1/1000. */
+static int parse_load1(struct sl_rule *r, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	struct sl__num n;
+	uint64_t milli;
+	if (sl__num_parse(c, pos, end, &n) < 0)
+		return -1;
+	if (n.end != end || n.frac > 3)
+		return sl__fail(c, n.end != end ? n.end : pos,
+				"load1 '%.*s' must be a load average such as 4 or 2.5 (at most "
+				"3 decimals)",
+				SL__TOK(c, pos, end));
+	milli = n.mant;
+	for (uint32_t f = n.frac; f < 3; f++)
+		milli *= 10;
+	if (milli == 0 || milli > SL_SYS_LOAD1_MAX * 1000ull)
+		return sl__fail(c, pos, "load1 '%.*s' must be above 0 and at most %u",
+				SL__TOK(c, pos, end), SL_SYS_LOAD1_MAX);
+	r->sys_load1 = (uint32_t)milli;
+	return 0;
+}
+
+/* cpu=P% or cpu=FRACTION: the host's busy share, in 1/1000, 1..999. */
+static int parse_cpu(struct sl_rule *r, const struct sl__ctx *c, size_t pos, size_t end)
+{
+	struct sl__num n;
+	if (sl__num_parse(c, pos, end, &n) < 0)
+		return -1;
+	const bool pct = n.end + 1 == end && c->value[n.end] == '%';
+	if (!pct && n.end != end)
+		return sl__fail(c, n.end,
+				"unexpected '%.*s' in cpu= (expected a percentage such as 80%% "
+				"or a fraction such as 0.8)",
+				SL__TOK(c, n.end, end));
+	/* permille = mant * 10^(3 - frac), or 10^(1 - frac) for a percentage */
+	int shift = (pct ? 1 : 3) - (int)n.frac;
+	uint64_t v = n.mant;
+	for (; shift > 0; shift--)
+		v = v > UINT64_MAX / 10 ? UINT64_MAX : v * 10;
+	bool exact = true;
+	for (; shift < 0; shift++) {
+		exact = exact && v % 10 == 0;
+		v /= 10;
+	}
+	if (!pct && n.frac == 0 && n.mant > 1)
+		return sl__fail(c, pos,
+				"cpu=%.*s is more than all of the CPU: write a percentage (cpu=%.*s%%) "
+				"or a fraction (cpu=0.8)",
+				SL__TOK(c, pos, end), SL__TOK(c, pos, end));
+	if (!exact || v == 0 || v >= 1000)
+		return sl__fail(c, pos,
+				"cpu '%.*s' must be above 0%% and below 100%% in steps of 0.1%% (the "
+				"host's busy share that starts the protection)",
+				SL__TOK(c, pos, end));
+	r->sys_cpu = (uint16_t)v;
+	return 0;
+}
+
 static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const struct sl__ctx *c,
 		       uint64_t *burst)
 {
@@ -344,6 +406,18 @@ static int parse_value(struct sl_rule *r, struct spec *sp, enum opt o, const str
 		return parse_adapt_count(c, pos, end, "max", &r->adapt_max);
 	case O_INITIAL:
 		return parse_adapt_count(c, pos, end, "initial", &r->amount);
+	case O_LOAD1:
+		return parse_load1(r, c, pos, end);
+	case O_CPU:
+		return parse_cpu(r, c, pos, end);
+	case O_RT:
+		if (sl__duration_parse(c, pos, end, &r->sys_rt_ns) < 0)
+			return -1;
+		if (r->sys_rt_ns == 0)
+			return sl__fail(c, pos,
+					"rt=%.*s is always exceeded: give a latency above 0",
+					SL__TOK(c, pos, end));
+		return 0;
 	case O_ACTION:
 		return parse_choice(c, pos, end, "action", sl__action_names, 3, &r->action);
 	case O_MAX_DELAY:
@@ -580,7 +654,40 @@ static int check_combinations(const struct sl_rule *r, const struct spec *sp,
 	return check_redis(r, sp, c);
 }
 
-/* An AMOUNT option (burst=, lease=) written at pos must be in the rate's unit. */
+/* load1=, cpu=, rt=: system protection of a server's accepts (accept and
+ * conns rules), one state for the processes of the program. */
+static int check_system(const struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
+{
+	enum opt first = O_COUNT;
+	for (enum opt o = O_LOAD1; o <= O_RT; o++)
+		if (given(r, o) && (first == O_COUNT || sp->name_pos[o] < sp->name_pos[first]))
+			first = o;
+	if (first == O_COUNT)
+		return 0;
+	const size_t at = sp->name_pos[first];
+	if (r->op != SL_OP_ACCEPT && r->op != SL_OP_CONNS)
+		return sl__fail(c, at,
+				"option '%s' is valid only for accept and conns (system protection "
+				"admits a server's connections and requests)",
+				opt_names[first]);
+	if (r->scope != SL_SCOPE_PROCESS)
+		return sl__fail(c, sp->val_pos[O_PER],
+				"option '%s' is valid only with per=process (one protection for "
+				"the server's processes)",
+				opt_names[first]);
+	if (given(r, O_SHARED))
+		return sl__fail(c, sp->name_pos[O_SHARED],
+				"option '%s' cannot be combined with shared= yet (system protection "
+				"is kept per program, not in the shared file)",
+				opt_names[first]);
+	if (given(r, O_REDIS))
+		return sl__fail(c, sp->name_pos[O_REDIS],
+				"option '%s' cannot be combined with redis= (system protection is "
+				"per program)",
+				opt_names[first]);
+	return 0;
+}
+
 /* conns:adaptive: defaults and bounds that agree. */
 static int check_adaptive(struct sl_rule *r, const struct spec *sp, const struct sl__ctx *c)
 {
@@ -754,9 +861,10 @@ int sl__rule_parse_span(struct sl_rule *out, enum sl_op op, const struct sl__ctx
 		if (parse_option(&r, &sp, c, opos, oend, &burst) < 0)
 			return -1;
 	}
-	if (check_combinations(&r, &sp, c) < 0 || check_adaptive(&r, &sp, c) < 0 ||
-	    check_warmup(&r, &sp, c) < 0 || check_burst(&r, &sp, c, burst) < 0 ||
-	    check_lease(&r, &sp, c) < 0 || check_core(&r, &sp, c) < 0)
+	if (check_combinations(&r, &sp, c) < 0 || check_system(&r, &sp, c) < 0 ||
+	    check_adaptive(&r, &sp, c) < 0 || check_warmup(&r, &sp, c) < 0 ||
+	    check_burst(&r, &sp, c, burst) < 0 || check_lease(&r, &sp, c) < 0 ||
+	    check_core(&r, &sp, c) < 0)
 		return -1;
 	if (sp.to_port != 0) {
 		r.port_lo = sp.to_port;
@@ -803,5 +911,7 @@ bool sl_rule_equal(const struct sl_rule *a, const struct sl_rule *b)
 	       strcmp(a->redis_key, b->redis_key) == 0 && a->lease == b->lease &&
 	       a->on_error == b->on_error && a->warmup_ns == b->warmup_ns && a->cold == b->cold &&
 	       a->adaptive == b->adaptive && a->adapt_algo == b->adapt_algo &&
-	       a->adapt_min == b->adapt_min && a->adapt_max == b->adapt_max;
+	       a->adapt_min == b->adapt_min && a->adapt_max == b->adapt_max &&
+	       a->sys_cpu == b->sys_cpu && a->sys_load1 == b->sys_load1 &&
+	       a->sys_rt_ns == b->sys_rt_ns;
 }

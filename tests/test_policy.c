@@ -413,7 +413,7 @@ static const struct policy_case error_cases[] = {
 	{"SLUICE_SEND", "100/s,brust=4",
 	 "SLUICE_SEND=\"100/s,brust=4\": at column 7: unknown option 'brust' (did you mean burst?)"},
 	{"SLUICE_SEND", "100/s,colour=red",
-	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared, redis, on-error, lease, warmup, cold, min, max, initial)"},
+	 "SLUICE_SEND=\"100/s,colour=red\": at column 7: unknown option 'colour' (expected burst, algo, action, max-delay, errno, per, to, port, family, type, nonblock, shared, redis, on-error, lease, warmup, cold, min, max, initial, load1, cpu, rt)"},
 	{"SLUICE_SEND", "100/s,burst",
 	 "SLUICE_SEND=\"100/s,burst\": at column 12: expected '=' and a value after 'burst'"},
 	{"SLUICE_SEND", "100/s,burst=",

@@ -316,10 +316,11 @@ static void test_policy_rule_parse_names_variable(void **state)
 		err, "SLUICE_RECV=\"0/s\": at column 1: zero rate '0/s': nothing could ever pass");
 	assert_memory_equal(&r, &before, sizeof r);
 	assert_dec_equal(sl_rule_parse(&r, SL_OP_SEND, "1/s,x=1", "--send", err, sizeof err), -1);
-	assert_string_equal(err,
-			    "--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
-			    "algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
-			    "shared, redis, on-error, lease, warmup, cold, min, max, initial)");
+	assert_string_equal(
+		err,
+		"--send=\"1/s,x=1\": at column 5: unknown option 'x' (expected burst, "
+		"algo, action, max-delay, errno, per, to, port, family, type, nonblock, "
+		"shared, redis, on-error, lease, warmup, cold, min, max, initial, load1, cpu, rt)");
 }
 
 static void test_policy_equal_ignores_explicit_opts(void **state)
