@@ -48,7 +48,7 @@
 #define SL_SHM_DIR "/dev/shm"
 #define SL_SHM_MAGIC_SHARED 0x48534c53u /* "SLSH" little-endian */
 #define SL_SHM_MAGIC_STAT 0x54534c53u   /* "SLST" */
-#define SL_SHM_VERSION 5u               /* 5: conns:adaptive's controller and view */
+#define SL_SHM_VERSION 6u               /* 6: the adaptive controller grew to 320 B */
 #define SL_SHM_HOLDERS 64u              /* processes tracked per shared conns limiter */
 #define SL_SHM_RECLAIMING 0xffffffffu   /* holder pid while its slots are given back */
 #define SL_SHM_PROGRAM_MAX 64u
@@ -152,7 +152,11 @@ struct sl_shm_adapt {
 	_Atomic uint64_t updates;    /* windows closed */
 	_Atomic uint32_t probing;    /* 1 during a probe */
 	_Atomic uint32_t valid;
-	uint64_t reserved;
+	/* A system protection's view (sl_shm_stat_sys) only: the thresholds
+	 * the last window found exceeded (SL_ADAPT_OVER_*), the peak
+	 * completion rate (turns/s). */
+	_Atomic uint32_t over;
+	_Atomic uint32_t rate;
 };
 
 /* The rules of a record of n rules that have per-thread counters. */
@@ -164,12 +168,13 @@ static inline uint32_t sl_shm_stat_trules(uint32_t n)
 /* Bytes of a record of n rules: per rule, its per=process limiter (unused
  * for shared= rules, whose limiter is the shared file's, and for other
  * scopes), its counters and its canonical text; then the per-thread
- * counters; then per rule its conns:adaptive view. */
+ * counters; then per rule its conns:adaptive view, then per rule its system
+ * protection view. */
 static inline size_t sl_shm_stat_size(uint32_t n)
 {
 	return sizeof(struct sl_shm_stat) +
 	       (size_t)n * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) +
-			    SL_RULE_TEXT_MAX + sizeof(struct sl_shm_adapt)) +
+			    SL_RULE_TEXT_MAX + 2 * sizeof(struct sl_shm_adapt)) +
 	       (size_t)SL_SHM_TSLOTS * sl_shm_stat_trules(n) * sizeof(struct sl_tcount);
 }
 
@@ -202,6 +207,12 @@ static inline struct sl_shm_adapt *sl_shm_stat_adapt(const struct sl_shm_stat *r
 	struct sl_shm_adapt *a = (struct sl_shm_adapt *)(void *)sl_shm_stat_tcount(r, SL_SHM_TSLOTS,
 										   0);
 	return a + i;
+}
+
+/* Rule i's system protection view (load1=, cpu=, rt=), the same figures. */
+static inline struct sl_shm_adapt *sl_shm_stat_sys(const struct sl_shm_stat *r, uint32_t i)
+{
+	return sl_shm_stat_adapt(r, r->n_rules + i);
 }
 
 /* Rule i's per-thread counts summed over the slots. */

@@ -45,6 +45,16 @@
  * it in the window), so a rule that never binds stays where it is. Each
  * result is clamped to [min, max]; the limit in force is its integer part.
  *
+ *   system     (SL_ADAPT_SYSTEM, a rule's load1=, cpu=, rt=: Sentinel's
+ *              SystemRule with its BBR check) while a threshold is
+ *              exceeded (the host's load or CPU as the front end last
+ *              read them, or the window's mean latency T), L = max(1,
+ *              round(R N)) + 1, R the peak completion rate of the last
+ *              5-10 s: a turn starts only while at most max(1, R N) run
+ *              (the bandwidth-delay product); under every threshold L + 1
+ *              each window for 10 s after the last window over, then 2 L,
+ *              up to SL_ADAPT_LIMIT_MAX (none), where it starts. It
+ *              probes (at 1) as the others do, while it binds.
  * The no-load latency: the smallest sample of any window lowers it at
  * once; every SL_ADAPT_PROBE_EVERY_NS (and first right after the first
  * window) while the limit binds, a probe holds the limit at min until
@@ -63,6 +73,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "policy.h"
@@ -76,13 +87,25 @@
 #define SL_ADAPT_PROBE_SAMPLES 3u
 #define SL_ADAPT_PROBE_MAX_NS 3000000000ull  /* a probe that cannot drain gives up */
 #define SL_ADAPT_LOCK_STALE_NS 1000000000ull /* a holder gone this long is replaced */
+/* System protection (load1=, cpu=, rt= on accept and conns) is a
+ * controller of its own kind beside the rule's limit: */
+#define SL_ADAPT_SYSTEM 16u /* sl_adapt.algo of a rule's protection */
+#define SL_ADAPT_NS_PER_S 1000000000ull
+#define SL_ADAPT_RATE_NS 1000000000ull       /* completion rate: over >= 1 s ... */
+#define SL_ADAPT_RATE_EPOCH_NS 5000000000ull /* ... its peak over the last 5-10 s */
+#define SL_ADAPT_HOST_EVERY_NS 1000000000ull /* front ends read the host this often */
+#define SL_ADAPT_OVER_LOAD1 1u
+#define SL_ADAPT_OVER_CPU 2u
+#define SL_ADAPT_OVER_RT 4u
 
 struct sl_adapt {
 	/* Parameters: written by sl_adapt_init_unsync, read-only afterwards. */
 	uint32_t magic; /* SL_ADAPT_MAGIC */
-	uint32_t algo;  /* enum sl_adapt_algo */
+	uint32_t algo;  /* enum sl_adapt_algo, or SL_ADAPT_SYSTEM */
 	uint64_t min, max;
-	uint64_t reserved0[5];
+	/* SL_ADAPT_SYSTEM: the rule's thresholds (sl_rule sys_*), 0: none. */
+	uint64_t sys_load1, sys_cpu, sys_rt_ns;
+	uint64_t reserved0[2];
 	/* The window's samples: every turn's end adds to them. */
 	_Alignas(64) _Atomic uint64_t win_sum_ns;
 	_Atomic uint64_t win_count;
@@ -90,7 +113,8 @@ struct sl_adapt {
 	_Atomic uint64_t win_peak;   /* most turns in flight at a start */
 	_Atomic uint64_t bound_ns;   /* last refusal (the limit binds), 0: never */
 	_Atomic uint64_t changed_ns; /* when the limit in force last changed */
-	uint64_t reserved1[2];
+	_Atomic uint64_t done;       /* SL_ADAPT_SYSTEM: every turn sampled */
+	_Atomic uint64_t host;       /* SL_ADAPT_SYSTEM: sl_adapt_host's figures */
 	/* The controller: written by the holder of `lock` only. */
 	_Alignas(64) _Atomic uint64_t lock; /* 0, or the holder's now_ns | 1 */
 	_Atomic uint64_t win_start_ns;
@@ -109,12 +133,47 @@ struct sl_adapt {
 	_Atomic uint64_t before_ns;    /* the mean latency when the probe began */
 	_Atomic uint64_t probe_end_ns; /* when the last probe ended, 0: none yet */
 	uint64_t reserved2[1];
+	/* SL_ADAPT_SYSTEM's controller (the holder of `lock` too): the
+	 * completion rate, in turns per second x SL_ADAPT_ONE, measured over
+	 * stretches of at least SL_ADAPT_RATE_NS from rate_at_ns (when `done`
+	 * was rate_done); its peak in the current and the previous
+	 * SL_ADAPT_RATE_EPOCH_NS; which thresholds the last window found
+	 * exceeded (SL_ADAPT_OVER_*). */
+	_Alignas(64) _Atomic uint64_t rate_at_ns;
+	_Atomic uint64_t rate_done;
+	_Atomic uint64_t rate_cur, rate_prev;
+	_Atomic uint64_t rate_epoch_ns;
+	_Atomic uint64_t over;
+	_Atomic uint64_t over_ns; /* the last window over a threshold, 0: none */
+	uint64_t reserved3[1];
 };
-_Static_assert(sizeof(struct sl_adapt) == 256, "adaptive.h: sl_adapt layout");
+_Static_assert(sizeof(struct sl_adapt) == 320, "adaptive.h: sl_adapt layout");
 
 /* Start rule r's (conns:adaptive) state at its initial limit. Not
  * thread-safe: before the state is shared. */
 void sl_adapt_init_unsync(struct sl_adapt *a, const struct sl_rule *r, uint64_t now_ns);
+/* Start the system protection of rule r (load1=, cpu=, rt=): a concurrency
+ * limit on its turns, unlimited (SL_ADAPT_LIMIT_MAX) until a threshold is
+ * exceeded. Not thread-safe, like sl_adapt_init_unsync. */
+void sl_adapt_init_system_unsync(struct sl_adapt *a, const struct sl_rule *r, uint64_t now_ns);
+/* The host's figures for a system protection, as a front end read them
+ * (every SL_ADAPT_HOST_EVERY_NS): the 1-minute load average in 1/1000 and
+ * the busy share of the CPUs in 1/1000 since the last reading; UINT64_MAX:
+ * unknown (never exceeds its threshold). */
+void sl_adapt_host(struct sl_adapt *a, uint64_t load1_milli, uint64_t cpu_permille);
+/* After sl_adapt_host: if the host's figures exceed a threshold and the
+ * limit in force is above what the next window would set over it (the
+ * protection was open), set that now, without waiting for a window (whose
+ * turns may be slow to end when a flood came in): returns true with *limit
+ * the new limit, the lock held (retune, then sl_adapt_unlock), as
+ * sl_adapt_update does; false otherwise. */
+bool sl_adapt_host_check(struct sl_adapt *a, uint64_t now_ns, uint64_t *limit);
+/* The first line of /proc/stat (buf[0, len)): the CPUs' busy and total
+ * time in ticks. False if it is not such a line. */
+bool sl_adapt_cpu_parse(const char *buf, size_t len, uint64_t *busy, uint64_t *total);
+/* The busy share in 1/1000 between two readings, UINT64_MAX if no time
+ * passed between them. */
+uint64_t sl_adapt_cpu_permille(uint64_t busy0, uint64_t total0, uint64_t busy1, uint64_t total1);
 /* Whether *a looks like a state sl_adapt_init_unsync made (a shared
  * segment's, before it is trusted). */
 bool sl_adapt_valid(const struct sl_adapt *a);
@@ -158,6 +217,10 @@ uint64_t sl_adapt_retry_at(uint64_t now_ns, uint64_t until_ns, uint64_t *backoff
 struct sl_adapt_view {
 	uint64_t limit, noload_ns, latency_ns, probes, updates;
 	bool probing;
+	/* SL_ADAPT_SYSTEM: SL_ADAPT_OVER_* bits of the last window, the peak
+	 * completion rate (turns/s) the limit is made of. */
+	uint32_t over;
+	uint64_t rate;
 };
 void sl_adapt_view(const struct sl_adapt *a, struct sl_adapt_view *v);
 

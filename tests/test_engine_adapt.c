@@ -102,6 +102,18 @@ static void samples(struct sl_adapt *a, unsigned n, uint64_t start, uint64_t t)
 		sl_adapt_sample(a, start, t);
 }
 
+/* n samples of latency t of turns that started at `start`, then a window
+ * that must change the limit at now: the new limit. */
+static uint64_t changed(struct sl_adapt *a, unsigned n, uint64_t start, uint64_t t,
+			uint64_t in_flight, uint64_t now)
+{
+	uint64_t lim = 0;
+	samples(a, n, start, t);
+	assert_true(sl_adapt_update(a, in_flight, now, &lim));
+	sl_adapt_unlock(a);
+	return lim;
+}
+
 /* gradient2: the exact limits of a sequence of windows (1/1024ths in the
  * comments' arithmetic, as the engine computes them). */
 static void test_adapt_gradient2_steps(void **state)
@@ -228,9 +240,7 @@ static void test_adapt_probe(void **state)
 	 * 2040 + 1445 = 3485 (3.40). */
 	samples(&a, 1, now - 500 * MS, 300 * MS);
 	samples(&a, 1, now - 100 * MS, 40 * MS);
-	samples(&a, 1, now - 50 * MS, 45 * MS);
-	assert_true(sl_adapt_update(&a, 1, now, &lim));
-	sl_adapt_unlock(&a);
+	lim = changed(&a, 1, now - 50 * MS, 45 * MS, 1, now);
 	assert_dec_equal(lim, 3);
 	sl_adapt_view(&a, &v);
 	assert_false(v.probing);
@@ -390,7 +400,11 @@ static uint64_t simulate(const char *spec, uint64_t fixed_limit, const unsigned 
 	uint64_t now = T0, reached = UINT64_MAX;
 	memset(&s, 0, sizeof(s));
 	s.rng = 42;
-	sl_adapt_init_unsync(&a, &r, now);
+	if (r.adaptive)
+		sl_adapt_init_unsync(&a, &r, now);
+	else /* load1=, cpu=, rt=: a system protection (the host as busy
+	      * as can be: load1= is always exceeded) */
+		sl_adapt_init_system_unsync(&a, &r, now), sl_adapt_host(&a, 1000000, 1000);
 	double next_arrival = 0;
 	for (unsigned ph = 0; ph < phases; ph++) {
 		struct phase_fig *f = &fig[ph];
@@ -524,6 +538,217 @@ static void test_adapt_sim_never(void **state)
 	assert_dec_equal(p99(&sim_fig[0]), SIM_WORK_NS);
 }
 
+/* load1=, cpu=, rt=: parsing, canonical text, the errors of bad input. */
+static void test_system_parse(void **state)
+{
+	(void)state;
+	struct sl_rule r = rule_of("4,rt=150ms,load1=2.5,cpu=80.5%,action=reject");
+	assert_dec_equal(r.sys_rt_ns, 150 * MS);
+	assert_dec_equal(r.sys_load1, 2500);
+	assert_dec_equal(r.sys_cpu, 805);
+	assert_true(sl_rule_system(&r));
+	char text[SL_RULE_TEXT_MAX];
+	sl_rule_format(&r, text, sizeof(text));
+	assert_string_equal(text, "conns:4,load1=2.5,cpu=80.5%,rt=150ms,action=reject");
+	struct sl_rule back = rule_of(text + 6);
+	assert_true(sl_rule_equal(&r, &back));
+	char err[SL_ERR_MAX];
+	struct sl_rule x;
+	assert_int_equal(sl_rule_parse(&x, SL_OP_ACCEPT, "100/s,cpu=0.8,load1=12", NULL, err,
+				       sizeof(err)),
+			 0);
+	sl_rule_format(&x, text, sizeof(text));
+	assert_string_equal(text, "accept:100/s,load1=12,cpu=80%");
+	r = rule_of("adaptive,rt=1s");
+	assert_true(r.adaptive && sl_rule_system(&r));
+	assert_false(sl_rule_system(&back) && back.sys_rt_ns == 0);
+	/* Bad input: the typed text, the column, what was expected. */
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "adaptive,rt=200", NULL, err, sizeof(err)),
+			 -1);
+	assert_string_equal(err, "SLUICE_CONNS=\"adaptive,rt=200\": at column 16: missing unit "
+				 "after '200' (expected us, ms, s, min, h)");
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "4,cpu=80", NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "column 7: cpu=80 is more than all of the CPU"));
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "4,cpu=100%", NULL, err, sizeof(err)), -1);
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "4,cpu=80.55%", NULL, err, sizeof(err)),
+			 -1);
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "4,load1=0", NULL, err, sizeof(err)), -1);
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "4,load1=x", NULL, err, sizeof(err)), -1);
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "4,rt=0ms", NULL, err, sizeof(err)), -1);
+	assert_int_equal(sl_rule_parse(&x, SL_OP_SEND, "1MiB/s,rt=5ms", NULL, err, sizeof(err)),
+			 -1);
+	assert_string_equal(err, "SLUICE_SEND=\"1MiB/s,rt=5ms\": at column 8: option 'rt' is "
+				 "valid only for accept and conns (system protection admits a "
+				 "server's connections and requests)");
+	assert_int_equal(sl_rule_parse(&x, SL_OP_CONNS, "4,rt=5ms,shared=web", NULL, err,
+				       sizeof(err)),
+			 -1);
+	assert_non_null(strstr(err, "cannot be combined with shared="));
+	assert_int_equal(sl_rule_parse(&x, SL_OP_ACCEPT, "10/s,load1=3,per=peer", NULL, err,
+				       sizeof(err)),
+			 -1);
+	assert_non_null(strstr(err, "valid only with per=process"));
+}
+
+/* A system protection's exact steps: open until a threshold is exceeded,
+ * then one more than max(1, peak rate x no-load latency); the probe; the
+ * host's figures. */
+static void test_system_steps(void **state)
+{
+	(void)state;
+	struct sl_rule r = rule_of("1000,rt=50ms");
+	struct sl_adapt a;
+	uint64_t now = T0;
+	sl_adapt_init_system_unsync(&a, &r, now);
+	assert_true(sl_adapt_valid(&a));
+	assert_dec_equal(sl_adapt_limit(&a), SL_ADAPT_LIMIT_MAX);
+	/* 10 turns of 40 ms: under rt, open; the rate starts counting. */
+	now += 100 * MS;
+	assert_dec_equal(window(&a, 10, 40 * MS, 10, now), 0);
+	struct sl_adapt_view v;
+	sl_adapt_view(&a, &v);
+	assert_dec_equal(v.over, 0);
+	assert_dec_equal(v.noload_ns, 40 * MS);
+	/* 10 of 80 ms in the next 100 ms: over rt; 100 turns/s x 40 ms = 4
+	 * in flight at most: the limit is 5. */
+	now += 100 * MS;
+	assert_dec_equal(window(&a, 10, 80 * MS, 10, now), 5);
+	sl_adapt_view(&a, &v);
+	assert_dec_equal(v.over, SL_ADAPT_OVER_RT);
+	/* It refuses (binds): the next window probes at 1 ... */
+	sl_adapt_refused(&a, now + 50 * MS);
+	now += 200 * MS;
+	uint64_t lim = changed(&a, 3, now - 150 * MS, 80 * MS, 5, now);
+	assert_dec_equal(lim, 1);
+	/* ... until 3 turns that started under it ended: no-load 30 ms;
+	 * the limit before it comes back, the next window recomputes it. */
+	now += 200 * MS;
+	lim = changed(&a, 3, now - 100 * MS, 30 * MS, 1, now);
+	assert_dec_equal(lim, 5);
+	sl_adapt_view(&a, &v);
+	assert_dec_equal(v.noload_ns, 30 * MS);
+	assert_dec_equal(v.probes, 1);
+	/* Fast again: one more each window for 10 s after the last window
+	 * over (twice as many after that, below). */
+	now += 200 * MS;
+	lim = changed(&a, 10, now - 100 * MS, 20 * MS, 1, now);
+	assert_dec_equal(lim, 6);
+	/* The rate over 1 s stretches: 26 turns done since T0 + 100 ms,
+	 * 0.8 s ago; 50 more in the next 0.2 s: 76/s over the 1 s, its
+	 * peak; over rt with no-load 20 ms: 76 x 0.02 = 1.52, rounded 2:
+	 * limit 3. */
+	now += 300 * MS;
+	lim = changed(&a, 50, now - 100 * MS, 60 * MS, 1, now);
+	sl_adapt_view(&a, &v);
+	assert_dec_equal(v.rate, 76);
+	assert_dec_equal(v.noload_ns, 20 * MS);
+	assert_dec_equal(lim, 3);
+
+	struct sl_adapt b;
+	sl_adapt_init_system_unsync(&b, &r, now);
+	atomic_store(&b.limit_x, 600000 * SL_ADAPT_ONE);
+	atomic_store(&b.limit, 600000);
+	now += 100 * MS;
+	assert_dec_equal(window(&b, 4, 10 * MS, 4, now), SL_ADAPT_LIMIT_MAX);
+	/* The host's figures: over load1 only when known and above. */
+	r = rule_of("1000,load1=2,cpu=50%");
+	sl_adapt_init_system_unsync(&a, &r, now);
+	sl_adapt_host(&a, 2500, 100); /* load 2.5 > 2, CPU 10 % */
+	now += 100 * MS;
+	window(&a, 4, 10 * MS, 4, now);
+	sl_adapt_view(&a, &v);
+	assert_dec_equal(v.over, SL_ADAPT_OVER_LOAD1);
+	assert_dec_equal(sl_adapt_limit(&a), 2); /* no rate yet: max(1, 0) + 1 */
+	sl_adapt_host(&a, 1000, 501);
+	now += 100 * MS;
+	window(&a, 4, 10 * MS, 4, now);
+	sl_adapt_view(&a, &v);
+	assert_dec_equal(v.over, SL_ADAPT_OVER_CPU);
+	sl_adapt_host(&a, UINT64_MAX, UINT64_MAX); /* unknown: never over */
+	now += 100 * MS;
+	assert_dec_equal(window(&a, 4, 10 * MS, 4, now), 3);
+	/* 10 s after the last window over: twice as many each window. */
+	now += SL_ADAPT_PROBE_EVERY_NS;
+	assert_dec_equal(window(&a, 4, 10 * MS, 4, now), 6);
+	sl_adapt_view(&a, &v);
+	assert_dec_equal(v.over, 0);
+	/* A reading over a threshold while open sets the limit at once (no
+	 * rate yet: at most one in flight, and one more), not at the next
+	 * window; once, and never for rt= (a window's) nor under it. */
+	struct sl_adapt c;
+	sl_adapt_init_system_unsync(&c, &r, now);
+	sl_adapt_host(&c, 1000, 100);
+	assert_false(sl_adapt_host_check(&c, now, &lim));
+	sl_adapt_host(&c, 2001, 100);
+	assert_true(sl_adapt_host_check(&c, now, &lim));
+	sl_adapt_unlock(&c);
+	assert_dec_equal(lim, 2);
+	assert_dec_equal(sl_adapt_limit(&c), 2);
+	assert_false(sl_adapt_host_check(&c, now, &lim));
+	sl_adapt_view(&c, &v);
+	assert_dec_equal(v.over, SL_ADAPT_OVER_LOAD1);
+	r = rule_of("1000,rt=1ms");
+	sl_adapt_init_system_unsync(&c, &r, now);
+	assert_false(sl_adapt_host_check(&c, now, &lim));
+	r = rule_of("1000,load1=2,cpu=50%");
+	/* It waits as reject does whatever the action, but not a dry run. */
+	assert_dec_equal(sl_adapt_wait_ns(&r, &a), 5 * MS);
+	r = rule_of("1000,load1=2,action=dry-run");
+	assert_dec_equal(sl_adapt_wait_ns(&r, &a), 0);
+}
+
+/* /proc/stat's first line, and the busy share between two readings. */
+static void test_system_cpu(void **state)
+{
+	(void)state;
+	uint64_t b0, t0, b1, t1;
+	const char *one = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
+	assert_true(sl_adapt_cpu_parse(one, strlen(one), &b0, &t0));
+	assert_dec_equal(t0, 1000);
+	assert_dec_equal(b0, 150);
+	const char *two = "cpu  200 0 100 1500 100 0 0 0";
+	assert_true(sl_adapt_cpu_parse(two, strlen(two), &b1, &t1));
+	assert_dec_equal(sl_adapt_cpu_permille(b0, t0, b1, t1), 166);
+	assert_dec_equal(sl_adapt_cpu_permille(b1, t1, b1, t1), UINT64_MAX);
+	assert_dec_equal(sl_adapt_cpu_permille(b0, t0, b0 + 10, t0 + 10), 1000);
+	assert_false(sl_adapt_cpu_parse("cpu0 1 2 3 4", 12, &b0, &t0));
+	assert_false(sl_adapt_cpu_parse("cpu  1 2 3", 10, &b0, &t0));
+	assert_false(sl_adapt_cpu_parse("cpu  99999999999999999999 1 1 1", 31, &b0, &t0));
+	assert_false(sl_adapt_cpu_parse("cp", 2, &b0, &t0));
+}
+
+/* The simulated server under system protection alone (on a count that
+ * never binds), where without it nothing is answered in time: with rt=100ms
+ * every phase keeps serving at >= 80 % of its capacity with p99 within 6x
+ * the work. (Its latency is looser than conns:adaptive's: the
+ * limit falls to the bandwidth-delay product over rt and climbs by one
+ * under it, a sawtooth around rt.) */
+static void test_system_sim(void **state)
+{
+	(void)state;
+	simulate("1000000", 1000000, sim_cores, sim_load, 3, 10, sim_fig, 9, 0);
+	for (unsigned ph = 0; ph < 3; ph++)
+		assert_dec_equal(sim_fig[ph].good, 0);
+	/* Always over (load1=): Sentinel's check alone. It keeps 1 core at 2
+	 * turns; on 4 it stays under the knee (the rate measured under a
+	 * limit is a little less than the limit allows). */
+	simulate("1000000,load1=1,action=reject", 0, sim_cores, sim_load, 3, 10, sim_fig, 9, 0);
+	phases_ok("system load1=1", true);
+	for (unsigned ph = 0; ph < 3; ph++) {
+		const double cap = sim_cores[ph] * (double)SEC / SIM_WORK_NS;
+		assert_true(sim_fig[ph].good / 7.0 >= 0.6 * cap);
+		assert_true(p99(&sim_fig[ph]) <= 5 * SIM_WORK_NS);
+	}
+	assert_dec_equal(sim_fig[0].max_limit, 2);
+	simulate("1000000,rt=100ms,action=reject", 0, sim_cores, sim_load, 3, 10, sim_fig, 9, 0);
+	phases_ok("system rt=100ms", true);
+	for (unsigned ph = 0; ph < 3; ph++) {
+		const double cap = sim_cores[ph] * (double)SEC / SIM_WORK_NS;
+		assert_true(sim_fig[ph].good / 7.0 >= 0.8 * cap);
+		assert_true(p99(&sim_fig[ph]) <= 6 * SIM_WORK_NS);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -535,6 +760,10 @@ int main(void)
 		cmocka_unit_test(test_adapt_turn_wait),
 		cmocka_unit_test(test_adapt_sim_knee),
 		cmocka_unit_test(test_adapt_sim_never),
+		cmocka_unit_test(test_system_parse),
+		cmocka_unit_test(test_system_steps),
+		cmocka_unit_test(test_system_cpu),
+		cmocka_unit_test(test_system_sim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
