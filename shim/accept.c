@@ -34,6 +34,7 @@
 #include "acchold.h"
 #include "act.h"
 #include "clock.h"
+#include "count.h"
 #include "fd.h"
 #include "nb.h"
 #include "real.h"
@@ -105,14 +106,34 @@ static uint32_t hold_rules(uint32_t rules)
 	return m;
 }
 
-/* The end of an accept that returns connection r: its conns slots (gc) go
- * to the fd, the call ends admitted, errno is e. */
-static int accepted(struct sl_call *c, uint32_t rules, const struct sl_grant *gc, int r, int e)
+/* The end of an accept that returns connection r: the system protection
+ * of its rules (turn.c) admits it or it is refused (what g, g2 and gc
+ * took given back); its conns slots (gc) go to the fd, the call ends
+ * admitted, errno is e. */
+static int accepted(struct sl_call *c, uint32_t rules, const struct sl_grant *g,
+		    const struct sl_grant *g2, const struct sl_grant *gc, int r, int e)
 {
+	const uint64_t now = sl__clock_ns();
+	const uint32_t sys = (rules | gc->rules) & sl__st.sys_rules;
+	uint64_t turns = gc->rules & sl__st.adapt_rules;
+	if (__builtin_expect(sys != 0, 0)) {
+		int who;
+		turns |= sl__turn_gates(sys, now, &who);
+		if (who >= 0) {
+			sl__grant_refund(c, g, 1);
+			sl__grant_refund(c, g2, 1);
+			sl__grant_refund(c, gc, 1);
+			reset_conn(r);
+			sl_count_refused(&sl__st.stats[who]);
+			return sl__call_fail(c, rules,
+					     sl_rule_errno(&sl__st.policy.rules[who],
+							   SL_OP_ACCEPT));
+		}
+	}
 	struct sl_limiter *lims[SL_MAX_RULES];
 	sl__fd_set_conn(r, lims, sl__grant_conns(gc, lims));
-	if (gc->rules & sl__st.adapt_rules) /* its first turn has begun */
-		sl__turn_accepted(r, gc->rules & sl__st.adapt_rules, sl__clock_ns());
+	if (turns != 0) /* its first turn has begun */
+		sl__turn_accepted(r, turns, now);
 	sl__call_end(c, rules, true);
 	sl__busy = 0;
 	errno = e;
@@ -204,7 +225,7 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 		else
 			sl__grant_refund(&c, &g2, 1);
 		if (err == 0)
-			return accepted(&c, rules, &gc, r, e);
+			return accepted(&c, rules, &g, &g2, &gc, r, e);
 		g2.rules = 0;
 	}
 	bool intr = err == EINTR;
@@ -225,7 +246,7 @@ static int accept_slow(int fd, struct sockaddr *sa, socklen_t *len, int flags,
 		reset_conn(r);
 		return sl__call_fail(&c, rules, err);
 	}
-	return accepted(&c, rules, &gc, r, e);
+	return accepted(&c, rules, &g, &g2, &gc, r, e);
 }
 
 int sl__accept(int fd, struct sockaddr *sa, socklen_t *len, int flags)

@@ -127,6 +127,7 @@ int sl__state_init_unsync(const struct sl_policy *p)
 	st->proc_rules = st->fast_rules = st->lease_rules = 0;
 	st->fd_rules = st->thread_rules = st->peer_rules = st->late_rules = 0;
 	st->credit_rules = st->credit_in_rules = st->mcredit_rules = st->keyed_rules = 0;
+	st->adapt_rules = st->sys_rules = st->sys_load1_rules = st->sys_cpu_rules = 0;
 	st->n_fd_rules = st->n_thread_rules = st->n_peer_rules = 0;
 	static const uint32_t kinds[SL_OP_COUNT] = {
 		[SL_OP_CONNECT] = 1u << SL_K_CONNECT,
@@ -152,6 +153,12 @@ int sl__state_init_unsync(const struct sl_policy *p)
 				st->kind_rules[k] |= bit;
 		if (r->adaptive)
 			st->adapt_rules |= bit;
+		if (sl_rule_system(r))
+			st->sys_rules |= bit;
+		if (r->sys_load1 != 0)
+			st->sys_load1_rules |= bit;
+		if (r->sys_cpu != 0)
+			st->sys_cpu_rules |= bit;
 		if (r->op == SL_OP_CONNS)
 			st->conns_rules |= bit;
 		else if (r->unit == SL_UNIT_BYTES)

@@ -59,6 +59,9 @@ struct sl_state {
 	uint32_t byte_rules;             /* rules counting bytes */
 	uint32_t reject_rules;           /* action == reject */
 	uint32_t conns_rules;            /* op == conns */
+	uint32_t sys_rules;              /* system protection: load1=, cpu=, rt= (turn.c) */
+	uint32_t sys_load1_rules;        /* ... with load1= */
+	uint32_t sys_cpu_rules;          /* ... with cpu= */
 	uint32_t adapt_rules;            /* conns:adaptive (turn.c; accept only: their
 	                          limit follows the latency of a server's turns) */
 	uint32_t proc_rules;             /* per=process rules whose limiter is always

@@ -37,12 +37,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "act.h"
 #include "adaptive.h"
 #include "decide.h"
 #include "clock.h"
 #include "conn.h"
+#include "count.h"
 #include "fd.h"
 #include "log.h"
 #include "real.h"
@@ -54,12 +56,14 @@
 #include "wait.h"
 
 struct turn_fam *sl__turn_fam;
-struct sl_adapt *sl__turn_adapt[SL_MAX_RULES];
+struct sl_adapt *sl__turn_adapt[TURN_SLOTS];
+
+_Static_assert(TURN_GATE == SL_MAX_RULES, "turn_tab.h: a protection's bit");
 
 int sl__turn_init_unsync(struct sl_state *st, uint64_t now_ns)
 {
 	memset(sl__turn_adapt, 0, sizeof(sl__turn_adapt));
-	if (st->adapt_rules == 0)
+	if ((st->adapt_rules | st->sys_rules) == 0)
 		return 0;
 	if (sl__turn_fam == NULL) {
 		void *m = mmap(NULL, sizeof(*sl__turn_fam), PROT_READ | PROT_WRITE,
@@ -90,6 +94,19 @@ int sl__turn_init_unsync(struct sl_state *st, uint64_t now_ns)
 			return -1;
 		st->rule_lim[i] = &sl__turn_fam->lim[i].head;
 	}
+	for (uint32_t rest = st->sys_rules; rest != 0; rest &= rest - 1) {
+		const unsigned b = TURN_GATE + (unsigned)__builtin_ctz(rest);
+		const struct sl_rule *r = &st->policy.rules[b - TURN_GATE];
+		sl__turn_adapt[b] = &sl__turn_fam->adapt[b];
+		sl_adapt_init_system_unsync(sl__turn_adapt[b], r, now_ns);
+		/* A concurrency limit on the turns, open until a threshold
+		 * is exceeded. */
+		struct sl_params p = {.kind = SL_KIND_CONC,
+				      .amount = sl_adapt_limit(sl__turn_adapt[b])};
+		if (sl_tunable_init(&sl__turn_fam->lim[b], &p, now_ns) != SL_OK)
+			return -1;
+	}
+	sl__turn_host(now_ns); /* the first reading: /proc/stat's shares need two */
 	sl__fd_on_forget_unsync(sl__turn_forget);
 	return 0;
 }
@@ -128,74 +145,6 @@ static struct turn_ent *ent_claim(uint64_t ino)
 	return NULL;
 }
 
-static uint64_t held_of(const struct sl_limiter *l)
-{
-	/* Relaxed: a figure for the controller. */
-	return atomic_load_explicit(&l->u.tun.held, memory_order_relaxed);
-}
-
-/* Rule i's view in this process's status record (`sluice stat`): the
- * turns in flight at every turn's end, the controller's figures when a
- * window closed since. */
-static void view_publish(unsigned i, const struct sl_adapt *a, const struct sl_limiter *l)
-{
-	if (sl__st.rec == NULL)
-		return;
-	struct sl_shm_adapt *v = sl_shm_stat_adapt(sl__st.rec, i);
-	atomic_store_explicit(&v->in_flight, held_of(l), memory_order_relaxed);
-	struct sl_adapt_view w;
-	sl_adapt_view(a, &w);
-	if (atomic_load_explicit(&v->valid, memory_order_relaxed) &&
-	    atomic_load_explicit(&v->updates, memory_order_relaxed) == w.updates &&
-	    atomic_load_explicit(&v->limit, memory_order_relaxed) == w.limit)
-		return;
-	atomic_store_explicit(&v->limit, w.limit, memory_order_relaxed);
-	atomic_store_explicit(&v->noload_ns, w.noload_ns, memory_order_relaxed);
-	atomic_store_explicit(&v->latency_ns, w.latency_ns, memory_order_relaxed);
-	atomic_store_explicit(&v->probes, w.probes, memory_order_relaxed);
-	atomic_store_explicit(&v->updates, w.updates, memory_order_relaxed);
-	atomic_store_explicit(&v->probing, w.probing, memory_order_relaxed);
-	atomic_store_explicit(&v->valid, 1, memory_order_relaxed);
-}
-
-/* A turn of rule i ended (sample: it had bytes from start_ns): feed the
- * controller and retune the limiter if it asks for a new limit. */
-static void rule_turn_done(unsigned i, uint64_t start_ns, uint64_t now)
-{
-	struct sl_adapt *a = sl__turn_adapt[i];
-	struct sl_limiter *l = sl__st.rule_lim[i];
-	if (a == NULL || l == NULL)
-		return;
-	if (start_ns != 0 && now > start_ns)
-		sl_adapt_sample(a, start_ns, now - start_ns);
-	uint64_t lim;
-	const uint64_t before = atomic_load_explicit(&a->updates, memory_order_relaxed);
-	const bool changed = sl_adapt_update(a, held_of(l), now, &lim);
-	if (changed) {
-		struct sl_tunable *t = (struct sl_tunable *)(void *)l;
-		struct sl_params p = sl_tunable_current(t)->params;
-		p.amount = lim;
-		if (sl_tunable_retune(t, &p, now) != SL_OK)
-			sl_log(SL_LOG_WARN, "rule %u: the adaptive limit %llu was refused", i + 1,
-			       (unsigned long long)lim);
-		sl_adapt_unlock(a);
-	}
-	view_publish(i, a, l);
-	if (sl__log_level >= SL_LOG_DEBUG &&
-	    atomic_load_explicit(&a->updates, memory_order_relaxed) != before) {
-		struct sl_adapt_view v;
-		sl_adapt_view(a, &v);
-		sl_log(SL_LOG_DEBUG,
-		       "rule %u: window: latency %.1f ms, no-load %.1f ms, %llu in flight, "
-		       "limit %llu (%.2f)%s",
-		       i + 1, (double)v.latency_ns / 1e6, (double)v.noload_ns / 1e6,
-		       (unsigned long long)held_of(l), (unsigned long long)v.limit,
-		       (double)atomic_load_explicit(&a->limit_x, memory_order_relaxed) /
-			       SL_ADAPT_ONE,
-		       v.probing ? " probing" : "");
-	}
-}
-
 void sl__turn_end(struct turn_ent *e, uint64_t now)
 {
 	uint64_t s = atomic_load_explicit(&e->state, memory_order_acquire);
@@ -205,11 +154,16 @@ void sl__turn_end(struct turn_ent *e, uint64_t now)
 	while (!atomic_compare_exchange_weak_explicit(&e->state, &s, ((s >> 8) + 1) << 8 | TS_IDLE,
 						      memory_order_acq_rel, memory_order_acquire));
 	const uint64_t start = atomic_exchange_explicit(&e->start_ns, 0, memory_order_relaxed);
-	const uint32_t rules = atomic_load_explicit(&e->rules, memory_order_relaxed);
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		sl__conn_release(sl__st.rule_lim[__builtin_ctz(rest)]);
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-		rule_turn_done((unsigned)__builtin_ctz(rest), start, now);
+	const uint64_t rules = atomic_load_explicit(&e->rules, memory_order_relaxed);
+	sl__turn_release(rules);
+	for (uint64_t rest = rules; rest != 0; rest &= rest - 1)
+		sl__turn_done((unsigned)__builtin_ctzll(rest), start, now);
+}
+
+/* The rules of slot bits `slots`. */
+static uint32_t rules_of(uint64_t slots)
+{
+	return (uint32_t)slots | (uint32_t)(slots >> TURN_GATE);
 }
 
 /* fd, just accepted, has turns of `rules`: its sends and receives leave
@@ -228,7 +182,7 @@ static void mark_fd(int fd, uint32_t rules)
 				  memory_order_release);
 }
 
-void sl__turn_accepted(int fd, uint32_t rules, uint64_t now_ns)
+void sl__turn_accepted(int fd, uint64_t rules, uint64_t now_ns)
 {
 	const int saved = errno;
 	struct turn_ent *e = NULL;
@@ -236,8 +190,7 @@ void sl__turn_accepted(int fd, uint32_t rules, uint64_t now_ns)
 		e = ent_claim(sl__fdrecs[fd].ino);
 	if (e == NULL) {
 		/* Not followed: the slots go back now, as if it answered. */
-		for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-			sl__conn_release(sl__st.rule_lim[__builtin_ctz(rest)]);
+		sl__turn_release(rules);
 		errno = saved;
 		return;
 	}
@@ -252,55 +205,17 @@ void sl__turn_accepted(int fd, uint32_t rules, uint64_t now_ns)
 	atomic_store_explicit(&e->start_ns, now_ns, memory_order_relaxed);
 	s = atomic_load_explicit(&e->state, memory_order_relaxed);
 	atomic_store_explicit(&e->state, ((s >> 8) + 1) << 8 | TS_TURN, memory_order_release);
-	mark_fd(fd, rules);
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned i = (unsigned)__builtin_ctz(rest);
-		if (sl__turn_adapt[i] != NULL)
-			sl_adapt_started(sl__turn_adapt[i], held_of(sl__st.rule_lim[i]));
-	}
+	mark_fd(fd, rules_of(rules));
+	sl__turn_started(rules);
 	errno = saved;
 }
 
-void sl__turn_bound(unsigned i, uint64_t now_ns)
+/* Refuse the request waiting on fd, counted by `rules`: the connection
+ * is reset. */
+static int turn_refuse(int fd, uint32_t rules)
 {
-	if (i < SL_MAX_RULES && sl__turn_adapt[i] != NULL)
-		sl_adapt_refused(sl__turn_adapt[i], now_ns);
-}
-
-/* Take one slot of each rule in `rules` now, or none. */
-static bool take_slots(uint32_t rules, uint64_t now)
-{
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned i = (unsigned)__builtin_ctz(rest);
-		struct sl_limiter *l = sl__st.rule_lim[i];
-		if (sl_limiter_acquire(l, 1, now, 0).verdict == SL_ADMIT ||
-		    (sl__turn_sweep(now) && sl_limiter_acquire(l, 1, now, 0).verdict == SL_ADMIT)) {
-			sl__shm_hold(l, 1);
-			continue;
-		}
-		sl__turn_bound(i, now);
-		for (uint32_t back = rules & (((uint32_t)1 << i) - 1); back != 0; back &= back - 1)
-			sl__conn_release(sl__st.rule_lim[__builtin_ctz(back)]);
-		return false;
-	}
-	return true;
-}
-
-/* How long a turn of `rules` may wait for its slots (the engine's). */
-static uint64_t wait_limit(uint32_t rules)
-{
-	uint64_t lim = UINT64_MAX;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned i = (unsigned)__builtin_ctz(rest);
-		const uint64_t w = sl_adapt_wait_ns(&sl__st.policy.rules[i], sl__turn_adapt[i]);
-		lim = w < lim ? w : lim;
-	}
-	return lim;
-}
-
-/* Refuse the request waiting on fd: the connection is reset. */
-static int turn_refuse(int fd)
-{
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+		sl_count_refused(&sl__st.stats[__builtin_ctz(rest)]);
 	struct linger lg = {.l_onoff = 1, .l_linger = 0};
 	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	shutdown(fd, SHUT_RDWR);
@@ -331,7 +246,7 @@ int sl__turn_recv_begin(int fd, const struct sl_fdrec *rec, int flags, uint64_t 
 		return 0;
 	}
 	const int saved = errno;
-	const uint32_t rules = atomic_load_explicit(&e->rules, memory_order_relaxed);
+	const uint64_t rules = atomic_load_explicit(&e->rules, memory_order_relaxed);
 	const int fl = (flags & MSG_DONTWAIT) ? O_NONBLOCK : fcntl(fd, F_GETFL);
 	const bool nb = fl >= 0 && (fl & O_NONBLOCK);
 	struct sl_call c;
@@ -357,18 +272,19 @@ int sl__turn_recv_begin(int fd, const struct sl_fdrec *rec, int flags, uint64_t 
 		}
 	}
 	uint64_t now = sl__clock_ns();
-	const uint64_t limit = wait_limit(rules);
+	const uint64_t limit = sl__turn_wait_ns(rules);
 	const uint64_t deadline = sl_decide_add(now, limit);
 	uint64_t backoff = SL_DECIDE_BACKOFF_NS;
-	while (!take_slots(rules, now)) {
+	while (!sl__turn_take(rules, now)) {
 		if (nb) { /* uncounted: see the file comment */
 			errno = saved;
 			return 0;
 		}
 		if (now >= deadline) {
 			/* A dry run goes on, uncounted; else the reset. */
-			const int err = sl_adapt_refuses(&sl__st.policy, rules) ? turn_refuse(fd)
-										: 0;
+			const int err = sl_adapt_refuses(&sl__st.policy, rules_of(rules))
+						? turn_refuse(fd, rules_of(rules))
+						: 0;
 			errno = saved;
 			return err;
 		}
@@ -393,15 +309,10 @@ int sl__turn_recv_begin(int fd, const struct sl_fdrec *rec, int flags, uint64_t 
 	if (atomic_compare_exchange_strong_explicit(&e->state, &idle, ((s >> 8) + 1) << 8 | TS_TURN,
 						    memory_order_acq_rel, memory_order_acquire)) {
 		atomic_store_explicit(&e->start_ns, 0, memory_order_relaxed);
-		for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-			const unsigned i = (unsigned)__builtin_ctz(rest);
-			if (sl__turn_adapt[i] != NULL)
-				sl_adapt_started(sl__turn_adapt[i], held_of(sl__st.rule_lim[i]));
-		}
+		sl__turn_started(rules);
 		*tok = idx | (uint64_t)1 << 32; /* started here */
 	} else {                                /* another thread's receive started it */
-		for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
-			sl__conn_release(sl__st.rule_lim[__builtin_ctz(rest)]);
+		sl__turn_release(rules);
 		*tok = idx;
 	}
 	errno = saved;

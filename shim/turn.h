@@ -2,7 +2,9 @@
 /*
  * turn.h - conns:adaptive in the preload (turn.c): a server's requests as
  * turns on its accepted connections, their latency fed to the engine's
- * controller (engine/adaptive.h), which moves the rule's concurrency limit.
+ * controller (engine/adaptive.h), which moves the rule's concurrency limit;
+ * and system protection (load1=, cpu=, rt= on accept and conns), a second
+ * such limit on the same turns.
  *
  * API: every function may be called from any thread; init and the fork
  * handlers are _unsync.
@@ -29,16 +31,24 @@ void sl__turn_fork_child(void);
 /* A new state (init): a new epoch. */
 void sl__turn_forked_reset_unsync(void);
 
-/* Connection fd was just accepted holding one slot of each rule in
- * `rules` (adaptive rules, in sl__st.adapt_rules): its first turn has
- * begun. */
-void sl__turn_accepted(int fd, uint32_t rules, uint64_t now_ns);
+/* System protection (load1=, cpu=, rt=) of a connection just accepted:
+ * one slot of the protection of each rule in `sys` (sl__st.sys_rules),
+ * never waited for. Returns the slot bits taken (turn_tab.h, TURN_GATE +
+ * i) for sl__turn_accepted; *refused is -1, or the rule whose protection
+ * refuses (then none is held: the connection is to be refused). A dry-run
+ * rule's refusal is counted and logged, and the connection goes on
+ * without its slot. */
+uint64_t sl__turn_gates(uint32_t sys, uint64_t now_ns, int *refused);
+/* Connection fd was just accepted holding the slots `rules`: bit i, one of
+ * adaptive rule i (sl__st.adapt_rules); bit 32 + i, one of rule i's
+ * system protection (sl__turn_gates). Its first turn has begun. */
+void sl__turn_accepted(int fd, uint64_t rules, uint64_t now_ns);
 /* A limit is full: ask the kernel (at most every 100 ms) about the
  * connections whose last known holder was another process (a fork child,
  * an exec'd program); those gone give their slots back. True if any did. */
 bool sl__turn_sweep(uint64_t now_ns);
-/* Adaptive rule i refused a turn or a connection at now_ns: its limit
- * binds. */
+/* Slot bit b (adaptive rule b, or rule b - 32's system protection)
+ * refused a turn or a connection at now_ns: its limit binds. */
 void sl__turn_bound(unsigned i, uint64_t now_ns);
 
 /* A receive of `flags` on fd (rec: its record, rec->turn != 0) is about to

@@ -10,6 +10,7 @@
 #define SLUICE_SHIM_TURN_TAB_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "adaptive.h"
@@ -25,7 +26,9 @@ struct turn_ent {
 	_Atomic uint64_t key;      /* the socket's inode + 1; 0: free */
 	_Atomic uint64_t state;    /* seq << 8 | TS_*: each change bumps seq */
 	_Atomic uint64_t start_ns; /* the running turn's first bytes, 0: none yet */
-	_Atomic uint32_t rules;    /* adaptive rules whose slot a turn holds */
+	/* Slots a turn holds: bit i < 32, adaptive rule i's; bit 32 + i,
+	 * rule i's system protection's (TURN_GATE). */
+	_Atomic uint64_t rules;
 	/* 1: a process closed its last fd of the connection while another
 	 * (a fork child, or a program it exec'd) held it; id says which
 	 * socket to ask the kernel about (turn_sweep). */
@@ -36,9 +39,17 @@ struct turn_ent {
 	struct sl_sockid id;
 };
 
+/* The bit of rule i's system protection (load1=, cpu=, rt=) in a turn's
+ * slots: its own limiter and controller (SL_ADAPT_SYSTEM) beside the
+ * rule's limit. */
+#define TURN_GATE 32u
+#define TURN_SLOTS (2u * SL_MAX_RULES)
+
 struct turn_fam {
-	struct sl_tunable lim[SL_MAX_RULES]; /* per=process adaptive rules */
-	struct sl_adapt adapt[SL_MAX_RULES];
+	/* Per=process adaptive rules at i, system protections at
+	 * TURN_GATE + i. */
+	struct sl_tunable lim[TURN_SLOTS];
+	struct sl_adapt adapt[TURN_SLOTS];
 	_Atomic uint32_t orphans;  /* entries with orphan set */
 	_Atomic uint64_t epochs;   /* epochs handed out (turnclose.c) */
 	_Atomic uint64_t swept_ns; /* the last sweep */
@@ -48,7 +59,32 @@ struct turn_fam {
 /* The family's table (NULL: no adaptive rule), and each adaptive rule's
  * controller (the family's, or a shared= segment's). */
 extern struct turn_fam *sl__turn_fam;
-extern struct sl_adapt *sl__turn_adapt[SL_MAX_RULES];
+extern struct sl_adapt *sl__turn_adapt[TURN_SLOTS];
+
+/* The limiter of slot bit b (an adaptive rule's, or a protection's). */
+static inline struct sl_limiter *sl__turn_lim(unsigned b)
+{
+	return b < TURN_GATE ? sl__st.rule_lim[b] : &sl__turn_fam->lim[b].head;
+}
+
+/* Slots (turnslot.c), by bit: see TURN_GATE. Give back one of each bit in
+ * `slots`; take one of each now, or none (a liveness sweep first when one
+ * is full; a refusal tells its controller the limit binds). */
+void sl__turn_release(uint64_t slots);
+bool sl__turn_take(uint64_t slots, uint64_t now);
+/* A turn holding `slots` started: the controllers see how many run. */
+void sl__turn_started(uint64_t slots);
+/* A turn of slot bit b ended (sample: it had bytes from start_ns): feed
+ * its controller, retune its limiter if it asks, publish the view. */
+void sl__turn_done(unsigned b, uint64_t start_ns, uint64_t now);
+/* The host's figures for the system protections (load1=, cpu=): read
+ * (sysinfo, /proc/stat) at most every SL_ADAPT_HOST_EVERY_NS per process,
+ * by one thread, and handed to each, which tightens at once if the host is
+ * over (sl_adapt_host_check). Not in a seccomp sandbox (no call of ours
+ * there): the figures stay unknown. */
+void sl__turn_host(uint64_t now);
+/* How long a turn that finds no slot of `slots` may wait (the engine's). */
+uint64_t sl__turn_wait_ns(uint64_t slots);
 
 /* The entry of socket inode ino, or NULL. */
 struct turn_ent *sl__turn_find(uint64_t ino);

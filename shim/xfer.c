@@ -338,8 +338,11 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 	socklen_t tolen = io->msg != NULL ? io->msg->msg_namelen : io->addrlen;
 	if (peer == NULL && to != NULL && sl_addr_from(&dst, to, tolen)) {
 		peer = &dst;
-		rules = sl_match(&sl__st.policy, rec->cand[SL_K_SEND], rec->family, rec->type,
-				 peer);
+		/* Not the accept and conns rules a connection's turns put
+		 * among its candidates (turn.c, mark_fd). */
+		rules = sl_match(&sl__st.policy,
+				 rec->cand[SL_K_SEND] & sl__st.kind_rules[SL_K_SEND], rec->family,
+				 rec->type, peer);
 	}
 	if (__builtin_expect(rec->turn != 0, 0)) /* the answer: the turn ends */
 		sl__turn_send(io->fd, rec);
