@@ -61,6 +61,14 @@ struct rule_view {
 	bool adapt;
 	bool probing;
 	uint64_t limit, in_flight, noload_ns, latency_ns, probes;
+	/* System protection (load1=, cpu=, rt=) with a window closed: the
+	 * same figures (sl_shm_stat_sys), which thresholds were exceeded
+	 * (SL_ADAPT_OVER_*) and the peak completion rate. */
+	struct sys_view {
+		bool on, probing;
+		uint32_t over;
+		uint64_t limit, in_flight, noload_ns, latency_ns, rate;
+	} sys;
 };
 
 static const char *const counter_names[7] = {
@@ -111,6 +119,22 @@ static void view_adapt(const struct sl_shm_stat *r, uint32_t i, const struct sl_
 	v->probing = atomic_load_explicit(&a->probing, memory_order_relaxed) != 0;
 }
 
+/* Rule i's system protection figures, from the copy in its record. */
+static void view_sys(const struct sl_shm_stat *r, uint32_t i, struct rule_view *v)
+{
+	const struct sl_shm_adapt *a = sl_shm_stat_sys(r, i);
+	if (atomic_load_explicit(&a->valid, memory_order_relaxed) == 0)
+		return;
+	v->sys.on = true;
+	v->sys.limit = ld(&a->limit);
+	v->sys.in_flight = ld(&a->in_flight);
+	v->sys.noload_ns = ld(&a->noload_ns);
+	v->sys.latency_ns = ld(&a->latency_ns);
+	v->sys.probing = atomic_load_explicit(&a->probing, memory_order_relaxed) != 0;
+	v->sys.over = atomic_load_explicit(&a->over, memory_order_relaxed);
+	v->sys.rate = atomic_load_explicit(&a->rate, memory_order_relaxed);
+}
+
 /* Fill v from rule i of record r. */
 static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view *v)
 {
@@ -156,6 +180,8 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 	}
 	if (rule.adaptive && seg != NULL)
 		view_adapt(r, i, seg, v);
+	if (sl_rule_system(&rule))
+		view_sys(r, i, v);
 	if (t != NULL) {
 		/* An adaptive rule's limit is the library's: its text stays. */
 		if (!rule.adaptive)
@@ -215,6 +241,58 @@ static void adapt_text(FILE *out, const char *lead, const struct rule_view *x, c
 		lead, (unsigned long long)x->limit, sep, (unsigned long long)x->in_flight, sep,
 		(double)x->noload_ns / 1e6, sep, (double)x->latency_ns / 1e6, sep,
 		(unsigned long long)x->probes, x->probing ? " (probing)" : "");
+}
+
+/* Which thresholds are exceeded, as "load1+cpu+rt" or "none". */
+static const char *over_names(uint32_t over, char *buf, size_t cap)
+{
+	static const char *const names[3] = {"load1", "cpu", "rt"};
+	size_t n = 0;
+	buf[0] = '\0';
+	for (unsigned k = 0; k < 3; k++)
+		if (over & (1u << k))
+			n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", n ? "+" : "",
+					      names[k]);
+	return n != 0 ? buf : "none";
+}
+
+/* A system protection's figures after `lead`, in text (sep between them)
+ * or as the JSON member "system" (null when there are none). */
+static void sys_text(FILE *out, const char *lead, const struct rule_view *x, const char *sep)
+{
+	char over[32], lim[32];
+	if (x->sys.limit >= SL_ADAPT_LIMIT_MAX)
+		snprintf(lim, sizeof(lim), "none");
+	else
+		snprintf(lim, sizeof(lim), "%llu", (unsigned long long)x->sys.limit);
+	fprintf(out,
+		"%ssystem: over %s%slimit %s%sin flight %llu%speak %llu/s%sno-load %.1f ms%s"
+		"latency %.1f ms%s",
+		lead, over_names(x->sys.over, over, sizeof(over)), sep, lim, sep,
+		(unsigned long long)x->sys.in_flight, sep, (unsigned long long)x->sys.rate, sep,
+		(double)x->sys.noload_ns / 1e6, sep, (double)x->sys.latency_ns / 1e6,
+		x->sys.probing ? " (probing)" : "");
+}
+
+static void sys_json(FILE *out, const struct rule_view *x)
+{
+	if (!x->sys.on) {
+		fputs(",\"system\":null", out);
+		return;
+	}
+	char over[32];
+	fprintf(out, ",\"system\":{\"over\":\"%s\",\"limit\":",
+		over_names(x->sys.over, over, sizeof(over)));
+	if (x->sys.limit >= SL_ADAPT_LIMIT_MAX)
+		fputs("null", out);
+	else
+		fprintf(out, "%llu", (unsigned long long)x->sys.limit);
+	fprintf(out,
+		",\"in_flight\":%llu,\"peak_rate\":%llu,\"noload_seconds\":%.9f,"
+		"\"latency_seconds\":%.9f,\"probing\":%s}",
+		(unsigned long long)x->sys.in_flight, (unsigned long long)x->sys.rate,
+		(double)x->sys.noload_ns / 1e9, (double)x->sys.latency_ns / 1e9,
+		x->sys.probing ? "true" : "false");
 }
 
 static void adapt_json(FILE *out, const struct rule_view *x)
@@ -282,6 +360,10 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 			adapt_text(out, "    ", x, "  ");
 			fputc('\n', out);
 		}
+		if (x->sys.on) {
+			sys_text(out, "    ", x, "  ");
+			fputc('\n', out);
+		}
 	}
 	sl__cli_break_text(out, brk);
 }
@@ -336,6 +418,7 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 		else
 			fputs(",\"warmup\":null", out);
 		adapt_json(out, x);
+		sys_json(out, x);
 		fputc('}', out);
 	}
 	fputc(']', out);
@@ -393,6 +476,8 @@ static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->adapt)
 			adapt_text(out, "</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">", x,
 				   ", ");
+		if (x->sys.on)
+			sys_text(out, "</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">", x, ", ");
 		fputs("</td></tr>\n", out);
 	}
 	fputs("</tbody></table>\n", out);
@@ -413,7 +498,8 @@ static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule
 }
 
 /* Prometheus metric families: name, type, help, counter index (-1:
- * available; -2, -3: warm-up; -4 to -7: conns:adaptive). */
+ * available; -2, -3: warm-up; -4 to -7: conns:adaptive; -8 to -11: system
+ * protection). */
 static const struct {
 	const char *name, *type, *help;
 	int k;
@@ -438,6 +524,14 @@ static const struct {
 	 "The no-load latency of a conns:adaptive rule's turns (re-measured by probes).", -6},
 	{"sluice_adaptive_latency_seconds", "gauge",
 	 "The mean latency of a conns:adaptive rule's turns in its last window.", -7},
+	{"sluice_system_over", "gauge",
+	 "1 while a system protection's threshold (load1=, cpu=, rt=) is exceeded.", -8},
+	{"sluice_system_limit", "gauge",
+	 "Turns a system protection admits at once (1000000: no limit).", -9},
+	{"sluice_system_in_flight", "gauge", "Turns (requests) holding a system protection's slot.",
+	 -10},
+	{"sluice_system_peak_rate", "gauge",
+	 "The peak completion rate (turns/s) a system protection's limit is made of.", -11},
 };
 
 /* The labels of rule i of process p's samples, after the metric name. */
@@ -513,7 +607,8 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 				const struct rule_view *x = &views[p][i];
 				int k = prom_metrics[m].k;
 				if ((k == -1 && !x->avail_known) ||
-				    ((k == -2 || k == -3) && !x->warm) || (k < -3 && !x->adapt))
+				    ((k == -2 || k == -3) && !x->warm) ||
+				    (k < -3 && k >= -7 && !x->adapt) || (k <= -8 && !x->sys.on))
 					continue;
 				fputs(prom_metrics[m].name, out);
 				prom_labels(out, recs[p], i, x);
@@ -528,6 +623,12 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 					fprintf(out, "%llu\n",
 						(unsigned long long)(k == -4 ? x->limit
 									     : x->in_flight));
+				else if (k <= -8)
+					fprintf(out, "%llu\n",
+						(unsigned long long)(k == -8    ? x->sys.over != 0
+								     : k == -9  ? x->sys.limit
+								     : k == -10 ? x->sys.in_flight
+										: x->sys.rate));
 				else if (k == -6 || k == -7)
 					fprintf(out, "%.9f\n",
 						(double)(k == -6 ? x->noload_ns : x->latency_ns) /
