@@ -58,7 +58,7 @@ void sl_sup_call_free(struct sl_sup *s, struct sl_sup_call *c)
 			c->waited_ns);
 	if (c->granted)
 		sl_sup_refund(s, c, UINT64_MAX);
-	sl_sup_conns_drop(c);
+	sl_sup_conns_drop(s, c);
 	if (c->dup >= 0)
 		close(c->dup);
 	if (c->src_fd >= 0)

@@ -29,10 +29,14 @@
  * connection hands it to its first turn (sl_sup_turn_accepted), and its
  * hold, made all the same, tells turn.c when the connection is gone. They
  * do not apply to connect (sock.c leaves them out: a server's turns only).
+ * The gate slots an accept took (system protection, c->gates_held) go to
+ * the first turn the same way, with a hold of their own if no conns slot
+ * makes one.
  */
 #include "conns.h"
 #include "admit.h"
 #include "filter.h"
+#include "gate.h"
 #include "state.h"
 #include "target.h"
 #include "turn.h"
@@ -51,7 +55,7 @@ struct sl_sup_hold {
 	pid_t alt_tgid; /* another process found holding it (0: none yet) */
 	int alt_fd;
 	uint32_t rules; /* slots held until the connection closes */
-	uint32_t turn;  /* adaptive rules whose turns it has (turn.c holds their slots) */
+	uint64_t turn;  /* slots of its turns (turn.c holds them; gate.h: SL_SUP_GATE) */
 	struct sl_limiter *lim[SL_MAX_RULES];
 };
 
@@ -103,10 +107,12 @@ enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, u
 	return SL_SUP_GO;
 }
 
-void sl_sup_conns_drop(struct sl_sup_call *c)
+void sl_sup_conns_drop(struct sl_sup *s, struct sl_sup_call *c)
 {
 	release(c->conns_lim, c->conns_held);
 	c->conns_held = 0;
+	sl_sup_gates_drop(s, c->gates_held);
+	c->gates_held = 0;
 }
 
 ino_t sl_sup_fd_ino(const struct sl_sup_proc *p, int fd)
@@ -125,38 +131,52 @@ static uint32_t give_back(struct sl_sup_call *c, uint32_t turn)
 	return 0;
 }
 
+/* Give back the gate slots call c took: 0. */
+static uint32_t gates_back(struct sl_sup *s, struct sl_sup_call *c)
+{
+	sl_sup_gates_drop(s, c->gates_held);
+	c->gates_held = 0;
+	return 0;
+}
+
 void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t ino, uint64_t now_ns)
 {
-	if (c->conns_held == 0)
+	if (c->conns_held == 0 && c->gates_held == 0)
 		return;
 	struct sl_sup_proc *p = c->th->proc;
 	if (ino == 0)
 		ino = sl_sup_fd_ino(p, fd);
 	if (fd < 0 || ino == 0) {
-		sl_sup_conns_drop(c); /* gone already */
+		sl_sup_conns_drop(s, c); /* gone already */
 		return;
 	}
-	/* Adaptive slots: the connection's first turn, if its sends and
-	 * receives are trapped where it landed; else not followed, and given
-	 * back at once, as if it had answered. */
-	uint32_t turn = c->conns_held & s->traps.turns;
-	if (turn != 0 && !sl_sup_traps_fd(&s->traps, fd))
+	/* Adaptive and gate slots: the connection's first turn, if its sends
+	 * and receives are trapped where it landed; else not followed, and
+	 * given back at once, as if it had answered. */
+	uint32_t turn = c->conns_held & s->traps.turns, gates = c->gates_held;
+	if ((turn | gates) != 0 && !sl_sup_traps_fd(&s->traps, fd)) {
 		turn = give_back(c, turn);
-	if (c->conns_held == 0)
+		gates = gates_back(s, c);
+	}
+	if (c->conns_held == 0 && gates == 0)
 		return;
 	if (n_holds == cap_holds) {
 		size_t n = cap_holds ? cap_holds * 2 : 64;
 		struct sl_sup_hold *h = realloc(holds, n * sizeof(*h));
 		if (h == NULL) {
-			sl_sup_conns_drop(c);
+			sl_sup_conns_drop(s, c);
 			return;
 		}
 		holds = h;
 		cap_holds = n;
 	}
-	if (turn != 0 && !sl_sup_turn_accepted(s, ino, turn, now_ns))
+	const uint64_t slots = turn | (uint64_t)gates << SL_SUP_GATE;
+	if (slots != 0 && !sl_sup_turn_accepted(s, ino, slots, now_ns)) {
 		turn = give_back(c, turn);
-	if (c->conns_held == 0)
+		gates = gates_back(s, c);
+	}
+	c->gates_held = 0; /* the turn's now */
+	if (c->conns_held == 0 && gates == 0)
 		return;
 	struct sl_sup_hold *h = &holds[n_holds++];
 	h->proc = p;
@@ -165,7 +185,7 @@ void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t in
 	h->alt_tgid = 0;
 	h->alt_fd = -1;
 	h->rules = c->conns_held & ~turn;
-	h->turn = turn;
+	h->turn = turn | (uint64_t)gates << SL_SUP_GATE;
 	for (unsigned i = 0; i < SL_MAX_RULES; i++)
 		h->lim[i] = c->conns_lim[i];
 	p->refs++; /* the limiters live in the process entry */

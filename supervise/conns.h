@@ -20,13 +20,14 @@ enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, u
 				      uint64_t *wait_ns, int *err);
 /* The connection (socket inode ino, or 0: the one fd names now) is open
  * at fd of the call's process: its slots stay taken until no supervised
- * process has an fd naming the socket; those of conns:adaptive rules go to
- * its first turn instead (turn.c), which began at now_ns. */
+ * process has an fd naming the socket; those of conns:adaptive rules and
+ * the gate slots of an accept (c->gates_held) go to its first turn instead
+ * (turn.c), which began at now_ns. */
 void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t ino, uint64_t now_ns);
 /* The inode of what fd of process p names now, or 0. */
 ino_t sl_sup_fd_ino(const struct sl_sup_proc *p, int fd);
-/* The call ends without a connection: give its slots back. */
-void sl_sup_conns_drop(struct sl_sup_call *c);
+/* The call ends without a connection: give its slots back (gates too). */
+void sl_sup_conns_drop(struct sl_sup *s, struct sl_sup_call *c);
 /* Give back the slots of connections that were closed. */
 void sl_sup_conns_sweep(struct sl_sup *s);
 /* Forget every connection (at the end). */

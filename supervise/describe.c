@@ -6,8 +6,8 @@
  * the socket's family, type and peer, and the rules that match it
  * (engine/match.h). Calls that are not the supervisor's to throttle (not a
  * socket, MSG_PEEK and friends, control messages' continuation, no rule)
- * continue in the kernel from here. Under conns:adaptive rules a send on a
- * connection with turns ends its running turn here, and a receive that may
+ * continue in the kernel from here. Under conns:adaptive rules or system
+ * protection a send on a connection with turns ends its running turn here, and a receive that may
  * start one is held for its turn step (turn.c) even when no rule matches.
  */
 #include "describe.h"
@@ -218,9 +218,9 @@ struct sl_sup_call *sl_sup_describe(struct sl_sup *s, const struct seccomp_notif
 		e->ino = st.st_ino;
 		e->valid = true;
 	}
-	/* conns:adaptive: a send ends the connection's turn; a receive may
-	 * start one (turn.c), matched by rules or not. */
-	if (s->traps.turns != 0 && type == SL_TYPE_STREAM) {
+	/* conns:adaptive, system protection: a send ends the connection's
+	 * turn; a receive may start one (turn.c), matched by rules or not. */
+	if (sl_sup_traps_turns(&s->traps) && type == SL_TYPE_STREAM) {
 		if (kind == SL_SUP_SEND)
 			sl_sup_turn_send(s, st.st_ino, c->start_ns);
 		else if (sl_sup_turn_wants(s, st.st_ino))
@@ -313,7 +313,7 @@ struct sl_sup_call *sl_sup_describe_fast(struct sl_sup *s, const struct seccomp_
 		e->valid = false;
 		return NULL;
 	}
-	if (s->traps.turns != 0) /* the answer: the connection's turn ends */
+	if (sl_sup_traps_turns(&s->traps)) /* the answer: the connection's turn ends */
 		sl_sup_turn_send(s, st.st_ino, sl_sup_now_ns());
 	const struct sl_addr none = {0};
 	const uint32_t rules = sl_sup_match(s, SL_OP_SEND, e->fam, e->type, &none);

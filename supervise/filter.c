@@ -15,7 +15,8 @@
  *   recvmmsg, preadv2 (recv rules);           (the sockets the supervisor
  *   write, writev, sendto, sendmsg,           placed there): file and pipe
  *   sendmmsg, pwritev2, sendfile (send;       I/O is never trapped
- *   both with conns:adaptive rules: turns)
+ *   both with conns:adaptive rules or
+ *   system protection: turns)
  *   splice                                    trapped when either fd >= 512
  *   the send and receive calls on fds 0-2     trapped too with --trap-stdio
  *   dup, dup2, dup3, fcntl(F_DUPFD*)          trapped for fd >= 512 when
@@ -46,10 +47,14 @@ void sl_sup_traps_of(const struct sl_policy *p, struct sl_sup_traps *t)
 {
 	uint32_t ops = 0; /* bit 1 << op of each rule's op */
 	t->turns = 0;
+	t->gates = 0;
 	for (uint32_t i = 0; i < p->n_rules; i++) {
-		ops |= 1u << p->rules[i].op;
-		if (p->rules[i].op == SL_OP_CONNS && p->rules[i].adaptive)
+		const struct sl_rule *r = &p->rules[i];
+		ops |= 1u << r->op;
+		if (r->op == SL_OP_CONNS && r->adaptive)
 			t->turns |= (uint32_t)1 << i;
+		if ((r->op == SL_OP_CONNS || r->op == SL_OP_ACCEPT) && sl_rule_system(r))
+			t->gates |= (uint32_t)1 << i;
 	}
 	const uint32_t conns = 1u << SL_OP_CONNS;
 	t->connect = ops & ((1u << SL_OP_CONNECT) | conns);
@@ -162,11 +167,11 @@ static bool traps_catch(const struct sl_sup_traps *t, unsigned nr, enum sl_sup_o
 {
 	switch (on) {
 	case SL_SUP_ON_SEND: /* a send ends a turn, a receive may start one */
-		return t->send || t->turns != 0;
+		return t->send || sl_sup_traps_turns(t);
 	case SL_SUP_ON_RECV:
-		return t->recv || t->turns != 0;
+		return t->recv || sl_sup_traps_turns(t);
 	case SL_SUP_ON_SENDFILE: /* splice either way, sendfile out */
-		return t->send || t->turns != 0 || (nr == __NR_splice && t->recv);
+		return t->send || sl_sup_traps_turns(t) || (nr == __NR_splice && t->recv);
 	case SL_SUP_ON_SOCKET:
 		return t->place;
 	case SL_SUP_ON_ACCEPT:

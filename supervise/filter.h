@@ -23,7 +23,17 @@ struct sl_sup_traps {
 	uint32_t turns; /* conns:adaptive rules (turn.c): the connections they
 			 * accept are placed at fd >= base, and the sends and
 			 * receives there are trapped (their turns) */
+	uint32_t gates; /* accept and conns rules with system protection
+			 * (load1=, cpu=, rt=; turn.c): the same, for their
+			 * gates' turns */
 };
+
+/* Whether connections have turns (turn.c) under traps t: conns:adaptive
+ * or system protection. */
+static inline bool sl_sup_traps_turns(const struct sl_sup_traps *t)
+{
+	return (t->turns | t->gates) != 0;
+}
 
 /* The handler a trapped call goes to (loop.c). */
 enum sl_sup_on {

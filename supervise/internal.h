@@ -22,6 +22,8 @@
  *   conns.c     conns rules: slots held until the connection's fd closes;
  *   turn.c      conns:adaptive: a request's turn holds a slot from its first
  *               bytes to its answer; the engine's controller moves the limit;
+ *   gate.c      system protection (load1=, cpu=, rt=): a rule's gate, a
+ *               limit on the same turns; host.c: the host's load and CPU;
  *   stat.c      the status record `sluice stat` reads; shared.c: shared=;
  *   sock.c      socket, accept, connect; place.c: their fds (512-1023);
  *   io.c        the send and receive families, performed by the supervisor;

@@ -31,7 +31,8 @@
  * data. MSG_WAITALL on a blocking stream socket is completed piece by piece
  * under WAIT_KILLABLE_RECV. Calls with MSG_PEEK, MSG_OOB, MSG_ERRQUEUE or
  * MSG_TRUNC continue in the kernel uncharged. A receive on a connection
- * with conns:adaptive turns takes its turn step first (turn.c).
+ * with turns (conns:adaptive, system protection) takes its turn step first
+ * (turn.c).
  *
  * A throttled call is always held, never answered with a made-up EAGAIN:
  * data that is already queued produces no new edge for an edge-triggered
@@ -321,7 +322,7 @@ static void consume(struct sl_sup_call *c, uint64_t k)
 
 bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
-	if (c->turn_ino != 0) { /* conns:adaptive: the request's turn first */
+	if (c->turn_ino != 0) { /* turns: the request's turn first */
 		switch (sl_sup_turn_step_recv(s, c, now_ns)) {
 		case SL_SUP_TURN_HOLD:
 			return false;

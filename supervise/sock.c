@@ -18,9 +18,15 @@
  * non-blocking listener with none gets the kernel's EAGAIN), then for the
  * rule's slot, then accepts. A connection a conns:adaptive rule accepts is
  * placed high whatever the other rules (its turns are its sends and
- * receives, turn.c), and one it refuses is reset.
+ * receives, turn.c), and one it refuses is reset. So is one that system
+ * protection (load1=, cpu=, rt=) follows: once the rules' own decisions
+ * admitted it, after the real accept, each rule's gate takes a slot
+ * (gate.c) or refuses it, never waiting; refused, it is reset and every
+ * slot and unit the accept took is given back.
  */
 #include "sock.h"
+#include "gate.h"
+#include "stat.h"
 #include "place.h"
 #include "kernel.h"
 #include "filter.h"
@@ -299,6 +305,28 @@ static int accept_now(int dup, bool nonblock, struct sockaddr_storage *ss, sockl
 	return fd;
 }
 
+/* System protection of the connection an accept just made, its rules'
+ * decisions taken: a slot of the gate of each of its accept rules and of
+ * the conns rules whose slot it holds (c->gates_held). 0, or the errno of
+ * the rule whose gate refuses it (what the accept took is then given
+ * back, the call counted refused). */
+static int take_gates(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
+{
+	const uint32_t sys = (c->rules | c->conns_held) & s->traps.gates;
+	if (sys == 0)
+		return 0;
+	int who;
+	c->gates_held = sl_sup_gates_take(s, c->th->proc, sys, now_ns, sl_sup_conns_sweep, &who);
+	if (who < 0)
+		return 0;
+	c->granted = true; /* the rate rules' units (take_one) */
+	sl_sup_refund(s, c, UINT64_MAX);
+	sl_sup_conns_drop(s, c);
+	c->refused = true;
+	sl_sup_stat_refused(c->th->proc, (unsigned)who);
+	return sl_rule_errno(&s->policy.rules[who], SL_OP_ACCEPT);
+}
+
 bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
 	/* First a pending connection. */
@@ -335,8 +363,13 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 		sl_sup_answer(s, c->req.id, 0, errno);
 		return true;
 	}
+	/* Reset when refused by an adaptive limit or a gate: the client does
+	 * not wait. */
+	bool reset = (c->conns_rules & s->traps.turns) != 0;
+	if (err == 0 && (err = take_gates(s, c, now_ns)) != 0)
+		reset = true;
 	if (err != 0) { /* refused: the connection is closed, like policing */
-		if (c->conns_rules & s->traps.turns) { /* reset: the client does not wait */
+		if (reset) {
 			struct linger lg = {.l_onoff = 1, .l_linger = 0};
 			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		}
@@ -362,8 +395,10 @@ bool sl_sup_step_accept(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns
 	unsigned fam, type;
 	sl_sup_classify(fd, &fam, &type, NULL);
 	int placed;
-	/* High too under conns:adaptive: its sends and receives are its turns. */
-	if (wants_place(s, fam, type) || (c->conns_rules & s->traps.turns)) {
+	/* High too under conns:adaptive or system protection: its sends and
+	 * receives are its turns. */
+	if (wants_place(s, fam, type) || (c->conns_rules & s->traps.turns) ||
+	    ((c->rules | c->conns_rules) & s->traps.gates)) {
 		placed = sl_sup_place(s, c->th, c->req.id, fd, (c->flags & SOCK_CLOEXEC) != 0);
 	} else {
 		struct seccomp_notif_addfd add = {.id = c->req.id,

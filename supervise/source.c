@@ -191,8 +191,9 @@ void sl_sup_on_sendfile(struct sl_sup *s, const struct seccomp_notif *req)
 		int dup = sl_sup_getfd(s, th, fds[i]);
 		if (dup < 0)
 			continue;
-		struct stat st; /* conns:adaptive: a send ends the connection's turn */
-		if (s->traps.turns != 0 && (splice ? i == 1 : i == 0) && fstat(dup, &st) == 0)
+		struct stat st; /* turns (turn.c): a send ends the connection's turn */
+		if (sl_sup_traps_turns(&s->traps) && (splice ? i == 1 : i == 0) &&
+		    fstat(dup, &st) == 0)
 			sl_sup_turn_send(s, st.st_ino, sl_sup_now_ns());
 		unsigned fam, type;
 		struct sl_addr peer;

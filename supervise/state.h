@@ -28,7 +28,7 @@ struct sl_sup_fdrow;  /* admit.c: the per=fd limiters of one fd */
 struct sl_sup_peer;   /* admit.c: a per=peer entry */
 struct sl_shm_stat;   /* the status record (stat.c) */
 struct sl_shm_shared; /* a shared=NAME segment (shared.c) */
-struct sl_sup_turns;  /* conns:adaptive: limiters, controllers, connections (turn.c) */
+struct sl_sup_turns;  /* turns: limiters, controllers, connections (turn_state.h) */
 
 /* What the supervisor learnt of one socket fd of a process (describe.c):
  * valid while the fd still names inode (dev, ino); the file's O_NONBLOCK
@@ -143,6 +143,9 @@ struct sl_sup_call {
 	uint32_t conns_held;  /* slots taken, not yet handed to a connection */
 	bool conns_taken;
 	struct sl_limiter *conns_lim[SL_MAX_RULES];
+	/* Gates (system protection, turn.c) of an accept: rules whose gate
+	 * slot it took, not yet handed to the connection's first turn. */
+	uint32_t gates_held;
 	/* A receive that may start a turn on its connection (turn.c). */
 	ino_t turn_ino;      /* its socket's inode: the turn step comes first; 0: none */
 	bool turn_waiting;   /* the request is there: waiting for a slot ... */
@@ -172,7 +175,7 @@ struct sl_sup {
 	/* admit.c: per=peer limiters */
 	struct sl_sup_peer *peers;
 	struct sl_shm_shared *shared[SL_MAX_RULES]; /* shared=NAME segments, by rule */
-	struct sl_sup_turns *turns;                 /* conns:adaptive (turn.c), made on first use */
+	struct sl_sup_turns *turns;                 /* turns (turn.c, gate.c), made on first use */
 };
 
 #endif /* SLUICE_SUPERVISE_STATE_H */

@@ -37,11 +37,20 @@
  * workers and a fork-per-connection server's children count in one limit,
  * and the connections are keyed by their socket's inode, whichever process
  * sends or receives on them.
+ *
+ * System protection (load1=, cpu=, rt= on accept and conns rules, gate.c)
+ * runs on the same turns: a turn holds slots by bit (turn_state.h), bit i
+ * < 32 adaptive rule i's limit, bit SL_SUP_GATE + i rule i's gate, which
+ * the accept took (sock.c) or a keep-alive request takes here, waiting as
+ * a reject rule does (sl_adapt_wait_ns); a gate's turn ends as any, its
+ * sample to the gate's controller.
  */
 #include "turn.h"
+#include "gate.h"
 #include "notif.h"
 #include "stat.h"
 #include "state.h"
+#include "turn_state.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -54,20 +63,14 @@
 #include "decide.h"
 #include "params.h"
 
+_Static_assert(SL_SUP_GATE == SL_MAX_RULES && SL_SUP_SLOTS == 64, "turn.c: one bit per slot");
+
 /* One connection with turns. */
 struct turn {
 	ino_t ino;         /* its socket's inode, 0: a free entry */
-	uint32_t rules;    /* adaptive rules whose slot a running turn holds */
+	uint64_t rules;    /* slots (turn_state.h) a running turn holds */
 	bool running;      /* a turn runs: it holds one slot of each rule */
 	uint64_t first_ns; /* the running turn's first bytes, 0: none yet */
-};
-
-struct sl_sup_turns {
-	struct sl_tunable lim[SL_MAX_RULES];
-	struct sl_adapt adapt[SL_MAX_RULES];
-	uint32_t init;    /* rules whose limiter and controller are made */
-	struct turn *tab; /* open addressing on ino, linear probing */
-	size_t cap, n;    /* cap: a power of two, or 0 */
 };
 
 static size_t slot_of(const struct sl_sup_turns *t, ino_t ino)
@@ -136,24 +139,44 @@ static void erase(struct sl_sup_turns *t, struct turn *e)
 	t->n--;
 }
 
-static struct sl_sup_turns *turns_of(struct sl_sup *s)
+struct sl_sup_turns *sl_sup_turns_of(struct sl_sup *s)
 {
 	if (s->turns == NULL) {
 		/* The limiters are 64-byte aligned (core/sluice_core.h). */
 		size_t size = (sizeof(*s->turns) + 63) & ~(size_t)63;
 		s->turns = aligned_alloc(64, size);
-		if (s->turns != NULL)
+		if (s->turns != NULL) {
 			memset(s->turns, 0, size);
+			s->turns->load1 = s->turns->cpu = UINT64_MAX;
+		}
 	}
 	return s->turns;
 }
 
+/* The limiter of slot b (made). */
+static struct sl_limiter *lim_of(const struct sl_sup *s, unsigned b)
+{
+	return sl_sup_slot_lim(s->turns, b);
+}
+
+/* The rule of slot b. */
+static const struct sl_rule *rule_of(const struct sl_sup *s, unsigned b)
+{
+	return &s->policy.rules[b % SL_SUP_GATE];
+}
+
+/* The rules of slots `slots`. */
+static uint32_t rules_of(uint64_t slots)
+{
+	return (uint32_t)slots | (uint32_t)(slots >> SL_SUP_GATE);
+}
+
 struct sl_limiter *sl_sup_turn_lim(struct sl_sup *s, unsigned i, uint64_t now_ns)
 {
-	struct sl_sup_turns *t = turns_of(s);
+	struct sl_sup_turns *t = sl_sup_turns_of(s);
 	if (t == NULL || i >= SL_MAX_RULES)
 		return NULL;
-	const uint32_t bit = (uint32_t)1 << i;
+	const uint64_t bit = (uint64_t)1 << i;
 	if (!(t->init & bit)) {
 		const struct sl_rule *r = &s->policy.rules[i];
 		struct sl_params p;
@@ -174,45 +197,64 @@ const struct sl_adapt *sl_sup_turn_adapt(const struct sl_sup *s, unsigned i)
 		       : NULL;
 }
 
-static uint64_t held_of(const struct sl_sup_turns *t, unsigned i)
+static uint64_t held_of(const struct sl_sup_turns *t, unsigned b)
 {
-	/* Relaxed: one thread; a figure for the controller. */
-	return atomic_load_explicit(&t->lim[i].head.u.tun.held, memory_order_relaxed);
+	return sl_sup_slot_held(t, b);
+}
+
+/* Slot b refused a connection or a turn at now: its limit binds. */
+static void bound(struct sl_sup *s, unsigned b, uint64_t now_ns)
+{
+	if (s->turns != NULL && b < SL_SUP_SLOTS && ((s->turns->init >> b) & 1))
+		sl_adapt_refused(&s->turns->adapt[b], now_ns);
 }
 
 void sl_sup_turn_bound(struct sl_sup *s, unsigned i, uint64_t now_ns)
 {
-	if (s->turns != NULL && i < SL_MAX_RULES && ((s->turns->init >> i) & 1))
-		sl_adapt_refused(&s->turns->adapt[i], now_ns);
+	if (i < SL_MAX_RULES)
+		bound(s, i, now_ns);
 }
 
-/* A turn of rule i ended at now (sample: its first bytes came at
+/* Give back one slot of each of `slots`. */
+static void release_slots(struct sl_sup *s, uint64_t slots)
+{
+	for (uint64_t rest = slots; rest != 0; rest &= rest - 1)
+		sl_limiter_release(lim_of(s, (unsigned)__builtin_ctzll(rest)), 1);
+}
+
+/* A turn of slot b ended at now (sample: its first bytes came at
  * first_ns, 0: none): feed the controller, and retune the limiter if it
  * asks for a new limit. */
-static void rule_turn_done(struct sl_sup *s, unsigned i, uint64_t first_ns, uint64_t now)
+static void rule_turn_done(struct sl_sup *s, unsigned b, uint64_t first_ns, uint64_t now)
 {
 	struct sl_sup_turns *t = s->turns;
-	struct sl_adapt *a = &t->adapt[i];
+	struct sl_adapt *a = &t->adapt[b];
+	const bool gate = b >= SL_SUP_GATE;
+	const unsigned i = b % SL_SUP_GATE;
 	if (first_ns != 0 && now > first_ns)
 		sl_adapt_sample(a, first_ns, now - first_ns);
+	if (gate)
+		sl_sup_gate_host(s, now);
 	uint64_t lim;
-	if (!sl_adapt_update(a, held_of(t, i), now, &lim))
+	if (!sl_adapt_update(a, held_of(t, b), now, &lim))
 		return;
-	struct sl_params p = sl_tunable_current(&t->lim[i])->params;
+	struct sl_params p = sl_tunable_current(&t->lim[b])->params;
 	p.amount = lim;
-	const bool ok = sl_tunable_retune(&t->lim[i], &p, now) == SL_OK;
+	const bool ok = sl_tunable_retune(&t->lim[b], &p, now) == SL_OK;
 	sl_adapt_unlock(a);
 	if (!ok)
-		sl_sup_warn("rule %u: the adaptive limit %llu was refused", i + 1,
-			    (unsigned long long)lim);
-	if (s->verbose) {
+		sl_sup_warn("rule %u: the %s limit %llu was refused", i + 1,
+			    gate ? "system protection" : "adaptive", (unsigned long long)lim);
+	if (s->verbose && gate) {
+		sl_sup_gate_log(s, b, lim);
+	} else if (s->verbose) {
 		struct sl_adapt_view v;
 		sl_adapt_view(a, &v);
 		fprintf(stderr,
 			"sluice: rule %u: adaptive limit %llu (latency %.1f ms, no-load %.1f ms, "
 			"%llu in flight%s)\n",
 			i + 1, (unsigned long long)lim, (double)v.latency_ns / 1e6,
-			(double)v.noload_ns / 1e6, (unsigned long long)held_of(t, i),
+			(double)v.noload_ns / 1e6, (unsigned long long)held_of(t, b),
 			v.probing ? ", probing" : "");
 	}
 }
@@ -226,21 +268,20 @@ static void turn_end(struct sl_sup *s, struct turn *e, uint64_t now, bool sample
 	e->running = false;
 	const uint64_t first = sample ? e->first_ns : 0;
 	e->first_ns = 0;
-	for (uint32_t rest = e->rules; rest != 0; rest &= rest - 1)
-		sl_limiter_release(&s->turns->lim[__builtin_ctz(rest)].head, 1);
-	for (uint32_t rest = e->rules; rest != 0; rest &= rest - 1)
-		rule_turn_done(s, (unsigned)__builtin_ctz(rest), first, now);
+	release_slots(s, e->rules);
+	for (uint64_t rest = e->rules; rest != 0; rest &= rest - 1)
+		rule_turn_done(s, (unsigned)__builtin_ctzll(rest), first, now);
 }
 
-static void started(struct sl_sup *s, uint32_t rules)
+static void started(struct sl_sup *s, uint64_t slots)
 {
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned i = (unsigned)__builtin_ctz(rest);
-		sl_adapt_started(&s->turns->adapt[i], held_of(s->turns, i));
+	for (uint64_t rest = slots; rest != 0; rest &= rest - 1) {
+		const unsigned b = (unsigned)__builtin_ctzll(rest);
+		sl_adapt_started(&s->turns->adapt[b], held_of(s->turns, b));
 	}
 }
 
-bool sl_sup_turn_accepted(struct sl_sup *s, ino_t ino, uint32_t rules, uint64_t now_ns)
+bool sl_sup_turn_accepted(struct sl_sup *s, ino_t ino, uint64_t rules, uint64_t now_ns)
 {
 	struct sl_sup_turns *t = s->turns;
 	struct turn *e = t != NULL && ino != 0 ? claim(t, ino) : NULL;
@@ -279,29 +320,28 @@ bool sl_sup_turn_wants(const struct sl_sup *s, ino_t ino)
 	return e != NULL && !(e->running && e->first_ns != 0);
 }
 
-/* Take one slot of each rule in `rules` now, or none. */
-static bool take_slots(struct sl_sup *s, uint32_t rules, uint64_t now)
+/* Take one slot of each of `slots` now, or none. */
+static bool take_slots(struct sl_sup *s, uint64_t slots, uint64_t now)
 {
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned i = (unsigned)__builtin_ctz(rest);
-		if (sl_limiter_acquire(&s->turns->lim[i].head, 1, now, 0).verdict == SL_ADMIT)
+	for (uint64_t rest = slots; rest != 0; rest &= rest - 1) {
+		const unsigned b = (unsigned)__builtin_ctzll(rest);
+		if (sl_limiter_acquire(lim_of(s, b), 1, now, 0).verdict == SL_ADMIT)
 			continue;
-		sl_sup_turn_bound(s, i, now);
-		for (uint32_t back = rules & (((uint32_t)1 << i) - 1); back != 0; back &= back - 1)
-			sl_limiter_release(&s->turns->lim[__builtin_ctz(back)].head, 1);
+		bound(s, b, now);
+		release_slots(s, slots & (((uint64_t)1 << b) - 1));
 		return false;
 	}
 	return true;
 }
 
-/* How long a turn of `rules` may wait for its slots (the engine's,
- * sl_adapt_wait_ns: the preload waits as long). */
-static uint64_t wait_limit(const struct sl_sup *s, uint32_t rules)
+/* How long a turn of `slots` may wait for them (the engine's,
+ * sl_adapt_wait_ns: the preload waits as long; a gate as reject does). */
+static uint64_t wait_limit(const struct sl_sup *s, uint64_t slots)
 {
 	uint64_t lim = UINT64_MAX;
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned i = (unsigned)__builtin_ctz(rest);
-		const uint64_t w = sl_adapt_wait_ns(&s->policy.rules[i], &s->turns->adapt[i]);
+	for (uint64_t rest = slots; rest != 0; rest &= rest - 1) {
+		const unsigned b = (unsigned)__builtin_ctzll(rest);
+		const uint64_t w = sl_adapt_wait_ns(rule_of(s, b), &s->turns->adapt[b]);
 		lim = w < lim ? w : lim;
 	}
 	return lim;
@@ -322,7 +362,7 @@ static enum sl_sup_turn_step refuse(struct sl_sup *s, struct sl_sup_call *c, uin
 	struct linger lg = {.l_onoff = 1, .l_linger = 0};
 	setsockopt(c->dup, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	shutdown(c->dup, SHUT_RDWR);
-	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)
+	for (uint32_t rest = rules; rest != 0; rest &= rest - 1) /* each rule once */
 		sl_sup_stat_refused(c->th->proc, (unsigned)__builtin_ctz(rest));
 	sl_sup_answer(s, c->req.id, 0, ECONNRESET);
 	return SL_SUP_TURN_DONE;
@@ -375,7 +415,9 @@ enum sl_sup_turn_step sl_sup_turn_step_recv(struct sl_sup *s, struct sl_sup_call
 	if (c->nonblock)
 		return go(c); /* uncounted: an event loop must not stall */
 	if (now_ns >= c->turn_until)
-		return sl_adapt_refuses(&s->policy, e->rules) ? refuse(s, c, e->rules) : go(c);
+		return sl_adapt_refuses(&s->policy, rules_of(e->rules))
+			       ? refuse(s, c, rules_of(e->rules))
+			       : go(c);
 	/* The client may have given up meanwhile: its turn is no one's. */
 	struct pollfd p = {.fd = c->dup, .events = POLLRDHUP};
 	if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))

@@ -3,7 +3,8 @@
  * turn.h - conns:adaptive in supervised mode (turn.c): a server's requests
  * as turns on its accepted connections, each holding one slot of the
  * rule's concurrency limit, their latency fed to the engine's controller
- * (engine/adaptive.h), which moves the limit.
+ * (engine/adaptive.h), which moves the limit; the same turns hold the
+ * slots of system protection's gates (gate.h).
  *
  * API: the supervisor's one thread (internal.h).
  */
@@ -30,11 +31,12 @@ const struct sl_adapt *sl_sup_turn_adapt(const struct sl_sup *s, unsigned i);
 /* Adaptive rule i did not admit a connection or a turn at now_ns: its
  * limit binds. */
 void sl_sup_turn_bound(struct sl_sup *s, unsigned i, uint64_t now_ns);
-/* The connection of socket inode ino was accepted holding one slot of each
- * adaptive rule in `rules`: its first turn runs (it ends at the first
- * send). False if it cannot be followed (no memory): the caller gives the
- * slots back. */
-bool sl_sup_turn_accepted(struct sl_sup *s, ino_t ino, uint32_t rules, uint64_t now_ns);
+
+/* The connection of socket inode ino was accepted holding the slots
+ * `rules` (bit i: adaptive rule i's; bit SL_SUP_GATE + i: rule i's gate,
+ * gate.h): its first turn runs (it ends at the first send). False if it
+ * cannot be followed (no memory): the caller gives the slots back. */
+bool sl_sup_turn_accepted(struct sl_sup *s, ino_t ino, uint64_t rules, uint64_t now_ns);
 /* The connection of ino is closed by every supervised process: a turn
  * still running gives its slots back (no sample: when it ended is not
  * known), and the connection is forgotten. */
@@ -53,9 +55,10 @@ enum sl_sup_turn_step {
 };
 /* The turn step of receive c (c->turn_ino set by describe): wait (held,
  * no slot) for the request's bytes, then for a slot of each of the
- * connection's rules, up to max-delay (action=delay) or half the no-load
- * latency (action=reject), else reset the connection and answer
- * ECONNRESET. A non-blocking receive never waits. On GO c->turn_ino is 0. */
+ * connection's rules and gates, up to max-delay (action=delay) or half the
+ * no-load latency (action=reject, and any gate), else reset the connection
+ * and answer ECONNRESET (a dry-run rule's turn goes on instead). A
+ * non-blocking receive never waits. On GO c->turn_ino is 0. */
 enum sl_sup_turn_step sl_sup_turn_step_recv(struct sl_sup *s, struct sl_sup_call *c,
 					    uint64_t now_ns);
 

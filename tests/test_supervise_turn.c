@@ -16,6 +16,14 @@
  * latency of a turn reaches the controller, whose new limit retunes the
  * limiter, and a connection closed in a turn gives its slot back without a
  * sample.
+ *
+ * System protection (load1=, cpu=, rt=): each such rule's gate is a second
+ * concurrency limit on the same turns. Turns slower than rt= (or the host
+ * over load1=, as host.c's functions defined here report it) close the
+ * gate down to the peak completion rate x the no-load latency, plus one:
+ * an accept past it is refused and its connection reset, a keep-alive
+ * request waits half the no-load latency and is reset; fast turns never
+ * close it; a dry-run rule admits.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,10 +42,13 @@
 #include "test_policy.h"
 
 #include "../common/segment.h"
+#include "../common/shm_format.h"
 #include "../engine/adaptive.h"
 #include "../supervise/calls.h"
 #include "../supervise/conns.h"
 #include "../supervise/filter.h"
+#include "../supervise/gate.h"
+#include "../supervise/host.h"
 #include "../supervise/io.h"
 #include "../supervise/loop.h"
 #include "../supervise/notif.h"
@@ -65,6 +76,11 @@ static struct {
 	int n;
 	struct answer a[64];
 	int next_fd; /* the next accepted socket's number */
+	/* The host (host.c's functions): the load average in 1/1000
+	 * (UINT64_MAX: unreadable), the CPUs' ticks (advanced by each read
+	 * by busy_step of total_step, total_step 0: unreadable), reads. */
+	uint64_t load1, busy, total, busy_step, total_step;
+	unsigned host_reads;
 } fake;
 
 uint64_t sl_sup_now_ns(void)
@@ -103,6 +119,24 @@ void sl_sup_warn(const char *fmt, ...)
 	(void)fmt;
 }
 
+bool sl_sup_host_load1(uint64_t *milli)
+{
+	fake.host_reads++;
+	*milli = fake.load1;
+	return fake.load1 != UINT64_MAX;
+}
+
+bool sl_sup_host_cpu(uint64_t *busy, uint64_t *total)
+{
+	if (fake.total_step == 0)
+		return false;
+	fake.busy += fake.busy_step;
+	fake.total += fake.total_step;
+	*busy = fake.busy;
+	*total = fake.total;
+	return true;
+}
+
 /* ADDFD: the socket lands at the next number of this process. */
 int sl_sup_place(struct sl_sup *s, struct sl_sup_thread *th, uint64_t id, int srcfd, bool cloexec)
 {
@@ -135,6 +169,7 @@ static struct rig *rig_new(const char *rules)
 	memset(&fake, 0, sizeof(fake));
 	fake.now = T0;
 	fake.next_fd = FD0;
+	fake.load1 = UINT64_MAX;
 	r->s.policy = policy_of(rules);
 	sl_sup_traps_of(&r->s.policy, &r->s.traps);
 	r->s.feat.wait_killable = true;
@@ -572,12 +607,316 @@ static void test_turn_not_connect(void **state)
 	rig_free(r);
 }
 
+/* ---- system protection -------------------------------------------------- */
+
+/* Rule i's gate: its turns in flight, its controller. */
+static uint64_t gate_in_flight(struct rig *r, unsigned i)
+{
+	const struct sl_limiter *l = sl_sup_gate_lim(&r->s, i, fake.now);
+	assert_non_null(l);
+	return atomic_load_explicit(&l->u.tun.held, memory_order_relaxed);
+}
+
+static const struct sl_adapt *gate_of(struct rig *r, unsigned i)
+{
+	const struct sl_adapt *a = sl_sup_gate_adapt(&r->s, i);
+	assert_non_null(a);
+	return a;
+}
+
+/* Rule i's refusals in the program's status record (dry-run: would-be). */
+static uint64_t refused_of(struct rig *r, unsigned i)
+{
+	const struct sl_sup_thread *th = sl_sup_thread_of(&r->s, (pid_t)gettid());
+	assert_non_null(th);
+	assert_non_null(th->proc->rec);
+	return atomic_load_explicit(&sl_shm_stat_stats(th->proc->rec)[i].refused,
+				    memory_order_relaxed);
+}
+
+/* A keep-alive server: n connections (fds FD0.., clients cl[]), each in
+ * turn at `at` ends its turn (the answer) and, if `next`, starts the next
+ * (the client's request, the server's receive: a slot of each gate). */
+static void round_at(struct rig *r, const int *cl, int n, uint64_t at, bool next)
+{
+	fake.now = at;
+	fake.n = 0; /* the answers are not looked at */
+	for (int k = 0; k < n; k++) {
+		do_send(r, FD0 + k);
+		if (!next)
+			continue;
+		assert_dec_equal(write(cl[k], "GET\n", 4), 4);
+		until_readable(FD0 + k);
+		do_recv(r, FD0 + k, 0);
+		assert_null(held_call(r)); /* a slot at once: no wait */
+		assert_true(fake.a[fake.n - 1].cont);
+		kernel_recv(FD0 + k, 4);
+	}
+}
+
+/* Four connections accepted at T0, their first requests received. */
+static void four_accepted(struct rig *r, int *cl)
+{
+	for (int k = 0; k < 4; k++) {
+		cl[k] = client(r);
+		assert_dec_equal(do_accept(r), FD0 + k);
+	}
+	for (int k = 0; k < 4; k++) {
+		assert_dec_equal(write(cl[k], "GET\n", 4), 4);
+		until_readable(FD0 + k);
+		do_recv(r, FD0 + k, 0); /* the accept's turn runs: the kernel's */
+		assert_true(fake.a[fake.n - 1].cont);
+		kernel_recv(FD0 + k, 4);
+	}
+}
+
+/* The serving common to the rt= tests: four connections with turns of
+ * 40 ms for 1.2 s (windows of 120 ms, each closed by the first answer of
+ * its last round), under rt=50ms: the gate stays open, and the
+ * completion rate is measured once a stretch of 1 s is over (from the
+ * first window's end at +120 ms to +1200 ms: 108 turns, 100/s). Then
+ * turns of 200 ms: at +1400 ms the first answer closes a window of the
+ * three answers of 40 ms at +1200 ms and itself, 80 ms on average, over
+ * rt=: the gate's limit is max(1, 100/s x 40 ms) + 1 = 5, with B, C and
+ * D in flight. */
+static void slow_after_fast(struct rig *r, int *cl)
+{
+	four_accepted(r, cl);
+	const struct sl_adapt *a = gate_of(r, 0);
+	assert_dec_equal(gate_in_flight(r, 0), 4);
+	for (int k = 1; k <= 30; k++) {
+		round_at(r, cl, 4, T0 + 40 * (uint64_t)k * MS, true);
+		assert_dec_equal(sl_adapt_limit(a), SL_ADAPT_LIMIT_MAX);
+	}
+	struct sl_adapt_view v;
+	sl_adapt_view(a, &v);
+	assert_dec_equal(v.updates, 10);
+	assert_dec_equal(v.over, 0);
+	assert_dec_equal(v.rate, 100);
+	assert_dec_equal(v.noload_ns, 40 * MS);
+	assert_dec_equal(gate_in_flight(r, 0), 4);
+	/* The slow turns: A's answer first. */
+	fake.now = T0 + 1400 * MS;
+	fake.n = 0;
+	do_send(r, FD0);
+	sl_adapt_view(a, &v);
+	assert_dec_equal(v.updates, 11);
+	assert_dec_equal(v.latency_ns, 80 * MS);
+	assert_dec_equal(v.over, SL_ADAPT_OVER_RT);
+	assert_dec_equal(v.limit, 5);
+	const struct sl_tunable *t = (const void *)sl_sup_gate_lim(&r->s, 0, fake.now);
+	assert_dec_equal(sl_tunable_current(t)->params.amount, 5);
+	assert_dec_equal(gate_in_flight(r, 0), 3);
+}
+
+/* conns:7,rt=50ms (action delay): turns slower than rt= close the gate to
+ * 5 turns; two more connections fill it, the third is refused at once
+ * (system protection never waits at accept) with ECONNABORTED and reset,
+ * its conns slot given back (an eighth connection fits in conns:7 later).
+ * A keep-alive request on the idle A waits for a gate slot at most half
+ * the no-load latency (20 ms, whatever the action), then A is reset. */
+static void test_gate_refuses_slow(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:7,rt=50ms");
+	r->s.verbose = true; /* the gate's window on stderr */
+	/* Turns are followed: placed high, sends and receives trapped. */
+	assert_dec_equal(r->s.traps.turns, 0);
+	assert_dec_equal(r->s.traps.gates, 1);
+	assert_true(sl_sup_traps_turns(&r->s.traps));
+	int cl[8];
+	slow_after_fast(r, cl);
+	const struct sl_adapt *a = gate_of(r, 0);
+	for (int k = 4; k < 6; k++) {
+		cl[k] = client(r);
+		assert_dec_equal(do_accept(r), FD0 + k);
+	}
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	assert_dec_equal(atomic_load_explicit(&a->bound_ns, memory_order_relaxed), 0);
+	cl[6] = client(r);
+	assert_dec_equal(do_accept(r), -ECONNABORTED);
+	assert_null(held_call(r));
+	assert_dec_equal(fake.a[fake.n - 1].at, T0 + 1400 * MS);
+	char b;
+	assert_dec_equal(recv(cl[6], &b, 1, 0), -1); /* reset (SO_LINGER 0) */
+	assert_dec_equal(errno, ECONNRESET);
+	assert_true(atomic_load_explicit(&a->bound_ns, memory_order_relaxed) != 0);
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	assert_dec_equal(refused_of(r, 0), 1);
+	/* A's next request: no gate slot, retried with the engine's backoff
+	 * up to 20 ms, then reset. */
+	assert_dec_equal(write(cl[0], "GET\n", 4), 4);
+	until_readable(FD0);
+	fake.n = 0;
+	struct seccomp_notif q = do_recv(r, FD0, 0);
+	assert_dec_equal(fake.n, 0);
+	const uint64_t due[] = {T0 + 1401 * MS, T0 + 1403 * MS, T0 + 1407 * MS, T0 + 1415 * MS,
+				T0 + 1420 * MS};
+	for (int i = 0; i < 5; i++) {
+		struct sl_sup_call *c = held_call(r);
+		assert_dec_equal(c->wait, SL_SUP_WAIT_TIME);
+		assert_dec_equal(c->due_ns, due[i]);
+		assert_dec_equal(step_at(r, due[i]), i == 4);
+	}
+	assert_dec_equal(fake.n, 1);
+	assert_dec_equal(fake.a[0].id, q.id);
+	assert_dec_equal(fake.a[0].err, ECONNRESET);
+	char buf[8];
+	assert_dec_equal(recv(cl[0], buf, sizeof(buf), 0), 0); /* the client is told */
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	assert_dec_equal(refused_of(r, 0), 2);
+	/* B answers (its turn of 220 ms, in the window begun at +1400 ms):
+	 * a gate slot is free, and conns:7 has room for H (A to F, H): the
+	 * refused connection's slot came back. */
+	fake.n = 0;
+	do_send(r, FD0 + 1);
+	assert_dec_equal(gate_in_flight(r, 0), 4);
+	assert_dec_equal(sl_adapt_limit(a), 5);
+	cl[7] = client(r);
+	assert_dec_equal(do_accept(r), FD0 + 6);
+	assert_null(held_call(r));
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	for (int k = 0; k < 8; k++)
+		close(cl[k]);
+	rig_free(r);
+}
+
+/* The same rule with turns of 10 ms, under rt=, for 1.5 s (600 turns at
+ * 400/s): the gate never closes, and three more connections (seven turns
+ * in flight, past what a closed gate would allow: 400/s x 10 ms + 1 = 5)
+ * are all admitted. */
+static void test_gate_fast_open(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:7,rt=50ms");
+	int cl[7];
+	four_accepted(r, cl);
+	const struct sl_adapt *a = gate_of(r, 0);
+	for (int k = 1; k <= 150; k++) {
+		round_at(r, cl, 4, T0 + 10 * (uint64_t)k * MS, true);
+		assert_dec_equal(sl_adapt_limit(a), SL_ADAPT_LIMIT_MAX);
+	}
+	struct sl_adapt_view v;
+	sl_adapt_view(a, &v);
+	assert_true(v.updates >= 10);
+	assert_dec_equal(v.over, 0);
+	assert_dec_equal(v.rate, 400);
+	assert_dec_equal(v.noload_ns, 10 * MS);
+	assert_dec_equal(v.latency_ns, 10 * MS);
+	for (int k = 4; k < 7; k++) {
+		cl[k] = client(r);
+		assert_dec_equal(do_accept(r), FD0 + k);
+	}
+	assert_dec_equal(gate_in_flight(r, 0), 7);
+	assert_dec_equal(atomic_load_explicit(&a->bound_ns, memory_order_relaxed), 0);
+	assert_dec_equal(refused_of(r, 0), 0);
+	for (int k = 0; k < 7; k++)
+		close(cl[k]);
+	rig_free(r);
+}
+
+/* action=dry-run: the gate closes as above, but the accept past it is
+ * admitted (without a gate slot, counted as a would-be refusal), and a
+ * keep-alive request that finds the gate full goes on at once,
+ * uncounted. */
+static void test_gate_dry_run(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:7,rt=50ms,action=dry-run");
+	int cl[7];
+	slow_after_fast(r, cl);
+	for (int k = 4; k < 6; k++) {
+		cl[k] = client(r);
+		assert_dec_equal(do_accept(r), FD0 + k);
+	}
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	cl[6] = client(r);
+	assert_dec_equal(do_accept(r), FD0 + 6); /* admitted */
+	assert_null(held_call(r));
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	assert_dec_equal(refused_of(r, 0), 1);
+	/* A's next request: no slot, no wait, no reset. */
+	assert_dec_equal(write(cl[0], "GET\n", 4), 4);
+	until_readable(FD0);
+	fake.n = 0;
+	do_recv(r, FD0, 0);
+	assert_null(held_call(r));
+	assert_dec_equal(fake.n, 1);
+	assert_true(fake.a[0].cont);
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	kernel_recv(FD0, 4);
+	for (int k = 0; k < 7; k++)
+		close(cl[k]);
+	rig_free(r);
+}
+
+/* accept:1000/s,load1=4,cpu=90%: the host's figures (read when the gate
+ * is made, then at most every second, at a gate's turn end or an accept)
+ * close the gate as soon as a reading says the load is over 4 (not at the
+ * next window's end), at the completion rate measured meanwhile (100/s x
+ * 40 ms + 1 = 5), fast turns or not; the accept past it is refused with the
+ * accept rule's ECONNABORTED and reset. */
+static void test_gate_host_load(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("accept:1000/s,load1=4,cpu=90%");
+	fake.load1 = 2000;
+	fake.busy_step = 50;
+	fake.total_step = 100;
+	int cl[6];
+	four_accepted(r, cl);
+	const struct sl_adapt *a = gate_of(r, 0);
+	/* Read when the gate was made (the first accept, T0), then at the
+	 * first turn's end a second later (+1000 ms). */
+	assert_dec_equal(fake.host_reads, 1);
+	round_at(r, cl, 4, T0 + 40 * MS, true);
+	assert_dec_equal(fake.host_reads, 1);
+	uint64_t host = atomic_load_explicit(&a->host, memory_order_relaxed);
+	assert_dec_equal(host & 0xffffffffu, 2000 + 1);
+	assert_dec_equal(host >> 32, 0); /* the CPU: no earlier reading */
+	for (int k = 2; k <= 25; k++)
+		round_at(r, cl, 4, T0 + 40 * (uint64_t)k * MS, true);
+	assert_dec_equal(fake.host_reads, 2);
+	host = atomic_load_explicit(&a->host, memory_order_relaxed);
+	assert_dec_equal(host >> 32, 500 + 1); /* 50 busy of 100 ticks */
+	fake.load1 = 8000;
+	for (int k = 26; k <= 49; k++) {
+		round_at(r, cl, 4, T0 + 40 * (uint64_t)k * MS, true);
+		assert_dec_equal(sl_adapt_limit(a), SL_ADAPT_LIMIT_MAX);
+	}
+	/* +2000 ms: read again, over load1: the limit at once. */
+	round_at(r, cl, 4, T0 + 2000 * MS, true);
+	assert_dec_equal(fake.host_reads, 3);
+	struct sl_adapt_view v;
+	sl_adapt_view(a, &v);
+	assert_dec_equal(v.over, SL_ADAPT_OVER_LOAD1);
+	assert_dec_equal(v.rate, 100);
+	assert_dec_equal(v.noload_ns, 40 * MS);
+	assert_dec_equal(v.limit, 5);
+	assert_dec_equal(gate_in_flight(r, 0), 4);
+	cl[4] = client(r);
+	assert_dec_equal(do_accept(r), FD0 + 4);
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	cl[5] = client(r);
+	assert_dec_equal(do_accept(r), -ECONNABORTED);
+	char b;
+	assert_dec_equal(recv(cl[5], &b, 1, 0), -1);
+	assert_dec_equal(errno, ECONNRESET);
+	assert_dec_equal(gate_in_flight(r, 0), 5);
+	assert_dec_equal(refused_of(r, 0), 1);
+	for (int k = 0; k < 6; k++)
+		close(cl[k]);
+	rig_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_turn_accept_to_send), cmocka_unit_test(test_turn_retunes),
 		cmocka_unit_test(test_turn_reject_resets),  cmocka_unit_test(test_turn_delay_waits),
 		cmocka_unit_test(test_turn_gone),           cmocka_unit_test(test_turn_not_connect),
+		cmocka_unit_test(test_gate_refuses_slow),   cmocka_unit_test(test_gate_fast_open),
+		cmocka_unit_test(test_gate_dry_run),        cmocka_unit_test(test_gate_host_load),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
