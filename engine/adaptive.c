@@ -177,7 +177,7 @@ void sl_adapt_sample(struct sl_adapt *a, uint64_t start_ns, uint64_t latency_ns)
  * mean latency t against no-load latency n; used: the limit was used (may
  * grow); g_lo: gradient2's lower bound on its gradient, in 1/1024. */
 static uint64_t step(const struct sl_adapt *a, uint64_t x, uint64_t t, uint64_t n, bool used,
-		     uint64_t g_lo)
+		     bool hold, uint64_t g_lo)
 {
 	const uint64_t one = SL_ADAPT_ONE;
 	uint64_t next = x;
@@ -221,7 +221,12 @@ static uint64_t step(const struct sl_adapt *a, uint64_t x, uint64_t t, uint64_t 
 		break;
 	}
 	}
-	if (next > x && !used)
+	/* Not used (fewer than half of it in flight): the program limits
+	 * itself, not the limit; no growth, and with `hold` (gradient2, vegas:
+	 * Netflix's "app limited") no fall either, since a latency it did not
+	 * cause is no reason to (a machine's hiccup under a rule that never
+	 * binds). */
+	if (!used && (next > x || (hold && a->algo != SL_ADAPT_AIMD)))
 		next = x;
 	return clamp(next, a->min * one, a->max * one);
 }
@@ -289,7 +294,7 @@ static bool probe_window(struct sl_adapt *a, uint64_t n, uint64_t mn, uint64_t n
 		 * latency: the gradient may go down to 0.1 at once. */
 		const uint64_t before = atomic_load_explicit(&a->before_ns, RLX);
 		if (before != 0 && a->algo != SL_ADAPT_SYSTEM)
-			x = step(a, saved, before, noload, false, 102);
+			x = step(a, saved, before, noload, false, false, 102);
 	}
 	atomic_store_explicit(&a->probe, 0, RLX);
 	atomic_store_explicit(&a->probe_min_ns, UINT64_MAX, RLX);
@@ -456,7 +461,7 @@ bool sl_adapt_update(struct sl_adapt *a, uint64_t in_flight, uint64_t now_ns, ui
 		return publish(a, x, a->min, now_ns, out);
 	}
 	const uint64_t next = sys ? system_limit(a, x, over, rate, base, now_ns)
-				  : step(a, x, t, base, 2 * peak >= x / SL_ADAPT_ONE, 512);
+				  : step(a, x, t, base, 2 * peak >= x / SL_ADAPT_ONE, true, 512);
 	return publish(a, next, next / SL_ADAPT_ONE, now_ns, out);
 }
 

@@ -41,9 +41,12 @@
  *              max(1, floor(log10 L)): q <= l: L + 6 l; q < 3 l: L + l;
  *              q > 6 l: L - l; else L.
  *   aimd       T > 2 N + 1 ms: 0.9 L; else L + 1.
- * The limit grows only while it was used (turns in flight reached half of
- * it in the window), so a rule that never binds stays where it is. Each
- * result is clamped to [min, max]; the limit in force is its integer part.
+ * The limit moves only while it was used (turns in flight reached half of
+ * it in the window): gradient2 and vegas hold it otherwise (Netflix's
+ * "app limited": a latency that turns far below the limit did not cause is
+ * no reason to fall), aimd only does not grow; so a rule that never binds
+ * stays where it is. Each result is clamped to [min, max]; the limit in
+ * force is its integer part.
  *
  *   system     (SL_ADAPT_SYSTEM, a rule's load1=, cpu=, rt=: Sentinel's
  *              SystemRule with its BBR check) while a threshold is

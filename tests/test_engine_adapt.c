@@ -525,6 +525,32 @@ static void test_adapt_sim_knee(void **state)
 		assert_true(sim_fig[ph].good >= 0.5 * 7 * sim_cores[ph] * SEC / SIM_WORK_NS);
 }
 
+/* App limited (Netflix's): fewer than half of the limit in flight, a
+ * latency the turns did not cause moves the limit neither way (gradient2,
+ * vegas); used again, it falls. */
+static void test_adapt_app_limited(void **state)
+{
+	(void)state;
+	struct sl_rule r = rule_of("adaptive,initial=20");
+	struct sl_adapt a;
+	uint64_t now = T0;
+	sl_adapt_init_unsync(&a, &r, now);
+	now += 100 * MS;
+	assert_dec_equal(window(&a, 8, 10 * MS, 4, now), 0); /* no-load 10 ms */
+	now += 100 * MS;
+	assert_dec_equal(window(&a, 8, 100 * MS, 4, now), 0); /* a hiccup: held at 20 */
+	assert_dec_equal(sl_adapt_limit(&a), 20);
+	now += 200 * MS;
+	/* 12 of 20 in flight: g = 12/100 -> 0.5, 10240 + 3238: 13. */
+	assert_dec_equal(window(&a, 8, 100 * MS, 12, now), 13);
+	r = rule_of("adaptive,initial=20,algo=aimd");
+	sl_adapt_init_unsync(&a, &r, T0);
+	now = T0 + 100 * MS;
+	assert_dec_equal(window(&a, 8, 10 * MS, 4, now), 0);
+	now += 100 * MS;
+	assert_dec_equal(window(&a, 8, 100 * MS, 4, now), 18); /* aimd falls anyway */
+}
+
 /* A rule that never limits: a fast server (64 cores) at a fifth of its
  * capacity refuses nothing. */
 static void test_adapt_sim_never(void **state)
@@ -759,6 +785,7 @@ int main(void)
 		cmocka_unit_test(test_adapt_lock),
 		cmocka_unit_test(test_adapt_turn_wait),
 		cmocka_unit_test(test_adapt_sim_knee),
+		cmocka_unit_test(test_adapt_app_limited),
 		cmocka_unit_test(test_adapt_sim_never),
 		cmocka_unit_test(test_system_parse),
 		cmocka_unit_test(test_system_steps),
