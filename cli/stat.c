@@ -58,9 +58,10 @@ struct rule_view {
 	double rate;
 	/* A conns:adaptive rule with a window closed: its limit, turns in
 	 * flight, no-load and last latency (shm_format.h, sl_shm_adapt). */
-	bool adapt;
-	bool probing;
-	uint64_t limit, in_flight, noload_ns, latency_ns, probes;
+	struct adapt_fig {
+		bool on, probing;
+		uint64_t limit, in_flight, noload_ns, latency_ns, probes;
+	} ad, cl; /* cl: the client limit (the requests of connections it opens) */
 	/* System protection (load1=, cpu=, rt=) with a window closed: the
 	 * same figures (sl_shm_stat_sys), which thresholds were exceeded
 	 * (SL_ADAPT_OVER_*) and the peak completion rate. */
@@ -88,6 +89,8 @@ static uint64_t ld(const _Atomic uint64_t *v)
 	return atomic_load_explicit((_Atomic uint64_t *)v, memory_order_relaxed);
 }
 
+static void fig_of(const struct sl_shm_adapt *a, struct adapt_fig *f);
+
 /* Rule i's conns:adaptive figures: a shared= rule's from its segment's
  * controller, a process's from the copy in its record. */
 static void view_adapt(const struct sl_shm_stat *r, uint32_t i, const struct sl_shm_shared *seg,
@@ -98,25 +101,30 @@ static void view_adapt(const struct sl_shm_stat *r, uint32_t i, const struct sl_
 		if (!sl_adapt_valid(&seg->adapt))
 			return;
 		sl_adapt_view(&seg->adapt, &w);
-		v->adapt = w.updates > 0;
-		v->limit = w.limit;
-		v->in_flight = ld(&seg->lim.head.u.tun.held);
-		v->noload_ns = w.noload_ns;
-		v->latency_ns = w.latency_ns;
-		v->probes = w.probes;
-		v->probing = w.probing;
+		v->ad.on = w.updates > 0;
+		v->ad.limit = w.limit;
+		v->ad.in_flight = ld(&seg->lim.head.u.tun.held);
+		v->ad.noload_ns = w.noload_ns;
+		v->ad.latency_ns = w.latency_ns;
+		v->ad.probes = w.probes;
+		v->ad.probing = w.probing;
 		return;
 	}
-	const struct sl_shm_adapt *a = sl_shm_stat_adapt(r, i);
+	fig_of(sl_shm_stat_adapt(r, i), &v->ad);
+}
+
+/* A record's copy of a controller's figures into *f (none: f->on false). */
+static void fig_of(const struct sl_shm_adapt *a, struct adapt_fig *f)
+{
 	if (atomic_load_explicit(&a->valid, memory_order_relaxed) == 0)
 		return;
-	v->adapt = true;
-	v->limit = ld(&a->limit);
-	v->in_flight = ld(&a->in_flight);
-	v->noload_ns = ld(&a->noload_ns);
-	v->latency_ns = ld(&a->latency_ns);
-	v->probes = ld(&a->probes);
-	v->probing = atomic_load_explicit(&a->probing, memory_order_relaxed) != 0;
+	f->on = true;
+	f->limit = ld(&a->limit);
+	f->in_flight = ld(&a->in_flight);
+	f->noload_ns = ld(&a->noload_ns);
+	f->latency_ns = ld(&a->latency_ns);
+	f->probes = ld(&a->probes);
+	f->probing = atomic_load_explicit(&a->probing, memory_order_relaxed) != 0;
 }
 
 /* Rule i's system protection figures, from the copy in its record. */
@@ -173,8 +181,8 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 		/* Its limiter is the fork family's (shim/turn.c), not the
 		 * record's: what is free is the view's limit less its turns. */
 		view_adapt(r, i, NULL, v);
-		v->available = v->limit > v->in_flight ? v->limit - v->in_flight : 0;
-		v->avail_known = v->adapt;
+		v->available = v->ad.limit > v->ad.in_flight ? v->ad.limit - v->ad.in_flight : 0;
+		v->avail_known = v->ad.on;
 	} else if (rule.scope == SL_SCOPE_PROCESS && sl_tunable_validate(&sl_shm_stat_lims(r)[i])) {
 		t = &sl_shm_stat_lims(r)[i];
 	}
@@ -182,6 +190,8 @@ static void view_rule(const struct sl_shm_stat *r, uint32_t i, struct rule_view 
 		view_adapt(r, i, seg, v);
 	if (sl_rule_system(&rule))
 		view_sys(r, i, v);
+	if (rule.adaptive) /* the client limit (turns of the connections it opens) */
+		fig_of(sl_shm_stat_client(r, i), &v->cl);
 	if (t != NULL) {
 		/* An adaptive rule's limit is the library's: its text stays. */
 		if (!rule.adaptive)
@@ -232,15 +242,17 @@ static void prom_str(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-/* A conns:adaptive rule's figures after `lead`, in text (sep between
- * them) or as the JSON member "adaptive" (null when there are none). */
-static void adapt_text(FILE *out, const char *lead, const struct rule_view *x, const char *sep)
+/* A conns:adaptive limit's figures (name: "adaptive", or "adaptive
+ * (client)") after `lead`, in text (sep between them) or as the JSON
+ * member `name` (null when there are none). */
+static void adapt_text(FILE *out, const char *lead, const char *name, const struct adapt_fig *f,
+		       const char *sep)
 {
 	fprintf(out,
-		"%sadaptive: limit %llu%sin flight %llu%sno-load %.1f ms%slatency %.1f ms%sprobes %llu%s",
-		lead, (unsigned long long)x->limit, sep, (unsigned long long)x->in_flight, sep,
-		(double)x->noload_ns / 1e6, sep, (double)x->latency_ns / 1e6, sep,
-		(unsigned long long)x->probes, x->probing ? " (probing)" : "");
+		"%s%s: limit %llu%sin flight %llu%sno-load %.1f ms%slatency %.1f ms%sprobes %llu%s",
+		lead, name, (unsigned long long)f->limit, sep, (unsigned long long)f->in_flight,
+		sep, (double)f->noload_ns / 1e6, sep, (double)f->latency_ns / 1e6, sep,
+		(unsigned long long)f->probes, f->probing ? " (probing)" : "");
 }
 
 /* Which thresholds are exceeded, as "load1+cpu+rt" or "none". */
@@ -295,18 +307,18 @@ static void sys_json(FILE *out, const struct rule_view *x)
 		x->sys.probing ? "true" : "false");
 }
 
-static void adapt_json(FILE *out, const struct rule_view *x)
+static void adapt_json(FILE *out, const char *name, const struct adapt_fig *f)
 {
-	if (!x->adapt) {
-		fputs(",\"adaptive\":null", out);
+	if (!f->on) {
+		fprintf(out, ",\"%s\":null", name);
 		return;
 	}
 	fprintf(out,
-		",\"adaptive\":{\"limit\":%llu,\"in_flight\":%llu,\"noload_seconds\":%.9f,"
+		",\"%s\":{\"limit\":%llu,\"in_flight\":%llu,\"noload_seconds\":%.9f,"
 		"\"latency_seconds\":%.9f,\"probes\":%llu,\"probing\":%s}",
-		(unsigned long long)x->limit, (unsigned long long)x->in_flight,
-		(double)x->noload_ns / 1e9, (double)x->latency_ns / 1e9,
-		(unsigned long long)x->probes, x->probing ? "true" : "false");
+		name, (unsigned long long)f->limit, (unsigned long long)f->in_flight,
+		(double)f->noload_ns / 1e9, (double)f->latency_ns / 1e9,
+		(unsigned long long)f->probes, f->probing ? "true" : "false");
 }
 
 static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule_view *v,
@@ -356,8 +368,11 @@ static void print_text(FILE *out, const struct sl_shm_stat *r, const struct rule
 		if (x->warm)
 			fprintf(out, "    warm-up: stored %llu  rate %.6g/s\n",
 				(unsigned long long)x->stored, x->rate);
-		if (x->adapt) {
-			adapt_text(out, "    ", x, "  ");
+		for (int k = 0; k < 2; k++) {
+			const struct adapt_fig *f = k == 0 ? &x->ad : &x->cl;
+			if (!f->on)
+				continue;
+			adapt_text(out, "    ", k == 0 ? "adaptive" : "adaptive (client)", f, "  ");
 			fputc('\n', out);
 		}
 		if (x->sys.on) {
@@ -417,7 +432,8 @@ static void print_json(FILE *out, const struct sl_shm_stat *r, const struct rule
 				(unsigned long long)x->stored, x->rate);
 		else
 			fputs(",\"warmup\":null", out);
-		adapt_json(out, x);
+		adapt_json(out, "adaptive", &x->ad);
+		adapt_json(out, "adaptive_client", &x->cl);
 		sys_json(out, x);
 		fputc('}', out);
 	}
@@ -473,9 +489,12 @@ static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule
 			(unsigned long long)x->c[6], (double)x->c[4] / 1e9, (double)x->c[5] / 1e9);
 		if (x->avail_known)
 			fprintf(out, "%llu", (unsigned long long)x->available);
-		if (x->adapt)
-			adapt_text(out, "</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">", x,
-				   ", ");
+		if (x->ad.on)
+			adapt_text(out, "</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">",
+				   "adaptive", &x->ad, ", ");
+		if (x->cl.on)
+			adapt_text(out, "</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">",
+				   "adaptive (client)", &x->cl, ", ");
 		if (x->sys.on)
 			sys_text(out, "</td></tr>\n<tr class=\"cap\"><td colspan=\"9\">", x, ", ");
 		fputs("</td></tr>\n", out);
@@ -499,7 +518,7 @@ static void print_html(FILE *out, const struct sl_shm_stat *r, const struct rule
 
 /* Prometheus metric families: name, type, help, counter index (-1:
  * available; -2, -3: warm-up; -4 to -7: conns:adaptive; -8 to -11: system
- * protection). */
+ * protection; -12 to -15: conns:adaptive's client limit). */
 static const struct {
 	const char *name, *type, *help;
 	int k;
@@ -532,6 +551,15 @@ static const struct {
 	 -10},
 	{"sluice_system_peak_rate", "gauge",
 	 "The peak completion rate (turns/s) a system protection's limit is made of.", -11},
+	{"sluice_adaptive_client_limit", "gauge",
+	 "The limit a conns:adaptive rule found for the requests of the connections it opens.",
+	 -12},
+	{"sluice_adaptive_client_in_flight", "gauge",
+	 "Requests sent and not yet answered holding a conns:adaptive client slot.", -13},
+	{"sluice_adaptive_client_noload_seconds", "gauge",
+	 "The no-load latency of a conns:adaptive rule's client turns.", -14},
+	{"sluice_adaptive_client_latency_seconds", "gauge",
+	 "The mean latency of a conns:adaptive rule's client turns in its last window.", -15},
 };
 
 /* The labels of rule i of process p's samples, after the metric name. */
@@ -608,7 +636,8 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 				int k = prom_metrics[m].k;
 				if ((k == -1 && !x->avail_known) ||
 				    ((k == -2 || k == -3) && !x->warm) ||
-				    (k < -3 && k >= -7 && !x->adapt) || (k <= -8 && !x->sys.on))
+				    (k < -3 && k >= -7 && !x->ad.on) ||
+				    (k <= -8 && k >= -11 && !x->sys.on) || (k <= -12 && !x->cl.on))
 					continue;
 				fputs(prom_metrics[m].name, out);
 				prom_labels(out, recs[p], i, x);
@@ -621,8 +650,14 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 					fprintf(out, "%.6g\n", x->rate);
 				else if (k == -4 || k == -5)
 					fprintf(out, "%llu\n",
-						(unsigned long long)(k == -4 ? x->limit
-									     : x->in_flight));
+						(unsigned long long)(k == -4 ? x->ad.limit
+									     : x->ad.in_flight));
+				else if (k <= -12)
+					fprintf(out, k >= -13 ? "%.0f\n" : "%.9f\n",
+						k == -12   ? (double)x->cl.limit
+						: k == -13 ? (double)x->cl.in_flight
+						: k == -14 ? (double)x->cl.noload_ns / 1e9
+							   : (double)x->cl.latency_ns / 1e9);
 				else if (k <= -8)
 					fprintf(out, "%llu\n",
 						(unsigned long long)(k == -8    ? x->sys.over != 0
@@ -631,7 +666,8 @@ static void print_prom(FILE *out, int n, struct sl_shm_stat *const *recs,
 										: x->sys.rate));
 				else if (k == -6 || k == -7)
 					fprintf(out, "%.9f\n",
-						(double)(k == -6 ? x->noload_ns : x->latency_ns) /
+						(double)(k == -6 ? x->ad.noload_ns
+								 : x->ad.latency_ns) /
 							1e9);
 				else
 					fprintf(out, "%llu\n",
@@ -789,8 +825,8 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 		for (int i = 0; i < nh; i++)
 			fprintf(out, "%s%d", i ? "," : "", pids[i]);
 		fputc(']', out);
-		if (av.adapt)
-			adapt_json(out, &av);
+		if (av.ad.on)
+			adapt_json(out, "adaptive", &av.ad);
 		fputs("}\n", out);
 	} else {
 		fprintf(out, "shared limiter %s  %s\n", name, path);
@@ -801,8 +837,8 @@ static int report_shared(FILE *out, enum fmt fmt, const char *name)
 		if (set_ns != 0)
 			fprintf(out, "  set by sluice set at %s\n", when);
 		fprintf(out, "  available %llu\n", (unsigned long long)avail);
-		if (av.adapt) {
-			adapt_text(out, "  ", &av, "  ");
+		if (av.ad.on) {
+			adapt_text(out, "  ", "adaptive", &av.ad, "  ");
 			fputc('\n', out);
 		}
 		fprintf(out, "  used by %d process%s", nh > 0 ? nh : 0, nh == 1 ? "" : "es");

@@ -169,12 +169,12 @@ static inline uint32_t sl_shm_stat_trules(uint32_t n)
  * for shared= rules, whose limiter is the shared file's, and for other
  * scopes), its counters and its canonical text; then the per-thread
  * counters; then per rule its conns:adaptive view, then per rule its system
- * protection view. */
+ * protection view, then per rule its conns:adaptive client view. */
 static inline size_t sl_shm_stat_size(uint32_t n)
 {
 	return sizeof(struct sl_shm_stat) +
 	       (size_t)n * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) +
-			    SL_RULE_TEXT_MAX + 2 * sizeof(struct sl_shm_adapt)) +
+			    SL_RULE_TEXT_MAX + 3 * sizeof(struct sl_shm_adapt)) +
 	       (size_t)SL_SHM_TSLOTS * sl_shm_stat_trules(n) * sizeof(struct sl_tcount);
 }
 
@@ -213,6 +213,44 @@ static inline struct sl_shm_adapt *sl_shm_stat_adapt(const struct sl_shm_stat *r
 static inline struct sl_shm_adapt *sl_shm_stat_sys(const struct sl_shm_stat *r, uint32_t i)
 {
 	return sl_shm_stat_adapt(r, r->n_rules + i);
+}
+
+/* The view of a front end's slot index x: x / SL_MAX_RULES its kind (0:
+ * conns:adaptive, 1: system protection, 2: conns:adaptive's client
+ * limit), x % SL_MAX_RULES its rule. */
+static inline struct sl_shm_adapt *sl_shm_stat_slot(const struct sl_shm_stat *r, uint32_t x)
+{
+	return sl_shm_stat_adapt(r, x / SL_MAX_RULES * r->n_rules + x % SL_MAX_RULES);
+}
+
+/* Write the turns in flight and, if its window or limit changed since the
+ * last write, a controller's figures w into view v (the front ends: at a
+ * turn's end). Relaxed: figures for `sluice stat`. */
+static inline void sl_shm_adapt_put(struct sl_shm_adapt *v, const struct sl_adapt_view *w,
+				    uint64_t in_flight)
+{
+	atomic_store_explicit(&v->in_flight, in_flight, memory_order_relaxed);
+	if (atomic_load_explicit(&v->valid, memory_order_relaxed) &&
+	    atomic_load_explicit(&v->updates, memory_order_relaxed) == w->updates &&
+	    atomic_load_explicit(&v->limit, memory_order_relaxed) == w->limit)
+		return;
+	atomic_store_explicit(&v->limit, w->limit, memory_order_relaxed);
+	atomic_store_explicit(&v->noload_ns, w->noload_ns, memory_order_relaxed);
+	atomic_store_explicit(&v->latency_ns, w->latency_ns, memory_order_relaxed);
+	atomic_store_explicit(&v->probes, w->probes, memory_order_relaxed);
+	atomic_store_explicit(&v->updates, w->updates, memory_order_relaxed);
+	atomic_store_explicit(&v->probing, w->probing, memory_order_relaxed);
+	atomic_store_explicit(&v->over, w->over, memory_order_relaxed);
+	atomic_store_explicit(&v->rate, w->rate < UINT32_MAX ? (uint32_t)w->rate : UINT32_MAX,
+			      memory_order_relaxed);
+	atomic_store_explicit(&v->valid, 1, memory_order_relaxed);
+}
+
+/* Rule i's conns:adaptive client view: the limit on the requests of the
+ * connections the program opens. */
+static inline struct sl_shm_adapt *sl_shm_stat_client(const struct sl_shm_stat *r, uint32_t i)
+{
+	return sl_shm_stat_adapt(r, 2 * r->n_rules + i);
 }
 
 /* Rule i's per-thread counts summed over the slots. */

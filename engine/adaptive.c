@@ -491,6 +491,13 @@ uint64_t sl_adapt_wait_ns(const struct sl_rule *r, const struct sl_adapt *a)
 	return n != 0 ? n / 2 : SL_DECIDE_BACKOFF_MAX_NS;
 }
 
+uint64_t sl_adapt_stale_ns(const struct sl_adapt *a)
+{
+	const uint64_t n = a != NULL ? atomic_load_explicit(&a->noload_ns, RLX) : 0;
+	return n > SL_ADAPT_STALE_MIN_NS / SL_ADAPT_STALE_NOLOADS ? n * SL_ADAPT_STALE_NOLOADS
+								  : SL_ADAPT_STALE_MIN_NS;
+}
+
 bool sl_adapt_refuses(const struct sl_policy *p, uint32_t rules)
 {
 	for (uint32_t rest = rules; rest != 0; rest &= rest - 1)

@@ -216,6 +216,15 @@ bool sl_adapt_refuses(const struct sl_policy *p, uint32_t rules);
  * SL_DECIDE_BACKOFF_MAX_NS (the engine's backoff, decide.h). */
 uint64_t sl_adapt_retry_at(uint64_t now_ns, uint64_t until_ns, uint64_t *backoff_ns);
 
+/* A client's turn (conns:adaptive on the connections a program opens)
+ * unanswered this long is no request: its connection only sends (a log
+ * stream, an upload whose answer is far off); the front ends give its
+ * slots back, without a sample, and follow that connection no more:
+ * max(SL_ADAPT_STALE_MIN_NS, SL_ADAPT_STALE_NOLOADS no-load latencies). */
+#define SL_ADAPT_STALE_MIN_NS 1000000000ull
+#define SL_ADAPT_STALE_NOLOADS 20u
+uint64_t sl_adapt_stale_ns(const struct sl_adapt *a);
+
 /* A snapshot for `sluice stat`. */
 struct sl_adapt_view {
 	uint64_t limit, noload_ns, latency_ns, probes, updates;

@@ -2,6 +2,9 @@
 /*
  * connect.c - the rate and conns rules of connect (wrap_sock.c exports it).
  *
+ * conns:adaptive rules take no slot at a connect: the connection's requests
+ * are their client turns (turn.c, sl__turn_connected).
+ *
  * Rate rules are asked first; a refusal fails at once with the rule's errno
  * and opens nothing. conns rules then take one slot each (delay polls for a
  * free slot, bounded by max-delay and SO_SNDTIMEO, which is also the
@@ -36,6 +39,7 @@
 #include "sandboxed.h"
 #include "shm.h"
 #include "state.h"
+#include "turn.h"
 
 /* True if fd is a stream socket already connecting or connected: another
  * connect on it is the kernel's to answer (EALREADY, EISCONN), not a new
@@ -105,6 +109,10 @@ static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	bool known = sl_addr_from(&dst, sa, len);
 	uint32_t rules = sl_match(&sl__st.policy, rec->cand[SL_K_CONNECT], rec->family, rec->type,
 				  known ? &dst : NULL);
+	/* conns:adaptive rules take no slot here: the connection's requests
+	 * are their client turns (turn.c). */
+	const uint32_t adapt = rules & sl__st.adapt_rules;
+	rules &= ~adapt;
 	uint32_t conns = rules & sl__st.conns_rules;
 	struct sl_call c;
 	struct sl_grant g, gc;
@@ -120,6 +128,8 @@ static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	err = later ? conns_take_now(&c, conns, &gc) : sl__admit(&c, conns, 1, &gc);
 	if (later && err != 0) {
 		if (fd_nonblock(fd) && sl__cw_defer(&c, conns, sa, len)) { /* EINPROGRESS */
+			if (adapt != 0)
+				sl__turn_connected(fd, adapt, sl__clock_ns());
 			sl__call_end(&c, rules, true);
 			sl__busy = 0;
 			errno = EINPROGRESS;
@@ -134,6 +144,8 @@ static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	struct sl_limiter *lims[SL_MAX_RULES];
 	if (sl__connect_defer(&c, sa, len)) { /* non-blocking: EINPROGRESS now */
 		sl__fd_set_conn(fd, lims, sl__grant_conns(&gc, lims));
+		if (adapt != 0)
+			sl__turn_connected(fd, adapt, sl__clock_ns());
 		sl__call_end(&c, rules, true);
 		sl__busy = 0;
 		errno = EINPROGRESS;
@@ -148,6 +160,8 @@ static int connect_slow(int fd, const struct sockaddr *sa, socklen_t len,
 	else
 		sl__grant_refund(&c, &gc, 1);
 	sl__fd_invalidate(fd);
+	if (open && adapt != 0)
+		sl__turn_connected(fd, adapt, sl__clock_ns());
 	sl__call_end(&c, rules, open);
 	sl__busy = 0;
 	errno = e;

@@ -149,6 +149,9 @@ static int fd_classify(int fd, struct sl_fdrec *r)
 				       peer);
 	r->match[SL_K_RECV] = sl_match(&sl__st.policy, r->cand[SL_K_RECV], r->family, r->type,
 				       peer);
+	r->turn = sl__turn_of(r->ino); /* classified again, it keeps its turns */
+	r->cand[SL_K_SEND] |= r->turn;
+	r->cand[SL_K_RECV] |= r->turn;
 	return 1;
 }
 

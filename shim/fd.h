@@ -191,4 +191,8 @@ static inline void sl__fd_raise_hi(_Atomic uint32_t *hi, int fd)
 		;
 }
 
+/* The rules whose turns the connection of socket inode ino has, 0: none
+ * (turn.c; a record classified again keeps them). */
+uint32_t sl__turn_of(uint64_t ino);
+
 #endif /* SLUICE_SHIM_FD_H */

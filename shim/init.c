@@ -148,9 +148,8 @@ int sl__state_init_unsync(const struct sl_policy *p)
 		const struct sl_rule *r = &p->rules[i];
 		uint32_t bit = (uint32_t)1 << i;
 		for (int k = 0; k < SL_K_COUNT; k++)
-			if (r->op < SL_OP_COUNT && (kinds[r->op] & (1u << k)) &&
-			    !(r->adaptive && k == SL_K_CONNECT)) /* a server's turns only */
-				st->kind_rules[k] |= bit;
+			if (r->op < SL_OP_COUNT && (kinds[r->op] & (1u << k)))
+				st->kind_rules[k] |= bit; /* adaptive on connect: turn.c */
 		if (r->adaptive)
 			st->adapt_rules |= bit;
 		if (sl_rule_system(r))

@@ -62,7 +62,7 @@ static size_t rec_bytes; /* size of the mapping at sl__st.rec */
 #define SL_REC_MAX_BYTES                                                                           \
 	(sizeof(struct sl_shm_stat) +                                                              \
 	 SL_MAX_RULES * (sizeof(struct sl_tunable) + sizeof(struct sl_rstats) + SL_RULE_TEXT_MAX + \
-			 2 * sizeof(struct sl_shm_adapt)) +                                        \
+			 3 * sizeof(struct sl_shm_adapt)) +                                        \
 	 SL_SHM_TSLOTS * SL_SHM_TRULES * sizeof(struct sl_tcount))
 
 /* Field 22 of /proc/self/stat, the start time in clock ticks; 0 if unknown. */

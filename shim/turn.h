@@ -43,6 +43,10 @@ uint64_t sl__turn_gates(uint32_t sys, uint64_t now_ns, int *refused);
  * adaptive rule i (sl__st.adapt_rules); bit 32 + i, one of rule i's
  * system protection (sl__turn_gates). Its first turn has begun. */
 void sl__turn_accepted(int fd, uint64_t rules, uint64_t now_ns);
+/* Connection fd was opened (connect) under the conns:adaptive rules
+ * `rules`: its requests are turns of their client limits, from a send on
+ * the idle connection to the answer's first bytes received. */
+void sl__turn_connected(int fd, uint32_t rules, uint64_t now_ns);
 /* A limit is full: ask the kernel (at most every 100 ms) about the
  * connections whose last known holder was another process (a fork child,
  * an exec'd program); those gone give their slots back. True if any did. */
@@ -58,11 +62,16 @@ void sl__turn_bound(unsigned i, uint64_t now_ns);
  * timeout, a connection reset because no slot came). *tok is for
  * sl__turn_recv_end. */
 int sl__turn_recv_begin(int fd, const struct sl_fdrec *rec, int flags, uint64_t *tok);
-/* The receive returned r: the turn's first bytes start its latency. */
+/* The receive returned r: the turn's first bytes start its latency (a
+ * server's), or end the turn (a client's: the answer). */
 void sl__turn_recv_end(uint64_t tok, ssize_t r);
-/* A send on fd (rec->turn != 0) is about to be made: the turn, if one is
- * running, ends. */
-void sl__turn_send(int fd, const struct sl_fdrec *rec);
+/* A send of `flags` on fd (rec->turn != 0) is about to be made: on an
+ * accepted connection the turn, if one is running, ends (the answer); on
+ * one the program opened, an idle connection's turn starts (the request),
+ * first waiting for its slots as a keep-alive receive does. Returns 0, or
+ * the errno the send fails with (a signal, the socket's timeout, a
+ * connection reset because no slot came). */
+int sl__turn_send(int fd, const struct sl_fdrec *rec, int flags);
 /* After the real close of fds the forget hook looked at. */
 void sl__turn_after_close(void);
 

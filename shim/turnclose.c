@@ -166,3 +166,40 @@ bool sl__turn_sweep(uint64_t now_ns)
 	errno = saved;
 	return freed;
 }
+
+/* Client turns left unanswered for sl_adapt_stale_ns (their connections
+ * only send) give their slots back, without a sample, and those
+ * connections are followed no more (client 2): true if any did. Looked for
+ * when a client's limit is full, at most every TURN_SWEEP_NS per process. */
+bool sl__turn_expire(uint64_t now)
+{
+	static _Atomic uint64_t last;
+	uint64_t l = atomic_load_explicit(&last, memory_order_relaxed);
+	if (sl__turn_fam == NULL || now - l < TURN_SWEEP_NS ||
+	    !atomic_compare_exchange_strong_explicit(&last, &l, now, memory_order_relaxed,
+						     memory_order_relaxed))
+		return false;
+	bool freed = false;
+	for (uint32_t n = 0; n < TURN_ENTS; n++) {
+		struct turn_ent *e = &sl__turn_fam->ent[n];
+		if (atomic_load_explicit(&e->key, memory_order_acquire) == 0 ||
+		    atomic_load_explicit(&e->client, memory_order_relaxed) != 1 ||
+		    (atomic_load_explicit(&e->state, memory_order_acquire) & 0xff) != TS_TURN)
+			continue;
+		const uint64_t start = atomic_load_explicit(&e->start_ns, memory_order_relaxed);
+		uint64_t stale = SL_ADAPT_STALE_MIN_NS;
+		const uint64_t rules = atomic_load_explicit(&e->rules, memory_order_relaxed);
+		for (uint64_t rest = rules; rest != 0; rest &= rest - 1) {
+			const uint64_t t = sl_adapt_stale_ns(
+				sl__turn_adapt[TURN_CLIENT + __builtin_ctzll(rest)]);
+			stale = t > stale ? t : stale;
+		}
+		if (start == 0 || now < start || now - start < stale)
+			continue;
+		atomic_store_explicit(&e->client, 2, memory_order_relaxed);   /* no more turns */
+		atomic_store_explicit(&e->start_ns, 0, memory_order_relaxed); /* no sample */
+		sl__turn_end(e, now);
+		freed = true;
+	}
+	return freed;
+}

@@ -37,25 +37,10 @@ static void view_publish(unsigned b, const struct sl_adapt *a, const struct sl_l
 {
 	if (sl__st.rec == NULL)
 		return;
-	struct sl_shm_adapt *v = b < TURN_GATE ? sl_shm_stat_adapt(sl__st.rec, b)
-					       : sl_shm_stat_sys(sl__st.rec, b - TURN_GATE);
-	atomic_store_explicit(&v->in_flight, held_of(l), memory_order_relaxed);
+	struct sl_shm_adapt *v = sl_shm_stat_slot(sl__st.rec, b);
 	struct sl_adapt_view w;
 	sl_adapt_view(a, &w);
-	if (atomic_load_explicit(&v->valid, memory_order_relaxed) &&
-	    atomic_load_explicit(&v->updates, memory_order_relaxed) == w.updates &&
-	    atomic_load_explicit(&v->limit, memory_order_relaxed) == w.limit)
-		return;
-	atomic_store_explicit(&v->limit, w.limit, memory_order_relaxed);
-	atomic_store_explicit(&v->noload_ns, w.noload_ns, memory_order_relaxed);
-	atomic_store_explicit(&v->latency_ns, w.latency_ns, memory_order_relaxed);
-	atomic_store_explicit(&v->probes, w.probes, memory_order_relaxed);
-	atomic_store_explicit(&v->updates, w.updates, memory_order_relaxed);
-	atomic_store_explicit(&v->probing, w.probing, memory_order_relaxed);
-	atomic_store_explicit(&v->over, w.over, memory_order_relaxed);
-	atomic_store_explicit(&v->rate, w.rate < UINT32_MAX ? (uint32_t)w.rate : UINT32_MAX,
-			      memory_order_relaxed);
-	atomic_store_explicit(&v->valid, 1, memory_order_relaxed);
+	sl_shm_adapt_put(v, &w, held_of(l));
 }
 
 /* The host's figures for the system protections (load1=, cpu=): read at
@@ -73,8 +58,11 @@ static void retune(unsigned b, struct sl_adapt *a, uint64_t lim, uint64_t now)
 	struct sl_params p = sl_tunable_current(t)->params;
 	p.amount = lim;
 	if (sl_tunable_retune(t, &p, now) != SL_OK)
-		sl_log(SL_LOG_WARN, "rule %u: the %s limit %llu was refused", b % TURN_GATE + 1,
-		       b < TURN_GATE ? "adaptive" : "system protection", (unsigned long long)lim);
+		sl_log(SL_LOG_WARN, "rule %u: the %s limit %llu was refused", b % SL_MAX_RULES + 1,
+		       b < TURN_GATE     ? "adaptive"
+		       : b < TURN_CLIENT ? "system protection"
+					 : "client",
+		       (unsigned long long)lim);
 	sl_adapt_unlock(a);
 }
 
@@ -130,7 +118,7 @@ void sl__turn_done(unsigned b, uint64_t start_ns, uint64_t now)
 		return;
 	if (start_ns != 0 && now > start_ns)
 		sl_adapt_sample(a, start_ns, now - start_ns);
-	if (b >= TURN_GATE)
+	if (b >= TURN_GATE && b < TURN_CLIENT)
 		sl__turn_host(now);
 	uint64_t lim;
 	const uint64_t before = atomic_load_explicit(&a->updates, memory_order_relaxed);
@@ -144,7 +132,10 @@ void sl__turn_done(unsigned b, uint64_t start_ns, uint64_t now)
 		sl_log(SL_LOG_DEBUG,
 		       "rule %u: %swindow: latency %.1f ms, no-load %.1f ms, %llu in flight, "
 		       "limit %llu (%.2f)%s%s%s%s",
-		       b % TURN_GATE + 1, b < TURN_GATE ? "" : "system protection ",
+		       b % SL_MAX_RULES + 1,
+		       b < TURN_GATE     ? ""
+		       : b < TURN_CLIENT ? "system protection "
+					 : "client ",
 		       (double)v.latency_ns / 1e6, (double)v.noload_ns / 1e6,
 		       (unsigned long long)held_of(l), (unsigned long long)v.limit,
 		       (double)atomic_load_explicit(&a->limit_x, memory_order_relaxed) /
@@ -156,20 +147,18 @@ void sl__turn_done(unsigned b, uint64_t start_ns, uint64_t now)
 	}
 }
 
-/* Give back one slot of each bit in `slots`. */
-void sl__turn_release(uint64_t slots)
+void sl__turn_release(unsigned base, uint64_t slots)
 {
 	for (uint64_t rest = slots; rest != 0; rest &= rest - 1)
-		sl__conn_release(sl__turn_lim((unsigned)__builtin_ctzll(rest)));
+		sl__conn_release(sl__turn_lim(base + (unsigned)__builtin_ctzll(rest)));
 }
 
-/* A turn holding `slots` started: the controllers see how many run. */
-void sl__turn_started(uint64_t slots)
+void sl__turn_started(unsigned base, uint64_t slots)
 {
 	for (uint64_t rest = slots; rest != 0; rest &= rest - 1) {
-		const unsigned b = (unsigned)__builtin_ctzll(rest);
-		if (sl__turn_adapt[b] != NULL)
-			sl_adapt_started(sl__turn_adapt[b], held_of(sl__turn_lim(b)));
+		const unsigned x = base + (unsigned)__builtin_ctzll(rest);
+		if (sl__turn_adapt[x] != NULL)
+			sl_adapt_started(sl__turn_adapt[x], held_of(sl__turn_lim(x)));
 	}
 }
 
@@ -192,14 +181,13 @@ static bool take_one(unsigned b, uint64_t now)
 	return false;
 }
 
-/* Take one slot of each bit in `rules` now, or none. */
-bool sl__turn_take(uint64_t rules, uint64_t now)
+bool sl__turn_take(unsigned base, uint64_t rules, uint64_t now)
 {
 	for (uint64_t rest = rules; rest != 0; rest &= rest - 1) {
 		const unsigned b = (unsigned)__builtin_ctzll(rest);
-		if (take_one(b, now))
+		if (take_one(base + b, now))
 			continue;
-		sl__turn_release(rules & (((uint64_t)1 << b) - 1));
+		sl__turn_release(base, rules & (((uint64_t)1 << b) - 1));
 		return false;
 	}
 	return true;
@@ -227,22 +215,20 @@ uint64_t sl__turn_gates(uint32_t sys, uint64_t now_ns, int *refused)
 			       "dry-run: rule %u's system protection would refuse accept", i + 1);
 			continue;
 		}
-		sl__turn_release(got);
+		sl__turn_release(0, got);
 		*refused = (int)i;
 		return 0;
 	}
 	return got;
 }
 
-/* How long a turn of slot bits `rules` may wait for its slots (the
- * engine's). */
-uint64_t sl__turn_wait_ns(uint64_t rules)
+uint64_t sl__turn_wait_ns(unsigned base, uint64_t rules)
 {
 	uint64_t lim = UINT64_MAX;
 	for (uint64_t rest = rules; rest != 0; rest &= rest - 1) {
-		const unsigned b = (unsigned)__builtin_ctzll(rest);
-		const uint64_t w = sl_adapt_wait_ns(&sl__st.policy.rules[b % TURN_GATE],
-						    sl__turn_adapt[b]);
+		const unsigned x = base + (unsigned)__builtin_ctzll(rest);
+		const uint64_t w = sl_adapt_wait_ns(&sl__st.policy.rules[x % SL_MAX_RULES],
+						    sl__turn_adapt[x]);
 		lim = w < lim ? w : lim;
 	}
 	return lim;

@@ -344,8 +344,16 @@ __attribute__((noinline)) ssize_t sl__send_general(struct sl_io *io, uint64_t no
 				 rec->cand[SL_K_SEND] & sl__st.kind_rules[SL_K_SEND], rec->family,
 				 rec->type, peer);
 	}
-	if (__builtin_expect(rec->turn != 0, 0)) /* the answer: the turn ends */
-		sl__turn_send(io->fd, rec);
+	if (__builtin_expect(rec->turn != 0, 0)) {
+		/* A server's answer ends its turn; a client's request starts
+		 * one (it may wait for its slot, or be refused). */
+		const int err = sl__turn_send(io->fd, rec, io->flags);
+		if (err != 0) {
+			sl__busy = 0;
+			errno = err;
+			return -1;
+		}
+	}
 	if (rules == 0) {
 		sl__busy = 0;
 		errno = saved;
