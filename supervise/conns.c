@@ -28,10 +28,12 @@
  * one limiter for the supervised tree (sl_sup_lim_of); an accepted
  * connection hands it to its first turn (sl_sup_turn_accepted), and its
  * hold, made all the same, tells turn.c when the connection is gone. They
- * do not apply to connect (sock.c leaves them out: a server's turns only).
+ * do not apply to connect (sock.c leaves them out: a client's turns take
+ * their slots at each request, client.c).
  * The gate slots an accept took (system protection, c->gates_held) go to
  * the first turn the same way, with a hold of their own if no conns slot
- * makes one.
+ * makes one. A client's connection with turns (client.c) has a hold with
+ * no slot (sl_sup_conns_follow): its close ends a turn still running.
  */
 #include "conns.h"
 #include "admit.h"
@@ -55,7 +57,8 @@ struct sl_sup_hold {
 	pid_t alt_tgid; /* another process found holding it (0: none yet) */
 	int alt_fd;
 	uint32_t rules; /* slots held until the connection closes */
-	uint64_t turn;  /* slots of its turns (turn.c holds them; gate.h: SL_SUP_GATE) */
+	uint64_t turn;  /* slots of its turns (turn.c holds them; gate.h: SL_SUP_GATE),
+			 * or 1: a client's turns (client.c) */
 	struct sl_limiter *lim[SL_MAX_RULES];
 };
 
@@ -139,6 +142,20 @@ static uint32_t gates_back(struct sl_sup *s, struct sl_sup_call *c)
 	return 0;
 }
 
+/* Room for one more hold: false without memory. */
+static bool room(void)
+{
+	if (n_holds < cap_holds)
+		return true;
+	size_t n = cap_holds ? cap_holds * 2 : 64;
+	struct sl_sup_hold *h = realloc(holds, n * sizeof(*h));
+	if (h == NULL)
+		return false;
+	holds = h;
+	cap_holds = n;
+	return true;
+}
+
 void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t ino, uint64_t now_ns)
 {
 	if (c->conns_held == 0 && c->gates_held == 0)
@@ -160,15 +177,9 @@ void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t in
 	}
 	if (c->conns_held == 0 && gates == 0)
 		return;
-	if (n_holds == cap_holds) {
-		size_t n = cap_holds ? cap_holds * 2 : 64;
-		struct sl_sup_hold *h = realloc(holds, n * sizeof(*h));
-		if (h == NULL) {
-			sl_sup_conns_drop(s, c);
-			return;
-		}
-		holds = h;
-		cap_holds = n;
+	if (!room()) {
+		sl_sup_conns_drop(s, c);
+		return;
 	}
 	const uint64_t slots = turn | (uint64_t)gates << SL_SUP_GATE;
 	if (slots != 0 && !sl_sup_turn_accepted(s, ino, slots, now_ns)) {
@@ -190,6 +201,18 @@ void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t in
 		h->lim[i] = c->conns_lim[i];
 	p->refs++; /* the limiters live in the process entry */
 	c->conns_held = 0;
+}
+
+bool sl_sup_conns_follow(struct sl_sup *s, struct sl_sup_proc *p, int fd, ino_t ino)
+{
+	(void)s;
+	if (fd < 0 || ino == 0 || !room())
+		return false;
+	struct sl_sup_hold *h = &holds[n_holds++];
+	*h = (struct sl_sup_hold){.proc = p, .fd = fd, .ino = ino, .alt_fd = -1};
+	h->turn = 1; /* a client's turns: the inode is all turn.c needs */
+	p->refs++;
+	return true;
 }
 
 /* Whether fd `name` of directory fddir (a /proc/TGID/fd) names inode ino. */

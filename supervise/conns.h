@@ -7,8 +7,9 @@
 #ifndef SLUICE_SUPERVISE_CONNS_H
 #define SLUICE_SUPERVISE_CONNS_H
 
-#include <sys/types.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "admit.h"
 struct sl_sup;
@@ -24,6 +25,10 @@ enum sl_sup_verdict sl_sup_conns_take(struct sl_sup *s, struct sl_sup_call *c, u
  * the gate slots of an accept (c->gates_held) go to its first turn instead
  * (turn.c), which began at now_ns. */
 void sl_sup_conns_hold(struct sl_sup *s, struct sl_sup_call *c, int fd, ino_t ino, uint64_t now_ns);
+/* Follow the connection (socket inode ino) open at fd of process p, which
+ * holds no slot: a client's connection with turns (client.c), forgotten by
+ * sl_sup_turn_gone once it is closed. False without memory. */
+bool sl_sup_conns_follow(struct sl_sup *s, struct sl_sup_proc *p, int fd, ino_t ino);
 /* The inode of what fd of process p names now, or 0. */
 ino_t sl_sup_fd_ino(const struct sl_sup_proc *p, int fd);
 /* The call ends without a connection: give its slots back (gates too). */

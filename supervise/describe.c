@@ -7,8 +7,10 @@
  * (engine/match.h). Calls that are not the supervisor's to throttle (not a
  * socket, MSG_PEEK and friends, control messages' continuation, no rule)
  * continue in the kernel from here. Under conns:adaptive rules or system
- * protection a send on a connection with turns ends its running turn here, and a receive that may
- * start one is held for its turn step (turn.c) even when no rule matches.
+ * protection a send on a server's connection with turns ends its running
+ * turn here, and a receive that may start one is held for its turn step
+ * (turn.c) even when no rule matches; so are a send that may start a
+ * client's turn (client.c) and a receive that may end it (turn.c).
  */
 #include "describe.h"
 #include "calls.h"
@@ -218,12 +220,13 @@ struct sl_sup_call *sl_sup_describe(struct sl_sup *s, const struct seccomp_notif
 		e->ino = st.st_ino;
 		e->valid = true;
 	}
-	/* conns:adaptive, system protection: a send ends the connection's
-	 * turn; a receive may start one (turn.c), matched by rules or not. */
+	/* conns:adaptive, system protection: a send ends a server
+	 * connection's turn, or may start a client's (client.c); a receive
+	 * may start a server's turn or end a client's (turn.c), matched by
+	 * rules or not. */
 	if (sl_sup_traps_turns(&s->traps) && type == SL_TYPE_STREAM) {
-		if (kind == SL_SUP_SEND)
-			sl_sup_turn_send(s, st.st_ino, c->start_ns);
-		else if (sl_sup_turn_wants(s, st.st_ino))
+		if (kind == SL_SUP_SEND ? sl_sup_turn_send(s, st.st_ino, c->start_ns)
+					: sl_sup_turn_wants(s, st.st_ino))
 			c->turn_ino = st.st_ino;
 	}
 	if (c->rules == 0 && c->turn_ino == 0)
@@ -313,8 +316,10 @@ struct sl_sup_call *sl_sup_describe_fast(struct sl_sup *s, const struct seccomp_
 		e->valid = false;
 		return NULL;
 	}
-	if (sl_sup_traps_turns(&s->traps)) /* the answer: the connection's turn ends */
-		sl_sup_turn_send(s, st.st_ino, sl_sup_now_ns());
+	/* A server's answer: the connection's turn ends. A client's request:
+	 * the full path, which may hold it for its turn's slots. */
+	if (sl_sup_traps_turns(&s->traps) && sl_sup_turn_send(s, st.st_ino, sl_sup_now_ns()))
+		return NULL;
 	const struct sl_addr none = {0};
 	const uint32_t rules = sl_sup_match(s, SL_OP_SEND, e->fam, e->type, &none);
 	if (rules == 0) {

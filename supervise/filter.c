@@ -9,7 +9,10 @@
  *                                             plain system calls
  *   socket, accept, accept4                   trapped when sockets are
  *                                             placed (send or recv rules)
- *                                             or accept/conns rules exist
+ *                                             or accept/conns rules exist;
+ *                                             with conns:adaptive rules alone
+ *                                             socket(SOCK_STREAM) only (a
+ *                                             client's turns, client.c)
  *   connect                                   trapped with connect/conns rules
  *   read, readv, recvfrom, recvmsg,           trapped only for fd >= 512
  *   recvmmsg, preadv2 (recv rules);           (the sockets the supervisor
@@ -36,6 +39,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 #define X32_BIT 0x40000000u
@@ -114,6 +118,16 @@ static void trap_fd(struct prog *p, unsigned nr, unsigned arg, unsigned low)
 		TEST(p, nr, LD(OFF_ARG(arg)), JGE(SL_SUP_FD_BASE, 0, 1), NOTIF, ALLOW);
 }
 
+/* socket(domain, SOCK_STREAM with or without SOCK_NONBLOCK, SOCK_CLOEXEC,
+ * ...): NOTIF (by value: the flags are the only bits the kernel accepts
+ * beside the type). */
+static void trap_socket_stream(struct prog *p)
+{
+	TEST(p, __NR_socket, LD(OFF_ARG(1)), JEQ(SOCK_STREAM, 4, 0),
+	     JEQ(SOCK_STREAM | SOCK_NONBLOCK, 3, 0), JEQ(SOCK_STREAM | SOCK_CLOEXEC, 2, 0),
+	     JEQ(SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 1, 0), ALLOW, NOTIF);
+}
+
 /* fcntl(fd, F_DUPFD or F_DUPFD_CLOEXEC, ...) of a high fd: NOTIF. */
 static void trap_fcntl_dup(struct prog *p)
 {
@@ -172,8 +186,8 @@ static bool traps_catch(const struct sl_sup_traps *t, unsigned nr, enum sl_sup_o
 		return t->recv || sl_sup_traps_turns(t);
 	case SL_SUP_ON_SENDFILE: /* splice either way, sendfile out */
 		return t->send || sl_sup_traps_turns(t) || (nr == __NR_splice && t->recv);
-	case SL_SUP_ON_SOCKET:
-		return t->place;
+	case SL_SUP_ON_SOCKET: /* conns:adaptive: a client's stream sockets */
+		return t->place || t->turns != 0;
 	case SL_SUP_ON_ACCEPT:
 		return t->place || t->accept;
 	case SL_SUP_ON_CONNECT:
@@ -204,6 +218,8 @@ int sl_sup_filter_build(const struct sl_sup_traps *t, struct sock_filter *ins, i
 			continue;
 		if (nr == __NR_splice)
 			trap_splice(&p);
+		else if (nr == __NR_socket && !t->place)
+			trap_socket_stream(&p);
 		else if (nr == __NR_fcntl)
 			trap_fcntl_dup(&p);
 		else if (trapped[i].on <= SL_SUP_ON_SENDFILE)

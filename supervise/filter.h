@@ -20,9 +20,11 @@ struct sl_sup_traps {
 	bool recv;      /* read, readv, recv*, preadv2, splice: fd >= base */
 	bool stdio;     /* the send and receive calls above on fds 0-2 too
 			 * (--trap-stdio: inetd-style servers move sockets there) */
-	uint32_t turns; /* conns:adaptive rules (turn.c): the connections they
-			 * accept are placed at fd >= base, and the sends and
-			 * receives there are trapped (their turns) */
+	uint32_t turns; /* conns:adaptive rules (turn.c, client.c): the
+			 * connections they accept and the stream sockets
+			 * they may connect (socket() trapped for those) are
+			 * placed at fd >= base, and the sends and receives
+			 * there are trapped (their turns) */
 	uint32_t gates; /* accept and conns rules with system protection
 			 * (load1=, cpu=, rt=; turn.c): the same, for their
 			 * gates' turns */

@@ -32,7 +32,7 @@
  * under WAIT_KILLABLE_RECV. Calls with MSG_PEEK, MSG_OOB, MSG_ERRQUEUE or
  * MSG_TRUNC continue in the kernel uncharged. A receive on a connection
  * with turns (conns:adaptive, system protection) takes its turn step first
- * (turn.c).
+ * (turn.c), and so does a send that may start a client's turn (client.c).
  *
  * A throttled call is always held, never answered with a made-up EAGAIN:
  * data that is already queued produces no new edge for an edge-triggered
@@ -52,6 +52,7 @@
 #include "filter.h"
 #include "admit.h"
 #include "calls.h"
+#include "client.h"
 #include "notif.h"
 #include "sock.h"
 #include "source.h"
@@ -171,6 +172,19 @@ static bool wait_io(struct sl_sup_call *c, short events, uint64_t now_ns)
 	return true;
 }
 
+/* After the turn step of call c (turn.c, client.c): 0 held, 1 done
+ * (answered, or let continue when no rule of the call's own applies), -1
+ * go on with its rules. */
+static int after_turn(struct sl_sup *s, struct sl_sup_call *c, enum sl_sup_turn_step step)
+{
+	if (step != SL_SUP_TURN_GO)
+		return step == SL_SUP_TURN_DONE;
+	if (c->rules != 0)
+		return -1;
+	sl_sup_continue(s, c->req.id); /* the kernel's */
+	return 1;
+}
+
 /* A non-blocking send goes on after a piece only with this many bytes moved
  * at most (the kernel takes at most a socket buffer's room, a few MiB, in
  * one call; the supervisor serves other calls meanwhile). */
@@ -207,6 +221,10 @@ static bool nb_more(struct sl_sup *s, struct sl_sup_call *c, uint64_t piece, uin
 
 bool sl_sup_step_send(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
+	int turn; /* a client's request: its turn first */
+	if (c->turn_ino != 0 &&
+	    (turn = after_turn(s, c, sl_sup_client_step_send(s, c, now_ns))) >= 0)
+		return turn;
 	for (;;) {
 		uint64_t left = c->total - c->done;
 		uint64_t piece = c->cont || !c->stream ? left : sl_sup_piece_cap(s, c, now_ns);
@@ -322,20 +340,9 @@ static void consume(struct sl_sup_call *c, uint64_t k)
 
 bool sl_sup_step_recv(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_ns)
 {
-	if (c->turn_ino != 0) { /* turns: the request's turn first */
-		switch (sl_sup_turn_step_recv(s, c, now_ns)) {
-		case SL_SUP_TURN_HOLD:
-			return false;
-		case SL_SUP_TURN_DONE:
-			return true;
-		default:
-			break;
-		}
-		if (c->rules == 0) { /* no recv rule: the kernel's */
-			sl_sup_continue(s, c->req.id);
-			return true;
-		}
-	}
+	int turn; /* turns: the request's turn first, or a client's answer */
+	if (c->turn_ino != 0 && (turn = after_turn(s, c, sl_sup_turn_step_recv(s, c, now_ns))) >= 0)
+		return turn;
 	bool waitall = (c->flags & MSG_WAITALL) && c->stream && !c->nonblock &&
 		       s->feat.wait_killable;
 	for (;;) {

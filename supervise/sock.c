@@ -14,9 +14,12 @@
  * connect() is held until the rule's slot comes and then continues in the
  * kernel (SECCOMP_USER_NOTIF_FLAG_CONTINUE), for blocking and non-blocking
  * sockets alike: Go's connect is never answered with a fabricated EAGAIN or
- * EINPROGRESS. accept() waits for a pending connection first (a
- * non-blocking listener with none gets the kernel's EAGAIN), then for the
- * rule's slot, then accepts. A connection a conns:adaptive rule accepts is
+ * EINPROGRESS. A conns:adaptive rule takes no slot there: the connection
+ * it matches has client turns (client.c), registered once the connect goes
+ * on; so a stream socket such a rule may match is placed high when it is
+ * made, whatever the other rules. accept() waits for a pending connection
+ * first (a non-blocking listener with none gets the kernel's EAGAIN), then
+ * for the rule's slot, then accepts. A connection a conns:adaptive rule accepts is
  * placed high whatever the other rules (its turns are its sends and
  * receives, turn.c), and one it refuses is reset. So is one that system
  * protection (load1=, cpu=, rt=) follows: once the rules' own decisions
@@ -32,6 +35,7 @@
 #include "filter.h"
 #include "admit.h"
 #include "calls.h"
+#include "client.h"
 #include "conns.h"
 #include "notif.h"
 #include "state.h"
@@ -104,7 +108,8 @@ void sl_sup_on_socket(struct sl_sup *s, const struct seccomp_notif *req)
 {
 	int domain = (int)req->data.args[0], type = (int)req->data.args[1];
 	int proto = (int)req->data.args[2];
-	if (!wants_place(s, sl_addr_fam_bit(domain), sl_addr_type_bit(type))) {
+	const unsigned fam = sl_addr_fam_bit(domain), kind = sl_addr_type_bit(type);
+	if (!wants_place(s, fam, kind) && sl_sup_client_rules(s, fam, kind) == 0) {
 		sl_sup_continue(s, req->id);
 		return;
 	}
@@ -161,6 +166,8 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 	bool busy = t.type == SL_TYPE_STREAM && (t.fam & (SL_FAM_INET | SL_FAM_INET6)) &&
 		    getsockopt(t.dup, IPPROTO_TCP, TCP_INFO, &ti, &til) == 0 &&
 		    ti.tcpi_state != TCP_CLOSE;
+	struct stat st; /* for client turns: the program may close it once it goes on */
+	const ino_t ino = fstat(t.dup, &st) == 0 ? st.st_ino : 0;
 	close(t.dup);
 	if (busy) {
 		sl_sup_continue(s, req->id);
@@ -181,16 +188,23 @@ void sl_sup_on_connect(struct sl_sup *s, const struct seccomp_notif *req)
 	struct sl_addr a;
 	sl_addr_from(&a, (struct sockaddr *)&ss, (socklen_t)len);
 	uint32_t rules = sl_sup_match(s, SL_OP_CONNECT, t.fam, t.type, &a);
-	/* Not conns:adaptive rules: a server's turns only (turn.c). */
-	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, t.fam, t.type, &a) & ~s->traps.turns;
+	/* conns:adaptive rules take no slot at connect: the connection has
+	 * client turns (client.c), each request taking one. */
+	uint32_t conns = sl_sup_match(s, SL_OP_CONNS, t.fam, t.type, &a);
+	const uint32_t client = conns & sl_sup_client_rules(s, t.fam, t.type);
+	conns &= ~s->traps.turns;
 	struct sl_sup_call *c = rules | conns ? sl_sup_call_new(s, req, t.th) : NULL;
 	if (c == NULL) {
-		sl_sup_continue(s, req->id);
+		const int fd = (int)(uint32_t)req->data.args[0];
+		if (sl_sup_continue(s, req->id) == 0 && client != 0)
+			sl_sup_client_connected(s, t.th->proc, fd, ino, client, sl_sup_now_ns());
 		return;
 	}
 	c->kind = SL_SUP_CONNECT;
 	c->rules = rules;
 	c->conns_rules = conns;
+	c->client_rules = client;
+	c->turn_ino = ino;
 	c->peer = a;
 	if (sl_sup_step_connect(s, c, sl_sup_now_ns()))
 		sl_sup_call_free(s, c);
@@ -242,8 +256,12 @@ bool sl_sup_step_connect(struct sl_sup *s, struct sl_sup_call *c, uint64_t now_n
 	 * fork and close its copy before we look. */
 	const int fd = (int)(uint32_t)c->req.data.args[0];
 	const ino_t ino = c->conns_held != 0 ? sl_sup_fd_ino(c->th->proc, fd) : 0;
-	if (sl_sup_continue(s, c->req.id) == 0)
-		sl_sup_conns_hold(s, c, fd, ino, sl_sup_now_ns());
+	if (sl_sup_continue(s, c->req.id) != 0)
+		return true;
+	sl_sup_conns_hold(s, c, fd, ino, sl_sup_now_ns());
+	if (c->client_rules != 0) /* the socket the connect named when it came */
+		sl_sup_client_connected(s, c->th->proc, fd, c->turn_ino, c->client_rules,
+					sl_sup_now_ns());
 	return true;
 }
 

@@ -160,3 +160,14 @@ void sl_sup_stat_end(struct sl_sup_proc *p, uint32_t rules, bool ok, uint32_t de
 			sl_count_delayed(st, waited_ns);
 	}
 }
+
+void sl_sup_stat_adapt(const struct sl_sup *s, unsigned x, const struct sl_adapt *a,
+		       uint64_t in_flight)
+{
+	struct sl_adapt_view w;
+	sl_adapt_view(a, &w);
+	for (size_t k = 0; k < s->procs_cap; k++)
+		for (struct sl_sup_proc *p = s->procs[k]; p != NULL; p = p->next)
+			if (p->rec != NULL && x % SL_MAX_RULES < p->rec->n_rules)
+				sl_shm_adapt_put(sl_shm_stat_slot(p->rec, x), &w, in_flight);
+}

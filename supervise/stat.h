@@ -30,4 +30,12 @@ void sl_sup_stat_bytes(struct sl_sup_proc *p, uint32_t rules, uint64_t n);
 void sl_sup_stat_end(struct sl_sup_proc *p, uint32_t rules, bool ok, uint32_t delayed,
 		     uint64_t waited_ns);
 
+/* The figures of the tree's controller of slot index x (conns:adaptive,
+ * system protection, client limit: shm_format.h, sl_shm_stat_slot) and
+ * its turns in flight, into every process's record: `sluice stat` shows
+ * them as for a preloaded process. */
+struct sl_adapt;
+void sl_sup_stat_adapt(const struct sl_sup *s, unsigned x, const struct sl_adapt *a,
+		       uint64_t in_flight);
+
 #endif /* SLUICE_SUPERVISE_STAT_H */

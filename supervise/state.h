@@ -146,10 +146,13 @@ struct sl_sup_call {
 	/* Gates (system protection, turn.c) of an accept: rules whose gate
 	 * slot it took, not yet handed to the connection's first turn. */
 	uint32_t gates_held;
-	/* A receive that may start a turn on its connection (turn.c). */
-	ino_t turn_ino;      /* its socket's inode: the turn step comes first; 0: none */
-	bool turn_waiting;   /* the request is there: waiting for a slot ... */
-	uint64_t turn_until; /* ... until this instant, then reset */
+	/* A receive that may start or end a turn on its connection (turn.c),
+	 * a send that may start a client's (client.c). */
+	ino_t turn_ino;        /* its socket's inode: the turn step comes first; 0: none
+			      * (a connect: its socket's, for client_rules) */
+	bool turn_waiting;     /* the request is there: waiting for a slot ... */
+	uint64_t turn_until;   /* ... until this instant, then reset */
+	uint32_t client_rules; /* a connect: the adaptive rules of its client turns */
 	/* Last, so that a new call clears only what comes before. */
 	struct iovec riov[SL_SUP_IOV_MAX]; /* the target's buffers */
 };

@@ -107,8 +107,11 @@ struct sl_sup_proc *sl_sup_proc_find(struct sl_sup *s, pid_t tgid)
 
 static struct sl_sup_proc *proc_of(struct sl_sup *s, pid_t tgid)
 {
-	if (s->procs == NULL && (s->procs = calloc(HASH_CAP, sizeof(*s->procs))) == NULL)
-		return NULL;
+	if (s->procs == NULL) {
+		if ((s->procs = calloc(HASH_CAP, sizeof(*s->procs))) == NULL)
+			return NULL;
+		s->procs_cap = HASH_CAP; /* what the loops over every process go through */
+	}
 	size_t h = hash_pid(tgid);
 	for (struct sl_sup_proc *p = s->procs[h]; p != NULL; p = p->next)
 		if (p->tgid == tgid && !pidfd_exited(p->pidfd))
@@ -154,8 +157,11 @@ static void thread_free(struct sl_sup_thread *t)
 
 struct sl_sup_thread *sl_sup_thread_of(struct sl_sup *s, pid_t tid)
 {
-	if (s->threads == NULL && (s->threads = calloc(HASH_CAP, sizeof(*s->threads))) == NULL)
-		return NULL;
+	if (s->threads == NULL) {
+		if ((s->threads = calloc(HASH_CAP, sizeof(*s->threads))) == NULL)
+			return NULL;
+		s->threads_cap = HASH_CAP;
+	}
 	size_t h = hash_pid(tid);
 	for (struct sl_sup_thread **pp = &s->threads[h]; *pp != NULL; pp = &(*pp)->next) {
 		struct sl_sup_thread *t = *pp;

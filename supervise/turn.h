@@ -4,7 +4,9 @@
  * as turns on its accepted connections, each holding one slot of the
  * rule's concurrency limit, their latency fed to the engine's controller
  * (engine/adaptive.h), which moves the limit; the same turns hold the
- * slots of system protection's gates (gate.h).
+ * slots of system protection's gates (gate.h). A client's connections
+ * (client.h) have turns of their own: from a request's send to the
+ * answer's first byte.
  *
  * API: the supervisor's one thread (internal.h).
  */
@@ -41,24 +43,31 @@ bool sl_sup_turn_accepted(struct sl_sup *s, ino_t ino, uint64_t rules, uint64_t 
  * still running gives its slots back (no sample: when it ended is not
  * known), and the connection is forgotten. */
 void sl_sup_turn_gone(struct sl_sup *s, ino_t ino);
-/* A send on socket ino is about to be made: its running turn ends (its
- * latency, from the turn's first received bytes, is a sample). */
-void sl_sup_turn_send(struct sl_sup *s, ino_t ino, uint64_t now_ns);
+/* A send on socket ino is about to be made: on a server's connection, its
+ * running turn ends (its latency, from the turn's first received bytes,
+ * is a sample). True if the send must take a client's turn step first
+ * (sl_sup_client_step_send: a client connection with no turn running). */
+bool sl_sup_turn_send(struct sl_sup *s, ino_t ino, uint64_t now_ns);
 /* Whether a receive on socket ino must take the turn step first (a
- * connection with turns that is idle, or whose turn has not received yet). */
+ * server's connection that is idle, or whose turn has not received yet; a
+ * client's whose turn runs: the answer ends it). */
 bool sl_sup_turn_wants(const struct sl_sup *s, ino_t ino);
 
 enum sl_sup_turn_step {
-	SL_SUP_TURN_GO = 0, /* go on with the receive (its rules, or the kernel) */
+	SL_SUP_TURN_GO = 0, /* go on with the call (its rules, or the kernel) */
 	SL_SUP_TURN_HOLD,   /* held: stepped again at c->due_ns or on POLLIN */
 	SL_SUP_TURN_DONE,   /* answered (ECONNRESET, the socket's timeout) */
 };
-/* The turn step of receive c (c->turn_ino set by describe): wait (held,
- * no slot) for the request's bytes, then for a slot of each of the
- * connection's rules and gates, up to max-delay (action=delay) or half the
- * no-load latency (action=reject, and any gate), else reset the connection
- * and answer ECONNRESET (a dry-run rule's turn goes on instead). A
- * non-blocking receive never waits. On GO c->turn_ino is 0. */
+/* The turn step of receive c (c->turn_ino set by describe). On a server's
+ * connection: wait (held, no slot) for the request's bytes, then for a
+ * slot of each of the connection's rules and gates, up to max-delay
+ * (action=delay) or half the no-load latency (action=reject, and any
+ * gate), else reset the connection and answer ECONNRESET (a dry-run rule's
+ * turn goes on instead); a non-blocking receive never waits. On a client's
+ * (client.h): the answer's first byte ends the running turn (a sample from
+ * its request's send); a blocking receive with no data yet is held until
+ * POLLIN (SO_RCVTIMEO honoured), a non-blocking one goes on; the end of
+ * the stream or an error end it without a sample. On GO c->turn_ino is 0. */
 enum sl_sup_turn_step sl_sup_turn_step_recv(struct sl_sup *s, struct sl_sup_call *c,
 					    uint64_t now_ns);
 

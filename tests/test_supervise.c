@@ -155,9 +155,11 @@ static void test_supervise_filter_refusals(void **state)
 }
 
 /* conns:adaptive alone: accept and connect are trapped (connect's handler
- * leaves the adaptive rules out), the sends and receives of fds >= 512 too
- * (where the accepted connections are placed: their turns), never a file's;
- * socket() is not (no placement), nor a move of a high fd. */
+ * takes no slot of the adaptive rules: a client's turns are its requests),
+ * the sends and receives of fds >= 512 too (where the accepted connections
+ * and the client's stream sockets are placed: their turns), never a
+ * file's; socket() of a stream (placed high), not of a datagram socket; no
+ * move of a high fd. */
 static void test_supervise_filter_turns(void **state)
 {
 	(void)state;
@@ -169,6 +171,8 @@ static void test_supervise_filter_turns(void **state)
 	assert_dec_equal(verdict(&p, X86, SYS_accept4, 3, 0), NOTIF);
 	assert_dec_equal(verdict(&p, X86, SYS_connect, 3, 0), NOTIF);
 	assert_dec_equal(verdict(&p, X86, SYS_socket, 2, 0), ALLOW);
+	assert_dec_equal(verdict3(&p, false, SYS_socket, 2, SOCK_STREAM, 0), NOTIF);
+	assert_dec_equal(verdict3(&p, false, SYS_socket, 2, SOCK_DGRAM, 0), ALLOW);
 	assert_dec_equal(verdict(&p, X86, SYS_write, 1, 0), ALLOW);
 	assert_dec_equal(verdict(&p, X86, SYS_read, 511, 0), ALLOW);
 	assert_dec_equal(verdict(&p, X86, SYS_write, 600, 0), NOTIF);

@@ -24,16 +24,27 @@
  * an accept past it is refused and its connection reset, a keep-alive
  * request waits half the no-load latency and is reset; fast turns never
  * close it; a dry-run rule admits.
+ *
+ * The client side (a program's connects): a connect takes no slot and
+ * never waits; a request's send starts a turn on the rule's client limit
+ * (apart from the server's: a proxy's upstream requests go while its
+ * server turns hold every server slot), held with the engine's backoff
+ * when it is full (reset after half the no-load latency under reject,
+ * EAGAIN at SO_SNDTIMEO, never for a non-blocking send), and the answer's
+ * first byte ends it, its latency from the send a sample; the controller
+ * moves the client limit.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -45,6 +56,7 @@
 #include "../common/shm_format.h"
 #include "../engine/adaptive.h"
 #include "../supervise/calls.h"
+#include "../supervise/client.h"
 #include "../supervise/conns.h"
 #include "../supervise/filter.h"
 #include "../supervise/gate.h"
@@ -583,30 +595,6 @@ static void test_turn_gone(void **state)
 	rig_free(r);
 }
 
-/* Adaptive rules are a server's: a connect continues untouched, its
- * socket no turn. */
-static void test_turn_not_connect(void **state)
-{
-	(void)state;
-	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1");
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_dec_equal(dup3(s, 700, O_CLOEXEC), 700);
-	close(s);
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				.sin_port = htons(r->port)};
-	for (int i = 0; i < 2; i++) {
-		struct seccomp_notif q = req_of(r, SYS_connect, 700, (uintptr_t)&a, sizeof(a), 0);
-		sl_sup_on_connect(&r->s, &q);
-		assert_dec_equal(fake.n, i + 1);
-		assert_true(fake.a[i].cont);
-		assert_null(held_call(r));
-	}
-	assert_null(sl_sup_turn_adapt(&r->s, 0));
-	close(700);
-	rig_free(r);
-}
-
 /* ---- system protection -------------------------------------------------- */
 
 /* Rule i's gate: its turns in flight, its controller. */
@@ -909,14 +897,447 @@ static void test_gate_host_load(void **state)
 	rig_free(r);
 }
 
+/* ---- the client side --------------------------------------------------- */
+
+#define CFD0 700 /* the program's first connecting socket */
+
+/* The program's stream socket at fd `at` (where sock.c places it) connects
+ * to the rig's listener: the connect's notification (it continues at once,
+ * asserted), then the kernel's connect. Returns the server's end (the
+ * upstream server is the test). */
+static int do_connect(struct rig *r, int at)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_dec_equal(dup3(s, at, O_CLOEXEC), at);
+	close(s);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons(r->port)};
+	const int n = fake.n;
+	struct seccomp_notif q = req_of(r, SYS_connect, (uint64_t)at, (uintptr_t)&a, sizeof(a), 0);
+	sl_sup_on_connect(&r->s, &q);
+	assert_dec_equal(fake.n, n + 1);
+	assert_dec_equal(fake.a[n].id, q.id);
+	assert_true(fake.a[n].cont);
+	assert_null(held_call(r));
+	assert_dec_equal(connect(at, (struct sockaddr *)&a, sizeof(a)), 0);
+	const int peer = accept4(r->lis, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(peer >= 0);
+	return peer;
+}
+
+/* The program's request on fd (a blocking send, handled): it went on at
+ * once (the kernel's send made here) or is held (true). */
+static bool do_request(struct rig *r, int fd, int flags, struct seccomp_notif *q)
+{
+	static const char get[] = "GET\n";
+	const int n = fake.n;
+	*q = req_of(r, SYS_sendto, (uint64_t)fd, (uintptr_t)get, 4, (uint64_t)flags);
+	sl_sup_on_send(&r->s, q);
+	if (fake.n == n)
+		return true;
+	assert_dec_equal(fake.n, n + 1);
+	assert_dec_equal(fake.a[n].id, q->id);
+	assert_true(fake.a[n].cont);
+	assert_dec_equal(send(fd, get, 4, MSG_DONTWAIT), 4);
+	return false;
+}
+
+/* The upstream server answers on peer; the program's receive on fd at
+ * `at` goes to the kernel at once (asserted). */
+static void answer_at(struct rig *r, int peer, int fd, uint64_t at)
+{
+	assert_dec_equal(write(peer, "OK\n", 3), 3);
+	until_readable(fd);
+	fake.now = at;
+	const int n = fake.n;
+	do_recv(r, fd, 0);
+	assert_dec_equal(fake.n, n + 1);
+	assert_true(fake.a[n].cont);
+	kernel_recv(fd, 3);
+}
+
+static uint64_t client_in_flight(struct rig *r)
+{
+	const struct sl_limiter *l = sl_sup_client_lim(&r->s, 0, fake.now);
+	assert_non_null(l);
+	return atomic_load_explicit(&l->u.tun.held, memory_order_relaxed);
+}
+
+static const struct sl_adapt *client_adapt(struct rig *r)
+{
+	const struct sl_adapt *a = sl_sup_client_adapt(&r->s, 0);
+	assert_non_null(a);
+	return a;
+}
+
+static uint64_t client_count(struct rig *r)
+{
+	return atomic_load_explicit(&client_adapt(r)->win_count, memory_order_relaxed);
+}
+
+static uint64_t client_sum_ns(struct rig *r)
+{
+	return atomic_load_explicit(&client_adapt(r)->win_sum_ns, memory_order_relaxed);
+}
+
+/* Under conns:adaptive alone a stream socket is placed high when made
+ * (its sends and receives trapped: a client's turns), a datagram one is
+ * the kernel's; a connect continues at once, takes no slot and registers
+ * the connection, with the rule's client limit, not the server's. */
+static void test_client_connect(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1");
+	assert_false(r->s.traps.place);
+	struct seccomp_notif q = req_of(r, SYS_socket, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0, 0);
+	sl_sup_on_socket(&r->s, &q);
+	assert_dec_equal(fake.n, 1);
+	assert_dec_equal(fake.a[0].val, FD0); /* placed */
+	q = req_of(r, SYS_socket, AF_INET, SOCK_DGRAM, 0, 0);
+	sl_sup_on_socket(&r->s, &q);
+	assert_dec_equal(fake.n, 2);
+	assert_true(fake.a[1].cont);
+	for (int k = 0; k < 2; k++) {
+		int peer = do_connect(r, CFD0 + k);
+		close(peer);
+	}
+	assert_dec_equal(client_in_flight(r), 0);
+	assert_dec_equal(sl_adapt_limit(client_adapt(r)), 1);
+	assert_null(sl_sup_turn_adapt(&r->s, 0));
+	close(CFD0);
+	close(CFD0 + 1);
+	rig_free(r);
+}
+
+/* initial=2,max=2: three connections (none waits at its connect), a
+ * request on each: two turns start, the third blocking send is held and
+ * retried with the engine's backoff. The first answer's receive at +2 ms
+ * ends its turn (2 ms, a sample) and the held send goes at its next retry
+ * (+3 ms), its turn from then. A blocking receive before its answer is
+ * held until the data is there, and the turn ends then (7 ms). A second
+ * send in a running turn, a receive on an idle connection: nothing. */
+static void test_client_turns(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=2,max=2");
+	int peer[3];
+	for (int k = 0; k < 3; k++)
+		peer[k] = do_connect(r, CFD0 + k);
+	assert_dec_equal(client_in_flight(r), 0);
+	struct seccomp_notif q;
+	assert_false(do_request(r, CFD0, 0, &q));
+	assert_false(do_request(r, CFD0 + 1, 0, &q));
+	assert_dec_equal(client_in_flight(r), 2);
+	assert_true(do_request(r, CFD0 + 2, 0, &q));
+	struct sl_sup_call *c = held_call(r);
+	assert_dec_equal(c->wait, SL_SUP_WAIT_TIME);
+	assert_dec_equal(c->due_ns, T0 + 1 * MS);
+	assert_false(step_at(r, T0 + 1 * MS));
+	assert_dec_equal(held_call(r)->due_ns, T0 + 3 * MS);
+	answer_at(r, peer[0], CFD0, T0 + 2 * MS);
+	assert_dec_equal(client_in_flight(r), 1);
+	assert_dec_equal(client_count(r), 1);
+	assert_dec_equal(client_sum_ns(r), 2 * MS);
+	assert_true(step_at(r, T0 + 3 * MS));
+	assert_dec_equal(fake.a[fake.n - 1].id, q.id);
+	assert_true(fake.a[fake.n - 1].cont);
+	assert_dec_equal(client_in_flight(r), 2);
+	assert_dec_equal(send(CFD0 + 2, "GET\n", 4, 0), 4);
+	/* More of the same request: nothing. */
+	assert_false(do_request(r, CFD0 + 2, 0, &q));
+	assert_dec_equal(client_in_flight(r), 2);
+	/* A blocking receive before the answer: held until it comes. */
+	fake.now = T0 + 5 * MS;
+	q = do_recv(r, CFD0 + 2, 0);
+	assert_dec_equal(held_call(r)->wait, SL_SUP_WAIT_IO);
+	assert_dec_equal(held_call(r)->events, POLLIN);
+	assert_dec_equal(client_in_flight(r), 2);
+	assert_dec_equal(write(peer[2], "OK\n", 3), 3);
+	until_readable(CFD0 + 2);
+	assert_true(step_at(r, T0 + 10 * MS));
+	assert_dec_equal(fake.a[fake.n - 1].id, q.id);
+	assert_true(fake.a[fake.n - 1].cont);
+	kernel_recv(CFD0 + 2, 3);
+	assert_dec_equal(client_in_flight(r), 1);
+	assert_dec_equal(client_count(r), 2);
+	assert_dec_equal(client_sum_ns(r), 9 * MS);
+	/* An idle connection's receive: no turn, the kernel's. */
+	const int n = fake.n;
+	do_recv(r, CFD0, MSG_DONTWAIT);
+	assert_dec_equal(fake.n, n + 1);
+	assert_true(fake.a[n].cont);
+	assert_null(sl_sup_turn_adapt(&r->s, 0)); /* the server's limit: untouched */
+	for (int k = 0; k < 3; k++) {
+		close(peer[k]);
+		close(CFD0 + k);
+	}
+	rig_free(r);
+}
+
+/* action=reject, the client limit full (1): a request waits with the
+ * engine's backoff up to 50 ms (no no-load latency measured yet), then its
+ * connection is reset and the send fails with ECONNRESET, a refusal. */
+static void test_client_reject_resets(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1,action=reject");
+	int pa = do_connect(r, CFD0), pb = do_connect(r, CFD0 + 1);
+	struct seccomp_notif q;
+	assert_false(do_request(r, CFD0, 0, &q));
+	assert_true(do_request(r, CFD0 + 1, 0, &q));
+	const int n = fake.n;
+	const uint64_t due[] = {T0 + 1 * MS,  T0 + 3 * MS,  T0 + 7 * MS,
+				T0 + 15 * MS, T0 + 31 * MS, T0 + 50 * MS};
+	for (int i = 0; i < 6; i++) {
+		struct sl_sup_call *c = held_call(r);
+		assert_dec_equal(c->wait, SL_SUP_WAIT_TIME);
+		assert_dec_equal(c->due_ns, due[i]);
+		assert_dec_equal(step_at(r, due[i]), i == 5);
+	}
+	assert_dec_equal(fake.n, n + 1);
+	assert_dec_equal(fake.a[n].id, q.id);
+	assert_dec_equal(fake.a[n].err, ECONNRESET);
+	assert_dec_equal(fake.a[n].at, T0 + 50 * MS);
+	struct linger lg;
+	socklen_t ll = sizeof(lg);
+	assert_dec_equal(getsockopt(CFD0 + 1, SOL_SOCKET, SO_LINGER, &lg, &ll), 0);
+	assert_dec_equal(lg.l_onoff, 1);
+	assert_dec_equal(lg.l_linger, 0);
+	char b[8];
+	assert_dec_equal(recv(pb, b, sizeof(b), 0), 0); /* the server is told */
+	assert_dec_equal(refused_of(r, 0), 1);
+	assert_true(atomic_load_explicit(&client_adapt(r)->bound_ns, memory_order_relaxed) != 0);
+	assert_dec_equal(client_in_flight(r), 1); /* A's turn only */
+	close(pa);
+	close(pb);
+	close(CFD0);
+	close(CFD0 + 1);
+	rig_free(r);
+}
+
+/* action=delay (unbounded), the client limit full (1): a non-blocking send
+ * (MSG_DONTWAIT, or O_NONBLOCK) goes on at once, its turn uncounted; a
+ * blocking one with SO_SNDTIMEO 20 ms fails with EAGAIN then; a blocking
+ * one without waits until A's answer frees the slot. The server ending a
+ * turn's connection (EOF) and a client closing one in its turn give the
+ * slot back, without a sample. */
+static void test_client_nonblock_waits(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1");
+	int pa = do_connect(r, CFD0), pb = do_connect(r, CFD0 + 1);
+	struct seccomp_notif q;
+	assert_false(do_request(r, CFD0, 0, &q));
+	assert_false(do_request(r, CFD0 + 1, MSG_DONTWAIT, &q));
+	assert_null(held_call(r));
+	assert_dec_equal(fcntl(CFD0 + 1, F_SETFL, O_NONBLOCK), 0);
+	assert_false(do_request(r, CFD0 + 1, 0, &q));
+	assert_dec_equal(fcntl(CFD0 + 1, F_SETFL, 0), 0);
+	assert_dec_equal(client_in_flight(r), 1);
+	answer_at(r, pb, CFD0 + 1, T0 + 1 * MS); /* no turn ran: nothing */
+	assert_dec_equal(client_in_flight(r), 1);
+	assert_dec_equal(client_count(r), 0);
+	/* SO_SNDTIMEO bounds the wait (20 ms: whole jiffies at any HZ). */
+	struct timeval tv = {0, 20000};
+	assert_dec_equal(setsockopt(CFD0 + 1, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	fake.now = T0 + 10 * MS;
+	assert_true(do_request(r, CFD0 + 1, 0, &q));
+	const uint64_t due[] = {T0 + 11 * MS, T0 + 13 * MS, T0 + 17 * MS, T0 + 25 * MS,
+				T0 + 30 * MS};
+	for (int i = 0; i < 5; i++) {
+		assert_dec_equal(held_call(r)->due_ns, due[i]);
+		assert_dec_equal(step_at(r, due[i]), i == 4);
+	}
+	assert_dec_equal(fake.a[fake.n - 1].id, q.id);
+	assert_dec_equal(fake.a[fake.n - 1].err, EAGAIN);
+	tv.tv_usec = 0;
+	assert_dec_equal(setsockopt(CFD0 + 1, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	/* Without it, the request waits for A's answer. */
+	fake.now = T0 + 30 * MS;
+	assert_true(do_request(r, CFD0 + 1, 0, &q));
+	assert_false(step_at(r, T0 + 31 * MS));
+	assert_dec_equal(held_call(r)->due_ns, T0 + 33 * MS);
+	answer_at(r, pa, CFD0, T0 + 32 * MS);
+	assert_dec_equal(client_count(r), 1);
+	assert_dec_equal(client_sum_ns(r), 32 * MS);
+	assert_true(step_at(r, T0 + 33 * MS));
+	assert_dec_equal(fake.a[fake.n - 1].id, q.id);
+	assert_true(fake.a[fake.n - 1].cont);
+	assert_dec_equal(send(CFD0 + 1, "GET\n", 4, 0), 4);
+	assert_dec_equal(client_in_flight(r), 1);
+	/* B's server closes without an answer (its requests read first: a
+	 * FIN, not a reset): the end of the stream ends the turn, no
+	 * sample. */
+	until_readable(pb);
+	char buf[64];
+	while (recv(pb, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
+	close(pb);
+	until_readable(CFD0 + 1);
+	fake.now = T0 + 40 * MS;
+	do_recv(r, CFD0 + 1, 0);
+	assert_true(fake.a[fake.n - 1].cont);
+	assert_dec_equal(client_in_flight(r), 0);
+	assert_dec_equal(client_count(r), 1);
+	/* A's next request, then A closed in its turn: the sweep gives the
+	 * slot back, no sample. */
+	assert_false(do_request(r, CFD0, 0, &q));
+	assert_dec_equal(client_in_flight(r), 1);
+	sl_sup_conns_sweep(&r->s);
+	assert_dec_equal(client_in_flight(r), 1); /* still open */
+	close(CFD0);
+	sl_sup_conns_sweep(&r->s);
+	assert_dec_equal(client_in_flight(r), 0);
+	assert_dec_equal(client_count(r), 1);
+	close(pa);
+	close(CFD0 + 1);
+	rig_free(r);
+}
+
+/* A proxy under one rule, initial=1,max=1: its accepted connection's turn
+ * holds the only server slot, and its upstream request still goes at
+ * once, on the client limit; each turn's latency goes to its own
+ * controller (20 ms upstream, 30 ms served). */
+static void test_client_proxy(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1,action=reject");
+	int cl = client(r);
+	assert_dec_equal(do_accept(r), FD0);
+	assert_dec_equal(in_flight(r), 1);
+	int up = do_connect(r, CFD0);
+	struct seccomp_notif q;
+	assert_false(do_request(r, CFD0, 0, &q));
+	assert_null(held_call(r));
+	assert_dec_equal(client_in_flight(r), 1);
+	assert_dec_equal(in_flight(r), 1);
+	answer_at(r, up, CFD0, T0 + 20 * MS);
+	assert_dec_equal(client_in_flight(r), 0);
+	fake.now = T0 + 30 * MS;
+	do_send(r, FD0);
+	assert_dec_equal(in_flight(r), 0);
+	assert_dec_equal(client_count(r), 1);
+	assert_dec_equal(client_sum_ns(r), 20 * MS);
+	assert_dec_equal(win_count(r), 1);
+	assert_dec_equal(win_sum_ns(r), 30 * MS);
+	close(cl);
+	close(up);
+	close(CFD0);
+	rig_free(r);
+}
+
+/* The filter's answer to socket(AF_INET, type) under rules (a classic BPF
+ * run of the loads and jumps it is made of). */
+static uint32_t socket_verdict(const char *rules, uint32_t type)
+{
+	struct sl_policy p = policy_of(rules);
+	struct sl_sup_traps t;
+	struct sock_filter ins[256];
+	sl_sup_traps_of(&p, &t);
+	const int n = sl_sup_filter_build(&t, ins, 256);
+	assert_true(n > 0);
+	const struct seccomp_data d = {.nr = SYS_socket,
+				       .arch = AUDIT_ARCH_X86_64,
+				       .args = {AF_INET, type, 0}};
+	uint32_t a = 0;
+	for (int pc = 0; pc < n; pc++) {
+		const struct sock_filter *f = &ins[pc];
+		if (f->code == (BPF_LD | BPF_W | BPF_ABS))
+			memcpy(&a, (const char *)&d + f->k, 4);
+		else if (f->code == (BPF_JMP | BPF_JEQ | BPF_K))
+			pc += a == f->k ? f->jt : f->jf;
+		else if (f->code == (BPF_JMP | BPF_JGE | BPF_K))
+			pc += a >= f->k ? f->jt : f->jf;
+		else if (f->code == (BPF_RET | BPF_K))
+			return f->k;
+		else
+			fail_msg("unexpected BPF instruction %#x at %d", f->code, pc);
+	}
+	fail_msg("the filter fell off its end");
+	return 0;
+}
+
+/* socket() is trapped under conns:adaptive alone for stream sockets only
+ * (with or without SOCK_NONBLOCK, SOCK_CLOEXEC): they may connect and have
+ * client turns; under plain conns rules never; with byte rules always. */
+static void test_client_filter(void **state)
+{
+	(void)state;
+	const uint32_t notif = SECCOMP_RET_USER_NOTIF, allow = SECCOMP_RET_ALLOW;
+	const uint32_t stream[] = {SOCK_STREAM, SOCK_STREAM | SOCK_NONBLOCK,
+				   SOCK_STREAM | SOCK_CLOEXEC,
+				   SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC};
+	for (int k = 0; k < 4; k++) {
+		assert_dec_equal(socket_verdict("conns:adaptive", stream[k]), notif);
+		assert_dec_equal(socket_verdict("conns:100", stream[k]), allow);
+	}
+	assert_dec_equal(socket_verdict("conns:adaptive", SOCK_DGRAM), allow);
+	assert_dec_equal(socket_verdict("conns:adaptive", SOCK_DGRAM | SOCK_CLOEXEC), allow);
+	assert_dec_equal(socket_verdict("conns:adaptive", SOCK_RAW), allow);
+	assert_dec_equal(socket_verdict("conns:adaptive;send:1MiB/s", SOCK_DGRAM), notif);
+}
+
+/* The client turns' latency moves the client limit (aimd: 50 ms then 40
+ * ms, from 2 to 3, the no-load latency 40 ms; --verbose says so), and
+ * action=reject then waits half the no-load latency (20 ms) for a slot. */
+static void test_client_retunes(void **state)
+{
+	(void)state;
+	struct rig *r = rig_new("conns:adaptive,initial=2,min=1,max=8,algo=aimd,action=reject");
+	r->s.verbose = true;
+	int peer[4];
+	for (int k = 0; k < 4; k++)
+		peer[k] = do_connect(r, CFD0 + k);
+	struct seccomp_notif q;
+	assert_false(do_request(r, CFD0, 0, &q));
+	answer_at(r, peer[0], CFD0, T0 + 50 * MS);
+	assert_dec_equal(sl_adapt_limit(client_adapt(r)), 2);
+	fake.now = T0 + 120 * MS;
+	assert_false(do_request(r, CFD0, 0, &q));
+	answer_at(r, peer[0], CFD0, T0 + 160 * MS);
+	const struct sl_adapt *a = client_adapt(r);
+	assert_dec_equal(sl_adapt_limit(a), 3);
+	assert_dec_equal(atomic_load_explicit(&a->noload_ns, memory_order_relaxed), 40 * MS);
+	const struct sl_tunable *t = (const void *)sl_sup_client_lim(&r->s, 0, fake.now);
+	assert_dec_equal(sl_tunable_current(t)->params.amount, 3);
+	for (int k = 0; k < 3; k++)
+		assert_false(do_request(r, CFD0 + k, 0, &q));
+	assert_true(do_request(r, CFD0 + 3, 0, &q));
+	const uint64_t due[] = {T0 + 161 * MS, T0 + 163 * MS, T0 + 167 * MS, T0 + 175 * MS,
+				T0 + 180 * MS};
+	for (int i = 0; i < 5; i++) {
+		assert_dec_equal(held_call(r)->due_ns, due[i]);
+		assert_dec_equal(step_at(r, due[i]), i == 4);
+	}
+	assert_dec_equal(fake.a[fake.n - 1].err, ECONNRESET);
+	assert_dec_equal(client_in_flight(r), 3);
+	for (int k = 0; k < 4; k++) {
+		close(peer[k]);
+		close(CFD0 + k);
+	}
+	rig_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_turn_accept_to_send), cmocka_unit_test(test_turn_retunes),
-		cmocka_unit_test(test_turn_reject_resets),  cmocka_unit_test(test_turn_delay_waits),
-		cmocka_unit_test(test_turn_gone),           cmocka_unit_test(test_turn_not_connect),
-		cmocka_unit_test(test_gate_refuses_slow),   cmocka_unit_test(test_gate_fast_open),
-		cmocka_unit_test(test_gate_dry_run),        cmocka_unit_test(test_gate_host_load),
+		cmocka_unit_test(test_turn_accept_to_send),
+		cmocka_unit_test(test_turn_retunes),
+		cmocka_unit_test(test_turn_reject_resets),
+		cmocka_unit_test(test_turn_delay_waits),
+		cmocka_unit_test(test_turn_gone),
+		cmocka_unit_test(test_gate_refuses_slow),
+		cmocka_unit_test(test_gate_fast_open),
+		cmocka_unit_test(test_gate_dry_run),
+		cmocka_unit_test(test_gate_host_load),
+		cmocka_unit_test(test_client_connect),
+		cmocka_unit_test(test_client_turns),
+		cmocka_unit_test(test_client_reject_resets),
+		cmocka_unit_test(test_client_nonblock_waits),
+		cmocka_unit_test(test_client_proxy),
+		cmocka_unit_test(test_client_retunes),
+		cmocka_unit_test(test_client_filter),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
