@@ -17,7 +17,8 @@
     closed loopback port (the breaker trips) and sends 256 KiB in 32 KiB
     writes to a loopback sink (they wait), then idles until told to exit.
     The names in REDIS_ONLY have samples only for redis=KEY rules (no Redis
-    server here), those in ADAPTIVE_ONLY only for conns:adaptive rules: they must be in the output's # HELP lines, or, if the
+    server here), those in ADAPTIVE_ONLY only for conns:adaptive rules (or system
+    protection): they must be in the output's # HELP lines, or, if the
     output prints their HELP only beside a redis= rule, in cli/'s source.
   - The dashboard's JSON parses; it has a datasource variable and program
     and pid variables; every panel but a row has at least one target, a
@@ -53,7 +54,9 @@ REDIS_ONLY = {"sluice_redis_fallback", "sluice_redis_fallbacks_total"}
 # Served only for conns:adaptive rules (the program's conns rule is a fixed
 # count): checked as REDIS_ONLY.
 ADAPTIVE_ONLY = {"sluice_adaptive_limit", "sluice_adaptive_in_flight",
-                 "sluice_adaptive_noload_seconds", "sluice_adaptive_latency_seconds"}
+                 "sluice_adaptive_noload_seconds", "sluice_adaptive_latency_seconds",
+                 "sluice_adaptive_client_limit", "sluice_adaptive_client_in_flight",
+                 "sluice_system_limit", "sluice_system_in_flight", "sluice_system_over"}
 # The alerts the issue asks for, at least.
 WANTED_ALERTS = ["SluiceRefusing", "SluiceDelayHigh", "SluiceBreakerOpen", "SluiceRedisFallback"]
 HIST_SUFFIXES = ("_bucket", "_sum", "_count")
@@ -231,7 +234,7 @@ def check_names(used, where):
         if fam in served:
             continue
         if name in REDIS_ONLY | ADAPTIVE_ONLY:
-            kind = "redis=" if name in REDIS_ONLY else "conns:adaptive"
+            kind = "redis=" if name in REDIS_ONLY else "conns:adaptive or system protection"
             if name in helped:
                 print("note: %s (served only for %s rules): in the # HELP lines" % (name, kind))
                 continue
