@@ -99,9 +99,11 @@ case "$limit" in '' | *[!0-9]* | 0) echo "run-tests.sh: SL_TEST_TIMEOUT=$limit: 
 #                     Light: 18 s CPU in 112 s
 #   test_system.py    the same server under system protection: goodput and
 #                     p99 bounds per phase (cpu= 84 ms against 208). Light
+#   test_adaptive_client.py  the client limit read from sluice stat near each
+#                     phase's end (2 and 6 against <= 4 and > 4). Light
 busy=" test_redis.py test_real_sshd.py test_redis_sentinel.py test_supervise_go.py "
 light=" test_modes_ab.py test_eventloop_fair.py test_shim_warmup.py test_supervise_static.py \
-test_stat_listen.py test_shim_accept.py test_adaptive.py test_system.py "
+test_stat_listen.py test_shim_accept.py test_adaptive.py test_system.py test_adaptive_client.py "
 alone=" test_install.sh test_cli.py test_vfork.py test_redis_cluster.py "
 [ -z "${SL_TEST_ALONE:-}" ] || { echo $busy $light $alone; exit 0; }
 # Started first (the longest of the others, 15 to 50 s each), so that
