@@ -309,6 +309,13 @@ static void until_readable(int fd)
 	assert_dec_equal(poll(&p, 1, 2000), 1);
 }
 
+/* A client's request on cl, there (really) for the program's fd. */
+static void request(int cl, int fd)
+{
+	assert_dec_equal(write(cl, "GET\n", 4), 4);
+	until_readable(fd);
+}
+
 static uint64_t in_flight(struct rig *r)
 {
 	const struct sl_limiter *l = sl_sup_turn_lim(&r->s, 0, fake.now);
@@ -349,8 +356,7 @@ static void test_turn_accept_to_send(void **state)
 	assert_true(fake.a[1].cont);
 	assert_null(held_call(r));
 	assert_dec_equal(in_flight(r), 1);
-	assert_dec_equal(write(cl, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(cl, FD0);
 	kernel_recv(FD0, 4);
 	assert_dec_equal(in_flight(r), 1);
 	assert_dec_equal(win_count(r), 0);
@@ -373,8 +379,7 @@ static void test_turn_accept_to_send(void **state)
 	q = do_recv(r, FD0, 0);
 	assert_dec_equal(held_call(r)->wait, SL_SUP_WAIT_IO);
 	assert_dec_equal(in_flight(r), 0);
-	assert_dec_equal(write(cl, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(cl, FD0);
 	assert_true(step_at(r, T0 + 200 * MS));
 	assert_dec_equal(fake.a[fake.n - 1].id, q.id);
 	assert_true(fake.a[fake.n - 1].cont);
@@ -417,16 +422,14 @@ static void test_turn_retunes(void **state)
 	struct rig *r = rig_new("conns:adaptive,initial=2,min=1,max=8,algo=aimd,action=reject");
 	int cl = client(r);
 	assert_dec_equal(do_accept(r), FD0);
-	assert_dec_equal(write(cl, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(cl, FD0);
 	fake.now = T0 + 10 * MS;
 	do_recv(r, FD0, 0);
 	kernel_recv(FD0, 4);
 	fake.now = T0 + 50 * MS;
 	do_send(r, FD0);
 	assert_dec_equal(sl_adapt_limit(sl_sup_turn_adapt(&r->s, 0)), 2);
-	assert_dec_equal(write(cl, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(cl, FD0);
 	fake.now = T0 + 120 * MS;
 	do_recv(r, FD0, 0);
 	kernel_recv(FD0, 4);
@@ -472,8 +475,7 @@ static void test_turn_reject_resets(void **state)
 	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1,action=reject");
 	int ca = client(r);
 	assert_dec_equal(do_accept(r), FD0);
-	assert_dec_equal(write(ca, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(ca, FD0);
 	do_recv(r, FD0, 0);
 	kernel_recv(FD0, 4);
 	do_send(r, FD0);
@@ -481,8 +483,7 @@ static void test_turn_reject_resets(void **state)
 	int cb = client(r); /* takes the one slot */
 	assert_dec_equal(do_accept(r), FD0 + 1);
 	assert_dec_equal(in_flight(r), 1);
-	assert_dec_equal(write(ca, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(ca, FD0);
 	const int n = fake.n;
 	struct seccomp_notif q = do_recv(r, FD0, 0);
 	assert_dec_equal(fake.n, n);
@@ -521,16 +522,14 @@ static void test_turn_delay_waits(void **state)
 	struct rig *r = rig_new("conns:adaptive,initial=1,min=1,max=1,max-delay=200ms");
 	int ca = client(r);
 	assert_dec_equal(do_accept(r), FD0);
-	assert_dec_equal(write(ca, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(ca, FD0);
 	do_recv(r, FD0, 0);
 	kernel_recv(FD0, 4);
 	do_send(r, FD0); /* A idle */
 	int cb = client(r);
 	assert_dec_equal(do_accept(r), FD0 + 1); /* B's turn holds the slot */
 	/* A non-blocking receive on A: not held, uncounted. */
-	assert_dec_equal(write(ca, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(ca, FD0);
 	int n = fake.n;
 	do_recv(r, FD0, MSG_DONTWAIT);
 	assert_dec_equal(fake.n, n + 1);
@@ -541,8 +540,7 @@ static void test_turn_delay_waits(void **state)
 	do_send(r, FD0); /* no turn ran: nothing given back */
 	assert_dec_equal(in_flight(r), 1);
 	/* A blocking one waits for B's answer. */
-	assert_dec_equal(write(ca, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(ca, FD0);
 	n = fake.n;
 	struct seccomp_notif q = do_recv(r, FD0, 0);
 	assert_dec_equal(held_call(r)->due_ns, T0 + 1 * MS);
@@ -550,8 +548,7 @@ static void test_turn_delay_waits(void **state)
 	assert_false(step_at(r, T0 + 3 * MS));
 	assert_dec_equal(held_call(r)->due_ns, T0 + 7 * MS);
 	/* B's client sends, B's server answers at +5 ms: its slot is free. */
-	assert_dec_equal(write(cb, "GET\n", 4), 4);
-	until_readable(FD0 + 1);
+	request(cb, FD0 + 1);
 	/* (B's receive and send go at once: A's call stays the one held.) */
 	fake.now = T0 + 4 * MS;
 	do_recv(r, FD0 + 1, 0);
@@ -578,8 +575,7 @@ static void test_turn_gone(void **state)
 	struct rig *r = rig_new("conns:adaptive,initial=2,min=1,max=4");
 	int cl = client(r);
 	assert_dec_equal(do_accept(r), FD0);
-	assert_dec_equal(write(cl, "GET\n", 4), 4);
-	until_readable(FD0);
+	request(cl, FD0);
 	fake.now = T0 + 10 * MS;
 	do_recv(r, FD0, 0);
 	kernel_recv(FD0, 4);
@@ -633,8 +629,7 @@ static void round_at(struct rig *r, const int *cl, int n, uint64_t at, bool next
 		do_send(r, FD0 + k);
 		if (!next)
 			continue;
-		assert_dec_equal(write(cl[k], "GET\n", 4), 4);
-		until_readable(FD0 + k);
+		request(cl[k], FD0 + k);
 		do_recv(r, FD0 + k, 0);
 		assert_null(held_call(r)); /* a slot at once: no wait */
 		assert_true(fake.a[fake.n - 1].cont);
@@ -650,8 +645,7 @@ static void four_accepted(struct rig *r, int *cl)
 		assert_dec_equal(do_accept(r), FD0 + k);
 	}
 	for (int k = 0; k < 4; k++) {
-		assert_dec_equal(write(cl[k], "GET\n", 4), 4);
-		until_readable(FD0 + k);
+		request(cl[k], FD0 + k);
 		do_recv(r, FD0 + k, 0); /* the accept's turn runs: the kernel's */
 		assert_true(fake.a[fake.n - 1].cont);
 		kernel_recv(FD0 + k, 4);
@@ -733,8 +727,7 @@ static void test_gate_refuses_slow(void **state)
 	assert_dec_equal(refused_of(r, 0), 1);
 	/* A's next request: no gate slot, retried with the engine's backoff
 	 * up to 20 ms, then reset. */
-	assert_dec_equal(write(cl[0], "GET\n", 4), 4);
-	until_readable(FD0);
+	request(cl[0], FD0);
 	fake.n = 0;
 	struct seccomp_notif q = do_recv(r, FD0, 0);
 	assert_dec_equal(fake.n, 0);
@@ -824,8 +817,7 @@ static void test_gate_dry_run(void **state)
 	assert_dec_equal(gate_in_flight(r, 0), 5);
 	assert_dec_equal(refused_of(r, 0), 1);
 	/* A's next request: no slot, no wait, no reset. */
-	assert_dec_equal(write(cl[0], "GET\n", 4), 4);
-	until_readable(FD0);
+	request(cl[0], FD0);
 	fake.n = 0;
 	do_recv(r, FD0, 0);
 	assert_null(held_call(r));
