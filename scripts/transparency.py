@@ -13,6 +13,10 @@ when they differ, 77 when no python here has the tests.
   SL_TRANSPARENCY_TWO=1    a second never-limiting rule per direction
                            (per=fd), so each transfer spends two rules'
                            credit (shim/mcredit.c, hot2_NAME)
+  SL_TRANSPARENCY_ADAPTIVE=1  also a conns:adaptive rule held at 100000
+                           with system protection (rt=10s): every
+                           connection's turns followed, its requests
+                           counted on both sides, never limited
   SL_TRANSPARENCY_SUPERVISE=1  the second run under BUILD/sluice
                            --supervise with the same rules (the seccomp
                            supervisor instead of the preload)
@@ -99,6 +103,8 @@ def main():
     if os.environ.get("SL_TRANSPARENCY_TWO") == "1":
         under["SLUICE_RULES"] = ";".join("%s:10GB/s,per=fd,family=inet+inet6+unix" % op
                                          for op in ("send", "recv"))
+    if os.environ.get("SL_TRANSPARENCY_ADAPTIVE") == "1":
+        under["SLUICE_CONNS"] = "adaptive,min=100000,max=100000,rt=10s"
     prefix = ()
     if os.environ.get("SL_TRANSPARENCY_SUPERVISE") == "1":
         # The launcher reads the same SLUICE_* rules; it runs the program

@@ -17,6 +17,8 @@ the tests on loopback (their external tests are skipped); extra arguments
 go to the test binary (e.g. -test.run 'UDP|Splice').
   SL_TRANSPARENCY_TIMEOUT        seconds per run [900]
   SL_TRANSPARENCY_BUILD_TIMEOUT  seconds for go test -c [1200]
+  SL_TRANSPARENCY_ADAPTIVE=1     a third set: also conns:adaptive held at
+                                 100000 with rt=10s (never limits)
   GO                             the go command [go on PATH, /usr/bin/go]
 Here (2 cores, Go 1.19): 389 tests, about 5 s without sluice, 11-13 s
 under each set of rules; the build takes seconds with a warm Go build cache
@@ -38,6 +40,9 @@ CONFIGS = [
     ("inet", NEVER),  # the rules' default families: inet+inet6
     ("every-family", [a + FAMILY if a[0].isdigit() else a for a in NEVER]),
 ]
+if os.environ.get("SL_TRANSPARENCY_ADAPTIVE") == "1":
+    # transparency.py's: every connection's turns followed, never limited.
+    CONFIGS.append(("adaptive", NEVER + ["--conns", "adaptive,min=100000,max=100000,rt=10s"]))
 TEST_FLAGS = ["-test.short", "-test.v", "-test.timeout", "10m"]
 RESULT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+) \(([0-9.]+)s\)")
 HEADER = re.compile(r"^=== (RUN|CONT|PAUSE|NAME)\s+(\S+)")
