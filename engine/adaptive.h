@@ -209,7 +209,9 @@ void sl_adapt_unlock(struct sl_adapt *a);
  * (max-delay with action=delay; half the no-load latency with reject,
  * SL_DECIDE_BACKOFF_MAX_NS before one is measured; 0 for a dry run); then,
  * if sl_adapt_refuses, its connection is reset, else (a dry-run rule) the
- * turn goes on, uncounted. */
+ * turn goes on, uncounted. A system protection's full gate at an accept
+ * is answered the same way: refused (reset) if sl_adapt_refuses, else
+ * admitted without its slot. */
 uint64_t sl_adapt_wait_ns(const struct sl_rule *r, const struct sl_adapt *a);
 bool sl_adapt_refuses(const struct sl_policy *p, uint32_t rules);
 /* min(now + *backoff_ns, until); *backoff_ns doubles up to

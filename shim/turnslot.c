@@ -208,7 +208,7 @@ uint64_t sl__turn_gates(uint32_t sys, uint64_t now_ns, int *refused)
 			got |= (uint64_t)1 << b;
 			continue;
 		}
-		if (sl__st.policy.rules[i].action == SL_ACTION_DRYRUN) {
+		if (!sl_adapt_refuses(&sl__st.policy, (uint32_t)1 << i)) {
 			/* Admitted, its turns uncounted by this protection. */
 			sl_count_refused(&sl__st.stats[i]);
 			sl_log(SL_LOG_INFO,

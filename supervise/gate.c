@@ -101,7 +101,7 @@ uint32_t sl_sup_gates_take(struct sl_sup *s, struct sl_sup_proc *p, uint32_t rul
 			got |= (uint32_t)1 << i;
 			continue;
 		}
-		if (s->policy.rules[i].action == SL_ACTION_DRYRUN) {
+		if (!sl_adapt_refuses(&s->policy, (uint32_t)1 << i)) {
 			/* Admitted without the slot, counted as a refusal
 			 * would be; its turns are not this gate's. */
 			sl_sup_stat_refused(p, i);
