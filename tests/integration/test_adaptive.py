@@ -156,6 +156,10 @@ def fork_family():
     try:
         base = unloaded(port, 0.1)
         res = load(port, t0, phases="1,1", loads="2,2", work=0.1)
+        # Children still answering requests the client gave up on hold
+        # their slots for a few times the work: a slot lost never comes
+        # back, one held does within a second.
+        time.sleep(1.0)
         after = one_at_a_time(port, 20)
     finally:
         stop(p)
